@@ -1,0 +1,44 @@
+# Harvester: `make demo` and `make test` work on a fresh machine that has only Python 3.11.
+# Both create their own virtual environment (.venv) and install what they need into it.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+BUILD := build
+
+.PHONY: demo test lint check-template unit install bench clean
+
+$(STAMP): pyproject.toml layers/harvester/requirements.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Harvester needs Python 3.11+, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: serve the bundled demo site on 127.0.0.1 and crawl it with `harvest crawl`
+demo: $(STAMP)
+	$(BIN)/python -m harvester.demo
+
+## lint: ruff, cfn-lint on template.yaml and on its samtranslator translation, the project's template checks
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@mkdir -p $(BUILD)
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/python -m tests.tools.translate template.yaml $(BUILD)/template.translated.json
+	$(BIN)/cfn-lint $(BUILD)/template.translated.json
+	$(BIN)/python -m tests.tools.check_template template.yaml
+
+## test: set-up, lint, then every test
+test: lint
+	$(BIN)/python -m pytest
+
+## bench: the performance scripts of bench/ (figures and ratios against named baselines)
+bench: $(STAMP)
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache .harvest .harvest-demo

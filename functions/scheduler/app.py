@@ -1,0 +1,39 @@
+"""Scheduled by an EventBridge rule: start the recurring jobs that are due, resume or finish stalled jobs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from harvester.adapters.aws import lambda_runtime
+from harvester.schedule import RecurringJob, parse_recurring, tick
+
+logger = Logger()
+copy_config_to_registered_loggers(source_logger=logger, include={"harvester"})
+
+
+@logger.inject_lambda_context
+@event_source(data_class=EventBridgeEvent)
+def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
+    runtime = lambda_runtime.current()
+    errors: list[str] = []
+    recurring: list[RecurringJob] = []
+    try:
+        recurring = parse_recurring(os.environ.get("HARVEST_RECURRING_JOBS", "[]"))
+    except ValueError as exc:
+        # A bad configuration must not stop the scheduler from looking after running jobs.
+        logger.error("recurring jobs not started", extra={"reason": str(exc)})
+        errors.append(str(exc))
+    report = tick(runtime.engine(), recurring)
+    summary = {
+        "started": report.started,
+        "resumed": [r.job_id for r in report.resumed],
+        "errors": errors + report.errors,
+    }
+    logger.info("schedule tick", extra=summary | {"event_time": event.time})
+    return summary

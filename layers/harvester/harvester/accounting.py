@@ -1,0 +1,130 @@
+"""How records move and what each move counts, shared by every state store.
+
+The stores differ in how they make a move atomic (a SQLite transaction, a DynamoDB transaction with
+conditions); what the move *is* — the new record, and the counter deltas that must be written with it —
+is decided here once, so both adapters count exactly the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+from harvester.ports import PageRetry, SitemapOutcome
+from harvester.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+
+ROBOTS_KIND = "robots"
+R = TypeVar("R", SitemapRecord, SitemapURL)
+
+
+def first_per_url(records: Iterable[R]) -> list[R]:
+    """One record per URL, the first given: the first declaration counts, and a DynamoDB transaction may not
+    touch one item twice."""
+    seen: dict[str, R] = {}
+    for record in records:
+        seen.setdefault(record.url, record)
+    return list(seen.values())
+
+
+def claimable(status: str, lease_until: float, now: float) -> bool:
+    """Pending, or processing under a lease that has lapsed (its worker died or timed out)."""
+    return status == "pending" or (status == "processing" and lease_until <= now)
+
+
+# sitemaps ------------------------------------------------------------------------------------------
+
+
+def new_sitemap(record: SitemapRecord) -> JobCounts:
+    return JobCounts(sitemaps_total=1, sitemaps_done=1 if record.status.final else 0)
+
+
+def claimed_sitemap(record: SitemapRecord) -> SitemapRecord:
+    return record.model_copy(update={"status": SitemapStatus.PROCESSING, "attempts": record.attempts + 1})
+
+
+def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapRecord:
+    return record.model_copy(
+        update={
+            "status": outcome.status,
+            "kind": outcome.kind,
+            "error_message": outcome.error_message,
+            "truncated": outcome.truncated,
+            "final_url": outcome.final_url,
+            "http_status": outcome.http_status,
+            "children": outcome.children,
+            "dropped": outcome.dropped,
+            "warnings": outcome.warnings,
+            "document_key": outcome.document_key or record.document_key,
+            "finished_at": outcome.finished_at,
+        }
+    )
+
+
+def sitemap_done(outcome: SitemapOutcome) -> JobCounts:
+    ok = outcome.status is SitemapStatus.COMPLETED and outcome.kind != ROBOTS_KIND
+    return JobCounts(sitemaps_done=1, sitemaps_ok=1 if ok else 0)
+
+
+def recorded_sitemap(record: SitemapRecord, checkpoint: int, new_pages: int) -> SitemapRecord:
+    return record.model_copy(
+        update={
+            "pages_recorded": max(record.pages_recorded, checkpoint),
+            "pages_new": record.pages_new + new_pages,
+        }
+    )
+
+
+def enqueued_sitemap(record: SitemapRecord, enqueued: int) -> SitemapRecord:
+    return record.model_copy(
+        update={"pages_enqueued": min(max(record.pages_enqueued, enqueued), record.pages_recorded)}
+    )
+
+
+# pages ---------------------------------------------------------------------------------------------
+
+
+def new_page(page: SitemapURL) -> JobCounts:
+    return JobCounts(urls_total=1) + page_done(page)
+
+
+def page_done(page: SitemapURL) -> JobCounts:
+    if page.status is UrlStatus.COMPLETED:
+        return JobCounts(urls_succeeded=1)
+    if page.status is UrlStatus.FAILED:
+        return JobCounts(urls_failed=1)
+    return JobCounts()
+
+
+def claimed_page(page: SitemapURL) -> SitemapURL:
+    return page.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": page.attempts + 1})
+
+
+def retried_page(page: SitemapURL, retry: PageRetry) -> SitemapURL:
+    return page.model_copy(
+        update={
+            "status": UrlStatus.PENDING,
+            "retries": retry.retries,
+            "error_message": retry.error_message,
+            "next_fetch_time": retry.not_before,
+        }
+    )
+
+
+def total(deltas: Iterable[JobCounts]) -> JobCounts:
+    out = JobCounts()
+    for delta in deltas:
+        out = out + delta
+    return out
+
+
+def recount(sitemaps: Iterable[SitemapRecord], pages: Iterable[SitemapURL]) -> JobCounts:
+    """The counters as the records say they must be (the invariant every store keeps)."""
+    out = JobCounts()
+    for sitemap in sitemaps:
+        out = out + JobCounts(sitemaps_total=1)
+        if sitemap.status.final:
+            ok = sitemap.status is SitemapStatus.COMPLETED and sitemap.kind != ROBOTS_KIND
+            out = out + JobCounts(sitemaps_done=1, sitemaps_ok=1 if ok else 0)
+    for page in pages:
+        out = out + new_page(page)
+    return out

@@ -1,0 +1,89 @@
+"""The AWS adapters (SQS, DynamoDB, S3) and how the Lambda handlers build them from their environment.
+
+The only part of Harvester that imports boto3; the engine reaches AWS through these adapters alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.s3 import S3DocumentStore
+from harvester.adapters.aws.sqs import SqsTaskQueue
+
+# Standard retry mode backs off on throttling; the adaptive client-side rate limiter is not worth it here.
+BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50)
+
+
+class MissingSetting(RuntimeError):
+    """A handler's environment lacks a variable the template sets; the message names it."""
+
+
+@dataclass(frozen=True)
+class AwsResources:
+    job_queue_url: str
+    sitemap_queue_url: str
+    page_queue_url: str
+    job_dlq_url: str | None
+    sitemap_dlq_url: str | None
+    page_dlq_url: str | None
+    state_table: str
+    document_bucket: str
+    retention_days: int = 30
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
+        def need(name: str) -> str:
+            value = environ.get(name)
+            if not value:
+                raise MissingSetting(f"environment variable {name} is not set (template.yaml sets it)")
+            return value
+
+        return cls(
+            job_queue_url=need("HARVEST_JOB_QUEUE_URL"),
+            sitemap_queue_url=need("HARVEST_SITEMAP_QUEUE_URL"),
+            page_queue_url=need("HARVEST_PAGE_QUEUE_URL"),
+            job_dlq_url=environ.get("HARVEST_JOB_DLQ_URL"),
+            sitemap_dlq_url=environ.get("HARVEST_SITEMAP_DLQ_URL"),
+            page_dlq_url=environ.get("HARVEST_PAGE_DLQ_URL"),
+            state_table=need("HARVEST_STATE_TABLE"),
+            document_bucket=need("HARVEST_DOCUMENT_BUCKET"),
+            retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
+        )
+
+
+@dataclass
+class AwsAdapters:
+    resources: AwsResources
+    sqs: Any
+    store: DynamoStateStore
+    queue: SqsTaskQueue
+    documents: S3DocumentStore
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:
+        resources = AwsResources.from_env(environ)
+        session = session or boto3.session.Session()
+        sqs = session.client("sqs", config=BOTO_CONFIG)
+        return cls(
+            resources=resources,
+            sqs=sqs,
+            store=DynamoStateStore(
+                session.client("dynamodb", config=BOTO_CONFIG),
+                resources.state_table,
+                retention_days=resources.retention_days,
+            ),
+            queue=SqsTaskQueue(
+                sqs,
+                job_queue_url=resources.job_queue_url,
+                sitemap_queue_url=resources.sitemap_queue_url,
+                page_queue_url=resources.page_queue_url,
+            ),
+            documents=S3DocumentStore(session.client("s3", config=BOTO_CONFIG), resources.document_bucket),
+        )

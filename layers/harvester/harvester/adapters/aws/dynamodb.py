@@ -1,0 +1,624 @@
+"""The state store on DynamoDB: one table, one item collection per job, moves made atomic with conditions.
+
+Layout (``pk`` / ``sk``):
+
+* ``JOB#<id>`` / ``JOB``: the job record;
+* ``COUNT#<id>`` / ``COUNT#<nn>``: the job's counters, spread over shards so that concurrent workers do not
+  fight over one item (a transaction touching an item another transaction holds is cancelled), in a
+  partition of their own so that reading them never reads the job's records; the counts are the sum of
+  the shards, read with TransactGetItems when a completion check must see one instant;
+* ``JOB#<id>`` / ``SITEMAP#<url key>`` and ``URL#<url key>``: the sitemap and page records.
+
+Every record is stored as its JSON ``body`` plus the attributes conditions need (``status``,
+``lease_token``, ``lease_until``, ``version``). Unfinished items carry ``open_pk`` so that the sparse
+``OpenItems`` index lists exactly what a resume must look at. Each counter delta is written in the same
+TransactWriteItems as the record change that justifies it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from harvester import accounting
+from harvester.ports import JobSnapshot, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
+from harvester.records import (
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+    url_key,
+)
+
+SHARDS = 16
+OPEN_INDEX = "OpenItems"
+ACTIVE_JOBS = "JOBS"
+_COUNTER_FIELDS = tuple(JobCounts.model_fields)
+_TRANSACTION_ITEMS = 100
+_CONFLICT_RETRIES = 12
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: float) -> dict[str, str]:
+    return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def _job_pk(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def _count_pk(job_id: str) -> str:
+    return f"COUNT#{job_id}"
+
+
+def _open_pk(job_id: str) -> str:
+    return f"OPEN#{job_id}"
+
+
+def _shard_counts(item: dict[str, Any]) -> JobCounts:
+    return JobCounts(**{f: int(item[f]["N"]) for f in _COUNTER_FIELDS if f in item})
+
+
+class TransactionFailed(RuntimeError):
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__(f"transaction cancelled: {reasons}")
+        self.reasons = reasons
+
+    def failed_conditions(self, first: int) -> set[int]:
+        """Positions among the first ``first`` items whose condition failed."""
+        return {i for i, r in enumerate(self.reasons[:first]) if r == "ConditionalCheckFailed"}
+
+
+class DynamoStateStore:
+    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
+        self.client = client
+        self.table = table
+        self.retention_seconds = retention_days * 86400
+
+    # low level ------------------------------------------------------------------------------------
+
+    def _key(self, job_id: str, sk: str) -> dict[str, Any]:
+        return {"pk": _s(_job_pk(job_id)), "sk": _s(sk)}
+
+    def _shard_key(self, job_id: str, shard: int) -> dict[str, Any]:
+        return {"pk": _s(_count_pk(job_id)), "sk": _s(f"COUNT#{shard:02d}")}
+
+    def _expires(self) -> dict[str, str]:
+        return _n(int(time.time()) + self.retention_seconds)
+
+    def _get(self, job_id: str, sk: str) -> dict[str, Any] | None:
+        item = self.client.get_item(TableName=self.table, Key=self._key(job_id, sk), ConsistentRead=True)
+        return item.get("Item")
+
+    def _transact(self, items: list[dict[str, Any]]) -> None:
+        """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                self.client.transact_write_items(TransactItems=items)
+                return
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+                if "ConditionalCheckFailed" in reasons or not any(r == "TransactionConflict" for r in reasons):
+                    raise TransactionFailed(reasons) from exc
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        raise TransactionFailed(["TransactionConflict"])
+
+    def _counter_update(self, job_id: str, delta: JobCounts) -> dict[str, Any]:
+        names = {f"#{f}": f for f in _COUNTER_FIELDS}
+        values = {f":{f}": _n(getattr(delta, f)) for f in _COUNTER_FIELDS}
+        values[":now"] = _n(time.time())
+        values[":exp"] = self._expires()
+        adds = ", ".join(f"#{f} :{f}" for f in _COUNTER_FIELDS)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._shard_key(job_id, random.randrange(SHARDS)),
+                "UpdateExpression": f"ADD {adds} SET updated_at = :now, expires_at = :exp",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
+        item = {
+            **self._key(job_id, sk),
+            "body": _s(body),
+            "status": _s(status),
+            "lease_until": _n(0),
+            "version": _n(1),
+            "expires_at": self._expires(),
+        }
+        if open_item:
+            item["open_pk"] = _s(_open_pk(job_id))
+        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+    def _record_update(
+        self,
+        job_id: str,
+        sk: str,
+        body: str,
+        status: str,
+        *,
+        lease: Lease | None,
+        condition: str,
+        condition_values: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Rewrites a record's body and status; a final status leaves the open index, a lease is set or cleared."""
+        values = {":body": _s(body), ":status": _s(status), ":one": _n(1), **condition_values}
+        sets = ["body = :body", "#status = :status", "version = version + :one"]
+        removes = []
+        if lease is not None:
+            sets += ["lease_token = :token", "lease_until = :until"]
+            values |= {":token": _s(lease.token), ":until": _n(lease.until)}
+        else:
+            sets.append("lease_until = :zero")
+            values[":zero"] = _n(0)
+            removes.append("lease_token")
+        if status in ("pending", "processing"):
+            sets.append("open_pk = :open")
+            values[":open"] = _s(_open_pk(job_id))
+        else:
+            removes.append("open_pk")
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(job_id, sk),
+                "UpdateExpression": expression,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _leased(self, lease: Lease) -> tuple[str, dict[str, Any]]:
+        return (
+            "#status = :processing AND lease_token = :mine",
+            {":processing": _s("processing"), ":mine": _s(lease.token)},
+        )
+
+    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table, **kwargs):
+            yield from page.get("Items", [])
+
+    # jobs -----------------------------------------------------------------------------------------
+
+    def create_job(self, job: JobRecord) -> JobRecord:
+        item = {
+            **self._key(job.job_id, "JOB"),
+            "body": _s(job.model_dump_json()),
+            "status": _s(job.status.value),
+            "fingerprint": _s(job.request.fingerprint()),
+            "open_pk": _s(ACTIVE_JOBS),
+            "version": _n(1),
+            "expires_at": self._expires(),
+        }
+        try:
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+        stored = self.get_job(job.job_id)
+        assert stored is not None
+        return stored
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        item = self._get(job_id, "JOB")
+        return JobRecord.model_validate_json(item["body"]["S"]) if item else None
+
+    def _move_job(self, job: JobRecord, *, expected: JobStatus | None, still_open: bool) -> bool:
+        condition = "attribute_exists(pk)"
+        values: dict[str, Any] = {":body": _s(job.model_dump_json()), ":status": _s(job.status.value)}
+        if expected is not None:
+            condition = "#status = :expected"
+            values[":expected"] = _s(expected.value)
+        update = "SET body = :body, #status = :status"
+        if still_open:
+            update += ", open_pk = :jobs"
+            values[":jobs"] = _s(ACTIVE_JOBS)
+        else:
+            update += " REMOVE open_pk"
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=self._key(job.job_id, "JOB"),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def mark_seeded(self, job_id: str) -> None:
+        job = self.get_job(job_id)
+        if job is not None and job.status is JobStatus.PENDING:
+            moved = job.model_copy(update={"status": JobStatus.IN_PROGRESS, "seeded": True})
+            self._move_job(moved, expected=JobStatus.PENDING, still_open=True)
+
+    def end_job(self, job_id: str, status: JobStatus, *, end_time: datetime, error_message: str | None = None) -> bool:
+        job = self.get_job(job_id)
+        if job is None or job.status is not JobStatus.IN_PROGRESS:
+            return False
+        ended = job.model_copy(update={"status": status, "end_time": end_time, "error_message": error_message})
+        # Still listed as active until its result is written, so that a resume can write it.
+        return self._move_job(ended, expected=JobStatus.IN_PROGRESS, still_open=True)
+
+    def set_result(self, job_id: str, result_key: str) -> None:
+        job = self.get_job(job_id)
+        if job is not None:
+            self._move_job(job.model_copy(update={"result_key": result_key}), expected=job.status, still_open=False)
+
+    def active_jobs(self) -> list[JobRecord]:
+        items = self._query(
+            IndexName=OPEN_INDEX,
+            KeyConditionExpression="open_pk = :jobs",
+            ExpressionAttributeValues={":jobs": _s(ACTIVE_JOBS)},
+        )
+        jobs = [self.get_job(item["pk"]["S"].removeprefix("JOB#")) for item in items]
+        return [j for j in jobs if j is not None]
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        keys = [self._key(job_id, "JOB")] + [self._shard_key(job_id, i) for i in range(SHARDS)]
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                response = self.client.transact_get_items(
+                    TransactItems=[{"Get": {"TableName": self.table, "Key": k}} for k in keys]
+                )
+                break
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        else:
+            raise TransactionFailed(["TransactionConflict"])
+        items = [r.get("Item") for r in response["Responses"]]
+        if not items[0]:
+            return None
+        job = JobRecord.model_validate_json(items[0]["body"]["S"])
+        shards = [shard for shard in items[1:] if shard]
+        counts = accounting.total(_shard_counts(shard) for shard in shards)
+        updated = max([job.start_time.timestamp()] + [float(s.get("updated_at", {"N": "0"})["N"]) for s in shards])
+        return JobSnapshot(job=job, counts=counts, last_update=datetime.fromtimestamp(updated, UTC))
+
+    def counts(self, job_id: str) -> JobCounts:
+        items = self._query(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": _s(_count_pk(job_id))},
+            ProjectionExpression=", ".join(f"#{f}" for f in _COUNTER_FIELDS),
+            ExpressionAttributeNames={f"#{f}": f for f in _COUNTER_FIELDS},
+            ConsistentRead=True,
+        )
+        return accounting.total(_shard_counts(item) for item in items)
+
+    # sitemaps -------------------------------------------------------------------------------------
+
+    def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
+        unique = accounting.first_per_url(sitemaps)
+        created = self._create_records(
+            job_id,
+            [(f"SITEMAP#{s.key}", s.model_dump_json(), s.status.value, not s.status.final) for s in unique],
+            [accounting.new_sitemap(s) for s in unique],
+        )
+        stored = []
+        for sitemap, new in zip(unique, created, strict=True):
+            if new:
+                stored.append(sitemap)
+            else:
+                existing = self.get_sitemap(job_id, sitemap.url)
+                assert existing is not None
+                stored.append(existing)
+        return stored
+
+    def _create_records(
+        self, job_id: str, records: list[tuple[str, str, str, bool]], deltas: list[JobCounts]
+    ) -> list[bool]:
+        """Puts each record that does not exist yet, counting it; returns which were created.
+
+        One transaction per chunk: records whose condition fails (they exist) are taken out and the chunk
+        is tried again, so the counters move by exactly the records created.
+        """
+        created = [False] * len(records)
+        room = _TRANSACTION_ITEMS - 1
+        for start in range(0, len(records), room):
+            chunk = list(range(start, min(start + room, len(records))))
+            while chunk:
+                items = [self._record_put(job_id, *records[i][:3], open_item=records[i][3]) for i in chunk]
+                items.append(self._counter_update(job_id, accounting.total(deltas[i] for i in chunk)))
+                try:
+                    self._transact(items)
+                except TransactionFailed as exc:
+                    existing = {chunk[i] for i in exc.failed_conditions(len(chunk))}
+                    if not existing:
+                        raise
+                    chunk = [i for i in chunk if i not in existing]
+                    continue
+                for i in chunk:
+                    created[i] = True
+                break
+        return created
+
+    def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
+        item = self._get(job_id, f"SITEMAP#{url_key(url)}")
+        return SitemapRecord.model_validate_json(item["body"]["S"]) if item else None
+
+    def _claim(self, job_id: str, sk: str, now: float) -> tuple[dict[str, Any], str] | None:
+        item = self._get(job_id, sk)
+        if item is None:
+            return None
+        if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
+            return None
+        return item, item["version"]["N"]
+
+    def _conditional(self, request: dict[str, Any]) -> bool:
+        try:
+            self.client.update_item(**request["Update"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
+        sk = f"SITEMAP#{url_key(url)}"
+        found = self._claim(job_id, sk, now)
+        if found is None:
+            return None
+        item, version = found
+        record = accounting.claimed_sitemap(SitemapRecord.model_validate_json(item["body"]["S"]))
+        update = self._record_update(
+            job_id,
+            sk,
+            record.model_dump_json(),
+            record.status.value,
+            lease=lease,
+            condition="version = :seen",
+            condition_values={":seen": _n(int(version))},
+        )
+        return record if self._conditional(update) else None
+
+    def _leased_sitemap(self, job_id: str, url: str, lease: Lease) -> SitemapRecord:
+        item = self._get(job_id, f"SITEMAP#{url_key(url)}")
+        if item is None or item["status"]["S"] != "processing" or item.get("lease_token", {}).get("S") != lease.token:
+            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
+        return SitemapRecord.model_validate_json(item["body"]["S"])
+
+    def _sitemap_update(self, job_id: str, record: SitemapRecord, lease: Lease, *, keep_lease: bool) -> dict[str, Any]:
+        condition, values = self._leased(lease)
+        values[":processing"] = _s("processing")
+        return self._record_update(
+            job_id,
+            f"SITEMAP#{record.key}",
+            record.model_dump_json(),
+            record.status.value,
+            lease=lease if keep_lease else None,
+            condition=condition,
+            condition_values=values,
+        )
+
+    def record_pages(
+        self, job_id: str, sitemap_url: str, pages: Sequence[SitemapURL], *, checkpoint: int, lease: Lease
+    ) -> list[SitemapURL]:
+        unique = accounting.first_per_url(pages)
+        new: list[SitemapURL] = []
+        room = _TRANSACTION_ITEMS - 2  # the sitemap's checkpoint and a counter shard ride along
+        chunks = [unique[i : i + room] for i in range(0, len(unique), room)] or [[]]
+        for n, chunk in enumerate(chunks):
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
+            target = checkpoint if n == len(chunks) - 1 else sitemap.pages_recorded
+            while True:
+                moved = accounting.recorded_sitemap(sitemap, target, len(chunk))
+                items = [
+                    self._record_put(
+                        job_id,
+                        f"URL#{p.key}",
+                        p.model_dump_json(),
+                        p.status.value,
+                        open_item=not p.status.final,
+                    )
+                    for p in chunk
+                ]
+                items.append(self._sitemap_update(job_id, moved, lease, keep_lease=True))
+                items.append(self._counter_update(job_id, accounting.total(accounting.new_page(p) for p in chunk)))
+                try:
+                    self._transact(items)
+                except TransactionFailed as exc:
+                    if len(chunk) in exc.failed_conditions(len(chunk) + 1):
+                        raise LeaseLost(
+                            f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
+                        ) from exc
+                    existing = exc.failed_conditions(len(chunk))
+                    if not existing:
+                        raise
+                    chunk = [p for i, p in enumerate(chunk) if i not in existing]
+                    continue
+                new.extend(chunk)
+                break
+        return new
+
+    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
+        sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+        if not self._conditional(
+            self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease, keep_lease=True)
+        ):
+            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
+
+    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None:
+        sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+        record = sitemap.model_copy(update={"document_key": document_key})
+        if not self._conditional(self._sitemap_update(job_id, record, lease, keep_lease=True)):
+            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
+
+    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+        try:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+        except LeaseLost:
+            return False
+        finished = accounting.finished_sitemap(sitemap, outcome)
+        try:
+            self._transact(
+                [
+                    self._sitemap_update(job_id, finished, lease, keep_lease=False),
+                    self._counter_update(job_id, accounting.sitemap_done(outcome)),
+                ]
+            )
+        except TransactionFailed as exc:
+            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
+        for item in self._records(job_id, "SITEMAP#", status.value if status else None):
+            yield SitemapRecord.model_validate_json(item["body"]["S"])
+
+    def _records(self, job_id: str, prefix: str, status: str | None) -> Iterator[dict[str, Any]]:
+        values: dict[str, Any] = {":prefix": _s(prefix)}
+        extra: dict[str, Any] = {}
+        if status is not None:
+            extra = {
+                "FilterExpression": "#status = :status",
+                "ExpressionAttributeNames": {"#status": "status"},
+            }
+            values[":status"] = _s(status)
+        if status in ("pending", "processing"):
+            # Open records are exactly what the sparse index holds: no need to read the finished ones.
+            values[":pk"] = _s(_open_pk(job_id))
+            yield from self._query(
+                IndexName=OPEN_INDEX,
+                KeyConditionExpression="open_pk = :pk AND begins_with(sk, :prefix)",
+                ExpressionAttributeValues=values,
+                **extra,
+            )
+            return
+        values[":pk"] = _s(_job_pk(job_id))
+        yield from self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues=values,
+            ConsistentRead=True,
+            **extra,
+        )
+
+    # pages ----------------------------------------------------------------------------------------
+
+    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
+        claimed = []
+        for url in dict.fromkeys(urls):
+            sk = f"URL#{url_key(url)}"
+            found = self._claim(job_id, sk, now)
+            if found is None:
+                continue
+            item, version = found
+            page = accounting.claimed_page(SitemapURL.model_validate_json(item["body"]["S"]))
+            update = self._record_update(
+                job_id,
+                sk,
+                page.model_dump_json(),
+                page.status.value,
+                lease=lease,
+                condition="version = :seen",
+                condition_values={":seen": _n(int(version))},
+            )
+            if self._conditional(update):
+                claimed.append(page)
+        return claimed
+
+    def _page_update(self, job_id: str, page: SitemapURL, lease: Lease) -> dict[str, Any]:
+        condition, values = self._leased(lease)
+        return self._record_update(
+            job_id,
+            f"URL#{page.key}",
+            page.model_dump_json(),
+            page.status.value,
+            lease=None,
+            condition=condition,
+            condition_values=values,
+        )
+
+    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
+        # One outcome per URL: a transaction may not hold two operations on one item.
+        pending = accounting.first_per_url(o.record for o in outcomes if o.record.status.final)
+        applied: list[str] = []
+        room = _TRANSACTION_ITEMS - 1
+        while pending:
+            chunk, pending = pending[:room], pending[room:]
+            while chunk:
+                items = [self._page_update(job_id, p, lease) for p in chunk]
+                items.append(self._counter_update(job_id, accounting.total(accounting.page_done(p) for p in chunk)))
+                try:
+                    self._transact(items)
+                except TransactionFailed as exc:
+                    lost = exc.failed_conditions(len(chunk))
+                    if not lost:
+                        raise
+                    chunk = [p for i, p in enumerate(chunk) if i not in lost]
+                    continue
+                applied.extend(p.url for p in chunk)
+                break
+        return applied
+
+    def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
+        applied = []
+        for retry in retries:
+            page = self.get_page(job_id, retry.url)
+            if page is None:
+                continue
+            moved = accounting.retried_page(page, retry)
+            try:
+                self._transact([self._page_update(job_id, moved, lease), self._counter_update(job_id, JobCounts())])
+            except TransactionFailed as exc:
+                if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+                    continue
+                raise
+            applied.append(retry.url)
+        return applied
+
+    def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
+        for item in self._records(job_id, "URL#", status.value if status else None):
+            yield SitemapURL.model_validate_json(item["body"]["S"])
+
+    def get_page(self, job_id: str, url: str) -> SitemapURL | None:
+        item = self._get(job_id, f"URL#{url_key(url)}")
+        return SitemapURL.model_validate_json(item["body"]["S"]) if item else None
+
+    # recovery -------------------------------------------------------------------------------------
+
+    def release_leases(self, job_id: str) -> int:
+        released = 0
+        items = [i for prefix in ("SITEMAP#", "URL#") for i in self._records(job_id, prefix, "processing")]
+        for item in items:
+            try:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key={"pk": item["pk"], "sk": item["sk"]},
+                    UpdateExpression="SET lease_until = :zero",
+                    ConditionExpression="#status = :processing",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={":zero": _n(0), ":processing": _s("processing")},
+                )
+                released += 1
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                    raise
+        return released
+
+    def recount(self, job_id: str) -> JobCounts:
+        return accounting.recount(self.sitemaps(job_id), self.pages(job_id))

@@ -1,0 +1,113 @@
+"""What the Lambda handlers share: adapters built from the environment, the engine, and bad-message handling.
+
+Clients are built once per container (and again if the environment names other resources). The fetcher
+is built once per event loop: Powertools' async batch processor keeps one loop per container in Lambda,
+so keep-alive connections outlive an invocation there.
+
+A message that does not validate can never succeed, so it is not retried: it is logged with the reason
+and moved to its queue's dead-letter queue at once (with the reason as a message attribute), and the
+rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.parser import ValidationError, parse
+from pydantic import BaseModel
+
+from harvester.adapters.aws import AwsAdapters, AwsResources
+from harvester.engine import Engine
+from harvester.fetch import Fetcher, FetchPolicy
+from harvester.settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+Model = TypeVar("Model", bound=BaseModel)
+_REASON_LIMIT = 900
+
+
+@dataclass
+class LambdaRuntime:
+    resources: AwsResources
+    adapters: AwsAdapters
+    policy: FetchPolicy
+    settings: EngineSettings
+    _loop: asyncio.AbstractEventLoop | None = None
+    _engine: Engine | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
+        adapters = AwsAdapters.from_env(environ)
+        return cls(
+            resources=adapters.resources,
+            adapters=adapters,
+            policy=FetchPolicy.from_env(environ),
+            settings=EngineSettings.from_env(environ),
+        )
+
+    def engine(self) -> Engine:
+        """The engine for the running event loop (or, outside one, for synchronous steps)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if self._engine is None or (loop is not None and loop is not self._loop):
+            self._engine = Engine(
+                store=self.adapters.store,
+                queue=self.adapters.queue,
+                documents=self.adapters.documents,
+                fetcher=Fetcher(self.policy),
+                settings=self.settings,
+            )
+            self._loop = loop
+        return self._engine
+
+    def parse(self, record: SQSRecord, model: type[Model], dead_letter_url: str | None) -> Model | None:
+        """The record's body as ``model``, or None after dead-lettering a body that can never be valid."""
+        try:
+            return parse(event=record.body, model=model)
+        except (ValidationError, ValueError, TypeError) as exc:
+            reason = f"invalid {model.__name__}: {_short(exc)}"
+            log.error(
+                "invalid message moved to the dead-letter queue",
+                extra={"message_id": record.message_id, "reason": reason, "body": record.body[:2000]},
+            )
+            self.dead_letter(record, dead_letter_url, reason)
+            return None
+
+    def dead_letter(self, record: SQSRecord, dead_letter_url: str | None, reason: str) -> None:
+        if not dead_letter_url:
+            log.error("no dead-letter queue configured; the invalid message is dropped after logging")
+            return
+        self.adapters.sqs.send_message(
+            QueueUrl=dead_letter_url,
+            MessageBody=record.body,
+            MessageAttributes={
+                "HarvestError": {"DataType": "String", "StringValue": reason[:_REASON_LIMIT]},
+                "SourceMessageId": {"DataType": "String", "StringValue": record.message_id},
+            },
+        )
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).replace("\n", "; ")
+    return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 3] + "..."
+
+
+_current: tuple[tuple[tuple[str, str], ...], LambdaRuntime] | None = None
+
+
+def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
+    """The container's runtime, rebuilt if the Harvester settings in the environment change."""
+    global _current
+    key = tuple(sorted((k, v) for k, v in environ.items() if k.startswith(("HARVEST_", "AWS_REGION"))))
+    if _current is None or _current[0] != key:
+        _current = (key, LambdaRuntime.from_env(environ))
+    return _current[1]

@@ -1,0 +1,56 @@
+"""Raw documents and job results in S3. Uploads stream from the spooled file the engine hands over."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+from urllib.parse import quote
+
+from botocore.exceptions import ClientError
+
+
+class S3DocumentStore:
+    def __init__(self, client: Any, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def put(
+        self,
+        key: str,
+        body: BinaryIO | bytes,
+        *,
+        content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> str:
+        extra: dict[str, Any] = {}
+        if content_type:
+            extra["ContentType"] = content_type
+        if metadata:
+            # S3 user metadata must be ASCII; URLs need not be.
+            extra["Metadata"] = {k: quote(v, safe=":/?&=#%@+,;~") for k, v in metadata.items()}
+        if isinstance(body, bytes):
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+        else:
+            self.client.upload_fileobj(body, self.bucket, key, ExtraArgs=extra)
+        return self.location(key)
+
+    def get(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                yield obj["Key"]
+
+    def location(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"

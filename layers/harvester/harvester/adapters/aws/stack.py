@@ -1,0 +1,73 @@
+"""`harvest submit` and `harvest status` against a deployed stack, found through its CloudFormation Outputs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.s3 import S3DocumentStore
+from harvester.messages import JobRequest
+from harvester.records import BulkProcessingJob
+
+
+class StackError(RuntimeError):
+    """The stack or its resources cannot be reached; the message names them and why."""
+
+
+def _session(region: str | None) -> Any:
+    return boto3.session.Session(region_name=region) if region else boto3.session.Session()
+
+
+def stack_outputs(stack: str, *, region: str | None = None, session: Any = None) -> dict[str, str]:
+    session = session or _session(region)
+    try:
+        response = session.client("cloudformation").describe_stacks(StackName=stack)
+    except (ClientError, BotoCoreError) as exc:
+        raise StackError(f"stack {stack!r}: {exc}") from None
+    outputs = response["Stacks"][0].get("Outputs", [])
+    return {o["OutputKey"]: o["OutputValue"] for o in outputs}
+
+
+def _output(outputs: dict[str, str], name: str, stack: str) -> str:
+    if name not in outputs:
+        raise StackError(f"stack {stack!r} has no output {name} (is it a Harvester stack?)")
+    return outputs[name]
+
+
+def job_queue_url(stack: str, *, region: str | None = None) -> str:
+    return _output(stack_outputs(stack, region=region), "JobQueueUrl", stack)
+
+
+def submit_job(request: JobRequest, queue_url: str, *, region: str | None = None, session: Any = None) -> str:
+    """Sends the job request and returns its job id (generated here when not given, so it can be followed)."""
+    job_id = request.job_id or f"job-{uuid.uuid4().hex[:20]}"
+    body = request.model_copy(update={"job_id": job_id}).model_dump_json(exclude_none=True)
+    session = session or _session(region)
+    try:
+        session.client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)
+    except (ClientError, BotoCoreError) as exc:
+        raise StackError(f"queue {queue_url}: {exc}") from None
+    return job_id
+
+
+def job_status(job_id: str, stack: str, *, region: str | None = None, session: Any = None) -> dict[str, Any]:
+    """The job as BulkProcessingJob JSON, with where its result lands."""
+    session = session or _session(region)
+    outputs = stack_outputs(stack, region=region, session=session)
+    store = DynamoStateStore(session.client("dynamodb"), _output(outputs, "StateTableName", stack))
+    documents = S3DocumentStore(session.client("s3"), _output(outputs, "DocumentBucketName", stack))
+    try:
+        snapshot = store.snapshot(job_id)
+    except (ClientError, BotoCoreError) as exc:
+        raise StackError(f"table {store.table}: {exc}") from None
+    if snapshot is None:
+        raise StackError(f"no job {job_id!r} in stack {stack!r}")
+    location = documents.location(snapshot.job.result_key) if snapshot.job.result_key else None
+    view = BulkProcessingJob.of(
+        snapshot.job, snapshot.counts, last_update=snapshot.last_update, result_location=location
+    )
+    return view.model_dump(mode="json")

@@ -1,0 +1,110 @@
+"""The one SQLite file under ``--state-dir`` that holds a local crawl's state and its queue.
+
+Keeping both in one file is what makes a local crawl resumable like a Scrapy JOBDIR: every write the
+engine makes is a committed transaction, so killing the process loses at most the work in flight, which
+the queue hands out again on the next run. WAL mode lets ``harvest report`` read while a crawl writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_fingerprint ON jobs (fingerprint, status);
+CREATE TABLE IF NOT EXISTS counters (
+    job_id TEXT PRIMARY KEY,
+    urls_total INTEGER NOT NULL DEFAULT 0,
+    urls_succeeded INTEGER NOT NULL DEFAULT 0,
+    urls_failed INTEGER NOT NULL DEFAULT 0,
+    sitemaps_total INTEGER NOT NULL DEFAULT 0,
+    sitemaps_done INTEGER NOT NULL DEFAULT 0,
+    sitemaps_ok INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sitemaps (
+    job_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    lease_token TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+CREATE INDEX IF NOT EXISTS sitemaps_by_status ON sitemaps (job_id, status);
+CREATE TABLE IF NOT EXISTS urls (
+    job_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL,
+    lease_token TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    body TEXT NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+CREATE INDEX IF NOT EXISTS urls_by_status ON urls (job_id, status);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    available_at REAL NOT NULL,
+    in_flight INTEGER NOT NULL DEFAULT 0,
+    receive_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS messages_ready ON messages (job_id, queue, available_at);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY,
+    queue TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    failed_at REAL NOT NULL
+);
+"""
+
+
+class StateDirError(RuntimeError):
+    """The state directory cannot be used (not writable, another version's file, locked)."""
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Opens (creating if needed) the state file. One connection per process, used from one thread."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+    except sqlite3.Error as exc:
+        raise StateDirError(f"cannot open the state file {path}: {exc}") from exc
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(_SCHEMA)
+    row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+    if row is None:
+        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    elif int(row[0]) != SCHEMA_VERSION:
+        raise StateDirError(f"{path} was written by schema version {row[0]}; this Harvester reads {SCHEMA_VERSION}")
+    return conn
+
+
+class Transaction:
+    """``with Transaction(conn):`` runs the block as one IMMEDIATE transaction (atomic on a crash)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")

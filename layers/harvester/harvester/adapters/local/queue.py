@@ -1,0 +1,134 @@
+"""A durable queue in the state file, with the semantics of SQS that the engine relies on.
+
+Messages are received with a visibility timeout and deleted only when handled, so a killed crawl's
+in-flight messages come back on the next run (:meth:`SqliteTaskQueue.recover`). A message that keeps
+failing goes to ``dead_letters`` after ``max_receives`` deliveries, like a redrive policy.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harvester.adapters.local.database import Transaction
+from harvester.messages import PageTask, SitemapTask
+from harvester.ports import Message
+
+#: Receive order: a job's discovery first, so that its total is known early and its progress means something.
+QUEUES = ("jobs", "sitemaps", "pages")
+
+
+def queue_of(message: Message) -> str:
+    if isinstance(message, SitemapTask):
+        return "sitemaps"
+    if isinstance(message, PageTask):
+        return "pages"
+    return "jobs"
+
+
+def job_of(message: Message) -> str:
+    return message.job_id or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    id: int
+    queue: str
+    body: str
+    receive_count: int
+
+
+class SqliteTaskQueue:
+    def __init__(self, conn: sqlite3.Connection, *, visibility_timeout: float = 600.0, max_receives: int = 5) -> None:
+        self.conn = conn
+        self.visibility_timeout = visibility_timeout
+        self.max_receives = max_receives
+
+    def send(self, messages: Sequence[Message], *, delay_seconds: int = 0) -> None:
+        if not messages:
+            return
+        available = time.time() + delay_seconds
+        with Transaction(self.conn) as db:
+            db.executemany(
+                "INSERT INTO messages (queue, job_id, body, available_at) VALUES (?, ?, ?, ?)",
+                [(queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available) for m in messages],
+            )
+
+    def receive(self, job_id: str, queues: tuple[str, ...] = QUEUES) -> Received | None:
+        """The next visible message of the job, made invisible for the visibility timeout."""
+        now = time.time()
+        with Transaction(self.conn) as db:
+            for queue in queues:
+                row = db.execute(
+                    "SELECT id, body, receive_count FROM messages WHERE job_id = ? AND queue = ? AND available_at <= ?"
+                    " ORDER BY id LIMIT 1",
+                    (job_id, queue, now),
+                ).fetchone()
+                if row is not None:
+                    db.execute(
+                        "UPDATE messages SET available_at = ?, in_flight = 1, receive_count = receive_count + 1"
+                        " WHERE id = ?",
+                        (now + self.visibility_timeout, row[0]),
+                    )
+                    return Received(id=row[0], queue=queue, body=row[1], receive_count=row[2] + 1)
+        return None
+
+    def delete(self, message: Received) -> None:
+        self.conn.execute("DELETE FROM messages WHERE id = ?", (message.id,))
+
+    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
+        """Hands a failed message back after a delay, or dead-letters it after ``max_receives`` deliveries."""
+        with Transaction(self.conn) as db:
+            if message.receive_count >= self.max_receives:
+                db.execute(
+                    "INSERT INTO dead_letters (id, queue, job_id, body, reason, failed_at)"
+                    " SELECT id, queue, job_id, body, ?, ? FROM messages WHERE id = ?",
+                    (reason, time.time(), message.id),
+                )
+                db.execute("DELETE FROM messages WHERE id = ?", (message.id,))
+            else:
+                db.execute(
+                    "UPDATE messages SET available_at = ?, in_flight = 0 WHERE id = ?",
+                    (time.time() + delay_seconds, message.id),
+                )
+
+    def dead_letter(self, message: Received, reason: str) -> None:
+        """Moves a message that can never succeed (it is not valid) aside at once, with the reason."""
+        with Transaction(self.conn) as db:
+            db.execute(
+                "INSERT INTO dead_letters (id, queue, job_id, body, reason, failed_at)"
+                " SELECT id, queue, job_id, body, ?, ? FROM messages WHERE id = ?",
+                (reason, time.time(), message.id),
+            )
+            db.execute("DELETE FROM messages WHERE id = ?", (message.id,))
+
+    def recover(self, job_id: str) -> int:
+        """Makes the messages a killed run had in flight visible again (nobody else can be handling them)."""
+        with Transaction(self.conn) as db:
+            return db.execute(
+                "UPDATE messages SET available_at = ?, in_flight = 0 WHERE job_id = ? AND in_flight = 1",
+                (time.time(), job_id),
+            ).rowcount
+
+    def purge(self, job_id: str) -> int:
+        """Drops a finished job's leftover messages (duplicates whose records are all final)."""
+        return self.conn.execute("DELETE FROM messages WHERE job_id = ?", (job_id,)).rowcount
+
+    def next_available(self, job_id: str) -> float | None:
+        """When the job's next message becomes visible (None: the job has no messages at all)."""
+        row = self.conn.execute("SELECT MIN(available_at) FROM messages WHERE job_id = ?", (job_id,)).fetchone()
+        return row[0]
+
+    def jobs_waiting(self, queue: str) -> list[str]:
+        """The jobs with a message visible on ``queue`` now."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT job_id FROM messages WHERE queue = ? AND available_at <= ?", (queue, time.time())
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def dead_letters(self, job_id: str) -> list[tuple[str, str, str]]:
+        return self.conn.execute(
+            "SELECT queue, body, reason FROM dead_letters WHERE job_id = ? ORDER BY id", (job_id,)
+        ).fetchall()

@@ -1,0 +1,253 @@
+"""Runs a job on one machine: the engine's steps driven by asyncio workers over the SQLite queue.
+
+The workers play the part Lambda's SQS pollers play in AWS: receive a message, run its step, delete it
+when the step returned, hand it back (with a delay) when it raised. A supervisor watches the job: it
+ends the run when the job's result is written, and when the job has no message left but is not done
+(a message was lost to a kill between two writes) it resumes the job from its records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harvester.adapters.local.database import StateDirError, connect
+from harvester.adapters.local.documents import FolderDocumentStore
+from harvester.adapters.local.queue import Received, SqliteTaskQueue
+from harvester.adapters.local.state import SqliteStateStore
+from harvester.completion import result_key
+from harvester.engine import Engine
+from harvester.fetch import Fetcher, FetchPolicy
+from harvester.messages import JobRequest, PageTask, SitemapTask
+from harvester.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
+from harvester.settings import EngineSettings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = Path(".harvest")
+DB_NAME = "harvest.db"
+DOCUMENTS = "documents"
+POLL_INTERVAL = 0.05
+PROGRESS_INTERVAL = 0.2
+
+
+class JobStuck(RuntimeError):
+    """The job has open records but nothing left to do them with, even after resuming it."""
+
+
+@dataclass
+class LocalHarvest:
+    """A state directory: its SQLite state and queue, its documents folder, and the engine over them."""
+
+    state_dir: Path
+    store: SqliteStateStore
+    queue: SqliteTaskQueue
+    documents: FolderDocumentStore
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, state_dir: Path = DEFAULT_STATE_DIR) -> Iterator[LocalHarvest]:
+        state_dir = Path(state_dir)
+        conn = connect(state_dir / DB_NAME)
+        try:
+            yield cls(
+                state_dir=state_dir,
+                store=SqliteStateStore(conn),
+                queue=SqliteTaskQueue(conn),
+                documents=FolderDocumentStore(state_dir / DOCUMENTS),
+            )
+        finally:
+            conn.close()
+
+    def engine(self, fetcher: Fetcher, settings: EngineSettings | None = None) -> Engine:
+        return Engine(
+            store=self.store,
+            queue=self.queue,
+            documents=self.documents,
+            fetcher=fetcher,
+            settings=settings or EngineSettings.from_env(),
+        )
+
+    def result(self, job_id: str) -> SitemapIngestionResult | None:
+        key = result_key(job_id)
+        if not self.documents.exists(key):
+            return None
+        return SitemapIngestionResult.model_validate_json(self.documents.get(key))
+
+
+@contextlib.contextmanager
+def exclusive(state_dir: Path) -> Iterator[None]:
+    """One crawl per state directory at a time: two would hand out each other's in-flight messages."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise StateDirError(f"{state_dir} is in use by a running harvest crawl (pid {holder})") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def new_job_id() -> str:
+    return f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class CrawlOutcome:
+    job: JobRecord
+    result: SitemapIngestionResult
+    resumed: bool
+
+
+class LocalRunner:
+    def __init__(
+        self,
+        harvest: LocalHarvest,
+        *,
+        policy: FetchPolicy | None = None,
+        settings: EngineSettings | None = None,
+        concurrency: int = 16,
+        on_progress: Callable[[BulkProcessingJob], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.harvest = harvest
+        self.policy = policy or FetchPolicy.from_env()
+        self.settings = settings or EngineSettings.from_env()
+        self.concurrency = concurrency
+        self.on_progress = on_progress
+        self._busy = 0
+
+    async def crawl(self, request: JobRequest) -> CrawlOutcome:
+        """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
+        harvest = self.harvest
+        with exclusive(harvest.state_dir):
+            existing = self._resumable(request)
+            job_id = existing.job_id if existing else (request.job_id or new_job_id())
+            resumed = existing is not None
+            async with Fetcher(self.policy, max_connections=max(self.concurrency * 2, 10)) as fetcher:
+                engine = harvest.engine(fetcher, self.settings)
+                if resumed:
+                    recovered = harvest.queue.recover(job_id)
+                    released = harvest.store.release_leases(job_id)
+                    log.info("resuming job", extra={"job_id": job_id, "messages": recovered, "leases": released})
+                engine.start_job(request, job_id=job_id)
+                await self._run(engine, job_id)
+            # What is left in the queue are duplicates of finished work. Closing the job is the run's last
+            # write: until then, running the same command again resumes (and reports) this job.
+            harvest.queue.purge(job_id)
+            harvest.store.close_job(job_id)
+            job = harvest.store.get_job(job_id)
+            result = harvest.result(job_id)
+            if job is None or result is None:
+                raise JobStuck(f"job {job_id} ended without a result in {harvest.state_dir}")
+            return CrawlOutcome(job=job, result=result, resumed=resumed)
+
+    def _resumable(self, request: JobRequest) -> JobRecord | None:
+        """The job a crawl of ``request`` continues: the one it names, or the newest one doing the same
+        thing if no run has closed it yet (it is unfinished, or a run was killed before reporting it)."""
+        store = self.harvest.store
+        if request.job_id:
+            return store.get_job(request.job_id)
+        latest = store.latest_job(request.fingerprint())
+        if latest is None or latest[1]:
+            return None
+        return latest[0]
+
+    async def _run(self, engine: Engine, job_id: str) -> None:
+        done = asyncio.Event()
+        workers = [asyncio.create_task(self._worker(engine, job_id, done)) for _ in range(self.concurrency)]
+        try:
+            await self._supervise(engine, job_id, done, workers)
+        finally:
+            done.set()
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _supervise(
+        self, engine: Engine, job_id: str, done: asyncio.Event, workers: list[asyncio.Task[None]]
+    ) -> None:
+        queue, store = self.harvest.queue, self.harvest.store
+        last_progress = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            for worker in workers:
+                if worker.done() and not worker.cancelled() and worker.exception() is not None:
+                    raise worker.exception()  # type: ignore[misc]
+            job = store.get_job(job_id)
+            assert job is not None
+            if self.on_progress and (loop.time() - last_progress >= PROGRESS_INTERVAL or job.status.final):
+                view = engine.view(job_id)
+                if view is not None:
+                    self.on_progress(view)
+                last_progress = loop.time()
+            if job.status.final and job.result_key:
+                return
+            if queue.next_available(job_id) is None and self._busy == 0:
+                resumed = engine.resume(job_id, force=True)
+                job = store.get_job(job_id)
+                assert job is not None
+                nothing_sent = resumed.sitemaps_resent == 0 and resumed.pages_resent == 0
+                if nothing_sent and not (job.status.final and job.result_key):
+                    raise JobStuck(f"job {job_id} has open records but no work left: {store.recount(job_id)}")
+            await asyncio.sleep(POLL_INTERVAL)
+
+    async def _worker(self, engine: Engine, job_id: str, done: asyncio.Event) -> None:
+        queue = self.harvest.queue
+        while not done.is_set():
+            message = queue.receive(job_id)
+            if message is None:
+                await asyncio.sleep(POLL_INTERVAL)
+                continue
+            self._busy += 1
+            try:
+                await self._handle(engine, message)
+            finally:
+                self._busy -= 1
+
+    async def _handle(self, engine: Engine, message: Received) -> None:
+        queue = self.harvest.queue
+        try:
+            task: SitemapTask | PageTask | JobRequest
+            if message.queue == "sitemaps":
+                task = SitemapTask.model_validate_json(message.body)
+            elif message.queue == "pages":
+                task = PageTask.model_validate_json(message.body)
+            else:
+                task = JobRequest.model_validate_json(message.body)
+        except ValidationError as exc:
+            log.error("invalid message dead-lettered", extra={"queue": message.queue, "error": str(exc)})
+            queue.dead_letter(message, f"invalid {message.queue} message: {exc}")
+            return
+        try:
+            if isinstance(task, SitemapTask):
+                await engine.process_sitemap(task)
+            elif isinstance(task, PageTask):
+                await engine.process_pages([task])
+            else:
+                engine.start_job(task, job_id=task.job_id or new_job_id())
+        except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
+            log.exception("task failed", extra={"queue": message.queue, "body": message.body})
+            queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
+            return
+        queue.delete(message)

@@ -1,0 +1,329 @@
+"""The state store on SQLite: every method is one IMMEDIATE transaction, so each move and its counters
+commit together or not at all, and a killed crawl resumes from exactly what was committed."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+
+from harvester import accounting
+from harvester.adapters.local.database import Transaction
+from harvester.ports import JobSnapshot, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
+from harvester.records import (
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+    url_key,
+)
+
+_COUNTER_FIELDS = tuple(JobCounts.model_fields)
+_PAGE_SIZE = 1000
+
+
+class SqliteStateStore:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # jobs -----------------------------------------------------------------------------------------
+
+    def create_job(self, job: JobRecord) -> JobRecord:
+        with Transaction(self.conn) as db:
+            inserted = db.execute(
+                "INSERT OR IGNORE INTO jobs (job_id, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?)",
+                (job.job_id, job.request.fingerprint(), job.status.value, job.model_dump_json(), time.time()),
+            ).rowcount
+            if inserted:
+                db.execute("INSERT INTO counters (job_id, updated_at) VALUES (?, ?)", (job.job_id, time.time()))
+        stored = self.get_job(job.job_id)
+        assert stored is not None
+        return stored
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        row = self.conn.execute("SELECT body FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return JobRecord.model_validate_json(row[0]) if row else None
+
+    def _update_job(self, db: sqlite3.Connection, job: JobRecord) -> None:
+        db.execute(
+            "UPDATE jobs SET status = ?, body = ? WHERE job_id = ?",
+            (job.status.value, job.model_dump_json(), job.job_id),
+        )
+
+    def mark_seeded(self, job_id: str) -> None:
+        with Transaction(self.conn) as db:
+            job = self.get_job(job_id)
+            if job is not None and job.status is JobStatus.PENDING:
+                self._update_job(db, job.model_copy(update={"status": JobStatus.IN_PROGRESS, "seeded": True}))
+
+    def end_job(self, job_id: str, status: JobStatus, *, end_time: datetime, error_message: str | None = None) -> bool:
+        with Transaction(self.conn) as db:
+            job = self.get_job(job_id)
+            if job is None or job.status is not JobStatus.IN_PROGRESS:
+                return False
+            update = {"status": status, "end_time": end_time, "error_message": error_message}
+            self._update_job(db, job.model_copy(update=update))
+            return True
+
+    def set_result(self, job_id: str, result_key: str) -> None:
+        with Transaction(self.conn) as db:
+            job = self.get_job(job_id)
+            if job is not None:
+                self._update_job(db, job.model_copy(update={"result_key": result_key}))
+
+    def active_jobs(self) -> list[JobRecord]:
+        rows = self.conn.execute(
+            "SELECT body FROM jobs"
+            " WHERE status IN ('pending', 'in_progress') OR json_extract(body, '$.result_key') IS NULL"
+        ).fetchall()
+        return [JobRecord.model_validate_json(r[0]) for r in rows]
+
+    def latest_job(self, fingerprint: str) -> tuple[JobRecord, bool] | None:
+        """The newest job with this fingerprint, and whether a local run closed it (see ``close_job``)."""
+        row = self.conn.execute(
+            "SELECT body, closed FROM jobs WHERE fingerprint = ? ORDER BY created_at DESC LIMIT 1", (fingerprint,)
+        ).fetchone()
+        return (JobRecord.model_validate_json(row[0]), bool(row[1])) if row else None
+
+    def close_job(self, job_id: str) -> None:
+        """A local run's last write: the job is over and reported; the same command now starts a new job."""
+        self.conn.execute("UPDATE jobs SET closed = 1 WHERE job_id = ?", (job_id,))
+
+    def all_jobs(self) -> list[JobRecord]:
+        rows = self.conn.execute("SELECT body FROM jobs ORDER BY created_at").fetchall()
+        return [JobRecord.model_validate_json(r[0]) for r in rows]
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        with Transaction(self.conn):
+            job = self.get_job(job_id)
+            if job is None:
+                return None
+            counts, updated_at = self._counts(job_id)
+        return JobSnapshot(job=job, counts=counts, last_update=datetime.fromtimestamp(updated_at, UTC))
+
+    def counts(self, job_id: str) -> JobCounts:
+        return self._counts(job_id)[0]
+
+    def _counts(self, job_id: str) -> tuple[JobCounts, float]:
+        row = self.conn.execute(
+            f"SELECT {', '.join(_COUNTER_FIELDS)}, updated_at FROM counters WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        if row is None:
+            return JobCounts(), 0.0
+        return JobCounts(**dict(zip(_COUNTER_FIELDS, row[:-1], strict=True))), row[-1]
+
+    def _count(self, db: sqlite3.Connection, job_id: str, delta: JobCounts) -> None:
+        sets = ", ".join(f"{f} = {f} + ?" for f in _COUNTER_FIELDS)
+        db.execute(
+            f"UPDATE counters SET {sets}, updated_at = ? WHERE job_id = ?",
+            (*(getattr(delta, f) for f in _COUNTER_FIELDS), time.time(), job_id),
+        )
+
+    # sitemaps -------------------------------------------------------------------------------------
+
+    def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
+        stored = []
+        with Transaction(self.conn) as db:
+            deltas = []
+            for sitemap in accounting.first_per_url(sitemaps):
+                inserted = db.execute(
+                    "INSERT OR IGNORE INTO sitemaps (job_id, key, status, body) VALUES (?, ?, ?, ?)",
+                    (job_id, sitemap.key, sitemap.status.value, sitemap.model_dump_json()),
+                ).rowcount
+                if inserted:
+                    deltas.append(accounting.new_sitemap(sitemap))
+                    stored.append(sitemap)
+                else:
+                    existing = self.get_sitemap(job_id, sitemap.url)
+                    assert existing is not None
+                    stored.append(existing)
+            if deltas:
+                self._count(db, job_id, accounting.total(deltas))
+        return stored
+
+    def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
+        row = self.conn.execute(
+            "SELECT body FROM sitemaps WHERE job_id = ? AND key = ?", (job_id, url_key(url))
+        ).fetchone()
+        return SitemapRecord.model_validate_json(row[0]) if row else None
+
+    def _leased_sitemap(self, job_id: str, url: str, lease: Lease) -> SitemapRecord:
+        row = self.conn.execute(
+            "SELECT body, status, lease_token FROM sitemaps WHERE job_id = ? AND key = ?",
+            (job_id, url_key(url)),
+        ).fetchone()
+        if row is None or row[1] != SitemapStatus.PROCESSING.value or row[2] != lease.token:
+            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
+        return SitemapRecord.model_validate_json(row[0])
+
+    def _put_sitemap(self, db: sqlite3.Connection, job_id: str, record: SitemapRecord, lease: Lease | None) -> None:
+        db.execute(
+            "UPDATE sitemaps SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
+            (
+                record.status.value,
+                record.model_dump_json(),
+                lease.token if lease else None,
+                lease.until if lease else 0,
+                job_id,
+                record.key,
+            ),
+        )
+
+    def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
+        with Transaction(self.conn) as db:
+            row = db.execute(
+                "SELECT body, status, lease_until FROM sitemaps WHERE job_id = ? AND key = ?",
+                (job_id, url_key(url)),
+            ).fetchone()
+            if row is None or not accounting.claimable(row[1], row[2], now):
+                return None
+            record = accounting.claimed_sitemap(SitemapRecord.model_validate_json(row[0]))
+            self._put_sitemap(db, job_id, record, lease)
+            return record
+
+    def record_pages(
+        self, job_id: str, sitemap_url: str, pages: Sequence[SitemapURL], *, checkpoint: int, lease: Lease
+    ) -> list[SitemapURL]:
+        new = []
+        with Transaction(self.conn) as db:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            for page in accounting.first_per_url(pages):
+                inserted = db.execute(
+                    "INSERT OR IGNORE INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
+                    (job_id, page.key, page.status.value, page.model_dump_json()),
+                ).rowcount
+                if inserted:
+                    new.append(page)
+            self._put_sitemap(db, job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(new)), lease)
+            self._count(db, job_id, accounting.total(accounting.new_page(p) for p in new))
+        return new
+
+    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
+        with Transaction(self.conn) as db:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            self._put_sitemap(db, job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease)
+
+    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None:
+        with Transaction(self.conn) as db:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            self._put_sitemap(db, job_id, sitemap.model_copy(update={"document_key": document_key}), lease)
+
+    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+        with Transaction(self.conn) as db:
+            try:
+                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            except LeaseLost:
+                return False
+            self._put_sitemap(db, job_id, accounting.finished_sitemap(sitemap, outcome), None)
+            self._count(db, job_id, accounting.sitemap_done(outcome))
+            return True
+
+    def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
+        for body in self._bodies("sitemaps", job_id, status.value if status else None):
+            yield SitemapRecord.model_validate_json(body)
+
+    def _bodies(self, table: str, job_id: str, status: str | None) -> Iterator[str]:
+        """Pages through a table by rowid (discovery order), so no cursor stays open across yields."""
+        last = 0
+        where = "job_id = ? AND rowid > ?" + (" AND status = ?" if status else "")
+        while True:
+            params: tuple[object, ...] = (job_id, last, status) if status else (job_id, last)
+            rows = self.conn.execute(
+                f"SELECT rowid, body FROM {table} WHERE {where} ORDER BY rowid LIMIT {_PAGE_SIZE}", params
+            ).fetchall()
+            if not rows:
+                return
+            for rowid, body in rows:
+                last = rowid
+                yield body
+
+    # pages ----------------------------------------------------------------------------------------
+
+    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
+        claimed = []
+        with Transaction(self.conn) as db:
+            for url in urls:
+                row = db.execute(
+                    "SELECT body, status, lease_until FROM urls WHERE job_id = ? AND key = ?",
+                    (job_id, url_key(url)),
+                ).fetchone()
+                if row is None or not accounting.claimable(row[1], row[2], now):
+                    continue
+                page = accounting.claimed_page(SitemapURL.model_validate_json(row[0]))
+                self._put_page(db, job_id, page, lease)
+                claimed.append(page)
+        return claimed
+
+    def _put_page(self, db: sqlite3.Connection, job_id: str, page: SitemapURL, lease: Lease | None) -> None:
+        db.execute(
+            "UPDATE urls SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
+            (
+                page.status.value,
+                page.model_dump_json(),
+                lease.token if lease else None,
+                lease.until if lease else 0,
+                job_id,
+                page.key,
+            ),
+        )
+
+    def _leased_page(self, db: sqlite3.Connection, job_id: str, url: str, lease: Lease) -> bool:
+        row = db.execute(
+            "SELECT status, lease_token FROM urls WHERE job_id = ? AND key = ?", (job_id, url_key(url))
+        ).fetchone()
+        return row is not None and row[0] == UrlStatus.PROCESSING.value and row[1] == lease.token
+
+    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
+        applied = []
+        with Transaction(self.conn) as db:
+            deltas = []
+            for outcome in outcomes:
+                page = outcome.record
+                if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
+                    continue
+                self._put_page(db, job_id, page, None)
+                deltas.append(accounting.page_done(page))
+                applied.append(page.url)
+            self._count(db, job_id, accounting.total(deltas))
+        return applied
+
+    def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
+        applied = []
+        with Transaction(self.conn) as db:
+            for retry in retries:
+                if not self._leased_page(db, job_id, retry.url, lease):
+                    continue
+                page = self.get_page(job_id, retry.url)
+                assert page is not None
+                self._put_page(db, job_id, accounting.retried_page(page, retry), None)
+                applied.append(retry.url)
+            if applied:
+                self._count(db, job_id, JobCounts())  # progress: a retry is activity too
+        return applied
+
+    def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
+        for body in self._bodies("urls", job_id, status.value if status else None):
+            yield SitemapURL.model_validate_json(body)
+
+    def get_page(self, job_id: str, url: str) -> SitemapURL | None:
+        row = self.conn.execute("SELECT body FROM urls WHERE job_id = ? AND key = ?", (job_id, url_key(url))).fetchone()
+        return SitemapURL.model_validate_json(row[0]) if row else None
+
+    # recovery -------------------------------------------------------------------------------------
+
+    def release_leases(self, job_id: str) -> int:
+        with Transaction(self.conn) as db:
+            released = 0
+            for table in ("sitemaps", "urls"):
+                released += db.execute(
+                    f"UPDATE {table} SET lease_until = 0 WHERE job_id = ? AND status = 'processing'",
+                    (job_id,),
+                ).rowcount
+            return released
+
+    def recount(self, job_id: str) -> JobCounts:
+        return accounting.recount(self.sitemaps(job_id), self.pages(job_id))

@@ -1,0 +1,310 @@
+"""The `harvest` command: run jobs on this machine, read sitemaps, and feed a deployed stack.
+
+Exit status: 0 when the job completed (even with failed URLs), 1 when it failed (no readable sitemap) or
+could not run, 2 for bad input (a usage error names the argument and the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from harvester import __version__
+from harvester.adapters.local.database import StateDirError
+from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
+from harvester.fetch import FetchPolicy, parse_networks
+from harvester.messages import JobRequest
+from harvester.progress import ProgressLine
+from harvester.records import JobStatus, LoaderState
+from harvester.reporting import (
+    dump_json,
+    page_line,
+    render_tree,
+    summary_text,
+    write_csv,
+    write_jsonl,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad input from the command line: the message names the input and the reason."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.run(args) or EXIT_OK)
+    except UsageError as exc:
+        print(f"harvest: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StateDirError, JobStuck) as exc:
+        print(f"harvest: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("\nharvest: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harvest",
+        description="Sitemap ingestion: discover, parse and fetch every page a site's sitemaps list.",
+    )
+    parser.add_argument("--version", action="version", version=f"harvest {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    crawl = commands.add_parser("crawl", help="run a job on this machine (resumable: run it again after a kill)")
+    _site_arguments(crawl)
+    _job_arguments(crawl)
+    crawl.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where state and documents live")
+    crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
+    crawl.add_argument("--json", action="store_true", help="print the SitemapIngestionResult summary as JSON")
+    crawl.add_argument("--quiet", action="store_true", help="no progress line")
+    crawl.set_defaults(run=run_crawl)
+
+    sitemaps = commands.add_parser("sitemaps", help="discovery only: the sitemap tree, or every page it lists")
+    _site_arguments(sitemaps)
+    sitemaps.add_argument("--format", choices=("tree", "jsonl"), default="tree")
+    sitemaps.add_argument("--include", action="append", default=[], metavar="PAT", help="keep only matching pages")
+    sitemaps.add_argument("--exclude", action="append", default=[], metavar="PAT", help="drop matching pages")
+    sitemaps.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
+    sitemaps.add_argument("--max-depth", type=int, default=10)
+    sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
+    sitemaps.set_defaults(run=run_sitemaps)
+
+    parse = commands.add_parser("parse", help="parse one local sitemap file; one JSON object per entry")
+    parse.add_argument("file", type=Path)
+    parse.set_defaults(run=run_parse)
+
+    report = commands.add_parser("report", help="a local job's progress and result (no JOB_ID: list jobs)")
+    report.add_argument("job_id", nargs="?")
+    report.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    report.add_argument("--format", choices=("json", "jsonl", "csv"), default="json")
+    report.set_defaults(run=run_report)
+
+    submit = commands.add_parser("submit", help="send a job request to a deployed stack's job queue")
+    submit.add_argument("site")
+    target = submit.add_mutually_exclusive_group(required=True)
+    target.add_argument("--stack", help="CloudFormation stack name (its JobQueueUrl output is used)")
+    target.add_argument("--queue-url", help="the job queue's URL")
+    submit.add_argument("--sitemap", action="append", default=[], metavar="URL")
+    _job_arguments(submit, network=False)
+    submit.add_argument("--job-id", help="idempotent job id (default: generated)")
+    submit.add_argument("--region")
+    submit.set_defaults(run=run_submit)
+
+    status = commands.add_parser("status", help="a deployed job's progress (BulkProcessingJob as JSON)")
+    status.add_argument("job_id")
+    status.add_argument("--stack", required=True)
+    status.add_argument("--region")
+    status.set_defaults(run=run_status)
+    return parser
+
+
+def _site_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("site", help="the site's home page, e.g. https://example.com/")
+    parser.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
+    parser.add_argument(
+        "--allow-network",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="let fetches reach this non-public network (e.g. 127.0.0.0/8 for a local site)",
+    )
+    parser.add_argument("--user-agent", help="User-Agent to send")
+
+
+def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> None:
+    parser.add_argument("--no-pages", action="store_true", help="record the pages without fetching them")
+    parser.add_argument("--include", action="append", default=[], metavar="PAT", help="glob, or re:REGEX")
+    parser.add_argument("--exclude", action="append", default=[], metavar="PAT", help="glob, or re:REGEX")
+    parser.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
+    parser.add_argument("--max-depth", type=int, default=10)
+    parser.add_argument(
+        "--rate-limit-delay",
+        type=float,
+        default=None,
+        help="seconds between requests to one host (default 0.05)",
+    )
+    if network:
+        parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+
+
+def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None) -> JobRequest:
+    fields = {
+        "site": args.site,
+        "sitemaps": tuple(args.sitemap),
+        "include": tuple(args.include),
+        "exclude": tuple(args.exclude),
+        "scope": args.scope,
+        "max_depth": args.max_depth,
+        "fetch_pages": (not getattr(args, "no_pages", False)) if fetch_pages is None else fetch_pages,
+    }
+    if getattr(args, "rate_limit_delay", None) is not None:
+        fields["rate_limit_delay"] = args.rate_limit_delay
+    if getattr(args, "job_id", None):
+        fields["job_id"] = args.job_id
+    try:
+        return JobRequest(**fields)
+    except ValidationError as exc:
+        raise UsageError(_validation_message(exc)) from None
+
+
+def _validation_message(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        given = error.get("input")
+        problems.append(
+            f"{where} {given!r}: {error['msg']}" if not isinstance(given, dict) else f"{where}: {error['msg']}"
+        )
+    return "; ".join(problems)
+
+
+def _policy(args: argparse.Namespace) -> FetchPolicy:
+    try:
+        networks = parse_networks(args.allow_network)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    policy = FetchPolicy.from_env()
+    if args.user_agent:
+        policy = dataclasses.replace(policy, user_agent=args.user_agent)
+    return dataclasses.replace(policy, allow_networks=policy.allow_networks + networks)
+
+
+# commands ------------------------------------------------------------------------------------------
+
+
+def run_crawl(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
+    request = _request(args)
+    progress = None if args.quiet else ProgressLine(sys.stderr)
+    with LocalHarvest.open(args.state_dir) as harvest:
+        runner = LocalRunner(harvest, policy=_policy(args), concurrency=args.concurrency, on_progress=progress)
+        try:
+            outcome = asyncio.run(runner.crawl(request))
+        finally:
+            if progress:
+                progress.close()
+    if args.json:
+        dump_json(outcome.result.model_dump(mode="json"), sys.stdout)
+    else:
+        print(summary_text(outcome.result, resumed=outcome.resumed))
+    return EXIT_OK if outcome.job.status is JobStatus.COMPLETED else EXIT_FAILED
+
+
+def run_sitemaps(args: argparse.Namespace) -> int:
+    request = _request(args, fetch_pages=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="harvest-sitemaps-") as tmp,
+        LocalHarvest.open(Path(tmp)) as harvest,
+    ):
+        runner = LocalRunner(harvest, policy=_policy(args), concurrency=8)
+        outcome = asyncio.run(runner.crawl(request))
+        job_id = outcome.job.job_id
+        if args.format == "jsonl":
+            for page in harvest.store.pages(job_id):
+                sys.stdout.write(json.dumps(page_line(page)) + "\n")
+        else:
+            tree = render_tree(request.site, list(harvest.store.sitemaps(job_id)), show_absent=args.show_absent)
+            print(tree)
+    return EXIT_OK if outcome.job.status is JobStatus.COMPLETED else EXIT_FAILED
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    from harvester.sitemap import parse_file
+
+    if not args.file.is_file():
+        raise UsageError(f"{args.file}: no such file")
+    entries, report = parse_file(args.file)
+    for entry in entries:
+        sys.stdout.write(json.dumps(entry.to_json()) + "\n")
+    if report.error:
+        print(f"harvest: {args.file}: not a sitemap: {report.error}", file=sys.stderr)
+        return EXIT_FAILED
+    if report.truncated:
+        print(f"harvest: {args.file}: truncated: {report.truncated}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if not (args.state_dir / "harvest.db").exists():
+        raise UsageError(f"--state-dir {args.state_dir}: no harvest state there")
+    with LocalHarvest.open(args.state_dir) as harvest:
+        store = harvest.store
+        if not args.job_id:
+            for job in store.all_jobs():
+                print(f"{job.job_id}  {job.status.value:<11}  {job.start_time:%Y-%m-%d %H:%M:%S}  {job.site}")
+            return EXIT_OK
+        snapshot = store.snapshot(args.job_id)
+        if snapshot is None:
+            raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
+        if args.format == "jsonl":
+            write_jsonl(store.pages(args.job_id), sys.stdout)
+        elif args.format == "csv":
+            write_csv(store.pages(args.job_id), sys.stdout)
+        else:
+            from harvester.records import BulkProcessingJob
+
+            location = harvest.documents.location(snapshot.job.result_key) if snapshot.job.result_key else None
+            view = BulkProcessingJob.of(
+                snapshot.job, snapshot.counts, last_update=snapshot.last_update, result_location=location
+            )
+            result = harvest.result(args.job_id)
+            loader = LoaderState.of(list(store.sitemaps(args.job_id)), snapshot.counts)
+            dump_json(
+                {
+                    "job": view.model_dump(mode="json"),
+                    "loader_state": loader.model_dump(mode="json"),
+                    "result": result.model_dump(mode="json") if result else None,
+                },
+                sys.stdout,
+            )
+    return EXIT_OK
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from harvester.adapters.aws.stack import StackError, job_queue_url, submit_job
+
+    request = _request(args)
+    try:
+        queue_url = args.queue_url or job_queue_url(args.stack, region=args.region)
+        job_id = submit_job(request, queue_url, region=args.region)
+    except StackError as exc:
+        raise UsageError(str(exc)) from None
+    print(job_id)
+    return EXIT_OK
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from harvester.adapters.aws.stack import StackError, job_status
+
+    try:
+        view = job_status(args.job_id, args.stack, region=args.region)
+    except StackError as exc:
+        raise UsageError(str(exc)) from None
+    dump_json(view, sys.stdout)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

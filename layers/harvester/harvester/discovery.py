@@ -1,0 +1,77 @@
+"""Where a job looks for sitemaps: robots.txt, then the well-known paths robots.txt did not declare.
+
+The site itself is the top node of the tree (depth 0); robots.txt, requested sitemaps and known-path
+probes are its children (depth 1). Known paths are probed only after robots.txt has been read, because a
+path robots.txt already declares must not be fetched twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from harvester.messages import JobRequest, SitemapOrigin, SitemapTask
+from harvester.records import SitemapRecord
+from harvester.urls import normalize, origin_of
+
+#: ultimate-sitemap-parser's list, in its order.
+KNOWN_PATHS = (
+    "sitemap.xml",
+    "sitemap.xml.gz",
+    "sitemap_index.xml",
+    "sitemap-index.xml",
+    "sitemap_index.xml.gz",
+    "sitemap-index.xml.gz",
+    ".sitemap.xml",
+    "sitemap",
+    "admin/config/search/xmlsitemap",
+    "sitemap/sitemap-index.xml",
+    "sitemap_news.xml",
+    "sitemap-news.xml",
+    "sitemap_news.xml.gz",
+    "sitemap-news.xml.gz",
+)
+
+
+def site_node(request: JobRequest) -> str:
+    """The URL standing for the site at the top of the tree (the first ancestor of every sitemap)."""
+    return origin_of(request.site) + "/"
+
+
+def seed_sitemaps(request: JobRequest, *, now: datetime) -> list[SitemapRecord]:
+    """The first sitemaps of a job: those requested, or robots.txt (which leads to the rest)."""
+    top = site_node(request)
+    if request.sitemaps:
+        urls = dict.fromkeys(normalize(u) for u in request.sitemaps)
+        return [
+            SitemapRecord(url=u, origin=SitemapOrigin.REQUESTED, depth=1, ancestors=(top,), discovered_at=now)
+            for u in urls
+        ]
+    robots = origin_of(request.site) + "/robots.txt"
+    return [SitemapRecord(url=robots, origin=SitemapOrigin.ROBOTS, depth=1, ancestors=(top,), discovered_at=now)]
+
+
+def known_path_probes(request: JobRequest, declared: Iterable[str], *, now: datetime) -> list[SitemapRecord]:
+    """The well-known locations not already declared in robots.txt, as children of the site node."""
+    top = site_node(request)
+    base = origin_of(request.site)
+    seen = {normalize(u) for u in declared}
+    probes = []
+    for path in KNOWN_PATHS:
+        url = normalize(f"{base}/{path}")
+        if url not in seen:
+            seen.add(url)
+            probes.append(
+                SitemapRecord(url=url, origin=SitemapOrigin.KNOWN_PATH, depth=1, ancestors=(top,), discovered_at=now)
+            )
+    return probes
+
+
+def task_for(job_id: str, record: SitemapRecord) -> SitemapTask:
+    return SitemapTask(
+        job_id=job_id,
+        url=record.url,
+        origin=record.origin,
+        depth=max(record.depth, 1),
+        ancestors=record.ancestors,
+    )

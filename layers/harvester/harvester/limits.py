@@ -1,0 +1,19 @@
+"""The numbers that bound what one fetch or one document may cost (sitemaps.org, RFC 9309, our own)."""
+
+from __future__ import annotations
+
+KiB = 1024
+MiB = 1024 * KiB
+
+#: sitemaps.org: 50 MiB uncompressed and 50,000 entries per sitemap (and 50,000 children per index).
+SITEMAP_MAX_BYTES = 50 * MiB
+SITEMAP_MAX_ENTRIES = 50_000
+#: RFC 9309 requires parsing at least 500 KiB of a robots.txt.
+ROBOTS_MAX_BYTES = 512 * KiB
+#: Pages are configurable; this is the default.
+PAGE_MAX_BYTES = 10 * MiB
+#: sitemaps.org: URLs of at most 2,048 characters.
+URL_MAX_LENGTH = 2048
+MAX_REDIRECTS = 5
+#: Depth of the sitemap tree below the site node (USP stops at 11, Crawlee at 10).
+MAX_DEPTH = 10

@@ -1,0 +1,194 @@
+"""The ports through which the engine reaches the world: a task queue, a state store, a document store.
+
+Each has two adapters: ``harvester.adapters.aws`` (SQS, DynamoDB, S3) and ``harvester.adapters.local``
+(SQLite and a folder). The state store is a repository of domain operations rather than a key-value API,
+because the guarantees the engine relies on ("registered once per job", "counted in the same atomic
+write", "finished exactly once") are properties each adapter must provide with its own primitives:
+conditional writes and transactions in DynamoDB, transactions in SQLite. ``tests/contract`` checks that
+both adapters keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import BinaryIO, Protocol
+
+from harvester.messages import JobRequest, PageTask, SitemapTask
+from harvester.records import (
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+)
+
+Message = JobRequest | SitemapTask | PageTask
+
+
+class TaskQueue(Protocol):
+    """Fan-out: sends job requests, sitemap tasks and page tasks to their queues, in batches."""
+
+    def send(self, messages: Sequence[Message], *, delay_seconds: int = 0) -> None:
+        """Sends every message or raises; a message may be delivered more than once, never lost."""
+
+
+class DocumentStore(Protocol):
+    """Raw fetched documents and job results, by key (``jobs/<job>/pages/<url key>`` ...)."""
+
+    def put(
+        self,
+        key: str,
+        body: BinaryIO | bytes,
+        *,
+        content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> str:
+        """Stores the body (a file object is read from its current position) and returns its location."""
+
+    def get(self, key: str) -> bytes: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def keys(self, prefix: str) -> Iterator[str]: ...
+
+    def location(self, key: str) -> str:
+        """Where a user finds the document (``s3://bucket/key`` or a file path)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claim on a record: ``token`` identifies the claimant; the claim lapses at ``until`` (epoch seconds)."""
+
+    token: str
+    until: float
+
+
+@dataclass(slots=True)
+class PageOutcome:
+    """The final state of one claimed page, applied together with the job's counters."""
+
+    record: SitemapURL  # the record as it should be stored (status completed or failed)
+
+
+@dataclass(slots=True)
+class PageRetry:
+    """A claimed page that goes back to pending, to be tried again after ``not_before``."""
+
+    url: str
+    retries: int
+    error_message: str
+    not_before: datetime
+
+
+@dataclass(slots=True)
+class SitemapOutcome:
+    status: SitemapStatus
+    kind: str | None = None
+    error_message: str | None = None
+    truncated: str | None = None
+    final_url: str | None = None
+    http_status: int | None = None
+    children: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    warnings: dict[str, int] = field(default_factory=dict)
+    document_key: str | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnapshot:
+    """A job and its counters read at one instant, so that a completion check cannot see a torn state."""
+
+    job: JobRecord
+    counts: JobCounts
+    last_update: datetime
+
+
+class StateStore(Protocol):
+    """Job, loader and per-URL state. Every method is atomic; every counter moves with its record."""
+
+    # jobs -----------------------------------------------------------------------------------------
+    def create_job(self, job: JobRecord) -> JobRecord:
+        """Stores a new job, or returns the one already stored under its id (job ids are idempotent)."""
+
+    def get_job(self, job_id: str) -> JobRecord | None: ...
+
+    def mark_seeded(self, job_id: str) -> None:
+        """pending → in_progress once the first sitemap tasks are recorded."""
+
+    def end_job(self, job_id: str, status: JobStatus, *, end_time: datetime, error_message: str | None = None) -> bool:
+        """in_progress → ``status``. True for exactly one caller, however many race."""
+
+    def set_result(self, job_id: str, result_key: str) -> None: ...
+
+    def active_jobs(self) -> list[JobRecord]:
+        """Jobs not yet ended (pending or in progress)."""
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None: ...
+
+    def counts(self, job_id: str) -> JobCounts:
+        """The counters, cheaply and possibly torn across shards: a pre-check, confirmed by ``snapshot``."""
+
+    # sitemaps (loader state) ----------------------------------------------------------------------
+    def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
+        """Registers each sitemap URL once per job (counting it) and returns the stored record of every
+        given URL: the new ones as given, the known ones as they are."""
+
+    def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None: ...
+
+    def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
+        """pending (or processing with a lapsed lease) → processing; None when final or leased elsewhere.
+        Increments ``attempts``."""
+
+    def record_pages(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[SitemapURL],
+        *,
+        checkpoint: int,
+        lease: Lease,
+    ) -> list[SitemapURL]:
+        """Registers the pages not yet known to the job (counting them, and counting those created final
+        as succeeded/failed), and moves the sitemap's ``pages_recorded`` to ``checkpoint``, atomically.
+        Returns the pages that were new. Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+
+    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None: ...
+
+    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None: ...
+
+    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+        """processing → final, counting it done, exactly once (False when the lease is not ours)."""
+
+    def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]: ...
+
+    # pages ----------------------------------------------------------------------------------------
+    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
+        """pending (or processing with a lapsed lease) → processing for each URL that can be claimed;
+        increments ``attempts``. Final or elsewhere-leased URLs are left out of the result."""
+
+    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
+        """processing → completed | failed for the URLs still leased to us, counting each once.
+        Returns the URLs applied."""
+
+    def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
+        """processing → pending with the retry counter moved on; returns the URLs applied."""
+
+    def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]: ...
+
+    def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...
+
+    # recovery -------------------------------------------------------------------------------------
+    def release_leases(self, job_id: str) -> int:
+        """Lets every lease of the job lapse now (used when nothing else can be working on it)."""
+
+    def recount(self, job_id: str) -> JobCounts:
+        """The counts recomputed from the records themselves: what the counters must always equal."""
+
+
+class LeaseLost(RuntimeError):
+    """Our claim on a record lapsed and someone else took it over: stop working on it."""

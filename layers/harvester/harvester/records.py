@@ -1,0 +1,352 @@
+"""The records a user sees, with the validation rules of the data model.
+
+``SitemapURL`` (one per page URL of a job), ``BulkProcessingJob`` (the job and its progress),
+``SitemapIngestionResult`` (written once when a job ends) and ``SitemapRecord`` (one per sitemap of a job:
+the distributed form of the seed's loader state). The state stores persist exactly these models, so a rule
+checked here holds for what DynamoDB and SQLite hold too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harvester.messages import JobRequest, PageTask, SitemapOrigin
+from harvester.urls import require_http_url
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def url_key(url: str) -> str:
+    """A fixed-size key for a URL (DynamoDB sort keys stop at 1,024 bytes; URLs may have 2,048 characters)."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
+
+
+class UrlStatus(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (UrlStatus.COMPLETED, UrlStatus.FAILED)
+
+
+class CrawlState(StrEnum):
+    """The state of a stored URL in the crawl-state machine (Nutch's CrawlDatum; see crawl_state.py)."""
+
+    UNFETCHED = "unfetched"
+    FETCHED = "fetched"
+    GONE = "gone"
+    REDIR_TEMP = "redir_temp"
+    REDIR_PERM = "redir_perm"
+    NOTMODIFIED = "notmodified"
+    DUPLICATE = "duplicate"
+    ORPHAN = "orphan"
+
+
+class SitemapURL(BaseModel):
+    """One page URL of a job: what its sitemap said, where its processing stands, and its crawl state.
+
+    The crawl fields (``crawl_state``, ``retries``, ``next_fetch_time``, ``etag``, ``last_modified_header``,
+    ``signature``) are those the full crawl-state machine and the re-crawl schedule need.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    url: str
+    last_modified: datetime | None = None
+    change_frequency: str | None = None
+    priority: float = Field(default=0.5, ge=0.0, le=1.0)
+    status: UrlStatus = UrlStatus.PENDING
+    error_message: str | None = None
+    sitemap: str | None = None
+    extensions: dict[str, Any] = Field(default_factory=dict)
+    # crawl state
+    crawl_state: CrawlState = CrawlState.UNFETCHED
+    retries: int = Field(default=0, ge=0)
+    attempts: int = Field(default=0, ge=0)
+    next_fetch_time: datetime | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    size: int | None = Field(default=None, ge=0)
+    signature: str | None = None
+    etag: str | None = None
+    last_modified_header: str | None = None
+    final_url: str | None = None
+    document_key: str | None = None
+    fetch_time: datetime | None = None
+    discovered_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, url: str) -> str:
+        return require_http_url(url)
+
+    @model_validator(mode="after")
+    def _failure_has_reason(self) -> Self:
+        if self.status is UrlStatus.FAILED and not self.error_message:
+            raise ValueError(f"{self.url}: a failed URL needs an error_message")
+        return self
+
+    @property
+    def key(self) -> str:
+        return url_key(self.url)
+
+    def task(self, job_id: str) -> PageTask:
+        """The page task that fetches this URL (again)."""
+        return PageTask(
+            job_id=job_id,
+            url=self.url,
+            sitemap=self.sitemap,
+            lastmod=self.last_modified,
+            changefreq=self.change_frequency,
+            priority=self.priority,
+            attempt=self.retries,
+        )
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (JobStatus.COMPLETED, JobStatus.FAILED)
+
+
+class JobCounts(BaseModel):
+    """The job's counters. Each is changed only in the same atomic write as the record that justifies it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    urls_total: int = Field(default=0, ge=0)
+    urls_succeeded: int = Field(default=0, ge=0)
+    urls_failed: int = Field(default=0, ge=0)
+    sitemaps_total: int = Field(default=0, ge=0)
+    sitemaps_done: int = Field(default=0, ge=0)
+    sitemaps_ok: int = Field(default=0, ge=0)  # read successfully as a sitemap (robots.txt excluded)
+
+    @property
+    def urls_processed(self) -> int:
+        return self.urls_succeeded + self.urls_failed
+
+    @property
+    def discovery_complete(self) -> bool:
+        return self.sitemaps_total > 0 and self.sitemaps_done == self.sitemaps_total
+
+    @property
+    def done(self) -> bool:
+        return self.discovery_complete and self.urls_processed == self.urls_total
+
+    def __add__(self, other: JobCounts) -> JobCounts:
+        return JobCounts(**{name: getattr(self, name) + getattr(other, name) for name in JobCounts.model_fields})
+
+
+class JobRecord(BaseModel):
+    """What the state store keeps about a job; :class:`BulkProcessingJob` is its public view with counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    request: JobRequest
+    status: JobStatus = JobStatus.PENDING
+    start_time: datetime
+    end_time: datetime | None = None
+    seeded: bool = False
+    result_key: str | None = None
+    error_message: str | None = None
+
+    @property
+    def site(self) -> str:
+        return self.request.site
+
+
+class BulkProcessingJob(BaseModel):
+    """A job and its progress. In a distributed job ``total_urls`` grows while discovery runs, so progress is
+    processed / total of what is known, and ``discovery_complete`` says whether that total can still grow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    sitemap_url: str
+    status: JobStatus
+    progress_percentage: float = Field(ge=0.0, le=100.0)
+    current_url_index: int = Field(ge=0)
+    total_urls: int = Field(ge=0)
+    processed_count: int = Field(ge=0)
+    successful_count: int = Field(ge=0)
+    failed_count: int = Field(ge=0)
+    start_time: datetime
+    last_update_time: datetime
+    rate_limit_delay: float = Field(gt=0)
+    discovery_complete: bool
+    sitemaps_total: int = Field(ge=0)
+    sitemaps_done: int = Field(ge=0)
+    end_time: datetime | None = None
+    result_location: str | None = None
+    error_message: str | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        if self.current_url_index > self.total_urls:
+            raise ValueError("current_url_index must not exceed total_urls")
+        if self.processed_count != self.successful_count + self.failed_count:
+            raise ValueError("processed_count must equal successful_count + failed_count")
+        return self
+
+    @classmethod
+    def of(
+        cls, job: JobRecord, counts: JobCounts, *, last_update: datetime, result_location: str | None = None
+    ) -> BulkProcessingJob:
+        processed = counts.urls_processed
+        # An empty job is 0 % done until it ends, then 100 %.
+        progress = 100.0 * processed / counts.urls_total if counts.urls_total else 100.0 * job.status.final
+        return cls(
+            job_id=job.job_id,
+            sitemap_url=job.request.sitemaps[0] if len(job.request.sitemaps) == 1 else job.site,
+            status=job.status,
+            progress_percentage=round(min(progress, 100.0), 2),
+            current_url_index=processed,
+            total_urls=counts.urls_total,
+            processed_count=processed,
+            successful_count=counts.urls_succeeded,
+            failed_count=counts.urls_failed,
+            start_time=job.start_time,
+            last_update_time=max(last_update, job.start_time),
+            rate_limit_delay=job.request.rate_limit_delay,
+            discovery_complete=counts.discovery_complete,
+            sitemaps_total=counts.sitemaps_total,
+            sitemaps_done=counts.sitemaps_done,
+            end_time=job.end_time,
+            result_location=result_location,
+            error_message=job.error_message,
+        )
+
+
+class SitemapStatus(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"  # could not be fetched (HTTP error, refused address, timeouts)
+    INVALID = "invalid"  # fetched, but not a sitemap, or recursion, or too deep
+    ABSENT = "absent"  # a well-known path that is not there: not worth reporting loudly
+    DUPLICATE = "duplicate"  # redirected to a sitemap this job already has
+
+    @property
+    def final(self) -> bool:
+        return self not in (SitemapStatus.PENDING, SitemapStatus.PROCESSING)
+
+
+class SitemapRecord(BaseModel):
+    """One sitemap of a job: the loader state of the seed, made safe for many sitemaps in progress at once.
+
+    ``pages_recorded`` and ``pages_enqueued`` are the per-sitemap checkpoint: after a crash the sitemap is
+    read again, entries before ``pages_enqueued`` are skipped, those up to ``pages_recorded`` are sent again
+    (their records absorb the duplicate), and the rest is recorded as new.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    origin: SitemapOrigin
+    depth: int = Field(ge=0)
+    ancestors: tuple[str, ...] = ()
+    parent: str | None = None
+    status: SitemapStatus = SitemapStatus.PENDING
+    kind: str | None = None
+    error_message: str | None = None
+    truncated: str | None = None
+    final_url: str | None = None
+    http_status: int | None = None
+    pages_recorded: int = Field(default=0, ge=0)
+    pages_enqueued: int = Field(default=0, ge=0)
+    pages_new: int = Field(default=0, ge=0)
+    children: int = Field(default=0, ge=0)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    warnings: dict[str, int] = Field(default_factory=dict)
+    document_key: str | None = None
+    attempts: int = Field(default=0, ge=0)
+    discovered_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return url_key(self.url)
+
+    @model_validator(mode="after")
+    def _checkpoint(self) -> Self:
+        if self.pages_enqueued > self.pages_recorded:
+            raise ValueError("pages_enqueued cannot exceed pages_recorded")
+        return self
+
+
+class LoaderState(BaseModel):
+    """The seed's loader state, as a view over a job's sitemap records and counters (``harvest report``)."""
+
+    pending_sitemap_urls: list[str]
+    in_progress_sitemaps: dict[str, int]  # url -> entries already handed out (the checkpoint)
+    processed_sitemap_urls: list[str]
+    total_count: int
+    handled_count: int
+    completed: bool
+
+    @classmethod
+    def of(cls, sitemaps: list[SitemapRecord], counts: JobCounts) -> LoaderState:
+        return cls(
+            pending_sitemap_urls=[s.url for s in sitemaps if s.status is SitemapStatus.PENDING],
+            in_progress_sitemaps={s.url: s.pages_enqueued for s in sitemaps if s.status is SitemapStatus.PROCESSING},
+            processed_sitemap_urls=[s.url for s in sitemaps if s.status.final],
+            total_count=counts.urls_total,
+            handled_count=counts.urls_processed,
+            completed=counts.discovery_complete,
+        )
+
+
+class ErrorDetail(BaseModel):
+    url: str
+    kind: str  # "page" or "sitemap"
+    error: str
+
+
+class SitemapIngestionResult(BaseModel):
+    """The outcome of a job, written once when it ends.
+
+    The summary JSON holds the counts and errors; ``processed_urls`` (the SitemapURL records) is written
+    beside it as JSON Lines, because a 50,000-URL job does not belong inline.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_id: str
+    site: str
+    status: JobStatus
+    total_urls: int = Field(ge=0)
+    successful_processing: int = Field(ge=0)
+    failed_processing: int = Field(ge=0)
+    processed_urls: str | None = Field(default=None, description="location of the JSON Lines records")
+    start_time: datetime
+    end_time: datetime
+    total_duration: float = Field(ge=0)
+    error_details: list[ErrorDetail] = Field(default_factory=list)
+    errors_omitted: int = Field(default=0, ge=0)
+    sitemaps_total: int = Field(default=0, ge=0)
+    sitemaps_ok: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        if self.total_urls != self.successful_processing + self.failed_processing:
+            raise ValueError("total_urls must equal successful_processing + failed_processing")
+        if not self.start_time < self.end_time:
+            raise ValueError("start_time must be before end_time")
+        return self

@@ -1,0 +1,79 @@
+"""Resuming a stalled job: what makes "nothing discovered is lost" true when messages are.
+
+A message can be lost for good (a worker died after recording pages and before sending them, a task went
+to a dead-letter queue, a local crawl was killed). The records say what is still open, so resuming a job
+means: let its leases lapse, send a task again for every open sitemap and page, and end the job if it is
+in fact done. Re-sent tasks are absorbed by the claims, so resuming too often costs messages, never
+correctness; the scheduler therefore resumes only jobs without progress for ``stall_after_seconds``.
+Every re-sent task still counts its deliveries (``attempts``), so a poisonous URL ends failed rather than
+being retried for ever.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harvester.completion import maybe_complete, write_result
+from harvester.discovery import task_for
+from harvester.jobs import seed
+from harvester.messages import PageTask
+from harvester.records import JobStatus, SitemapStatus, UrlStatus
+
+if TYPE_CHECKING:
+    from harvester.engine import Engine
+
+log = logging.getLogger(__name__)
+
+_SEND_CHUNK = 500
+
+
+@dataclass
+class Resumed:
+    job_id: str
+    stalled: bool = False
+    sitemaps_resent: int = 0
+    pages_resent: int = 0
+    ended: bool = False
+    result_written: bool = False
+
+
+def resume(engine: Engine, job_id: str, *, force: bool = False) -> Resumed:
+    store = engine.store
+    report = Resumed(job_id)
+    snapshot = store.snapshot(job_id)
+    if snapshot is None:
+        raise KeyError(f"no job {job_id!r}")
+    job = snapshot.job
+    if job.status.final:
+        if job.result_key is None:
+            write_result(engine, job_id)
+            report.result_written = True
+        return report
+    idle = (engine.clock() - snapshot.last_update).total_seconds()
+    if not force and idle < engine.settings.stall_after_seconds:
+        return report
+    report.stalled = True
+    store.release_leases(job_id)
+    if job.status is JobStatus.PENDING or not job.seeded:
+        seed(engine, job)
+    for status in (SitemapStatus.PENDING, SitemapStatus.PROCESSING):
+        tasks = [task_for(job_id, s) for s in store.sitemaps(job_id, status=status)]
+        for i in range(0, len(tasks), _SEND_CHUNK):
+            engine.queue.send(tasks[i : i + _SEND_CHUNK])
+        report.sitemaps_resent += len(tasks)
+    if job.request.fetch_pages:
+        for status in (UrlStatus.PENDING, UrlStatus.PROCESSING):
+            chunk: list[PageTask] = []
+            for page in store.pages(job_id, status=status):
+                chunk.append(page.task(job_id))
+                if len(chunk) >= _SEND_CHUNK:
+                    engine.queue.send(chunk)
+                    report.pages_resent += len(chunk)
+                    chunk = []
+            engine.queue.send(chunk)
+            report.pages_resent += len(chunk)
+    report.ended = maybe_complete(engine, job_id)
+    log.info("job resumed", extra={"job_id": job_id, **report.__dict__})
+    return report

@@ -1,0 +1,150 @@
+"""What a sitemap says, entry by entry.
+
+These are plain slotted dataclasses rather than pydantic models because a parser makes 50,000 of them per
+sitemap and validation here would cost more than the parse itself; the records a user sees
+(:mod:`harvester.records`) validate at the boundary instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class SitemapKind(StrEnum):
+    """What a fetched document turned out to be, decided by its content rather than its Content-Type."""
+
+    URLSET = "urlset"
+    INDEX = "index"
+    RSS = "rss"
+    ATOM = "atom"
+    TEXT = "text"
+    ROBOTS = "robots"
+
+
+@dataclass(slots=True, frozen=True)
+class Image:
+    loc: str
+    caption: str | None = None
+    title: str | None = None
+    geo_location: str | None = None
+    license: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class NewsStory:
+    title: str | None = None
+    publication_name: str | None = None
+    publication_language: str | None = None
+    publication_date: datetime | None = None
+    keywords: tuple[str, ...] = ()
+    genres: tuple[str, ...] = ()
+    access: str | None = None
+    stock_tickers: tuple[str, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class Video:
+    thumbnail_loc: str | None = None
+    title: str | None = None
+    description: str | None = None
+    content_loc: str | None = None
+    player_loc: str | None = None
+    duration: int | None = None
+    expiration_date: datetime | None = None
+    rating: float | None = None
+    view_count: int | None = None
+    publication_date: datetime | None = None
+    family_friendly: bool | None = None
+    requires_subscription: bool | None = None
+    live: bool | None = None
+    tags: tuple[str, ...] = ()
+    category: str | None = None
+    uploader: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Alternate:
+    """An ``xhtml:link rel="alternate"``; kept only when rel, hreflang and href are all present."""
+
+    hreflang: str
+    href: str
+
+
+@dataclass(slots=True)
+class PageEntry:
+    """One page a sitemap lists. ``priority`` is already defaulted (0.5) and clamped by the parser."""
+
+    url: str
+    lastmod: datetime | None = None
+    changefreq: str | None = None
+    priority: float = 0.5
+    images: tuple[Image, ...] = ()
+    news: NewsStory | None = None
+    videos: tuple[Video, ...] = ()
+    alternates: tuple[Alternate, ...] = ()
+
+    def extensions(self) -> dict[str, Any]:
+        """The extension fields that are present, JSON-ready (used by page tasks and ``--format jsonl``)."""
+        out: dict[str, Any] = {}
+        if self.images:
+            out["images"] = [_json_ready(i) for i in self.images]
+        if self.news is not None:
+            out["news"] = _json_ready(self.news)
+        if self.videos:
+            out["videos"] = [_json_ready(v) for v in self.videos]
+        if self.alternates:
+            out["alternates"] = [_json_ready(a) for a in self.alternates]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "lastmod": self.lastmod.isoformat() if self.lastmod else None,
+            "changefreq": self.changefreq,
+            "priority": self.priority,
+            **self.extensions(),
+        }
+
+
+@dataclass(slots=True)
+class ChildSitemap:
+    """A sitemap another document points to: an index ``<sitemap>`` or a robots.txt ``Sitemap:`` line."""
+
+    url: str
+    lastmod: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sitemap": self.url, "lastmod": self.lastmod.isoformat() if self.lastmod else None}
+
+
+Entry = PageEntry | ChildSitemap
+
+
+@dataclass(slots=True)
+class ParseReport:
+    """How the reading of one document went, beside the entries it produced."""
+
+    kind: SitemapKind | None = None
+    error: str | None = None
+    truncated: str | None = None
+    warnings: dict[str, int] = field(default_factory=dict)
+
+    def warn(self, reason: str) -> None:
+        self.warnings[reason] = self.warnings.get(reason, 0) + 1
+
+
+def _json_ready(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in obj.__slots__:
+        value = getattr(obj, name)
+        if value is None or value == ():
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out

@@ -1,0 +1,355 @@
+"""One sitemap task: claim the sitemap, fetch it, read it while it downloads, fan out what it lists.
+
+The flow is USP's (fetch, then let the content choose the parser), made safe for a distributed job:
+
+* the sitemap is claimed with a lease, so two deliveries of one task never read it at once;
+* page URLs pass URL hygiene (http(s), length, scope, patterns, first declaration only) and are recorded
+  in batches, each batch one atomic write that also counts the new URLs and moves the sitemap's checkpoint;
+  only then are their page tasks sent, and the checkpoint says how far sending got. A redelivered task
+  reads the sitemap again, skips what was sent, re-sends what was recorded but maybe not sent, and records
+  the rest — so nothing discovered is lost and nothing is counted twice;
+* child sitemaps are registered once per job (recursion and depth checked against the ancestor chain that
+  travels with the task) and sent;
+* a sitemap that cannot be read ends as failed / invalid / absent with its reason: it never fails the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import uuid
+from typing import TYPE_CHECKING
+
+from harvester.crawl_state import http_error
+from harvester.discovery import known_path_probes, task_for
+from harvester.fetch import FetchError
+from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
+from harvester.messages import SitemapOrigin, SitemapTask
+from harvester.ports import Lease, SitemapOutcome
+from harvester.records import (
+    JobRecord,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+    url_key,
+)
+from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
+from harvester.urls import UrlFilter, in_scope, normalize, refusal
+
+if TYPE_CHECKING:
+    from harvester.engine import Engine
+
+log = logging.getLogger(__name__)
+
+SPOOL_IN_MEMORY = 1024 * 1024
+MAX_INVALID_CHILDREN_LISTED = 100
+#: Well-known paths that are simply not there are expected; these statuses mean "no sitemap here".
+_ABSENT_STATUSES = frozenset({401, 403, 404, 410})
+
+
+async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | None:
+    job = engine.job(task.job_id)
+    if job is None:
+        log.warning("sitemap task for an unknown job dropped", extra={"job_id": task.job_id, "url": task.url})
+        return None
+    url = normalize(task.url)
+    store = engine.store
+    if store.get_sitemap(job.job_id, url) is None:
+        # Only a hand-made task names a sitemap nobody registered: register it so that it is counted.
+        store.add_sitemaps(
+            job.job_id,
+            [
+                SitemapRecord(
+                    url=url,
+                    origin=task.origin,
+                    depth=task.depth,
+                    ancestors=task.ancestors,
+                    discovered_at=engine.clock(),
+                )
+            ],
+        )
+    now = engine.clock().timestamp()
+    lease = Lease(token=uuid.uuid4().hex, until=now + engine.settings.sitemap_lease_seconds)
+    record = store.claim_sitemap(job.job_id, url, lease, now=now)
+    if record is None:
+        log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
+        return None
+    if record.attempts > engine.settings.max_attempts:
+        outcome = SitemapOutcome(
+            status=SitemapStatus.FAILED,
+            error_message=f"gave up after {record.attempts - 1} attempts to read it",
+        )
+    else:
+        outcome = await SitemapReading(engine, job, record, lease).run()
+    outcome.finished_at = engine.clock()
+    store.finish_sitemap(job.job_id, url, outcome, lease)
+    log.info(
+        "sitemap done",
+        extra={
+            "job_id": job.job_id,
+            "url": url,
+            "status": outcome.status.value,
+            "error": outcome.error_message,
+        },
+    )
+    engine.maybe_complete(job.job_id)
+    return store.get_sitemap(job.job_id, url)
+
+
+class SitemapReading:
+    """The reading of one claimed sitemap: fetch, parse as it streams, record and send in batches."""
+
+    def __init__(self, engine: Engine, job: JobRecord, record: SitemapRecord, lease: Lease) -> None:
+        self.engine = engine
+        self.job = job
+        self.record = record
+        self.lease = lease
+        self.request = job.request
+        self.filter = UrlFilter.of(self.request.include, self.request.exclude)
+        self.chain = {normalize(a) for a in record.ancestors} | {record.url}
+        self.dropped: dict[str, int] = {}
+        self.invalid_children: dict[str, str] = {}
+        self.seen_pages: set[str] = set()
+        self.seen_children: set[str] = set()
+        self.page_batch: list[tuple[int, SitemapURL, PageEntry]] = []
+        self.child_batch: list[SitemapRecord] = []
+        self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
+        self.children = 0
+        self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
+        self.recorded = record.pages_recorded
+        self.enqueued = record.pages_enqueued
+
+    @property
+    def is_robots(self) -> bool:
+        return self.record.origin is SitemapOrigin.ROBOTS
+
+    @property
+    def is_probe(self) -> bool:
+        return self.record.origin is SitemapOrigin.KNOWN_PATH
+
+    async def run(self) -> SitemapOutcome:
+        try:
+            outcome = await self._read()
+        except FetchError as exc:
+            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
+            outcome = SitemapOutcome(status=status, error_message=exc.reason)
+        if self.is_robots:
+            # robots.txt leads to the well-known paths whatever happened to it (a site may have none).
+            self._add_children(known_path_probes(self.request, self.declared, now=self.engine.clock()))
+            self._flush_children()
+        return outcome
+
+    async def _read(self) -> SitemapOutcome:
+        url = self.record.url
+        limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
+        async with self.engine.fetcher.open(url, max_bytes=limit) as response:
+            final_url = normalize(response.url)
+            if not 200 <= response.status_code < 300:
+                quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
+                return SitemapOutcome(
+                    status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
+                    error_message=http_error(response.status_code),
+                    http_status=response.status_code,
+                    final_url=final_url,
+                )
+            redirected = self._redirect_verdict(final_url)
+            if redirected is not None:
+                redirected.http_status = response.status_code
+                return redirected
+            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
+                async for chunk in response.iter_bytes():
+                    raw.write(chunk)
+                    self._take(parser.feed(chunk))
+                    if parser.finished:
+                        break
+                self._take(parser.close(complete=response.complete and not parser.finished))
+                self._flush_pages()
+                self._flush_children()
+                document_key = self._store_raw(raw, response.content_type)
+        report = parser.report
+        status = SitemapStatus.COMPLETED
+        if report.error:
+            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.INVALID
+        return SitemapOutcome(
+            status=status,
+            kind=report.kind.value if report.kind else None,
+            error_message=report.error,
+            truncated=report.truncated or response.truncated,
+            final_url=final_url,
+            http_status=response.status_code,
+            children=self.children,
+            dropped=self.dropped,
+            warnings=dict(report.warnings) | self._invalid_children_warning(),
+            document_key=document_key,
+        )
+
+    def _redirect_verdict(self, final_url: str) -> SitemapOutcome | None:
+        """Recursion through a redirect, or a redirect to a sitemap this job already reads."""
+        if final_url == self.record.url:
+            return None
+        if final_url in self.chain:
+            return SitemapOutcome(
+                status=SitemapStatus.INVALID,
+                error_message=f"recursion: redirects to its ancestor {final_url}",
+                final_url=final_url,
+            )
+        known = self.engine.store.get_sitemap(self.job.job_id, final_url)
+        if known is None:
+            return None
+        if self.is_probe and known.origin is SitemapOrigin.DECLARED:
+            reason = f"recursion: known path redirects to {final_url}, declared in robots.txt"
+            return SitemapOutcome(status=SitemapStatus.INVALID, error_message=reason, final_url=final_url)
+        return SitemapOutcome(
+            status=SitemapStatus.DUPLICATE,
+            error_message=f"redirects to {final_url}, already part of this job",
+            final_url=final_url,
+        )
+
+    # entries --------------------------------------------------------------------------------------
+
+    def _take(self, entries: list[PageEntry | ChildSitemap]) -> None:
+        for entry in entries:
+            if isinstance(entry, PageEntry):
+                self._take_page(entry)
+            else:
+                self._take_child(entry)
+
+    def _drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def _take_page(self, entry: PageEntry) -> None:
+        reason = refusal(entry.url)
+        if reason is not None:
+            self._drop(reason)
+            return
+        url = normalize(entry.url)
+        if not in_scope(url, self.request.site, self.request.scope):
+            self._drop("out_of_scope")
+            return
+        reason = self.filter.refusal(url)
+        if reason is not None:
+            self._drop(reason)
+            return
+        key = url_key(url)
+        if key in self.seen_pages:
+            self._drop("duplicate_in_sitemap")
+            return
+        self.seen_pages.add(key)
+        index = self.accepted
+        self.accepted += 1
+        if index < self.enqueued:
+            return  # recorded and sent before a restart
+        page = SitemapURL(
+            url=url,
+            last_modified=entry.lastmod,
+            change_frequency=entry.changefreq,
+            priority=entry.priority,
+            sitemap=self.record.url,
+            extensions=entry.extensions(),
+            discovered_at=self.engine.clock(),
+        )
+        self.page_batch.append((index, page, entry))
+        if len(self.page_batch) >= self.engine.settings.record_batch:
+            self._flush_pages()
+
+    def _take_child(self, entry: ChildSitemap) -> None:
+        reason = refusal(entry.url)
+        if reason is not None:
+            self._drop(f"sitemap_{reason}")
+            return
+        url = normalize(entry.url)
+        if url in self.seen_children:
+            self._drop("duplicate_in_sitemap")
+            return
+        self.seen_children.add(url)
+        if self.is_robots:
+            self.declared.append(url)
+        if url in self.chain:
+            self._invalid_child(url, "recursion: it is one of its own ancestors")
+            return
+        depth = self.record.depth + 1
+        if depth > self.request.max_depth:
+            self._invalid_child(url, f"deeper than max_depth {self.request.max_depth}")
+            return
+        origin = SitemapOrigin.DECLARED if self.is_robots else SitemapOrigin.INDEX
+        child = SitemapRecord(
+            url=url,
+            origin=origin,
+            depth=depth,
+            ancestors=(*self.record.ancestors, self.record.url),
+            parent=self.record.url,
+            discovered_at=self.engine.clock(),
+        )
+        self._add_children([child])
+
+    def _invalid_child(self, url: str, reason: str) -> None:
+        self._drop("invalid_sitemap")
+        if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
+            self.invalid_children[url] = reason
+
+    def _invalid_children_warning(self) -> dict[str, int]:
+        return {f"invalid child {u}: {r}": 1 for u, r in self.invalid_children.items()}
+
+    def _add_children(self, children: list[SitemapRecord]) -> None:
+        self.children += sum(1 for c in children if c.origin is not SitemapOrigin.KNOWN_PATH)
+        self.child_batch.extend(children)
+        if len(self.child_batch) >= self.engine.settings.record_batch:
+            self._flush_children()
+
+    # batches --------------------------------------------------------------------------------------
+
+    def _flush_children(self) -> None:
+        if not self.child_batch:
+            return
+        batch, self.child_batch = self.child_batch, []
+        stored = self.engine.store.add_sitemaps(self.job.job_id, batch)
+        mine = {c.url for c in batch}
+        # Ours to send: every child still pending that this sitemap registered, now or before a restart
+        # (robots.txt also registers the known-path probes, which hang under the site node).
+        to_send = [
+            task_for(self.job.job_id, s)
+            for s in stored
+            if s.url in mine and s.status is SitemapStatus.PENDING and self._registered_by_us(s)
+        ]
+        self.engine.queue.send(to_send)
+
+    def _registered_by_us(self, sitemap: SitemapRecord) -> bool:
+        if sitemap.parent == self.record.url:
+            return True
+        return self.is_robots and sitemap.origin is SitemapOrigin.KNOWN_PATH
+
+    def _flush_pages(self) -> None:
+        if not self.page_batch:
+            return
+        batch, self.page_batch = self.page_batch, []
+        job_id = self.job.job_id
+        fetch = self.request.fetch_pages
+        resend = [page for index, page, _ in batch if index < self.recorded]
+        fresh = [page for index, page, _ in batch if index >= self.recorded]
+        checkpoint = batch[-1][0] + 1
+        new: list[SitemapURL] = []
+        if fresh:
+            if not fetch:
+                now = self.engine.clock()
+                fresh = [p.model_copy(update={"status": UrlStatus.COMPLETED, "finished_at": now}) for p in fresh]
+            new = self.engine.store.record_pages(
+                job_id, self.record.url, fresh, checkpoint=checkpoint, lease=self.lease
+            )
+            self.recorded = checkpoint
+        if fetch:
+            self.engine.queue.send([p.task(job_id) for p in (*resend, *new)])
+        self.engine.store.mark_enqueued(job_id, self.record.url, checkpoint, self.lease)
+        self.enqueued = checkpoint
+
+    def _store_raw(self, raw: tempfile.SpooledTemporaryFile[bytes], content_type: str | None) -> str:
+        raw.seek(0)
+        key = f"jobs/{self.job.job_id}/sitemaps/{self.record.key}"
+        self.engine.documents.put(
+            key,
+            raw,
+            content_type=content_type,
+            metadata={"url": self.record.url, "job-id": self.job.job_id},
+        )
+        return key

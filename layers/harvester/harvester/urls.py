@@ -1,0 +1,145 @@
+"""URL hygiene: which URLs a job accepts, how they are compared, and the include/exclude patterns.
+
+Sitemaps are written by strangers, so every URL is checked here before it becomes a task: http(s) only,
+at most 2,048 characters, in scope for the site, and allowed by the job's patterns. Each refusal has a
+reason string, because a sitemap's dropped entries are counted per reason and shown to the user.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit, urlunsplit
+
+from harvester.limits import URL_MAX_LENGTH
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class InvalidURL(ValueError):
+    """A URL that Harvester will not fetch; the message names the URL and the reason."""
+
+
+def require_http_url(url: str) -> str:
+    """Validator for URLs a user gives (job requests, CLI): http(s), a host, not too long."""
+    url = url.strip()
+    reason = refusal(url)
+    if reason is not None:
+        raise InvalidURL(f"{url!r}: {reason}")
+    return url
+
+
+def refusal(url: str) -> str | None:
+    """Why ``url`` cannot be fetched, or None when it can. Cheap: runs on every sitemap entry."""
+    if len(url) > URL_MAX_LENGTH:
+        return "too_long"
+    scheme, _, rest = url.partition(":")
+    if scheme.lower() not in _DEFAULT_PORTS or not rest.startswith("//"):
+        return "not_http"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return "malformed"
+    if not host:
+        return "no_host"
+    if any(c.isspace() for c in url):
+        return "malformed"
+    return None
+
+
+def normalize(url: str) -> str:
+    """The form URLs are compared and stored in: lower-case scheme and host, no default port, no fragment.
+
+    Path and query are kept byte for byte: servers may treat case and parameter order as significant.
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = host
+    if parts.port is not None and parts.port != _DEFAULT_PORTS.get(scheme):
+        netloc = f"{host}:{parts.port}"
+    if parts.username or parts.password:
+        userinfo = parts.username or ""
+        if parts.password:
+            userinfo += f":{parts.password}"
+        netloc = f"{userinfo}@{netloc}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+def host_of(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def origin_of(url: str) -> str:
+    """scheme://host[:port], the unit robots.txt applies to."""
+    parts = urlsplit(normalize(url))
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
+def in_scope(url: str, site: str, scope: str) -> bool:
+    """Scope of a page URL relative to the site: ``same-host``, ``same-domain`` (subdomains too) or ``any``.
+
+    ``same-domain`` treats the site's host without a leading ``www.`` as the domain, so that
+    ``www.example.com`` admits ``blog.example.com``; it needs no public-suffix list.
+    """
+    if scope == "any":
+        return True
+    host, site_host = host_of(url), host_of(site)
+    if scope == "same-host":
+        return host == site_host
+    domain = site_host.removeprefix("www.")
+    return host == domain or host.endswith("." + domain)
+
+
+# Patterns: a glob on the whole URL (``*`` crosses ``/``), or a regular expression searched in the URL when
+# written ``re:...``. Globs are what people type; regexes are there for the rest.
+
+
+def validate_pattern(pattern: str) -> str:
+    _compile(pattern)
+    return pattern
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str) -> re.Pattern[str]:
+    if not pattern:
+        raise ValueError("empty URL pattern")
+    if pattern.startswith("re:"):
+        try:
+            return re.compile(pattern[3:])
+        except re.error as exc:
+            raise ValueError(f"URL pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    return re.compile(fnmatch.translate(pattern))
+
+
+@dataclass(frozen=True, slots=True)
+class UrlFilter:
+    """Include/exclude patterns: a URL passes when it matches an include (or there are none) and no exclude."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> UrlFilter:
+        return cls(tuple(include), tuple(exclude))
+
+    def refusal(self, url: str) -> str | None:
+        if self.include and not any(_match(p, url) for p in self.include):
+            return "not_included"
+        if any(_match(p, url) for p in self.exclude):
+            return "excluded"
+        return None
+
+
+def _match(pattern: str, url: str) -> bool:
+    compiled = _compile(pattern)
+    if pattern.startswith("re:"):
+        return compiled.search(url) is not None
+    return compiled.match(url) is not None

@@ -1,0 +1,157 @@
+"""Two semantics-preserving patches that take moto 5.2.5's DynamoDB from quadratic to linear per job.
+
+TransactWriteItems
+
+Why: to be able to roll a cancelled transaction back, moto deep-copies the *whole table* before running
+it - once per item of the transaction (the copy sits inside the loop over items). Harvester's engine
+writes every counted move as a transaction of up to 100 items, so a 2,000-page job made moto copy a
+table of thousands of items hundreds of thousands of times: the end-to-end test ran for over ten minutes.
+
+The patch snapshots only the items the transaction touches (the keys of its Put/Update/Delete/
+ConditionCheck operations, as they are before it runs), lets moto's own code run the transaction with
+its table copy turned into the identity, and on any failure puts exactly those items back. A transaction
+can only change the items it names, so restoring them is the same as restoring the whole table; the
+errors moto raises (cancellation reasons included) are moto's own.
+
+Query
+    A base-table Query (no index) makes moto list *every item of the table*, sorted, and then keep those of
+    the queried partition. The patch hands moto's query code that partition's items alone, in the same
+    order ``all_items`` would give them; moto's own filtering, sorting, paging and serialising then run
+    unchanged. Index queries and scans are left alone.
+
+Like tests/aws/moto_speedups.py, the patches apply only to the exact moto code they were checked against.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+import moto
+from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb.models import table as table_models
+
+CHECKED_SOURCES = {
+    "DynamoDBBackend.transact_write_items": (dynamodb_models.DynamoDBBackend, "81db2cb7d94e39c9"),
+    "Table.query": (table_models.Table, "002b4d00be6df07c"),
+    "Table.all_items": (table_models.Table, "c80d2ee3c896acd0"),
+}
+
+
+def changed_moto_code() -> list[str]:
+    changed = []
+    for name, (owner, digest) in CHECKED_SOURCES.items():
+        source = inspect.getsource(getattr(owner, name.split(".")[1]))
+        if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+            changed.append(name)
+    return changed
+
+
+def speedup_applies() -> bool:
+    return not changed_moto_code()
+
+
+class _IdentityCopy:
+    """Stands in for the ``copy`` module inside moto's dynamodb models while a transaction runs:
+    the whole-table backup becomes the table itself (restored item by item instead, see below)."""
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        if isinstance(value, dynamodb_models.Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+
+def _keys(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    keys = []
+    for item in transact_items:
+        if len(item) != 1:
+            continue  # moto raises for this itself
+        op_type, op = next(iter(item.items()))
+        table_name = op.get("TableName")
+        table = backend.tables.get(table_name)
+        if table is None:
+            continue
+        if op_type == "Put":
+            attrs = op.get("Item", {})
+            key = {table.hash_key_attr: attrs.get(table.hash_key_attr)}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = attrs.get(table.range_key_attr)
+            if any(v is None for v in key.values()):
+                continue
+        else:
+            key = op.get("Key")
+            if not key:
+                continue
+        keys.append((table_name, key))
+    return keys
+
+
+def _patched(original: Any) -> Any:
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        before = []
+        for table_name, key in _keys(self, transact_items):
+            try:
+                current = self.get_item(table_name, key)
+            except Exception:
+                continue  # an invalid key: moto reports it when it runs the transaction
+            before.append((table_name, key, copy.deepcopy(current.to_json()["Attributes"]) if current else None))
+        with mock.patch.object(dynamodb_models, "copy", _IdentityCopy()):
+            try:
+                return original(self, transact_items)
+            except BaseException:
+                for table_name, key, attributes in reversed(before):
+                    table = self.tables[table_name]
+                    if attributes is None:
+                        if self.get_item(table_name, key) is not None:
+                            self.delete_item(table_name, key)
+                    else:
+                        table.put_item(attributes)
+                raise
+
+    return transact_write_items
+
+
+def _partition_query(original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        hash_key = bound.arguments.get("hash_key")
+        if bound.arguments.get("index_name") or hash_key is None or not self.range_key_attr:
+            return original(self, *args, **kwargs)
+        partition = self.items.get(hash_key) or {}
+        # What all_items() returns, restricted to the partition moto's query keeps anyway.
+        items = sorted(partition.values(), key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+        with mock.patch.object(self, "all_items", return_value=items):
+            return original(self, *args, **kwargs)
+
+    return query
+
+
+@contextmanager
+def moto_dynamodb_speedups() -> Iterator[None]:
+    """Apply both patches for the duration of the block (process-wide: moto's classes are patched)."""
+    changed = changed_moto_code()
+    if changed:
+        # Correct but slow beats fast and subtly wrong: patch nothing on moto code not checked.
+        warnings.warn(
+            f"moto {moto.__version__} changed {', '.join(changed)}: DynamoDB speedups not applied", stacklevel=3
+        )
+        yield
+        return
+    transact = _patched(dynamodb_models.DynamoDBBackend.transact_write_items)
+    query = _partition_query(table_models.Table.query)
+    with (
+        mock.patch.object(dynamodb_models.DynamoDBBackend, "transact_write_items", transact),
+        mock.patch.object(table_models.Table, "query", query),
+    ):
+        yield

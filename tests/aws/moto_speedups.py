@@ -1,0 +1,163 @@
+"""Semantics-preserving patches that take moto 5.2.5's SQS from quadratic to linear per drain.
+
+Why: the end-to-end tests drive thousands of messages through moto, and moto recomputes *every* queue
+attribute, including the three ApproximateNumberOf* counts (each a scan over all the queue's messages),
+where it needs one:
+
+* on receive, once per delivered message, in ``SQSBackend.is_message_valid_based_on_retention_period``
+  (via ``get_queue_attributes(["MessageRetentionPeriod"])`` -> ``Queue.attributes``): draining 2,000
+  messages took ~150 s instead of ~4 s. The patch reads ``queue.message_retention_period`` directly:
+  the very value ``Queue.attributes`` would have put under ``MessageRetentionPeriod``, compared with the
+  same clock (``moto.sqs.models.unix_time``, looked up at call time so time-freezing still applies);
+* on send, once per message, in ``SQSBackend.send_message`` (``queue.attributes.get(
+  "ContentBasedDeduplication")``) and, for FIFO queues, in ``Queue.add_message``: sending 2,000
+  messages took ~42 s instead of ~0.5 s. The patch leaves ``send_message`` itself alone: while it runs
+  (and only in the calling thread, via a ContextVar), ``Queue.attributes`` of the queue being sent to
+  is computed by moto's own property code over a view whose ``BASE_ATTRIBUTES`` omits the three counts -
+  the only attributes that scan the messages, and ones a send never reads. Every other caller, and
+  every other queue, gets moto's unmodified property.
+
+Each patch is applied only when the moto code it replaces or relies on is byte-for-byte the code it was
+checked against (``CHECKED_SOURCES``); otherwise it is skipped with a warning (slow but correct).
+Use ``with moto_sqs_speedups(): ...`` or the ``sqs_speedups`` fixture. tests/aws/test_harness.py checks
+each patch against unpatched moto. (moto's DynamoDB TransactWriteItems, which copies the whole table per
+action, has its own patch in tests/aws/moto_dynamodb_speedups.py.)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import inspect
+import warnings
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+from unittest import mock
+
+import moto
+import pytest
+from moto.sqs import models as sqs_models
+
+#: sha256 prefixes of the moto code the patches replace or rely on, as read in moto 5.2.5. The patches
+#: are applied only to exactly this code: a moto that changed any of it gets no patch (slow but correct)
+#: and a warning, rather than a patch that might no longer mean the same.
+CHECKED_SOURCES = {
+    "SQSBackend.is_message_valid_based_on_retention_period": "cca23b94a5f3af9d",
+    "SQSBackend.send_message": "bf161af09a9e6b86",
+    "SQSBackend._validate_message": "39cb57c19e596164",
+    "Queue.attributes": "40cb990b121628d5",
+    "Queue.add_message": "f27c9231c1f20433",
+}
+
+
+def _source_digest(qualified_name: str) -> str:
+    owner, _, name = qualified_name.partition(".")
+    member = vars(getattr(sqs_models, owner))[name]
+    function = member.fget if isinstance(member, property) else member
+    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
+
+
+def changed_moto_code() -> list[str]:
+    """The checked pieces of moto whose source differs from the code the patches were checked against."""
+    return [name for name, digest in CHECKED_SOURCES.items() if _source_digest(name) != digest]
+
+
+def speedups_apply() -> bool:
+    """True when the installed moto has exactly the code the patches were checked against."""
+    return not changed_moto_code()
+
+
+_COUNT_ATTRIBUTES = frozenset(
+    {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible"}
+)
+
+# The queue a send in this thread/context is adding to; None outside send_message.
+_SENDING_TO: contextvars.ContextVar[Any] = contextvars.ContextVar("harvester_moto_sending_to", default=None)
+
+
+def _is_message_valid_based_on_retention_period(
+    self: sqs_models.SQSBackend, queue_name: str, message: sqs_models.Message
+) -> bool:
+    """moto's check, minus the full attribute recomputation (same value, same clock, same comparison)."""
+    retention_period = self.get_queue(queue_name).message_retention_period
+    retain_until = retention_period + message.sent_timestamp / 1000  # type: ignore[operator]
+    return not retain_until <= sqs_models.unix_time()
+
+
+class _WithoutCounts:
+    """A view of a Queue whose BASE_ATTRIBUTES lacks the message counts; everything else delegates."""
+
+    def __init__(self, queue: sqs_models.Queue) -> None:
+        object.__setattr__(self, "_queue", queue)
+
+    @property
+    def BASE_ATTRIBUTES(self) -> list[str]:
+        return [name for name in type(self._queue).BASE_ATTRIBUTES if name not in _COUNT_ATTRIBUTES]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+
+def _patched_attributes(original: property) -> property:
+    def attributes(self: sqs_models.Queue) -> dict[str, Any]:
+        if _SENDING_TO.get() is self:
+            return original.fget(_WithoutCounts(self))  # type: ignore[misc]
+        return original.fget(self)  # type: ignore[misc]
+
+    return property(attributes, original.fset, original.fdel, original.__doc__)
+
+
+def _patched_send_message(original: Any) -> Any:
+    def send_message(self: sqs_models.SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            queue = self.get_queue(queue_name)
+        except Exception:
+            return original(self, queue_name, *args, **kwargs)  # let moto raise its own error
+        token = _SENDING_TO.set(queue)
+        try:
+            return original(self, queue_name, *args, **kwargs)
+        finally:
+            _SENDING_TO.reset(token)
+
+    return send_message
+
+
+@contextmanager
+def moto_sqs_speedups(*, receive: bool = True, send: bool = True) -> Iterator[None]:
+    """Apply the SQS patches for the duration of the block (process-wide: moto's classes are patched)."""
+    changed = changed_moto_code()
+    if changed:
+        warnings.warn(f"moto {moto.__version__} changed {', '.join(changed)}: SQS speedups not applied", stacklevel=3)
+        yield
+        return
+    with ExitStack() as stack:
+        if receive:
+            stack.enter_context(
+                mock.patch.object(
+                    sqs_models.SQSBackend,
+                    "is_message_valid_based_on_retention_period",
+                    _is_message_valid_based_on_retention_period,
+                )
+            )
+        if send:
+            stack.enter_context(
+                mock.patch.object(
+                    sqs_models.SQSBackend,
+                    "send_message",
+                    _patched_send_message(sqs_models.SQSBackend.send_message),
+                )
+            )
+            stack.enter_context(
+                mock.patch.object(
+                    sqs_models.Queue, "attributes", _patched_attributes(sqs_models.Queue.__dict__["attributes"])
+                )
+            )
+        yield
+
+
+@pytest.fixture
+def sqs_speedups() -> Iterator[None]:
+    """The SQS speedups for one test."""
+    with moto_sqs_speedups():
+        yield

@@ -1,0 +1,217 @@
+"""The AWS path end to end: template.yaml created in moto, a job pushed to JobQueueUrl, the real handlers
+driven as Lambda's SQS poller drives them, a real site served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.stack import job_status, submit_job
+from harvester.messages import JobRequest
+from harvester.records import JobStatus, UrlStatus
+from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
+from tests.aws.moto_speedups import moto_sqs_speedups
+from tests.aws.poller import LambdaPoller
+from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+
+LOOPBACK = "127.0.0.0/8"
+
+
+@pytest.fixture
+def aws() -> Iterator[Any]:
+    """moto, with the stack deployed on demand (some tests need a site URL in its parameters)."""
+    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups():
+        pollers: list[LambdaPoller] = []
+
+        def deploy(**parameters: str) -> tuple[DeployedStack, LambdaPoller]:
+            stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": LOOPBACK, **parameters})
+            poller = LambdaPoller(stack)
+            pollers.append(poller)
+            return stack, poller
+
+        yield deploy
+        for poller in pollers:
+            poller.close()
+
+
+def adapters_of(stack: DeployedStack) -> AwsAdapters:
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def documents(stack: DeployedStack, prefix: str) -> list[str]:
+    return list(adapters_of(stack).documents.keys(prefix))
+
+
+def result_of(stack: DeployedStack, job_id: str) -> dict[str, Any]:
+    return json.loads(adapters_of(stack).documents.get(f"jobs/{job_id}/result.json"))
+
+
+def records_of(stack: DeployedStack, job_id: str) -> list[dict[str, Any]]:
+    body = adapters_of(stack).documents.get(f"jobs/{job_id}/urls.jsonl").decode()
+    return [json.loads(line) for line in body.splitlines()]
+
+
+@pytest.mark.slow
+def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, site_factory):
+    site = site_factory(pages=2000, broken=0, sitemaps=4, gzip_last=True)
+    stack, poller = aws()
+    request = JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)
+
+    job_id = submit_job(request, stack.outputs["JobQueueUrl"])
+    stats = poller.drain(max_rounds=5000)
+
+    assert stats.failed_invocations == 0, [f.error for f in stats.failures]
+    view = job_status(job_id, stack.stack_name)
+    assert view["status"] == "completed"
+    assert (view["total_urls"], view["successful_count"], view["failed_count"]) == (2000, 2000, 0)
+    assert view["discovery_complete"] and view["progress_percentage"] == 100.0
+    assert view["result_location"] == f"s3://{stack.outputs['DocumentBucketName']}/jobs/{job_id}/result.json"
+    assert len(documents(stack, f"jobs/{job_id}/pages/")) == 2000
+    result = result_of(stack, job_id)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2000, 2000, 0)
+    records = records_of(stack, job_id)
+    assert sorted(r["url"] for r in records) == sorted(site.page_urls)
+    store = adapters_of(stack).store
+    snapshot = store.snapshot(job_id)
+    assert snapshot is not None and snapshot.counts == store.recount(job_id)
+    # The table is the one the template made, and the job's items expire (TTL) after the retention period.
+    table = stack.outputs["StateTableName"]
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}})
+    assert int(item["Item"]["expires_at"]["N"]) > 0
+    # Fan-out was batched: page tasks came ten to a SendMessageBatch, so far fewer calls than pages.
+    assert stats.per_function["PageFunction"].records == 2000
+
+
+def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_factory):
+    site = site_factory(pages=40, broken=4)
+    stack, poller = aws()
+    job_id = submit_job(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+    poller.drain()
+    result = result_of(stack, job_id)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (44, 40, 4)
+    failed = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
+    assert failed == dict.fromkeys(site.broken_urls, "HTTP 404 Not Found")
+    assert len(documents(stack, f"jobs/{job_id}/pages/")) == 40
+
+
+def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_factory):
+    site = site_factory(pages=15, broken=0)
+    stack, poller = aws()
+    request = JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001, job_id="same-job")
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    # A request without an id, delivered twice by SQS (the same message id): one job, named after the message.
+    sqs = boto3.client("sqs")
+    sqs.send_message(QueueUrl=stack.outputs["JobQueueUrl"], MessageBody=json.dumps({"site": f"{site.base_url}/"}))
+    (message,) = sqs.receive_message(QueueUrl=stack.outputs["JobQueueUrl"], AttributeNames=["All"])["Messages"]
+    event = {"Records": [_record(message, stack), _record(message, stack)]}
+    poller.invoke("JobFunction", event)
+    sqs.delete_message(QueueUrl=stack.outputs["JobQueueUrl"], ReceiptHandle=message["ReceiptHandle"])
+    poller.drain()
+
+    store = adapters_of(stack).store
+    jobs = {j for j in _all_job_ids(stack)}
+    assert len(jobs) == 2 and "same-job" in jobs
+    for job_id in jobs:
+        snapshot = store.snapshot(job_id)
+        assert snapshot is not None and snapshot.job.status is JobStatus.COMPLETED
+        assert snapshot.counts.urls_total == snapshot.counts.urls_succeeded == 15
+
+
+def test_bad_messages_go_to_their_dead_letter_queue_at_once_and_the_batch_goes_on(aws, site_factory):
+    site = site_factory(pages=10, broken=0)
+    stack, poller = aws()
+    sqs = boto3.client("sqs")
+    for queue in ("JobQueue", "SitemapQueue", "PageQueue"):
+        sqs.send_message(QueueUrl=stack.queue_url(queue), MessageBody="{not json")
+        sqs.send_message(QueueUrl=stack.queue_url(queue), MessageBody=json.dumps({"site": "ftp://nope"}))
+    job_id = submit_job(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+
+    stats = poller.drain()
+
+    assert stats.failed_invocations == 0 and stats.returned == 0  # nothing was retried
+    assert result_of(stack, job_id)["successful_processing"] == 10
+    for queue, model in (("JobQueue", "JobRequest"), ("SitemapQueue", "SitemapTask"), ("PageQueue", "PageTask")):
+        dead = sqs.receive_message(
+            QueueUrl=stack.queue_url(queue.replace("Queue", "DeadLetterQueue")),
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+        )["Messages"]
+        reasons = sorted(m["MessageAttributes"]["HarvestError"]["StringValue"] for m in dead)
+        assert len(reasons) == 2, queue
+        assert all(r.startswith(f"invalid {model}: ") for r in reasons)
+        assert {m["Body"] for m in dead} == {"{not json", json.dumps({"site": "ftp://nope"})}
+
+
+def test_the_scheduler_starts_recurring_jobs_once_per_period(aws, site_factory):
+    site = site_factory(pages=12, broken=0)
+    recurring = [{"name": "demo", "every": "1d", "request": {"site": f"{site.base_url}/", "rate_limit_delay": 0.0001}}]
+    stack, poller = aws(RecurringJobs=json.dumps(recurring))
+
+    first = poller.invoke_schedule("SchedulerFunction")
+    again = poller.invoke_schedule("SchedulerFunction")
+    poller.drain()
+    later = poller.invoke_schedule("SchedulerFunction")
+
+    (job_id,) = first["started"]
+    assert job_id.startswith("demo-") and again["started"] == [job_id]  # sent twice, started once
+    assert later["started"] == []  # the job of this period exists now
+    assert _all_job_ids(stack) == {job_id}
+    assert result_of(stack, job_id)["successful_processing"] == 12
+
+
+def test_a_bad_schedule_configuration_is_reported_and_running_jobs_are_still_looked_after(aws):
+    _, poller = aws(RecurringJobs='[{"name": "x", "every": "1s", "request": {"site": "https://e.x/"}}]')
+    summary = poller.invoke_schedule("SchedulerFunction")
+    assert summary["started"] == []
+    assert any("once a minute" in e for e in summary["errors"])
+
+
+def test_lost_messages_are_resent_by_the_scheduler_and_the_counts_stay_exact(aws, site_factory):
+    site = site_factory(pages=60, broken=2)
+    stack, poller = aws()
+    job_id = submit_job(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+    # Run discovery only, then lose every page task (as if a worker died before sending, or SQS lost them).
+    for _ in range(40):
+        poller.poll_once("JobFunction")
+        poller.poll_once("SitemapFunction")
+    boto3.client("sqs").purge_queue(QueueUrl=stack.queue_url("PageQueue"))
+    poller.drain()
+    assert adapters_of(stack).store.get_job(job_id).status is JobStatus.IN_PROGRESS  # stuck without its tasks
+
+    with mock.patch.dict(os.environ, {"HARVEST_STALL_AFTER_SECONDS": "0"}):
+        summary = poller.invoke_schedule("SchedulerFunction")
+        poller.drain()
+
+    assert summary["resumed"] == [job_id]
+    result = result_of(stack, job_id)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (62, 60, 2)
+    store = adapters_of(stack).store
+    assert store.snapshot(job_id).counts == store.recount(job_id)
+    assert all(p.status.final for p in store.pages(job_id))
+    assert not list(store.pages(job_id, status=UrlStatus.PENDING))
+
+
+def _record(message: dict[str, Any], stack: DeployedStack) -> dict[str, Any]:
+    from tests.aws.poller import lambda_sqs_record
+
+    arn = boto3.client("sqs").get_queue_attributes(QueueUrl=stack.outputs["JobQueueUrl"], AttributeNames=["QueueArn"])
+    return lambda_sqs_record(message, arn["Attributes"]["QueueArn"], stack.region)
+
+
+def _all_job_ids(stack: DeployedStack) -> set[str]:
+    client = boto3.client("dynamodb")
+    items = client.scan(
+        TableName=stack.outputs["StateTableName"],
+        FilterExpression="sk = :job",
+        ExpressionAttributeValues={":job": {"S": "JOB"}},
+    )["Items"]
+    return {i["pk"]["S"].removeprefix("JOB#") for i in items}

@@ -1,0 +1,308 @@
+"""The state store contract: the guarantees the engine's exact accounting rests on, for both adapters."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from harvester.messages import JobRequest, SitemapOrigin
+from harvester.ports import Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
+from harvester.records import (
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+)
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+NOW = T0.timestamp()
+SITE = "https://example.com/"
+
+
+def new_job(backend, job_id="job-1", **request):
+    job = JobRecord(job_id=job_id, request=JobRequest(site=SITE, **request), start_time=T0)
+    backend.store.create_job(job)
+    backend.store.mark_seeded(job_id)
+    return job_id
+
+
+def sitemap(n, **fields):
+    return SitemapRecord(url=f"{SITE}sitemap-{n}.xml", origin=SitemapOrigin.INDEX, depth=2, **fields)
+
+
+def page(n, **fields):
+    return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=f"{SITE}sitemap-1.xml", **fields)
+
+
+def lease(token="a", seconds=60.0):
+    return Lease(token=token, until=NOW + seconds)
+
+
+def counts(backend, job_id) -> JobCounts:
+    snapshot = backend.store.snapshot(job_id)
+    assert snapshot is not None
+    assert backend.store.counts(job_id) == snapshot.counts  # the cheap read agrees when nothing is in flight
+    return snapshot.counts
+
+
+def claimed_sitemap(backend, job_id, n=1, token="a"):
+    backend.store.add_sitemaps(job_id, [sitemap(n)])
+    record = backend.store.claim_sitemap(job_id, sitemap(n).url, lease(token), now=NOW)
+    assert record is not None
+    return record
+
+
+# jobs -------------------------------------------------------------------------------------------------
+
+
+def test_a_job_id_is_one_job(backend):
+    first = JobRecord(job_id="job-x", request=JobRequest(site=SITE), start_time=T0)
+    other = JobRecord(job_id="job-x", request=JobRequest(site="https://other.example/"), start_time=T0)
+    assert backend.store.create_job(first).site == SITE
+    assert backend.store.create_job(other).site == SITE  # the stored job wins
+    assert backend.store.get_job("job-x").status is JobStatus.PENDING
+    assert backend.store.get_job("nope") is None
+
+
+def test_seeding_moves_only_a_pending_job(backend):
+    job_id = new_job(backend)
+    assert backend.store.get_job(job_id).status is JobStatus.IN_PROGRESS
+    assert backend.store.end_job(job_id, JobStatus.COMPLETED, end_time=T0 + timedelta(seconds=5))
+    backend.store.mark_seeded(job_id)
+    assert backend.store.get_job(job_id).status is JobStatus.COMPLETED
+
+
+def test_a_job_ends_exactly_once(backend):
+    job_id = new_job(backend)
+    end = T0 + timedelta(seconds=9)
+    outcomes = [backend.store.end_job(job_id, JobStatus.COMPLETED, end_time=end) for _ in range(3)]
+    assert outcomes == [True, False, False]
+    assert not backend.store.end_job(job_id, JobStatus.FAILED, end_time=end, error_message="late")
+    job = backend.store.get_job(job_id)
+    assert (job.status, job.end_time, job.error_message) == (JobStatus.COMPLETED, end, None)
+
+
+def test_active_jobs_until_the_result_is_written(backend):
+    job_id = new_job(backend)
+    assert [j.job_id for j in backend.store.active_jobs()] == [job_id]
+    backend.store.end_job(job_id, JobStatus.COMPLETED, end_time=T0 + timedelta(seconds=1))
+    assert [j.job_id for j in backend.store.active_jobs()] == [job_id]  # a resume must still write its result
+    backend.store.set_result(job_id, "jobs/job-1/result.json")
+    assert backend.store.active_jobs() == []
+    assert backend.store.get_job(job_id).result_key == "jobs/job-1/result.json"
+
+
+# sitemaps ---------------------------------------------------------------------------------------------
+
+
+def test_a_sitemap_is_registered_and_counted_once_per_job(backend):
+    job_id = new_job(backend)
+    stored = backend.store.add_sitemaps(job_id, [sitemap(1), sitemap(2), sitemap(1)])
+    assert sorted(s.url for s in stored) == sorted({sitemap(1).url, sitemap(2).url})
+    again = backend.store.add_sitemaps(job_id, [sitemap(2, parent="someone else"), sitemap(3)])
+    assert [s.parent for s in again] == [None, None]  # the stored record, not the one offered
+    assert counts(backend, job_id).sitemaps_total == 3
+    other = new_job(backend, "job-2")
+    backend.store.add_sitemaps(other, [sitemap(1)])
+    assert counts(backend, other).sitemaps_total == 1
+
+
+def test_a_sitemap_registered_final_counts_as_done(backend):
+    job_id = new_job(backend)
+    backend.store.add_sitemaps(job_id, [sitemap(1, status=SitemapStatus.INVALID, error_message="recursion")])
+    c = counts(backend, job_id)
+    assert (c.sitemaps_total, c.sitemaps_done, c.sitemaps_ok) == (1, 1, 0)
+
+
+def test_a_sitemap_claim_is_exclusive_until_its_lease_lapses(backend):
+    job_id = new_job(backend)
+    backend.store.add_sitemaps(job_id, [sitemap(1)])
+    first = backend.store.claim_sitemap(job_id, sitemap(1).url, lease("a", 60), now=NOW)
+    assert first is not None and first.attempts == 1 and first.status is SitemapStatus.PROCESSING
+    assert backend.store.claim_sitemap(job_id, sitemap(1).url, lease("b", 60), now=NOW + 30) is None
+    taken = backend.store.claim_sitemap(job_id, sitemap(1).url, lease("b", 60), now=NOW + 61)
+    assert taken is not None and taken.attempts == 2
+    # The first worker lost it: its writes are refused.
+    with pytest.raises(LeaseLost):
+        backend.store.record_pages(job_id, sitemap(1).url, [page(1)], checkpoint=1, lease=lease("a"))
+    assert not backend.store.finish_sitemap(job_id, sitemap(1).url, SitemapOutcome(SitemapStatus.COMPLETED), lease("a"))
+    assert backend.store.claim_sitemap(job_id, "https://example.com/unknown.xml", lease(), now=NOW) is None
+
+
+def test_recording_pages_counts_the_new_ones_and_moves_the_checkpoint(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    url = sitemap(1).url
+    new = backend.store.record_pages(job_id, url, [page(1), page(2), page(3)], checkpoint=3, lease=lease())
+    assert [p.url for p in new] == [page(1).url, page(2).url, page(3).url]
+    new = backend.store.record_pages(job_id, url, [page(2), page(4)], checkpoint=5, lease=lease())
+    assert [p.url for p in new] == [page(4).url]
+    backend.store.mark_enqueued(job_id, url, 5, lease())
+    record = backend.store.get_sitemap(job_id, url)
+    assert (record.pages_recorded, record.pages_enqueued, record.pages_new) == (5, 5, 4)
+    c = counts(backend, job_id)
+    assert (c.urls_total, c.urls_succeeded, c.urls_failed) == (4, 0, 0)
+    assert backend.store.get_page(job_id, page(4).url).status is UrlStatus.PENDING
+
+
+def test_more_pages_than_one_transaction_holds(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    pages = [page(n) for n in range(250)]
+    backend.store.record_pages(job_id, sitemap(1).url, pages[:120], checkpoint=120, lease=lease())
+    new = backend.store.record_pages(job_id, sitemap(1).url, pages, checkpoint=250, lease=lease())
+    assert len(new) == 130
+    assert counts(backend, job_id).urls_total == 250
+    assert backend.store.get_sitemap(job_id, sitemap(1).url).pages_recorded == 250
+
+
+def test_pages_recorded_final_are_counted_as_such(backend):
+    job_id = new_job(backend, fetch_pages=False)
+    claimed_sitemap(backend, job_id)
+    done = [page(n, status=UrlStatus.COMPLETED) for n in range(3)]
+    backend.store.record_pages(job_id, sitemap(1).url, done, checkpoint=3, lease=lease())
+    c = counts(backend, job_id)
+    assert (c.urls_total, c.urls_succeeded) == (3, 3)
+
+
+def test_a_sitemap_finishes_exactly_once(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    outcome = SitemapOutcome(SitemapStatus.COMPLETED, kind="urlset", children=0, dropped={"not_http": 2})
+    assert backend.store.finish_sitemap(job_id, sitemap(1).url, outcome, lease())
+    assert not backend.store.finish_sitemap(job_id, sitemap(1).url, outcome, lease())
+    record = backend.store.get_sitemap(job_id, sitemap(1).url)
+    assert (record.status, record.kind, record.dropped) == (SitemapStatus.COMPLETED, "urlset", {"not_http": 2})
+    c = counts(backend, job_id)
+    assert (c.sitemaps_total, c.sitemaps_done, c.sitemaps_ok) == (1, 1, 1)
+    assert backend.store.claim_sitemap(job_id, sitemap(1).url, lease("z"), now=NOW + 10_000) is None
+
+
+def test_robots_txt_is_done_but_not_a_sitemap_read(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    backend.store.finish_sitemap(
+        job_id, sitemap(1).url, SitemapOutcome(SitemapStatus.COMPLETED, kind="robots"), lease()
+    )
+    c = counts(backend, job_id)
+    assert (c.sitemaps_done, c.sitemaps_ok) == (1, 0)
+
+
+def test_sitemaps_by_status(backend):
+    job_id = new_job(backend)
+    backend.store.add_sitemaps(job_id, [sitemap(1), sitemap(2), sitemap(3)])
+    backend.store.claim_sitemap(job_id, sitemap(2).url, lease(), now=NOW)
+    backend.store.claim_sitemap(job_id, sitemap(3).url, lease(), now=NOW)
+    backend.store.finish_sitemap(
+        job_id, sitemap(3).url, SitemapOutcome(SitemapStatus.FAILED, error_message="x"), lease()
+    )
+    by = {s: sorted(r.url for r in backend.store.sitemaps(job_id, status=s)) for s in SitemapStatus}
+    assert by[SitemapStatus.PENDING] == [sitemap(1).url]
+    assert by[SitemapStatus.PROCESSING] == [sitemap(2).url]
+    assert by[SitemapStatus.FAILED] == [sitemap(3).url]
+    assert len(list(backend.store.sitemaps(job_id))) == 3
+
+
+# pages ------------------------------------------------------------------------------------------------
+
+
+def recorded(backend, job_id, n_pages):
+    claimed_sitemap(backend, job_id)
+    backend.store.record_pages(
+        job_id, sitemap(1).url, [page(n) for n in range(n_pages)], checkpoint=n_pages, lease=lease()
+    )
+
+
+def test_a_page_is_claimed_by_one_worker_and_settled_once(backend):
+    job_id = new_job(backend)
+    recorded(backend, job_id, 3)
+    urls = [page(n).url for n in range(3)]
+    mine = backend.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
+    assert sorted(p.url for p in mine) == sorted(urls) and all(p.attempts == 1 for p in mine)
+    assert backend.store.claim_pages(job_id, urls, lease("w2"), now=NOW + 1) == []
+    done = [
+        PageOutcome(mine[0].model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})),
+        PageOutcome(mine[1].model_copy(update={"status": UrlStatus.FAILED, "error_message": "HTTP 404 Not Found"})),
+    ]
+    assert sorted(backend.store.finish_pages(job_id, done, lease("w1"))) == sorted([mine[0].url, mine[1].url])
+    assert backend.store.finish_pages(job_id, done, lease("w1")) == []  # a duplicate changes nothing
+    c = counts(backend, job_id)
+    assert (c.urls_total, c.urls_succeeded, c.urls_failed) == (3, 1, 1)
+    assert backend.store.get_page(job_id, mine[1].url).error_message == "HTTP 404 Not Found"
+
+
+def test_a_lapsed_page_lease_is_taken_over_and_the_old_worker_is_ignored(backend):
+    job_id = new_job(backend)
+    recorded(backend, job_id, 1)
+    url = page(0).url
+    (old,) = backend.store.claim_pages(job_id, [url], lease("old", 10), now=NOW)
+    (new,) = backend.store.claim_pages(job_id, [url], lease("new", 10), now=NOW + 11)
+    assert new.attempts == 2
+    stale = PageOutcome(old.model_copy(update={"status": UrlStatus.COMPLETED}))
+    assert backend.store.finish_pages(job_id, [stale], lease("old", 10)) == []
+    fresh = PageOutcome(new.model_copy(update={"status": UrlStatus.COMPLETED}))
+    assert backend.store.finish_pages(job_id, [fresh], lease("new", 10)) == [url]
+    assert counts(backend, job_id).urls_succeeded == 1
+
+
+def test_a_retried_page_goes_back_to_pending(backend):
+    job_id = new_job(backend)
+    recorded(backend, job_id, 1)
+    url = page(0).url
+    backend.store.claim_pages(job_id, [url], lease("w"), now=NOW)
+    retry = PageRetry(url=url, retries=1, error_message="HTTP 503 Service Unavailable", not_before=T0)
+    assert backend.store.retry_pages(job_id, [retry], lease("other")) == []
+    assert backend.store.retry_pages(job_id, [retry], lease("w")) == [url]
+    record = backend.store.get_page(job_id, url)
+    assert (record.status, record.retries, record.error_message) == (UrlStatus.PENDING, 1, retry.error_message)
+    assert [p.url for p in backend.store.pages(job_id, status=UrlStatus.PENDING)] == [url]
+    assert backend.store.claim_pages(job_id, [url], lease("again"), now=NOW)[0].attempts == 2
+    c = counts(backend, job_id)
+    assert (c.urls_succeeded, c.urls_failed) == (0, 0)
+
+
+def test_release_leases_lets_everything_in_progress_be_claimed_now(backend):
+    job_id = new_job(backend)
+    recorded(backend, job_id, 2)
+    backend.store.claim_pages(job_id, [page(0).url], lease("dead", 3600), now=NOW)
+    assert backend.store.release_leases(job_id) == 2  # the page and the sitemap
+    assert len(backend.store.claim_pages(job_id, [page(0).url], lease("alive"), now=NOW)) == 1
+    assert backend.store.claim_sitemap(job_id, sitemap(1).url, lease("alive"), now=NOW) is not None
+
+
+# the invariant ----------------------------------------------------------------------------------------
+
+
+def test_counters_always_equal_a_recount_of_the_records(backend):
+    """Random interleavings of every move, duplicates included: the counters never drift."""
+    rng = random.Random(7)
+    job_id = new_job(backend)
+    backend.store.add_sitemaps(job_id, [sitemap(n) for n in range(4)])
+    for step in range(60):
+        n = rng.randrange(4)
+        token = f"t{step}"
+        move = rng.choice(["sitemap", "sitemap", "pages", "pages", "pages", "finish-sitemap"])
+        if move == "sitemap":
+            if backend.store.claim_sitemap(job_id, sitemap(n).url, lease(token, 5), now=NOW + step * 10):
+                batch = [page(rng.randrange(40)) for _ in range(rng.randrange(1, 6))]
+                backend.store.record_pages(job_id, sitemap(n).url, batch, checkpoint=len(batch), lease=lease(token, 5))
+        elif move == "finish-sitemap":
+            if backend.store.claim_sitemap(job_id, sitemap(n).url, lease(token, 5), now=NOW + step * 10):
+                outcome = SitemapOutcome(rng.choice([SitemapStatus.COMPLETED, SitemapStatus.FAILED]), kind="urlset")
+                backend.store.finish_sitemap(job_id, sitemap(n).url, outcome, lease(token, 5))
+        else:
+            urls = [page(rng.randrange(40)).url for _ in range(3)]
+            claimed = backend.store.claim_pages(job_id, urls, lease(token, 5), now=NOW + step * 10)
+            outcomes = [
+                PageOutcome(p.model_copy(update={"status": UrlStatus.COMPLETED}))
+                if rng.random() < 0.7
+                else PageOutcome(p.model_copy(update={"status": UrlStatus.FAILED, "error_message": "x"}))
+                for p in claimed
+            ]
+            backend.store.finish_pages(job_id, outcomes + outcomes, lease(token, 5))
+        assert counts(backend, job_id) == backend.store.recount(job_id), f"after step {step} ({move})"

@@ -1,0 +1,174 @@
+"""Exact accounting under faults: a worker killed between any two writes, and every message delivered twice.
+
+The local adapters are wrapped so that the N-th write (state store, queue or document store) commits and
+then the process "dies" (a BaseException nothing catches). The crawl is then run again on the same state
+directory, as a user would, and must end with exactly the counts of an uninterrupted run, with every
+counter equal to a recount of the records and one stored document per successful page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.fetch import FetchPolicy, parse_networks
+from harvester.messages import JobRequest
+from harvester.records import UrlStatus
+from harvester.settings import EngineSettings
+
+POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
+SETTINGS = EngineSettings(retry_backoff_seconds=0.01)
+
+
+class Killed(BaseException):
+    """The process died: nothing in Harvester may catch this."""
+
+
+class Writes:
+    """Counts writes across the adapters and kills the process right after the ``kill_after``-th one."""
+
+    def __init__(self, kill_after: int | None) -> None:
+        self.kill_after = kill_after
+        self.count = 0
+
+    def happened(self) -> None:
+        self.count += 1
+        if self.kill_after is not None and self.count == self.kill_after:
+            raise Killed(f"killed after write {self.count}")
+
+
+class Wrapped:
+    """Forwards everything; the named methods count as writes (the write itself completes first)."""
+
+    def __init__(self, inner: Any, writes: Writes, methods: set[str]) -> None:
+        self._inner, self._writes, self._methods = inner, writes, methods
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in self._methods:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            self._writes.happened()
+            return result
+
+        return counted
+
+
+STORE_WRITES = {
+    "create_job", "mark_seeded", "end_job", "set_result", "add_sitemaps", "claim_sitemap", "record_pages",
+    "mark_enqueued", "finish_sitemap", "claim_pages", "finish_pages", "retry_pages", "release_leases", "close_job",
+}  # fmt: skip
+QUEUE_WRITES = {"send", "receive", "delete", "release", "recover", "purge"}
+
+
+class TwiceQueue:
+    """Every message sent is delivered twice: SQS's at-least-once, at its worst."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def send(self, messages: Any, *, delay_seconds: int = 0) -> None:
+        self._inner.send(list(messages) * 2, delay_seconds=delay_seconds)
+
+
+def crawl(state: Path, request: JobRequest, *, kill_after: int | None = None, twice: bool = False) -> int:
+    """Runs (or resumes) the crawl; returns the number of writes made, raising Killed if it was killed."""
+    writes = Writes(kill_after)
+    with LocalHarvest.open(state) as harvest:
+        queue: Any = harvest.queue
+        if twice:
+            queue = TwiceQueue(queue)
+        harvest.store = Wrapped(harvest.store, writes, STORE_WRITES)  # type: ignore[assignment]
+        harvest.queue = Wrapped(queue, writes, QUEUE_WRITES)  # type: ignore[assignment]
+        harvest.documents = Wrapped(harvest.documents, writes, {"put"})  # type: ignore[assignment]
+        runner = LocalRunner(harvest, policy=POLICY, settings=SETTINGS, concurrency=1)
+        asyncio.run(runner.crawl(request))
+    return writes.count
+
+
+def check_invariants(state: Path, *, total: int, succeeded: int, failed: int) -> None:
+    with LocalHarvest.open(state) as harvest:
+        jobs = harvest.store.all_jobs()
+        assert len(jobs) == 1, "a resumed crawl must continue its job, not start another"
+        job = jobs[0]
+        assert job.status.final and job.result_key
+        snapshot = harvest.store.snapshot(job.job_id)
+        assert snapshot is not None
+        counts = snapshot.counts
+        assert counts == harvest.store.recount(job.job_id)
+        assert (counts.urls_total, counts.urls_succeeded, counts.urls_failed) == (total, succeeded, failed)
+        pages = list(harvest.store.pages(job.job_id))
+        assert all(p.status.final for p in pages)
+        stored = list(harvest.documents.keys(f"jobs/{job.job_id}/pages/"))
+        assert len(stored) == sum(p.status is UrlStatus.COMPLETED for p in pages) == succeeded
+        result = harvest.result(job.job_id)
+        assert result is not None
+        assert (result.total_urls, result.successful_processing, result.failed_processing) == (total, succeeded, failed)
+
+
+@pytest.fixture
+def small_site(site_factory):
+    # Two urlsets (one gzipped) under an index, discovered through robots.txt; 6 pages, 1 broken.
+    return site_factory(pages=6, broken=1, sitemaps=2)
+
+
+def request_for(site: Any, **fields: Any) -> JobRequest:
+    return JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001, **fields)
+
+
+def test_uninterrupted_run_is_the_baseline(small_site, tmp_path):
+    writes = crawl(tmp_path / "s", request_for(small_site))
+    assert writes > 40
+    check_invariants(tmp_path / "s", total=7, succeeded=6, failed=1)
+
+
+def test_killed_after_any_write_the_rerun_ends_exactly(small_site, tmp_path):
+    baseline = crawl(tmp_path / "baseline", request_for(small_site))
+    # Between any two writes: after the last one (the run closing its job) the job is fully done and reported,
+    # and running the command again rightly starts a new one.
+    for kill_after in range(1, baseline):
+        state = tmp_path / f"kill-{kill_after}"
+        with pytest.raises(Killed):
+            crawl(state, request_for(small_site), kill_after=kill_after)
+        crawl(state, request_for(small_site))
+        try:
+            check_invariants(state, total=7, succeeded=6, failed=1)
+        except AssertionError as exc:
+            raise AssertionError(f"after a kill following write {kill_after}: {exc}") from exc
+
+
+def test_killed_twice_in_a_row_still_ends_exactly(small_site, tmp_path):
+    baseline = crawl(tmp_path / "baseline", request_for(small_site))
+    state = tmp_path / "s"
+    for kill_after in (baseline // 3, baseline // 4):
+        with pytest.raises(Killed):
+            crawl(state, request_for(small_site), kill_after=kill_after)
+    crawl(state, request_for(small_site))
+    check_invariants(state, total=7, succeeded=6, failed=1)
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False])
+def test_every_message_delivered_twice_counts_once(small_site, tmp_path, fetch_pages):
+    crawl(tmp_path / "s", request_for(small_site, fetch_pages=fetch_pages), twice=True)
+    if fetch_pages:
+        check_invariants(tmp_path / "s", total=7, succeeded=6, failed=1)
+    else:
+        check_invariants_no_pages(tmp_path / "s", total=7)
+
+
+def check_invariants_no_pages(state: Path, *, total: int) -> None:
+    with LocalHarvest.open(state) as harvest:
+        (job,) = harvest.store.all_jobs()
+        snapshot = harvest.store.snapshot(job.job_id)
+        assert snapshot is not None
+        assert snapshot.counts == harvest.store.recount(job.job_id)
+        assert (snapshot.counts.urls_total, snapshot.counts.urls_succeeded) == (total, total)

@@ -1,0 +1,111 @@
+"""The records' validation rules (reference/data-model.md): each rule refuses what it must."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from harvester.messages import JobRequest
+from harvester.records import (
+    BulkProcessingJob,
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    LoaderState,
+    SitemapIngestionResult,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+)
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def test_sitemap_url_rules():
+    assert SitemapURL(url="https://example.com/a", priority=1.0).status is UrlStatus.PENDING
+    for bad in ("example.com/a", "ftp://example.com/a", "https:///nohost", "https://e.x/" + "a" * 2048):
+        with pytest.raises(ValidationError):
+            SitemapURL(url=bad)
+    for priority in (-0.1, 1.01):
+        with pytest.raises(ValidationError):
+            SitemapURL(url="https://e.x/", priority=priority)
+    with pytest.raises(ValidationError):
+        SitemapURL(url="https://e.x/", status="done")
+    with pytest.raises(ValidationError, match="needs an error_message"):
+        SitemapURL(url="https://e.x/", status=UrlStatus.FAILED)
+    assert SitemapURL(url="https://e.x/", status="failed", error_message="HTTP 410 Gone").error_message
+
+
+def job(**fields):
+    return JobRecord(job_id="j", request=JobRequest(site="https://e.x/", **fields), start_time=T0)
+
+
+def test_bulk_processing_job_rules():
+    counts = JobCounts(urls_total=10, urls_succeeded=6, urls_failed=1, sitemaps_total=3, sitemaps_done=2)
+    view = BulkProcessingJob.of(job(), counts, last_update=T0 + timedelta(seconds=5))
+    assert (view.processed_count, view.current_url_index, view.progress_percentage) == (7, 7, 70.0)
+    assert view.discovery_complete is False and view.rate_limit_delay == 0.05
+    fields = view.model_dump()
+    for change in (
+        {"progress_percentage": 100.5},
+        {"current_url_index": 11},
+        {"processed_count": 8},
+        {"rate_limit_delay": 0},
+        {"status": "paused"},
+    ):
+        with pytest.raises(ValidationError):
+            BulkProcessingJob(**(fields | change))
+    with pytest.raises(ValidationError):
+        JobRequest(site="https://e.x/", rate_limit_delay=0)
+
+
+def test_progress_of_an_empty_job():
+    empty = JobCounts(sitemaps_total=1, sitemaps_done=1)
+    assert BulkProcessingJob.of(job(), empty, last_update=T0).progress_percentage == 0.0
+    ended = job().model_copy(update={"status": JobStatus.COMPLETED})
+    assert BulkProcessingJob.of(ended, empty, last_update=T0).progress_percentage == 100.0
+
+
+def test_ingestion_result_rules():
+    good = {
+        "job_id": "j", "site": "https://e.x/", "status": "completed", "total_urls": 3,
+        "successful_processing": 2, "failed_processing": 1, "start_time": T0, "end_time": T0 + timedelta(seconds=1),
+        "total_duration": 1.0,
+    }  # fmt: skip
+    assert SitemapIngestionResult(**good).total_urls == 3
+    for change in (
+        {"total_urls": 4},
+        {"end_time": T0},
+        {"failed_processing": -1, "total_urls": 1},
+        {"total_duration": -1},
+    ):
+        with pytest.raises(ValidationError):
+            SitemapIngestionResult(**(good | change))
+
+
+def test_done_needs_discovery_to_be_over():
+    assert not JobCounts(urls_total=2, urls_succeeded=2, sitemaps_total=2, sitemaps_done=1).done
+    assert JobCounts(urls_total=2, urls_succeeded=1, urls_failed=1, sitemaps_total=2, sitemaps_done=2).done
+    assert not JobCounts().done  # nothing registered yet is not "done"
+
+
+def test_a_checkpoint_never_runs_ahead_of_what_was_recorded():
+    with pytest.raises(ValidationError):
+        SitemapRecord(url="https://e.x/s.xml", origin="index", depth=2, pages_recorded=3, pages_enqueued=4)
+
+
+def test_loader_state_view():
+    sitemaps = [
+        SitemapRecord(url="https://e.x/a.xml", origin="index", depth=2),
+        SitemapRecord(url="https://e.x/b.xml", origin="index", depth=2, status=SitemapStatus.PROCESSING,
+                      pages_recorded=7, pages_enqueued=5),
+        SitemapRecord(url="https://e.x/c.xml", origin="index", depth=2, status=SitemapStatus.COMPLETED),
+    ]  # fmt: skip
+    state = LoaderState.of(sitemaps, JobCounts(urls_total=9, urls_succeeded=4, sitemaps_total=3, sitemaps_done=1))
+    assert state.pending_sitemap_urls == ["https://e.x/a.xml"]
+    assert state.in_progress_sitemaps == {"https://e.x/b.xml": 5}
+    assert state.processed_sitemap_urls == ["https://e.x/c.xml"]
+    assert (state.total_count, state.handled_count, state.completed) == (9, 4, False)

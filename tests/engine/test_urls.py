@@ -1,0 +1,63 @@
+"""URL hygiene: what a job accepts, how URLs compare, and the patterns."""
+
+from __future__ import annotations
+
+import pytest
+
+from harvester.urls import UrlFilter, in_scope, normalize, refusal, validate_pattern
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://example.com/a", None),
+        ("HTTP://Example.COM/a", None),
+        ("ftp://example.com/file", "not_http"),
+        ("javascript:alert(1)", "not_http"),
+        ("mailto:a@example.com", "not_http"),
+        ("/relative/path", "not_http"),
+        ("https://", "no_host"),
+        ("https://example.com:99999/", "malformed"),
+        ("https://example.com/a b", "malformed"),
+        ("https://example.com/" + "x" * 2030, "too_long"),
+    ],
+)
+def test_refusal_reasons(url, reason):
+    assert refusal(url) == reason
+
+
+def test_normalize_keeps_path_and_query_but_not_fragments_or_default_ports():
+    assert normalize("HTTPS://Example.COM:443/A?b=1&a=2#frag") == "https://example.com/A?b=1&a=2"
+    assert normalize("http://example.com:8080") == "http://example.com:8080/"
+    assert normalize("http://[::1]:80/x") == "http://[::1]/x"
+
+
+@pytest.mark.parametrize(
+    ("url", "scope", "ok"),
+    [
+        ("https://www.example.com/a", "same-host", True),
+        ("https://blog.example.com/a", "same-host", False),
+        ("https://blog.example.com/a", "same-domain", True),
+        ("https://example.com/a", "same-domain", True),
+        ("https://notexample.com/a", "same-domain", False),
+        ("https://other.org/a", "any", True),
+    ],
+)
+def test_scope(url, scope, ok):
+    assert in_scope(url, "https://www.example.com/", scope) is ok
+
+
+def test_patterns_glob_and_regex():
+    f = UrlFilter.of(include=["*/blog/*", "re:/news/\\d+$"], exclude=["*.pdf"])
+    assert f.refusal("https://e.x/blog/post") is None
+    assert f.refusal("https://e.x/news/12") is None
+    assert f.refusal("https://e.x/news/12/comments") == "not_included"
+    assert f.refusal("https://e.x/blog/paper.pdf") == "excluded"
+    assert UrlFilter().refusal("anything") is None
+
+
+def test_a_bad_pattern_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match=r"'re:\(unclosed' is not a valid regular expression"):
+        validate_pattern("re:(unclosed")
+    with pytest.raises(ValueError, match="empty"):
+        validate_pattern("")

@@ -1,0 +1,161 @@
+"""`harvest crawl` end to end on the embedded default: a real site on 127.0.0.1, the real command."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support import LOOPBACK, harvest, harvest_json, jsonl
+
+FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
+
+
+def documents(state_dir: Path, job_id: str, kind: str = "pages") -> list[Path]:
+    folder = state_dir / "documents" / "jobs" / job_id / kind
+    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.exists() else []
+
+
+@pytest.mark.slow
+def test_2000_pages_with_a_gzipped_sitemap_are_all_fetched_and_stored(site_factory, tmp_path):
+    site = site_factory(pages=2000, broken=0, sitemaps=4, gzip_last=True)
+    state = tmp_path / "state"
+
+    result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(state), *FAST)
+
+    assert result["status"] == "completed"
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2000, 2000, 0)
+    assert result["error_details"] == []
+    job_id = result["job_id"]
+    stored = documents(state, job_id)
+    assert len(stored) == 2000
+    # The raw documents are the pages themselves, byte for byte.
+    records = jsonl(Path(result["processed_urls"]))
+    assert sorted(r["url"] for r in records) == sorted(site.page_urls)
+    sample = next(r for r in records if r["url"].endswith("/pages/1234.html"))
+    body = (state / "documents" / sample["document_key"]).read_text()
+    assert "Demo page 1234" in body
+    assert sample["status"] == "completed" and sample["http_status"] == 200 and sample["crawl_state"] == "fetched"
+    assert sample["size"] == len(body.encode()) and len(sample["signature"]) == 64
+    # The gzipped sitemap was read (its pages are in), and every sitemap's raw document was kept.
+    assert len(documents(state, job_id, "sitemaps")) == len(site.sitemap_urls) + 1  # + robots.txt
+    for key in ("start_time", "end_time", "total_duration"):
+        assert result[key]
+    assert result["start_time"] < result["end_time"]
+
+
+@pytest.mark.slow
+def test_broken_links_are_failed_each_with_its_error(site_factory, tmp_path):
+    site = site_factory(pages=400, broken=9)
+
+    result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), *FAST)
+
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (409, 400, 9)
+    errors = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
+    assert set(errors) == set(site.broken_urls)
+    assert all(e == "HTTP 404 Not Found" for e in errors.values())
+    failed = [r for r in jsonl(Path(result["processed_urls"])) if r["status"] == "failed"]
+    assert sorted(r["url"] for r in failed) == sorted(site.broken_urls)
+    assert all(r["error_message"] == "HTTP 404 Not Found" and r["crawl_state"] == "gone" for r in failed)
+
+
+def _processed(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            row = conn.execute("SELECT urls_succeeded + urls_failed FROM counters").fetchone()
+    except sqlite3.Error:
+        return 0
+    return row[0] if row else 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [0.15, 0.6])
+def test_a_killed_crawl_resumes_and_ends_with_the_same_counts(site_factory, tmp_path, kill_at):
+    site = site_factory(pages=2000, broken=7)
+    args = ("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "state"), "--allow-network", LOOPBACK)
+    slow = ("--rate-limit-delay", "0.002", "--quiet", "--json")
+    process = subprocess.Popen([sys.executable, "-m", "harvester", *args, *slow], stdout=subprocess.PIPE, text=True)
+    db = tmp_path / "state" / "harvest.db"
+    deadline = time.monotonic() + 120
+    while _processed(db) < kill_at * site.listed and time.monotonic() < deadline:
+        assert process.poll() is None, "the crawl ended before it could be killed"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = _processed(db)
+    assert 0 < killed_at < site.listed
+
+    rerun = harvest(*args, *slow)
+
+    assert rerun.returncode == 0, rerun.stderr
+    result = json.loads(rerun.stdout)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2007, 2000, 7)
+    records = jsonl(Path(result["processed_urls"]))
+    assert len(records) == len({r["url"] for r in records}) == 2007
+    assert len(documents(tmp_path / "state", result["job_id"])) == 2000
+    # The same job was resumed, not a new one started.
+    listing = harvest("report", "--state-dir", str(tmp_path / "state")).stdout.splitlines()
+    assert len(listing) == 1 and result["job_id"] in listing[0] and "completed" in listing[0]
+
+
+def test_running_a_finished_command_again_starts_a_new_job(site_factory, tmp_path):
+    site = site_factory(pages=20, broken=0)
+    args = ("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), *FAST)
+    first, second = harvest_json(*args), harvest_json(*args)
+    assert first["job_id"] != second["job_id"]
+    assert first["successful_processing"] == second["successful_processing"] == 20
+
+
+def test_no_pages_records_every_url_without_fetching(site_factory, tmp_path):
+    site = site_factory(pages=120, broken=3)
+    result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), "--no-pages", *FAST)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (123, 123, 0)
+    assert documents(tmp_path / "s", result["job_id"]) == []
+    record = jsonl(Path(result["processed_urls"]))[0]
+    assert record["status"] == "completed" and "http_status" not in record
+    assert record["last_modified"] and record["change_frequency"] in ("daily", "weekly", "monthly")
+
+
+def test_include_and_exclude_patterns_pick_the_pages(site_factory, tmp_path):
+    site = site_factory(pages=150, broken=0)
+    result = harvest_json(
+        "crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), "--no-pages", *FAST,
+        "--include", "*/pages/1*.html", "--exclude", r"re:/pages/1\d\.html$",
+    )  # fmt: skip
+    urls = sorted(r["url"] for r in jsonl(Path(result["processed_urls"])))
+    # 1*: pages 1, 10-19 and 100-150; the regex then drops 10-19.
+    expected = sorted(f"{site.base_url}/pages/{n}.html" for n in [1, *range(100, 151)])
+    assert urls == expected
+    assert result["total_urls"] == 52
+
+
+def test_a_site_without_any_sitemap_fails_with_a_reason(served_dir, tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    (root / "index.html").write_text("<html>hello</html>")
+    (root / "sitemap.xml").write_text("<html><body>Not found, but 200</body></html>")  # a soft 404
+    base = served_dir(root)
+
+    run = harvest("crawl", f"{base}/", "--state-dir", str(tmp_path / "s"), *FAST, "--json")
+
+    assert run.returncode == 1
+    result = json.loads(run.stdout)
+    assert result["status"] == "failed" and result["total_urls"] == 0
+
+
+def test_fetches_refuse_loopback_unless_allowed(site_factory, tmp_path):
+    site = site_factory(pages=5, broken=0)
+    run = harvest("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), "--quiet", "--json")
+    assert run.returncode == 1
+    result = json.loads(run.stdout)
+    assert result["status"] == "failed"
+    robots = next(e for e in result["error_details"] if e["url"].endswith("/robots.txt"))
+    assert "127.0.0.1" in robots["error"]

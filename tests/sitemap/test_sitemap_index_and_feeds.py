@@ -1,0 +1,103 @@
+"""Sitemap indexes, RSS 2.0 / 1.0 and Atom 1.0 / 0.3 feeds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+from harvester.sitemap import ChildSitemap, PageEntry, SitemapKind
+
+from .helpers import fixture, urls
+
+URL = "https://example.org/feed"
+
+
+def test_index_children_with_lastmod(parse):
+    entries, report = parse(URL, fixture("index.xml"))
+    assert report.kind is SitemapKind.INDEX
+    assert entries == [
+        ChildSitemap("https://example.org/sitemap-pages.xml", datetime(2024, 1, 15, 8, tzinfo=UTC)),
+        ChildSitemap("https://example.org/sitemap-posts.xml.gz"),
+        ChildSitemap("https://example.org/sitemap-news.xml"),
+    ]
+    assert report.warnings == {"invalid_lastmod": 1}
+
+
+def test_index_entries_without_loc_hold_the_url_as_bare_text(parse):
+    """crawler-commons' leniency: <sitemap>URL</sitemap> still names a child."""
+    entries, report = parse(URL, fixture("index_without_loc.xml"))
+    assert entries == [
+        ChildSitemap("https://example.org/sitemap-1.xml"),
+        ChildSitemap("https://example.org/sitemap-2.xml"),
+        ChildSitemap("https://example.org/sitemap-3.xml", datetime(2023, 6, 1, tzinfo=UTC)),
+        ChildSitemap("https://example.org/sitemap-4.xml"),
+    ]
+    assert report.warnings == {"missing_loc": 1}
+
+
+def test_urlset_elements_inside_an_index_are_not_children(parse):
+    document = (
+        b"<sitemapindex><url><loc>https://example.org/page</loc></url>"
+        b"<sitemap><loc>https://example.org/child.xml</loc></sitemap></sitemapindex>"
+    )
+    entries, _ = parse(URL, document)
+    assert entries == [ChildSitemap("https://example.org/child.xml")]
+
+
+def test_rss2_items_link_then_permalink_guid(parse):
+    entries, report = parse(URL, fixture("rss2.xml"))
+    assert report.kind is SitemapKind.RSS
+    assert all(isinstance(entry, PageEntry) for entry in entries)
+    assert urls(entries) == [
+        "https://blog.example.org/posts/with-link",
+        "https://blog.example.org/posts/guid-only",
+        "https://blog.example.org/posts/atom-link-first",
+        "https://blog.example.org/posts/bad-date",
+    ]
+    with_link, guid_only, atom_link, bad_date = entries
+    assert with_link.lastmod == datetime(2024, 3, 5, 10, tzinfo=UTC)
+    # RFC 822 with a two-digit year and a numeric offset.
+    assert guid_only.lastmod == datetime(2024, 3, 4, 9, 30, tzinfo=timezone(timedelta(hours=2)))
+    assert atom_link.lastmod == datetime(2024, 3, 1, 12, tzinfo=UTC)  # dc:date
+    assert bad_date.lastmod is None
+    assert with_link.priority == 0.5
+    # The item with a non-URL guid and no link has nothing to fetch.
+    assert report.warnings == {"missing_loc": 1, "invalid_lastmod": 1}
+
+
+def test_rss1_items(parse):
+    entries, report = parse(URL, fixture("rss1.xml"))
+    assert report.kind is SitemapKind.RSS
+    assert entries == [
+        PageEntry(
+            "https://journal.example.org/entries/1",
+            datetime(2023, 12, 24, 18, tzinfo=timezone(timedelta(hours=1))),
+        ),
+        PageEntry("https://journal.example.org/entries/2"),  # named only by rdf:about
+    ]
+
+
+def test_atom1_entries(parse):
+    entries, report = parse(URL, fixture("atom1.xml"))
+    assert report.kind is SitemapKind.ATOM
+    assert entries == [
+        PageEntry("https://atom.example.org/2024/03/05/first", datetime(2024, 3, 5, 18, 30, 2, tzinfo=UTC)),
+        PageEntry(
+            "https://atom.example.org/2024/03/04/second",
+            datetime(2024, 3, 4, 8, tzinfo=timezone(timedelta(hours=-5))),
+        ),
+        # No link: an http(s) <id> stands in; the <source>'s link and date belong to another feed.
+        PageEntry("https://atom.example.org/2024/03/03/third", datetime(2024, 3, 3, tzinfo=UTC)),
+    ]
+    assert report.warnings == {"missing_loc": 1}
+
+
+def test_atom03_entries(parse):
+    entries, report = parse(URL, fixture("atom03.xml"))
+    assert report.kind is SitemapKind.ATOM
+    assert entries == [
+        PageEntry("https://old.example.org/2005/07/31/entry", datetime(2005, 7, 31, 12, 29, 29, tzinfo=UTC)),
+        PageEntry(
+            "https://old.example.org/2005/07/01/entry",
+            datetime(2005, 7, 1, 8, tzinfo=timezone(timedelta(hours=-4))),
+        ),
+    ]

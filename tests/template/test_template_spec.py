@@ -1,0 +1,208 @@
+"""template.yaml defines what the handlers and the CLI rely on, checked on its translation.
+
+Why here and not only in the moto tests: moto drops several properties (TTL, point-in-time recovery,
+public access block, alarms, layers), so the translated template is the only place to see them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.tools.check_template import Template, queues_sent_to
+
+FUNCTIONS = {
+    # logical id: (code dir, timeout, memory, queue, batch size)
+    "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
+    "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
+    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 10),
+    "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
+}
+GLOBAL_ENV = {
+    "HARVEST_JOB_QUEUE_URL": {"Ref": "JobQueue"},
+    "HARVEST_SITEMAP_QUEUE_URL": {"Ref": "SitemapQueue"},
+    "HARVEST_PAGE_QUEUE_URL": {"Ref": "PageQueue"},
+    "HARVEST_JOB_DLQ_URL": {"Ref": "JobDeadLetterQueue"},
+    "HARVEST_SITEMAP_DLQ_URL": {"Ref": "SitemapDeadLetterQueue"},
+    "HARVEST_PAGE_DLQ_URL": {"Ref": "PageDeadLetterQueue"},
+    "HARVEST_STATE_TABLE": {"Ref": "StateTable"},
+    "HARVEST_DOCUMENT_BUCKET": {"Ref": "DocumentBucket"},
+    "HARVEST_ALLOW_NETWORKS": {"Ref": "AllowedNetworks"},
+    "HARVEST_USER_AGENT": {"Ref": "UserAgent"},
+    "HARVEST_RETENTION_DAYS": {"Ref": "RetentionDays"},
+    "POWERTOOLS_SERVICE_NAME": "harvester",
+    "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+}
+
+
+def layer_id(translated: dict[str, Any]) -> str:
+    """SAM renames the layer with a content hash (HarvesterLayer<hash>)."""
+    (logical_id,) = [k for k, r in translated["Resources"].items() if r["Type"] == "AWS::Lambda::LayerVersion"]
+    assert logical_id.startswith("HarvesterLayer")
+    return logical_id
+
+
+def props(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return template["Resources"][logical_id]["Properties"]
+
+
+def test_parameters(source_template: dict[str, Any]) -> None:
+    parameters = source_template["Parameters"]
+    defaults = {name: parameter.get("Default") for name, parameter in parameters.items()}
+    assert defaults == {
+        "AllowedNetworks": "",
+        "RecurringJobs": "[]",
+        "ScheduleExpression": "rate(15 minutes)",
+        "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
+        "PageConcurrency": 20,
+        "SitemapConcurrency": 5,
+        "RetentionDays": 30,
+        "AlarmTopicArn": "",
+    }
+
+
+@pytest.mark.parametrize("function_id", FUNCTIONS)
+def test_functions(translated_template: dict[str, Any], source_template: dict[str, Any], function_id: str) -> None:
+    code_dir, timeout, memory, _, _ = FUNCTIONS[function_id]
+    function = props(translated_template, function_id)
+    assert props(source_template, function_id)["CodeUri"] == code_dir
+    assert function["Handler"] == "app.handler"
+    assert function["Runtime"] == "python3.11"
+    assert function["Architectures"] == ["x86_64"]
+    assert (function["Timeout"], function["MemorySize"]) == (timeout, memory)
+    assert function["Layers"] == [{"Ref": layer_id(translated_template)}]
+    environment = function["Environment"]["Variables"]
+    assert {k: environment[k] for k in GLOBAL_ENV} == GLOBAL_ENV
+    if function_id == "SchedulerFunction":
+        assert environment["HARVEST_RECURRING_JOBS"] == {"Ref": "RecurringJobs"}
+    else:
+        assert "HARVEST_RECURRING_JOBS" not in environment
+
+
+def test_layer(source_template: dict[str, Any]) -> None:
+    layer = source_template["Resources"]["HarvesterLayer"]
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    assert layer["Properties"]["ContentUri"] == "layers/harvester"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.11"]
+    assert layer["Metadata"] == {"BuildMethod": "python3.11"}
+
+
+@pytest.mark.parametrize("function_id", [f for f, spec in FUNCTIONS.items() if spec[3]])
+def test_sqs_event_sources(translated_template: dict[str, Any], function_id: str) -> None:
+    _, timeout, _, queue_id, batch_size = FUNCTIONS[function_id]
+    (mapping,) = [
+        r["Properties"]
+        for r in translated_template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert mapping["BatchSize"] == batch_size
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    queue = props(translated_template, queue_id)
+    assert queue["VisibilityTimeout"] == 6 * timeout
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+    assert queue["SqsManagedSseEnabled"] is True
+    dlq = props(translated_template, queue_id.replace("Queue", "DeadLetterQueue"))
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": [queue_id.replace("Queue", "DeadLetterQueue"), "Arn"]
+    }
+    assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
+
+
+def test_page_and_sitemap_concurrency_come_from_parameters(translated_template: dict[str, Any]) -> None:
+    page = props(translated_template, "PageFunctionPages")
+    sitemap = props(translated_template, "SitemapFunctionSitemaps")
+    assert page["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "PageConcurrency"}}
+    assert page["MaximumBatchingWindowInSeconds"] == 1
+    assert sitemap["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "SitemapConcurrency"}}
+
+
+def test_recursive_loop(translated_template: dict[str, Any]) -> None:
+    loops = {f: props(translated_template, f).get("RecursiveLoop") for f in FUNCTIONS}
+    assert loops == {
+        "JobFunction": None,
+        "SitemapFunction": "Allow",
+        "PageFunction": "Allow",
+        "SchedulerFunction": None,
+    }
+
+
+def test_scheduler_rule(translated_template: dict[str, Any]) -> None:
+    rule = props(translated_template, "SchedulerFunctionTick")
+    assert rule["ScheduleExpression"] == {"Ref": "ScheduleExpression"}
+    assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["SchedulerFunction", "Arn"]}
+
+
+def test_state_table(translated_template: dict[str, Any]) -> None:
+    table = props(translated_template, "StateTable")
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "OpenItems"
+    assert index["KeySchema"] == [
+        {"AttributeName": "open_pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "ALL"}
+    types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+    assert types == {"pk": "S", "sk": "S", "open_pk": "S"}
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["SSESpecification"] == {"SSEEnabled": True}
+
+
+def test_document_bucket(translated_template: dict[str, Any]) -> None:
+    bucket = props(translated_template, "DocumentBucket")
+    assert bucket["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    assert bucket["LifecycleConfiguration"]["Rules"][0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    policy = props(translated_template, "DocumentBucketPolicy")["PolicyDocument"]["Statement"][0]
+    assert policy["Effect"] == "Deny"
+    assert policy["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_alarms_notify_the_topic_only_when_given(translated_template: dict[str, Any]) -> None:
+    assert translated_template["Conditions"]["HasAlarmTopic"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
+    }
+    for queue in ("Job", "Sitemap", "Page"):
+        alarm = props(translated_template, f"{queue}DeadLetterQueueAlarm")
+        assert alarm["AlarmActions"] == {
+            "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
+        }
+        assert alarm["Dimensions"] == [
+            {"Name": "QueueName", "Value": {"Fn::GetAtt": [f"{queue}DeadLetterQueue", "QueueName"]}}
+        ]
+
+
+def test_least_privilege_sends(translated_template: dict[str, Any]) -> None:
+    """Each function may send exactly to the queues the design says, and no more."""
+    expected = {
+        "JobFunction": {"SitemapQueue", "JobDeadLetterQueue"},
+        "SitemapFunction": {"SitemapQueue", "PageQueue", "SitemapDeadLetterQueue"},
+        "PageFunction": {"PageQueue", "PageDeadLetterQueue"},
+        "SchedulerFunction": {"JobQueue", "SitemapQueue", "PageQueue"},
+    }
+    template = Template(translated_template)
+    assert {f: queues_sent_to(template, f) for f in expected} == expected
+
+
+def test_outputs(translated_template: dict[str, Any]) -> None:
+    assert set(translated_template["Outputs"]) == {
+        "JobQueueUrl",
+        "SitemapQueueUrl",
+        "PageQueueUrl",
+        "JobDeadLetterQueueUrl",
+        "SitemapDeadLetterQueueUrl",
+        "PageDeadLetterQueueUrl",
+        "StateTableName",
+        "DocumentBucketName",
+        "JobFunctionName",
+        "SitemapFunctionName",
+        "PageFunctionName",
+        "SchedulerFunctionName",
+    }
