@@ -239,7 +239,7 @@ def run_parse(args: argparse.Namespace) -> int:
     for entry in entries:
         sys.stdout.write(json.dumps(entry.to_json()) + "\n")
     if report.error:
-        print(f"harvest: {args.file}: not a sitemap: {report.error}", file=sys.stderr)
+        print(f"harvest: {args.file}: {report.error}", file=sys.stderr)
         return EXIT_FAILED
     if report.truncated:
         print(f"harvest: {args.file}: truncated: {report.truncated}", file=sys.stderr)

@@ -1,0 +1,153 @@
+"""The `harvest` command's other verbs and its handling of bad input."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+
+import pytest
+
+from tests.support import LOOPBACK, harvest, harvest_json
+
+ALLOW = ("--allow-network", LOOPBACK)
+
+
+def test_sitemaps_tree_shows_the_tree_with_counts(site_factory):
+    site = site_factory(pages=40, broken=2, sitemaps=3)
+    run = harvest("sitemaps", f"{site.base_url}/", *ALLOW)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"{site.base_url}/"
+    assert lines[1] == f"└── {site.base_url}/robots.txt  [robots]  1 sitemaps"
+    assert f"{site.base_url}/sitemap_index.xml  [index]  3 sitemaps" in lines[2]
+    counts = [line for line in lines if "[urlset]" in line]
+    assert len(counts) == 3 and any(".xml.gz  [urlset]" in line for line in counts)
+    assert sum(int(line.split("]  ")[1].split(" pages")[0]) for line in counts) == 42
+    assert "(13 well-known locations probed and not found)" in run.stdout
+    assert lines[-1] == "42 pages in 4 sitemaps"
+
+
+def test_sitemaps_jsonl_lists_every_page_with_what_its_sitemap_says(site_factory):
+    site = site_factory(pages=25, broken=0, sitemaps=2)
+    run = harvest("sitemaps", f"{site.base_url}/", *ALLOW, "--format", "jsonl")
+    pages = [json.loads(line) for line in run.stdout.splitlines()]
+    assert sorted(p["url"] for p in pages) == sorted(site.page_urls)
+    first = next(p for p in pages if p["url"].endswith("/pages/1.html"))
+    assert first["changefreq"] in {"daily", "weekly", "monthly"} and 0.0 <= first["priority"] <= 1.0
+    assert first["lastmod"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
+    with_images = [p for p in pages if "images" in p]
+    assert with_images and all(p["images"][0]["loc"].endswith(".jpg") for p in with_images)
+
+
+def test_sitemaps_lists_invalid_sitemaps_with_their_reason(served_dir, tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    robots = "".join(f"Sitemap: {base}/{name}\n" for name in ("good.xml", "soft404.xml", "gone.xml"))
+    (root / "robots.txt").write_text(robots)
+    (root / "good.xml").write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{base}/a</loc></url><url><loc>ftp://x/y</loc></url></urlset>"
+    )
+    (root / "soft404.xml").write_text("<html><body>Page not found</body></html>")
+
+    run = harvest("sitemaps", f"{base}/", *ALLOW)
+
+    assert run.returncode == 0
+    assert "invalid sitemaps (2):" in run.stdout
+    assert f"{base}/soft404.xml: not a sitemap: root element <html>" in run.stdout
+    assert f"{base}/gone.xml: HTTP 404 Not Found" in run.stdout
+    assert "1 entries dropped (not_http 1)" in run.stdout
+
+
+def test_parse_reads_any_kind_of_local_sitemap(tmp_path):
+    xml = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        "<url><loc>https://e.x/a</loc><priority>0.9</priority></url><url><loc>https://e.x/b</loc></url></urlset>"
+    )
+    (tmp_path / "pages.xml.gz").write_bytes(gzip.compress(xml.encode()))
+    (tmp_path / "robots.txt").write_text("User-agent: *\nsitemap: https://e.x/s1.xml\nSite-map:/s2.xml\n")
+    (tmp_path / "list.txt").write_text("https://e.x/one\nnot a url\nhttps://e.x/two\n")
+
+    pages = [json.loads(line) for line in harvest("parse", str(tmp_path / "pages.xml.gz")).stdout.splitlines()]
+    assert pages == [
+        {"url": "https://e.x/a", "lastmod": None, "changefreq": None, "priority": 0.9},
+        {"url": "https://e.x/b", "lastmod": None, "changefreq": None, "priority": 0.5},
+    ]
+    robots = [json.loads(line) for line in harvest("parse", str(tmp_path / "robots.txt")).stdout.splitlines()]
+    # A relative line has nothing to resolve against in a local file (over HTTP it takes the robots.txt URL).
+    assert [r["sitemap"] for r in robots] == ["https://e.x/s1.xml", "/s2.xml"]
+    listed = [json.loads(line)["url"] for line in harvest("parse", str(tmp_path / "list.txt")).stdout.splitlines()]
+    assert listed == ["https://e.x/one", "https://e.x/two"]
+
+
+def test_parse_says_why_a_file_is_not_a_sitemap(tmp_path):
+    (tmp_path / "page.xml").write_text("<html><body>hello</body></html>")
+    run = harvest("parse", str(tmp_path / "page.xml"))
+    assert run.returncode == 1
+    assert "page.xml: not a sitemap: root element <html>" in run.stderr
+    assert run.stderr.count("not a sitemap") == 1
+
+
+def test_report_in_every_format(site_factory, tmp_path):
+    site = site_factory(pages=12, broken=1)
+    state = str(tmp_path / "s")
+    result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", state, *ALLOW, "--quiet")
+    job_id = result["job_id"]
+
+    report = json.loads(harvest("report", job_id, "--state-dir", state).stdout)
+    assert report["job"]["status"] == "completed" and report["job"]["total_urls"] == 13
+    assert report["job"]["progress_percentage"] == 100.0 and report["job"]["failed_count"] == 1
+    assert report["result"] == result
+    assert report["loader_state"]["completed"] is True and report["loader_state"]["pending_sitemap_urls"] == []
+
+    lines = harvest("report", job_id, "--state-dir", state, "--format", "jsonl").stdout.splitlines()
+    assert len(lines) == 13 and all(json.loads(line)["status"] in ("completed", "failed") for line in lines)
+
+    rows = list(csv.DictReader(io.StringIO(harvest("report", job_id, "--state-dir", state, "--format", "csv").stdout)))
+    assert len(rows) == 13
+    (broken,) = [r for r in rows if r["status"] == "failed"]
+    assert broken["url"] == site.broken_urls[0] and broken["error_message"] == "HTTP 404 Not Found"
+    assert broken["http_status"] == "404"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["crawl", "ftp://example.com/"], "site 'ftp://example.com/'"),
+        (["crawl", "https://e.x/", "--allow-network", "300.1.2.3/8"], "300.1.2.3/8"),
+        (["crawl", "https://e.x/", "--include", "re:("], "'re:(' is not a valid regular expression"),
+        (["crawl", "https://e.x/", "--concurrency", "0"], "--concurrency 0: must be at least 1"),
+        (["crawl", "https://e.x/", "--rate-limit-delay", "0"], "rate_limit_delay 0.0"),
+        (["crawl", "https://e.x/", "--sitemap", "/relative.xml"], "'/relative.xml'"),
+        (["parse", "/no/such/file.xml"], "/no/such/file.xml: no such file"),
+        (["report", "job-x", "--state-dir", "/no/such/dir"], "--state-dir /no/such/dir: no harvest state there"),
+    ],
+)
+def test_bad_input_names_the_input_and_the_reason(args, message):
+    run = harvest(*args)
+    assert run.returncode == 2
+    assert message in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_report_of_an_unknown_job(site_factory, tmp_path):
+    site = site_factory(pages=3, broken=0)
+    harvest("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), *ALLOW, "--quiet")
+    run = harvest("report", "nope", "--state-dir", str(tmp_path / "s"))
+    assert run.returncode == 2 and "no job 'nope'" in run.stderr
+
+
+def test_two_crawls_cannot_share_a_state_directory(tmp_path):
+    import fcntl
+
+    state = tmp_path / "s"
+    state.mkdir()
+    with open(state / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        run = harvest("crawl", "https://e.x/", "--state-dir", str(state), "--quiet")
+    assert run.returncode == 1 and "in use by a running harvest crawl (pid 4242)" in run.stderr
