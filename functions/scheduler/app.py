@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from harvester.adapters.aws import lambda_runtime
 from harvester.schedule import RecurringJob, parse_recurring, tick
 
-logger = Logger()
-copy_config_to_registered_loggers(source_logger=logger, include={"harvester"})
+logger = lambda_runtime.structured_logger()
 
 
 @logger.inject_lambda_context

@@ -193,6 +193,26 @@ def test_robots_txt_is_done_but_not_a_sitemap_read(backend):
     assert (c.sitemaps_done, c.sitemaps_ok) == (1, 0)
 
 
+def test_a_released_sitemap_is_read_again_from_its_checkpoint(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    url = sitemap(1).url
+    backend.store.record_pages(job_id, url, [page(1), page(2)], checkpoint=2, lease=lease())
+    assert not backend.store.release_sitemap(job_id, url, lease("other"), error_message="HTTP 503")
+    assert backend.store.release_sitemap(job_id, url, lease(), error_message="HTTP 503 Service Unavailable")
+    record = backend.store.get_sitemap(job_id, url)
+    assert (record.status, record.pages_recorded, record.error_message) == (
+        SitemapStatus.PENDING,
+        2,
+        "HTTP 503 Service Unavailable",
+    )
+    assert [s.url for s in backend.store.sitemaps(job_id, status=SitemapStatus.PENDING)] == [url]
+    again = backend.store.claim_sitemap(job_id, url, lease("b"), now=NOW)  # no need to wait for the old lease
+    assert again is not None and again.attempts == 2
+    c = counts(backend, job_id)
+    assert (c.sitemaps_total, c.sitemaps_done, c.urls_total) == (1, 0, 2)
+
+
 def test_sitemaps_by_status(backend):
     job_id = new_job(backend)
     backend.store.add_sitemaps(job_id, [sitemap(1), sitemap(2), sitemap(3)])

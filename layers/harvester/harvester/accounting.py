@@ -38,8 +38,10 @@ def new_sitemap(record: SitemapRecord) -> JobCounts:
     return JobCounts(sitemaps_total=1, sitemaps_done=1 if record.status.final else 0)
 
 
-def claimed_sitemap(record: SitemapRecord) -> SitemapRecord:
-    return record.model_copy(update={"status": SitemapStatus.PROCESSING, "attempts": record.attempts + 1})
+def claimed(record: R) -> R:
+    """A claimed sitemap or page: in progress, one attempt more (past ``max_attempts`` it is failed)."""
+    status = type(record.status)("processing")  # SitemapStatus or UrlStatus: model_copy does not validate
+    return record.model_copy(update={"status": status, "attempts": record.attempts + 1})
 
 
 def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapRecord:
@@ -58,6 +60,10 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "finished_at": outcome.finished_at,
         }
     )
+
+
+def released_sitemap(record: SitemapRecord, error_message: str) -> SitemapRecord:
+    return record.model_copy(update={"status": SitemapStatus.PENDING, "error_message": error_message})
 
 
 def sitemap_done(outcome: SitemapOutcome) -> JobCounts:
@@ -93,10 +99,6 @@ def page_done(page: SitemapURL) -> JobCounts:
     if page.status is UrlStatus.FAILED:
         return JobCounts(urls_failed=1)
     return JobCounts()
-
-
-def claimed_page(page: SitemapURL) -> SitemapURL:
-    return page.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": page.attempts + 1})
 
 
 def retried_page(page: SitemapURL, retry: PageRetry) -> SitemapURL:

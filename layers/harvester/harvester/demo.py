@@ -23,6 +23,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from harvester.adapters.local.runner import LocalHarvest
+
 CHANGEFREQS = ("daily", "weekly", "monthly")
 
 
@@ -153,9 +155,13 @@ def main(argv: list[str] | None = None) -> int:
             if status == 0:
                 status = _run(["crawl", f"{base_url}/", "--state-dir", str(args.state_dir), *allow])
     if status == 0:
+        with LocalHarvest.open(args.state_dir) as harvest:
+            job = harvest.store.all_jobs()[-1]
         print(
-            f"\nRaw documents and the result are under {args.state_dir}/documents/jobs/."
-            f"\nPer-URL records: harvest report <job id> --state-dir {args.state_dir} --format csv"
+            f"Raw documents and the result: {args.state_dir}/documents/jobs/{job.job_id}/\n"
+            f"Progress and result:          .venv/bin/harvest report {job.job_id} --state-dir {args.state_dir}\n"
+            f"Per-URL records as CSV:       .venv/bin/harvest report {job.job_id} --state-dir {args.state_dir}"
+            " --format csv"
         )
     return status
 

@@ -15,7 +15,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_STEP = 64 * 1024
 
 # zlib wbits: 16 + MAX_WBITS reads a gzip wrapper, 32 + MAX_WBITS detects gzip or zlib, -MAX_WBITS raw deflate.
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + zlib.MAX_WBITS}
+# "deflate" is decided on the first two bytes: RFC 9110 means zlib-wrapped, but servers (old IIS among them)
+# send raw deflate under that name, and browsers accept both.
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": None}
+_RAW_DEFLATE = -zlib.MAX_WBITS
 
 
 class DecompressionError(ValueError):
@@ -33,7 +36,8 @@ class BoundedInflater:
         if encoding not in _WBITS:
             raise ValueError(f"unsupported compression {encoding!r}")
         self._wbits = _WBITS[encoding]
-        self._inflater = zlib.decompressobj(self._wbits)
+        self._head = b""  # the first bytes of a "deflate" stream, until its wrapper is known
+        self._inflater = zlib.decompressobj(self._wbits) if self._wbits is not None else None
         self._limit = limit
         self._step = step
         self.produced = 0
@@ -41,6 +45,13 @@ class BoundedInflater:
 
     def feed(self, data: bytes) -> Iterator[bytes]:
         """Yields the inflated bytes of ``data``; stops (setting ``limit_reached``) at the limit."""
+        if self._inflater is None:
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            self._wbits = 32 + zlib.MAX_WBITS if _is_zlib_or_gzip(data) else _RAW_DEFLATE
+            self._inflater = zlib.decompressobj(self._wbits)
         while data and not self.limit_reached:
             room = self._limit - self.produced
             try:
@@ -65,6 +76,10 @@ class BoundedInflater:
 
     def finish(self) -> Iterator[bytes]:
         """Flushes what zlib still holds; an unfinished stream is left as is (the caller decides)."""
+        if self._inflater is None:
+            if self._head:  # a one-byte "deflate" body: not a stream at all
+                raise DecompressionError("corrupt compressed data: the stream ends after one byte")
+            return
         if self.limit_reached:
             return
         room = self._limit - self.produced
@@ -78,7 +93,14 @@ class BoundedInflater:
     @property
     def complete(self) -> bool:
         """Whether the compressed stream ended properly (a cut download leaves this False)."""
-        return self._inflater.eof
+        return self._inflater is not None and self._inflater.eof
+
+
+def _is_zlib_or_gzip(prefix: bytes) -> bool:
+    if is_gzip(prefix):
+        return True
+    cmf, flg = prefix[0], prefix[1]
+    return cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf << 8 | flg) % 31 == 0
 
 
 def is_gzip(prefix: bytes) -> bool:

@@ -106,6 +106,9 @@ async def _settle(engine: Engine, job: JobRecord, record: SitemapURL) -> PageOut
         return PageOutcome(record.model_copy(update={"status": UrlStatus.COMPLETED}))
     try:
         if not await engine.robots.allowed(record.url):
+            robots = await engine.robots.entry(record.url)
+            if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
+                return _retry_or_fail(engine, record, f"robots.txt unreachable ({robots.status})")
             return _failed(engine, record, "forbidden by robots.txt", crawl_state=CrawlState.GONE)
         await engine.pacer.wait(record.url, job.request.rate_limit_delay)
         headers = {}

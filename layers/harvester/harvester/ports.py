@@ -164,6 +164,10 @@ class StateStore(Protocol):
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""
 
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+        """processing → pending, giving the lease up, to be read again later (a transient failure).
+        Its checkpoint stays, so the next reading skips what was recorded. False when not ours."""
+
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]: ...
 
     # pages ----------------------------------------------------------------------------------------

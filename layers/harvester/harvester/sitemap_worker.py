@@ -10,6 +10,8 @@ The flow is USP's (fetch, then let the content choose the parser), made safe for
   the rest — so nothing discovered is lost and nothing is counted twice;
 * child sitemaps are registered once per job (recursion and depth checked against the ancestor chain that
   travels with the task) and sent;
+* a transient failure (429, 5xx, timeouts, a broken connection) gives the sitemap back with a delayed
+  task, up to ``retry_max`` readings, so a flaky server does not cost a whole subtree;
 * a sitemap that cannot be read ends as failed / invalid / absent with its reason: it never fails the job.
 """
 
@@ -18,9 +20,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harvester.crawl_state import http_error
+from harvester.crawl_state import FetchResult, classify_status, http_error
 from harvester.discovery import known_path_probes, task_for
 from harvester.fetch import FetchError
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
@@ -76,12 +79,21 @@ async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | 
         log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
         return None
     if record.attempts > engine.settings.max_attempts:
-        outcome = SitemapOutcome(
+        outcome: SitemapOutcome | Retry = SitemapOutcome(
             status=SitemapStatus.FAILED,
             error_message=f"gave up after {record.attempts - 1} attempts to read it",
         )
     else:
         outcome = await SitemapReading(engine, job, record, lease).run()
+    if isinstance(outcome, Retry):
+        delay = min(
+            engine.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
+            engine.settings.retry_backoff_max_seconds,
+        )
+        if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason):
+            engine.queue.send([task_for(job.job_id, record)], delay_seconds=int(delay))
+        log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
+        return store.get_sitemap(job.job_id, url)
     outcome.finished_at = engine.clock()
     store.finish_sitemap(job.job_id, url, outcome, lease)
     log.info(
@@ -95,6 +107,13 @@ async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | 
     )
     engine.maybe_complete(job.job_id)
     return store.get_sitemap(job.job_id, url)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The reading failed for a reason that may pass (the sitemap goes back to pending, delayed)."""
+
+    reason: str
 
 
 class SitemapReading:
@@ -128,17 +147,31 @@ class SitemapReading:
     def is_probe(self) -> bool:
         return self.record.origin is SitemapOrigin.KNOWN_PATH
 
-    async def run(self) -> SitemapOutcome:
+    @property
+    def may_retry(self) -> bool:
+        return self.record.attempts < self.engine.settings.retry_max
+
+    async def run(self) -> SitemapOutcome | Retry:
         try:
             outcome = await self._read()
         except FetchError as exc:
+            if exc.retryable and self.may_retry:
+                return Retry(exc.reason)
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
-            outcome = SitemapOutcome(status=status, error_message=exc.reason)
+            outcome = SitemapOutcome(status=status, error_message=self._final_reason(exc.reason, exc.retryable))
+        transient = outcome.http_status is not None and classify_status(outcome.http_status) is FetchResult.RETRY
+        if transient and outcome.status is SitemapStatus.FAILED:
+            if self.may_retry:
+                return Retry(outcome.error_message or f"HTTP {outcome.http_status}")
+            outcome.error_message = self._final_reason(outcome.error_message or "", True)
         if self.is_robots:
             # robots.txt leads to the well-known paths whatever happened to it (a site may have none).
             self._add_children(known_path_probes(self.request, self.declared, now=self.engine.clock()))
             self._flush_children()
         return outcome
+
+    def _final_reason(self, reason: str, transient: bool) -> str:
+        return f"{reason} (gave up after {self.record.attempts} attempts)" if transient else reason
 
     async def _read(self) -> SitemapOutcome:
         url = self.record.url

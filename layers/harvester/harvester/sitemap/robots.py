@@ -12,27 +12,18 @@ from urllib.parse import urljoin
 
 from harvester.sitemap.entries import ChildSitemap, ParseReport
 from harvester.sitemap.sink import Sink
-from harvester.sitemap.text import LineReader
+from harvester.sitemap.text import LineParser
 
 # "Sitemap: URL", "sitemap:URL", "Site-map : URL # comment"; the URL is the first blank-free token (a URL
 # has no blanks, so whatever follows one is a comment or junk).
 _SITEMAP_LINE = re.compile(r"\s*site-?map\s*:\s*(\S+)", re.IGNORECASE)
 
 
-class RobotsParser:
+class RobotsParser(LineParser):
     def __init__(self, url: str, sink: Sink, report: ParseReport, encoding: str) -> None:
+        super().__init__(sink, report, encoding)
         self._base = url
-        self._sink = sink
-        self._lines = LineReader(encoding, report)
         self._seen: set[str] = set()
-
-    def feed(self, data: bytes) -> None:
-        for line in self._lines.feed(data):
-            self._line(line)
-
-    def close(self, *, complete: bool) -> None:
-        for line in self._lines.close(complete=complete):
-            self._line(line)
 
     def _line(self, line: str) -> None:
         match = _SITEMAP_LINE.match(line.lstrip("\ufeff"))

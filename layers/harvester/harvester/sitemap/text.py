@@ -86,8 +86,8 @@ def looks_like_http_url(value: str) -> bool:
     return bool(rest) and not any(c.isspace() for c in rest)
 
 
-class TextParser:
-    """A plain-text sitemap: each line that is an http(s) URL becomes a page."""
+class LineParser:
+    """A document read line by line; subclasses say what one complete line means."""
 
     def __init__(self, sink: Sink, report: ParseReport, encoding: str) -> None:
         self._sink = sink
@@ -101,6 +101,13 @@ class TextParser:
     def close(self, *, complete: bool) -> None:
         for line in self._lines.close(complete=complete):
             self._line(line)
+
+    def _line(self, line: str) -> None:
+        raise NotImplementedError
+
+
+class TextParser(LineParser):
+    """A plain-text sitemap: each line that is an http(s) URL becomes a page."""
 
     def _line(self, line: str) -> None:
         value = line.strip(STRIP_CHARS)

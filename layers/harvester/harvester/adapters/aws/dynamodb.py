@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -37,6 +37,8 @@ from harvester.records import (
     UrlStatus,
     url_key,
 )
+
+Claimed = TypeVar("Claimed", SitemapRecord, SitemapURL)
 
 SHARDS = 16
 OPEN_INDEX = "OpenItems"
@@ -359,13 +361,25 @@ class DynamoStateStore:
         item = self._get(job_id, f"SITEMAP#{url_key(url)}")
         return SitemapRecord.model_validate_json(item["body"]["S"]) if item else None
 
-    def _claim(self, job_id: str, sk: str, now: float) -> tuple[dict[str, Any], str] | None:
+    def _claim(self, job_id: str, sk: str, model: type[Claimed], lease: Lease, now: float) -> Claimed | None:
+        """pending (or processing under a lapsed lease) -> processing under ``lease``, one attempt more.
+
+        Optimistic: the move is conditional on the version read, so of two claimants only one wins.
+        """
         item = self._get(job_id, sk)
-        if item is None:
+        if item is None or not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
             return None
-        if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
-            return None
-        return item, item["version"]["N"]
+        record = accounting.claimed(model.model_validate_json(item["body"]["S"]))
+        update = self._record_update(
+            job_id,
+            sk,
+            record.model_dump_json(),
+            record.status.value,
+            lease=lease,
+            condition="version = :seen",
+            condition_values={":seen": item["version"]},
+        )
+        return record if self._conditional(update) else None
 
     def _conditional(self, request: dict[str, Any]) -> bool:
         try:
@@ -377,22 +391,7 @@ class DynamoStateStore:
         return True
 
     def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
-        sk = f"SITEMAP#{url_key(url)}"
-        found = self._claim(job_id, sk, now)
-        if found is None:
-            return None
-        item, version = found
-        record = accounting.claimed_sitemap(SitemapRecord.model_validate_json(item["body"]["S"]))
-        update = self._record_update(
-            job_id,
-            sk,
-            record.model_dump_json(),
-            record.status.value,
-            lease=lease,
-            condition="version = :seen",
-            condition_values={":seen": _n(int(version))},
-        )
-        return record if self._conditional(update) else None
+        return self._claim(job_id, f"SITEMAP#{url_key(url)}", SitemapRecord, lease, now)
 
     def _leased_sitemap(self, job_id: str, url: str, lease: Lease) -> SitemapRecord:
         item = self._get(job_id, f"SITEMAP#{url_key(url)}")
@@ -486,6 +485,25 @@ class DynamoStateStore:
             raise
         return True
 
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+        try:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+        except LeaseLost:
+            return False
+        released = accounting.released_sitemap(sitemap, error_message)
+        try:
+            self._transact(
+                [
+                    self._sitemap_update(job_id, released, lease, keep_lease=False),
+                    self._counter_update(job_id, JobCounts()),  # activity, for the stall detection
+                ]
+            )
+        except TransactionFailed as exc:
+            if exc.failed_conditions(1):
+                return False
+            raise
+        return True
+
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
         for item in self._records(job_id, "SITEMAP#", status.value if status else None):
             yield SitemapRecord.model_validate_json(item["body"]["S"])
@@ -520,26 +538,8 @@ class DynamoStateStore:
     # pages ----------------------------------------------------------------------------------------
 
     def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
-        claimed = []
-        for url in dict.fromkeys(urls):
-            sk = f"URL#{url_key(url)}"
-            found = self._claim(job_id, sk, now)
-            if found is None:
-                continue
-            item, version = found
-            page = accounting.claimed_page(SitemapURL.model_validate_json(item["body"]["S"]))
-            update = self._record_update(
-                job_id,
-                sk,
-                page.model_dump_json(),
-                page.status.value,
-                lease=lease,
-                condition="version = :seen",
-                condition_values={":seen": _n(int(version))},
-            )
-            if self._conditional(update):
-                claimed.append(page)
-        return claimed
+        claimed = (self._claim(job_id, f"URL#{url_key(url)}", SitemapURL, lease, now) for url in dict.fromkeys(urls))
+        return [page for page in claimed if page is not None]
 
     def _page_update(self, job_id: str, page: SitemapURL, lease: Lease) -> dict[str, Any]:
         condition, values = self._leased(lease)

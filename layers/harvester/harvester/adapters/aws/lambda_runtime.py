@@ -14,12 +14,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from harvester.adapters.aws import AwsAdapters, AwsResources
@@ -111,3 +115,37 @@ def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
     if _current is None or _current[0] != key:
         _current = (key, LambdaRuntime.from_env(environ))
     return _current[1]
+
+
+Step = Callable[[Engine, Model, SQSRecord], Awaitable[None]]
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+def structured_logger() -> Logger:
+    """Powertools' JSON logger, also for the engine's own (stdlib) loggers."""
+    logger = Logger()
+    copy_config_to_registered_loggers(source_logger=logger, include={"harvester"})
+    return logger
+
+
+def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> Handler:
+    """The Lambda handler of an SQS queue: Powertools batch processing with partial batch failures, each
+    record validated as ``model`` (an invalid one goes to the ``<dead_letter>_dlq_url`` queue at once)
+    and handed to ``step``. The records of a batch run concurrently, so a page batch fetches in parallel;
+    a record whose step raises is reported alone and comes back after the visibility timeout."""
+    logger = structured_logger()
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+
+    async def record_handler(record: SQSRecord) -> None:
+        runtime = current()
+        message = runtime.parse(record, model, getattr(runtime.resources, f"{dead_letter}_dlq_url"))
+        if message is not None:
+            await step(runtime.engine(), message, record)
+
+    @logger.inject_lambda_context
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return async_process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+
+    return handler

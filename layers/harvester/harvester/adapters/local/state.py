@@ -160,19 +160,6 @@ class SqliteStateStore:
             raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
         return SitemapRecord.model_validate_json(row[0])
 
-    def _put_sitemap(self, db: sqlite3.Connection, job_id: str, record: SitemapRecord, lease: Lease | None) -> None:
-        db.execute(
-            "UPDATE sitemaps SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
-            (
-                record.status.value,
-                record.model_dump_json(),
-                lease.token if lease else None,
-                lease.until if lease else 0,
-                job_id,
-                record.key,
-            ),
-        )
-
     def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
         with Transaction(self.conn) as db:
             row = db.execute(
@@ -181,8 +168,8 @@ class SqliteStateStore:
             ).fetchone()
             if row is None or not accounting.claimable(row[1], row[2], now):
                 return None
-            record = accounting.claimed_sitemap(SitemapRecord.model_validate_json(row[0]))
-            self._put_sitemap(db, job_id, record, lease)
+            record = accounting.claimed(SitemapRecord.model_validate_json(row[0]))
+            _put(db, "sitemaps", job_id, record, lease)
             return record
 
     def record_pages(
@@ -198,19 +185,19 @@ class SqliteStateStore:
                 ).rowcount
                 if inserted:
                     new.append(page)
-            self._put_sitemap(db, job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(new)), lease)
+            _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(new)), lease)
             self._count(db, job_id, accounting.total(accounting.new_page(p) for p in new))
         return new
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            self._put_sitemap(db, job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease)
+            _put(db, "sitemaps", job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease)
 
     def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            self._put_sitemap(db, job_id, sitemap.model_copy(update={"document_key": document_key}), lease)
+            _put(db, "sitemaps", job_id, sitemap.model_copy(update={"document_key": document_key}), lease)
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         with Transaction(self.conn) as db:
@@ -218,8 +205,18 @@ class SqliteStateStore:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             except LeaseLost:
                 return False
-            self._put_sitemap(db, job_id, accounting.finished_sitemap(sitemap, outcome), None)
+            _put(db, "sitemaps", job_id, accounting.finished_sitemap(sitemap, outcome), None)
             self._count(db, job_id, accounting.sitemap_done(outcome))
+            return True
+
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+        with Transaction(self.conn) as db:
+            try:
+                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            except LeaseLost:
+                return False
+            _put(db, "sitemaps", job_id, accounting.released_sitemap(sitemap, error_message), None)
+            self._count(db, job_id, JobCounts())  # activity, for the stall detection
             return True
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
@@ -253,23 +250,10 @@ class SqliteStateStore:
                 ).fetchone()
                 if row is None or not accounting.claimable(row[1], row[2], now):
                     continue
-                page = accounting.claimed_page(SitemapURL.model_validate_json(row[0]))
-                self._put_page(db, job_id, page, lease)
+                page = accounting.claimed(SitemapURL.model_validate_json(row[0]))
+                _put(db, "urls", job_id, page, lease)
                 claimed.append(page)
         return claimed
-
-    def _put_page(self, db: sqlite3.Connection, job_id: str, page: SitemapURL, lease: Lease | None) -> None:
-        db.execute(
-            "UPDATE urls SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
-            (
-                page.status.value,
-                page.model_dump_json(),
-                lease.token if lease else None,
-                lease.until if lease else 0,
-                job_id,
-                page.key,
-            ),
-        )
 
     def _leased_page(self, db: sqlite3.Connection, job_id: str, url: str, lease: Lease) -> bool:
         row = db.execute(
@@ -285,7 +269,7 @@ class SqliteStateStore:
                 page = outcome.record
                 if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
                     continue
-                self._put_page(db, job_id, page, None)
+                _put(db, "urls", job_id, page, None)
                 deltas.append(accounting.page_done(page))
                 applied.append(page.url)
             self._count(db, job_id, accounting.total(deltas))
@@ -299,7 +283,7 @@ class SqliteStateStore:
                     continue
                 page = self.get_page(job_id, retry.url)
                 assert page is not None
-                self._put_page(db, job_id, accounting.retried_page(page, retry), None)
+                _put(db, "urls", job_id, accounting.retried_page(page, retry), None)
                 applied.append(retry.url)
             if applied:
                 self._count(db, job_id, JobCounts())  # progress: a retry is activity too
@@ -327,3 +311,20 @@ class SqliteStateStore:
 
     def recount(self, job_id: str) -> JobCounts:
         return accounting.recount(self.sitemaps(job_id), self.pages(job_id))
+
+
+def _put(
+    db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL, lease: Lease | None
+) -> None:
+    """Rewrites a record with its status (indexed) and its lease (set, or cleared when None)."""
+    db.execute(
+        f"UPDATE {table} SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
+        (
+            record.status.value,
+            record.model_dump_json(),
+            lease.token if lease else None,
+            lease.until if lease else 0,
+            job_id,
+            record.key,
+        ),
+    )
