@@ -159,8 +159,6 @@ class StateStore(Protocol):
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None: ...
 
-    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None: ...
-
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""
 

@@ -28,7 +28,7 @@ from harvester.discovery import known_path_probes, task_for
 from harvester.fetch import FetchError
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.messages import SitemapOrigin, SitemapTask
-from harvester.ports import Lease, SitemapOutcome
+from harvester.ports import Lease, LeaseLost, SitemapOutcome
 from harvester.records import (
     JobRecord,
     SitemapRecord,
@@ -84,7 +84,12 @@ async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | 
             error_message=f"gave up after {record.attempts - 1} attempts to read it",
         )
     else:
-        outcome = await SitemapReading(engine, job, record, lease).run()
+        try:
+            outcome = await SitemapReading(engine, job, record, lease).run()
+        except LeaseLost:
+            # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
+            log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
+            return None
     if isinstance(outcome, Retry):
         delay = min(
             engine.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),

@@ -460,12 +460,6 @@ class DynamoStateStore:
         ):
             raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
 
-    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None:
-        sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-        record = sitemap.model_copy(update={"document_key": document_key})
-        if not self._conditional(self._sitemap_update(job_id, record, lease, keep_lease=True)):
-            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
-
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         try:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)

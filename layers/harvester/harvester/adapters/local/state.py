@@ -130,11 +130,7 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             deltas = []
             for sitemap in accounting.first_per_url(sitemaps):
-                inserted = db.execute(
-                    "INSERT OR IGNORE INTO sitemaps (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                    (job_id, sitemap.key, sitemap.status.value, sitemap.model_dump_json()),
-                ).rowcount
-                if inserted:
+                if _insert(db, "sitemaps", job_id, sitemap):
                     deltas.append(accounting.new_sitemap(sitemap))
                     stored.append(sitemap)
                 else:
@@ -179,11 +175,7 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             for page in accounting.first_per_url(pages):
-                inserted = db.execute(
-                    "INSERT OR IGNORE INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                    (job_id, page.key, page.status.value, page.model_dump_json()),
-                ).rowcount
-                if inserted:
+                if _insert(db, "urls", job_id, page):
                     new.append(page)
             _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(new)), lease)
             self._count(db, job_id, accounting.total(accounting.new_page(p) for p in new))
@@ -193,11 +185,6 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             _put(db, "sitemaps", job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease)
-
-    def save_sitemap_document(self, job_id: str, sitemap_url: str, document_key: str, lease: Lease) -> None:
-        with Transaction(self.conn) as db:
-            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            _put(db, "sitemaps", job_id, sitemap.model_copy(update={"document_key": document_key}), lease)
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         with Transaction(self.conn) as db:
@@ -327,4 +314,14 @@ def _put(
             job_id,
             record.key,
         ),
+    )
+
+
+def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:
+    """Stores a record unless its URL is already known to the job; True when it was new."""
+    return bool(
+        db.execute(
+            f"INSERT OR IGNORE INTO {table} (job_id, key, status, body) VALUES (?, ?, ?, ?)",
+            (job_id, record.key, record.status.value, record.model_dump_json()),
+        ).rowcount
     )
