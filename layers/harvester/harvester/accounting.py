@@ -55,6 +55,7 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "http_status": outcome.http_status,
             "children": outcome.children,
             "dropped": outcome.dropped,
+            "invalid_children": outcome.invalid_children,
             "warnings": outcome.warnings,
             "document_key": outcome.document_key or record.document_key,
             "finished_at": outcome.finished_at,

@@ -94,6 +94,7 @@ class SitemapOutcome:
     http_status: int | None = None
     children: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
+    invalid_children: dict[str, str] = field(default_factory=dict)
     warnings: dict[str, int] = field(default_factory=dict)
     document_key: str | None = None
     finished_at: datetime | None = None

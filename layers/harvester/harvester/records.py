@@ -274,6 +274,8 @@ class SitemapRecord(BaseModel):
     pages_new: int = Field(default=0, ge=0)
     children: int = Field(default=0, ge=0)
     dropped: dict[str, int] = Field(default_factory=dict)
+    #: Children refused as sitemaps (recursion, too deep), with the reason: USP's InvalidSitemap nodes.
+    invalid_children: dict[str, str] = Field(default_factory=dict)
     warnings: dict[str, int] = Field(default_factory=dict)
     document_key: str | None = None
     attempts: int = Field(default=0, ge=0)

@@ -102,22 +102,32 @@ def render_tree(site: str, sitemaps: list[SitemapRecord], *, show_absent: bool =
             parts.append(f"{dropped} entries dropped ({', '.join(f'{k} {v}' for k, v in sorted(s.dropped.items()))})")
         return "  ".join(parts)
 
-    def walk(parent: str | None, prefix: str) -> None:
-        shown = [c for c in children.get(parent, []) if show_absent or c.status is not SitemapStatus.ABSENT]
+    def walk(parent: SitemapRecord | None, prefix: str) -> None:
+        shown: list[SitemapRecord | tuple[str, str]] = [
+            c
+            for c in children.get(parent.url if parent else None, [])
+            if show_absent or c.status is not SitemapStatus.ABSENT
+        ]
+        shown += list(parent.invalid_children.items()) if parent else []
         for i, child in enumerate(shown):
             last = i == len(shown) - 1
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{label(child)}")
-            walk(child.url, prefix + ("    " if last else "│   "))
+            branch = "└── " if last else "├── "
+            if isinstance(child, tuple):
+                lines.append(f"{prefix}{branch}{child[0]}  [invalid: {child[1]}]")
+                continue
+            lines.append(f"{prefix}{branch}{label(child)}")
+            walk(child, prefix + ("    " if last else "│   "))
 
     walk(None, "")
     if absent and not show_absent:
         lines.append(f"({len(absent)} well-known locations probed and not found)")
-    invalid = [s for s in sitemaps if s.status in (SitemapStatus.INVALID, SitemapStatus.FAILED)]
+    invalid = [(s.url, s.error_message) for s in sitemaps if s.status in (SitemapStatus.INVALID, SitemapStatus.FAILED)]
+    invalid += [(url, f"{why} (listed in {s.url})") for s in sitemaps for url, why in s.invalid_children.items()]
     if invalid:
         lines.append("")
         lines.append(f"invalid sitemaps ({len(invalid)}):")
-        for s in invalid:
-            lines.append(f"  {s.url}: {s.error_message}")
+        for url, reason in invalid:
+            lines.append(f"  {url}: {reason}")
     pages = sum(s.pages_new for s in sitemaps)
     read = sum(1 for s in sitemaps if s.status is SitemapStatus.COMPLETED and s.kind != "robots")
     lines.append("")

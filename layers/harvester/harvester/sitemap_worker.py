@@ -219,7 +219,8 @@ class SitemapReading:
             http_status=response.status_code,
             children=self.children,
             dropped=self.dropped,
-            warnings=dict(report.warnings) | self._invalid_children_warning(),
+            invalid_children=self.invalid_children,
+            warnings=dict(report.warnings),
             document_key=document_key,
         )
 
@@ -305,7 +306,8 @@ class SitemapReading:
         if self.is_robots:
             self.declared.append(url)
         if url in self.chain:
-            self._invalid_child(url, "recursion: it is one of its own ancestors")
+            reason = "lists itself" if url == self.record.url else "is an ancestor of the sitemap listing it"
+            self._invalid_child(url, f"recursion: {reason}")
             return
         depth = self.record.depth + 1
         if depth > self.request.max_depth:
@@ -326,9 +328,6 @@ class SitemapReading:
         self._drop("invalid_sitemap")
         if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
             self.invalid_children[url] = reason
-
-    def _invalid_children_warning(self) -> dict[str, int]:
-        return {f"invalid child {u}: {r}": 1 for u, r in self.invalid_children.items()}
 
     def _add_children(self, children: list[SitemapRecord]) -> None:
         self.children += sum(1 for c in children if c.origin is not SitemapOrigin.KNOWN_PATH)
