@@ -1,3 +1,33 @@
-"""Harvester: sitemap ingestion on AWS serverless or on one machine, with one engine."""
+"""Harvester: sitemap ingestion on AWS serverless or on one machine, with one engine.
+
+The Python API (no AWS needed) is importable from here: ``sitemap_tree_for_homepage``, ``iter_pages``,
+``aiter_pages``, ``Discovery``, ``SitemapTree``; and the parser: ``SitemapParser``, ``parse_file``.
+They are loaded on first use, so that the Lambda handlers, which import only the engine, stay light.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
+
+_API = {
+    "Discovery": "harvester.tree",
+    "SitemapNode": "harvester.tree",
+    "SitemapTree": "harvester.tree",
+    "aiter_pages": "harvester.tree",
+    "iter_pages": "harvester.tree",
+    "sitemap_tree_for_homepage": "harvester.tree",
+    "SitemapParser": "harvester.sitemap",
+    "parse_file": "harvester.sitemap",
+    "parse_bytes": "harvester.sitemap",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(import_module(_API[name]), name)
+    raise AttributeError(f"module 'harvester' has no attribute {name!r}")

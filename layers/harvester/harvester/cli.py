@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,18 +19,18 @@ from pydantic import ValidationError
 from harvester import __version__
 from harvester.adapters.local.database import StateDirError
 from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
-from harvester.fetch import FetchPolicy, parse_networks
+from harvester.fetch import FetchPolicy, policy_for
 from harvester.messages import JobRequest
 from harvester.progress import ProgressLine
 from harvester.records import JobStatus, LoaderState
 from harvester.reporting import (
     dump_json,
     page_line,
-    render_tree,
     summary_text,
     write_csv,
     write_jsonl,
 )
+from harvester.tree import Discovery
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -82,9 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sitemaps = commands.add_parser("sitemaps", help="discovery only: the sitemap tree, or every page it lists")
     _site_arguments(sitemaps)
-    sitemaps.add_argument("--format", choices=("tree", "jsonl"), default="tree")
-    sitemaps.add_argument("--include", action="append", default=[], metavar="PAT", help="keep only matching pages")
-    sitemaps.add_argument("--exclude", action="append", default=[], metavar="PAT", help="drop matching pages")
+    sitemaps.add_argument(
+        "--format", choices=("tree", "json", "jsonl"), default="tree", help="tree; the tree as JSON; or one page a line"
+    )
+    _pattern_arguments(sitemaps)
     sitemaps.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
     sitemaps.add_argument("--max-depth", type=int, default=10)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
@@ -134,8 +133,7 @@ def _site_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> None:
     parser.add_argument("--no-pages", action="store_true", help="record the pages without fetching them")
-    parser.add_argument("--include", action="append", default=[], metavar="PAT", help="glob, or re:REGEX")
-    parser.add_argument("--exclude", action="append", default=[], metavar="PAT", help="glob, or re:REGEX")
+    _pattern_arguments(parser)
     parser.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
     parser.add_argument("--max-depth", type=int, default=10)
     parser.add_argument(
@@ -148,12 +146,22 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
         parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
 
 
+def _pattern_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--include", action="append", default=[], metavar="PAT", help="keep only pages matching (glob, or re:REGEX)")
+    add("--exclude", action="append", default=[], metavar="PAT", help="drop pages matching (glob, or re:REGEX)")
+    add("--sitemap-include", action="append", default=[], metavar="PAT", help="follow only child sitemaps matching")
+    add("--sitemap-exclude", action="append", default=[], metavar="PAT", help="do not follow child sitemaps matching")
+
+
 def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None) -> JobRequest:
     fields = {
         "site": args.site,
         "sitemaps": tuple(args.sitemap),
         "include": tuple(args.include),
         "exclude": tuple(args.exclude),
+        "sitemap_include": tuple(args.sitemap_include),
+        "sitemap_exclude": tuple(args.sitemap_exclude),
         "scope": args.scope,
         "max_depth": args.max_depth,
         "fetch_pages": (not getattr(args, "no_pages", False)) if fetch_pages is None else fetch_pages,
@@ -181,13 +189,9 @@ def _validation_message(exc: ValidationError) -> str:
 
 def _policy(args: argparse.Namespace) -> FetchPolicy:
     try:
-        networks = parse_networks(args.allow_network)
+        return policy_for(args.allow_network, args.user_agent)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    policy = FetchPolicy.from_env()
-    if args.user_agent:
-        policy = dataclasses.replace(policy, user_agent=args.user_agent)
-    return dataclasses.replace(policy, allow_networks=policy.allow_networks + networks)
 
 
 # commands ------------------------------------------------------------------------------------------
@@ -213,21 +217,32 @@ def run_crawl(args: argparse.Namespace) -> int:
 
 
 def run_sitemaps(args: argparse.Namespace) -> int:
-    request = _request(args, fetch_pages=False)
-    with (
-        tempfile.TemporaryDirectory(prefix="harvest-sitemaps-") as tmp,
-        LocalHarvest.open(Path(tmp)) as harvest,
-    ):
-        runner = LocalRunner(harvest, policy=_policy(args), concurrency=8)
-        outcome = asyncio.run(runner.crawl(request))
-        job_id = outcome.job.job_id
-        if args.format == "jsonl":
-            for page in harvest.store.pages(job_id):
+    request = _request(args, fetch_pages=False)  # validates the options, naming a bad one
+    discovery = Discovery(
+        request.site,
+        sitemaps=request.sitemaps,
+        include=request.include,
+        exclude=request.exclude,
+        sitemap_include=request.sitemap_include,
+        sitemap_exclude=request.sitemap_exclude,
+        scope=request.scope,
+        max_depth=request.max_depth,
+    )
+    discovery.policy = _policy(args)
+
+    async def stream() -> None:
+        async for page in discovery.pages():
+            if args.format == "jsonl":
                 sys.stdout.write(json.dumps(page_line(page)) + "\n")
-        else:
-            tree = render_tree(request.site, list(harvest.store.sitemaps(job_id)), show_absent=args.show_absent)
-            print(tree)
-    return EXIT_OK if outcome.job.status is JobStatus.COMPLETED else EXIT_FAILED
+
+    asyncio.run(stream())
+    tree = discovery.tree
+    assert tree is not None
+    if args.format == "json":
+        dump_json(tree.to_json(), sys.stdout)
+    elif args.format == "tree":
+        print(tree.render(show_absent=args.show_absent))
+    return EXIT_OK if tree.status is JobStatus.COMPLETED else EXIT_FAILED
 
 
 def run_parse(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from harvester.politeness import HostPacer
 from harvester.ports import DocumentStore, StateStore, TaskQueue
 from harvester.records import BulkProcessingJob, JobRecord, SitemapIngestionResult, SitemapRecord, utcnow
 from harvester.settings import EngineSettings
+from harvester.sitemap_filter import SitemapCallbacks
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Engine:
     fetcher: Fetcher
     settings: EngineSettings = field(default_factory=EngineSettings)
     clock: Callable[[], datetime] = utcnow
+    #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
+    callbacks: SitemapCallbacks | None = None
     robots: RobotsRules = field(init=False)
     pacer: HostPacer = field(default_factory=HostPacer)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)

@@ -44,6 +44,8 @@ class JobRequest(BaseModel):
     sitemaps: tuple[HttpUrl, ...] = ()
     include: tuple[Pattern, ...] = ()
     exclude: tuple[Pattern, ...] = ()
+    sitemap_include: tuple[Pattern, ...] = ()
+    sitemap_exclude: tuple[Pattern, ...] = ()
     max_depth: int = Field(default=MAX_DEPTH, ge=1, le=50)
     fetch_pages: bool = True
     rate_limit_delay: float = Field(default=0.05, gt=0, le=60)

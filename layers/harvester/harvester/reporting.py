@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from harvester.records import SitemapIngestionResult, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.records import SitemapIngestionResult, SitemapURL
 
 CSV_FIELDS = (
     "url",
@@ -74,64 +73,6 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         more = len(result.error_details) + result.errors_omitted - max_errors
         if more > 0:
             lines.append(f"    ... and {more} more (see the records)")
-    return "\n".join(lines)
-
-
-def render_tree(site: str, sitemaps: list[SitemapRecord], *, show_absent: bool = False) -> str:
-    """The sitemap tree under the site node, with counts, then the invalid sitemaps and their reasons."""
-    children: dict[str | None, list[SitemapRecord]] = defaultdict(list)
-    for sitemap in sitemaps:
-        children[sitemap.parent].append(sitemap)
-    absent = [s for s in sitemaps if s.status is SitemapStatus.ABSENT]
-    lines = [f"{site}"]
-
-    def label(s: SitemapRecord) -> str:
-        kind = s.kind or s.status.value
-        parts = [f"{s.url}  [{kind}]"]
-        if s.status is SitemapStatus.COMPLETED:
-            if s.pages_recorded:
-                parts.append(f"{s.pages_recorded} pages")
-            if s.children:
-                parts.append(f"{s.children} sitemaps")
-        else:
-            parts.append(f"{s.status.value}: {s.error_message or ''}".rstrip(": "))
-        if s.truncated:
-            parts.append(f"truncated: {s.truncated}")
-        dropped = sum(s.dropped.values())
-        if dropped:
-            parts.append(f"{dropped} entries dropped ({', '.join(f'{k} {v}' for k, v in sorted(s.dropped.items()))})")
-        return "  ".join(parts)
-
-    def walk(parent: SitemapRecord | None, prefix: str) -> None:
-        shown: list[SitemapRecord | tuple[str, str]] = [
-            c
-            for c in children.get(parent.url if parent else None, [])
-            if show_absent or c.status is not SitemapStatus.ABSENT
-        ]
-        shown += list(parent.invalid_children.items()) if parent else []
-        for i, child in enumerate(shown):
-            last = i == len(shown) - 1
-            branch = "└── " if last else "├── "
-            if isinstance(child, tuple):
-                lines.append(f"{prefix}{branch}{child[0]}  [invalid: {child[1]}]")
-                continue
-            lines.append(f"{prefix}{branch}{label(child)}")
-            walk(child, prefix + ("    " if last else "│   "))
-
-    walk(None, "")
-    if absent and not show_absent:
-        lines.append(f"({len(absent)} well-known locations probed and not found)")
-    invalid = [(s.url, s.error_message) for s in sitemaps if s.status in (SitemapStatus.INVALID, SitemapStatus.FAILED)]
-    invalid += [(url, f"{why} (listed in {s.url})") for s in sitemaps for url, why in s.invalid_children.items()]
-    if invalid:
-        lines.append("")
-        lines.append(f"invalid sitemaps ({len(invalid)}):")
-        for url, reason in invalid:
-            lines.append(f"  {url}: {reason}")
-    pages = sum(s.pages_new for s in sitemaps)
-    read = sum(1 for s in sitemaps if s.status is SitemapStatus.COMPLETED and s.kind != "robots")
-    lines.append("")
-    lines.append(f"{pages} pages in {read} sitemaps")
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from harvester.crawl_state import FetchResult, classify_status, http_error
-from harvester.discovery import known_path_probes, task_for
+from harvester.discovery import known_path_probes, site_node, task_for
 from harvester.fetch import FetchError
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.messages import SitemapOrigin, SitemapTask
@@ -38,6 +38,7 @@ from harvester.records import (
     url_key,
 )
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
+from harvester.sitemap_filter import follow
 from harvester.urls import UrlFilter, in_scope, normalize, refusal
 
 if TYPE_CHECKING:
@@ -131,13 +132,14 @@ class SitemapReading:
         self.lease = lease
         self.request = job.request
         self.filter = UrlFilter.of(self.request.include, self.request.exclude)
+        self.sitemap_patterns = UrlFilter.of(self.request.sitemap_include, self.request.sitemap_exclude)
         self.chain = {normalize(a) for a in record.ancestors} | {record.url}
         self.dropped: dict[str, int] = {}
         self.invalid_children: dict[str, str] = {}
         self.seen_pages: set[str] = set()
         self.seen_children: set[str] = set()
         self.page_batch: list[tuple[int, SitemapURL, PageEntry]] = []
-        self.child_batch: list[SitemapRecord] = []
+        self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
         self.children = 0
         self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
@@ -169,10 +171,16 @@ class SitemapReading:
             if self.may_retry:
                 return Retry(outcome.error_message or f"HTTP {outcome.http_status}")
             outcome.error_message = self._final_reason(outcome.error_message or "", True)
+        # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
+        parents = {a for a in self.record.ancestors if a != site_node(self.request)} | {self.record.url}
+        self._follow(self.found, level=self.record.depth - 1, parents=parents)
         if self.is_robots:
             # robots.txt leads to the well-known paths whatever happened to it (a site may have none).
-            self._add_children(known_path_probes(self.request, self.declared, now=self.engine.clock()))
-            self._flush_children()
+            probes = known_path_probes(self.request, self.declared, now=self.engine.clock())
+            self._follow(probes, level=0, parents=set())
+        outcome.children = self.children
+        outcome.dropped = self.dropped
+        outcome.invalid_children = self.invalid_children
         return outcome
 
     def _final_reason(self, reason: str, transient: bool) -> str:
@@ -204,7 +212,6 @@ class SitemapReading:
                         break
                 self._take(parser.close(complete=response.complete and not parser.finished))
                 self._flush_pages()
-                self._flush_children()
                 document_key = self._store_raw(raw, response.content_type)
         report = parser.report
         status = SitemapStatus.COMPLETED
@@ -217,9 +224,6 @@ class SitemapReading:
             truncated=report.truncated or response.truncated,
             final_url=final_url,
             http_status=response.status_code,
-            children=self.children,
-            dropped=self.dropped,
-            invalid_children=self.invalid_children,
             warnings=dict(report.warnings),
             document_key=document_key,
         )
@@ -322,25 +326,35 @@ class SitemapReading:
             parent=self.record.url,
             discovered_at=self.engine.clock(),
         )
-        self._add_children([child])
+        self.found.append(child)
 
     def _invalid_child(self, url: str, reason: str) -> None:
         self._drop("invalid_sitemap")
         if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
             self.invalid_children[url] = reason
 
-    def _add_children(self, children: list[SitemapRecord]) -> None:
-        self.children += sum(1 for c in children if c.origin is not SitemapOrigin.KNOWN_PATH)
-        self.child_batch.extend(children)
-        if len(self.child_batch) >= self.engine.settings.record_batch:
-            self._flush_children()
-
     # batches --------------------------------------------------------------------------------------
 
-    def _flush_children(self) -> None:
-        if not self.child_batch:
-            return
-        batch, self.child_batch = self.child_batch, []
+    def _follow(self, children: list[SitemapRecord], *, level: int, parents: set[str]) -> None:
+        """Applies the job's sitemap patterns and the callbacks to the children, all of them at once (as
+        USP's list callback wants), then registers the ones followed and sends their tasks."""
+        kept, refused = follow(
+            [c.url for c in children],
+            level=level,
+            parents=parents,
+            patterns=self.sitemap_patterns,
+            callbacks=self.engine.callbacks,
+        )
+        for _ in refused:
+            self._drop("sitemap_filtered")
+        followed = set(kept)
+        chosen = [c for c in children if c.url in followed]
+        self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)
+        step = self.engine.settings.record_batch
+        for start in range(0, len(chosen), step):
+            self._register(chosen[start : start + step])
+
+    def _register(self, batch: list[SitemapRecord]) -> None:
         stored = self.engine.store.add_sitemaps(self.job.job_id, batch)
         mine = {c.url for c in batch}
         # Ours to send: every child still pending that this sitemap registered, now or before a restart

@@ -21,7 +21,7 @@ from harvester.fetch.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from harvester.fetch.policy import DEFAULT_USER_AGENT, FetchPolicy, parse_networks
+from harvester.fetch.policy import DEFAULT_USER_AGENT, FetchPolicy, parse_networks, policy_for
 from harvester.fetch.response import FetchResponse
 from harvester.fetch.robots import RobotsEntry, RobotsRules
 
@@ -49,5 +49,6 @@ __all__ = [
     "embedded_ipv4",
     "parse_networks",
     "parse_retry_after",
+    "policy_for",
     "system_resolver",
 ]

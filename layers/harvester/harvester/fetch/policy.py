@@ -6,6 +6,7 @@ the CLI) and cannot drift between fetches.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -99,6 +100,16 @@ class FetchPolicy:
             values["user_agent"] = user_agent
         values.update(overrides)
         return cls(**values)
+
+
+def policy_for(allow_networks: Iterable[str] = (), user_agent: str | None = None) -> FetchPolicy:
+    """The environment's policy (``HARVEST_*``), plus the networks and the User-Agent a caller asks for:
+    what `harvest` flags and the Python API's options mean."""
+    policy = FetchPolicy.from_env()
+    extra = parse_networks(allow_networks)
+    return dataclasses.replace(
+        policy, allow_networks=policy.allow_networks + extra, user_agent=user_agent or policy.user_agent
+    )
 
 
 def _coerce_networks(values: Iterable[IPNetwork | str]) -> tuple[IPNetwork, ...]:

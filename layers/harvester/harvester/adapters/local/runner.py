@@ -31,6 +31,7 @@ from harvester.fetch import Fetcher, FetchPolicy
 from harvester.messages import JobRequest, PageTask, SitemapTask
 from harvester.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
 from harvester.settings import EngineSettings
+from harvester.sitemap_filter import SitemapCallbacks
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class LocalRunner:
         settings: EngineSettings | None = None,
         concurrency: int = 16,
         on_progress: Callable[[BulkProcessingJob], None] | None = None,
+        callbacks: SitemapCallbacks | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -135,6 +137,7 @@ class LocalRunner:
         self.settings = settings or EngineSettings.from_env()
         self.concurrency = concurrency
         self.on_progress = on_progress
+        self.callbacks = callbacks
         self._busy = 0
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
@@ -146,6 +149,7 @@ class LocalRunner:
             resumed = existing is not None
             async with Fetcher(self.policy, max_connections=max(self.concurrency * 2, 10)) as fetcher:
                 engine = harvest.engine(fetcher, self.settings)
+                engine.callbacks = self.callbacks
                 if resumed:
                     recovered = harvest.queue.recover(job_id)
                     released = harvest.store.release_leases(job_id)

@@ -1,0 +1,59 @@
+"""Which child sitemaps a job follows: the job's sitemap patterns, then USP's callbacks.
+
+The patterns (``sitemap_include`` / ``sitemap_exclude``) travel in the job request, so they hold on AWS
+too. The callbacks have the semantics of ultimate-sitemap-parser's: ``recurse_list_callback(urls,
+recursion_level, parent_urls) -> urls`` sees all the children of one sitemap at once and goes first, then
+``recurse_callback(url, recursion_level, parent_urls) -> bool`` decides each remaining one. The level is
+that of the sitemap listing the children (the site node is 0, robots.txt 1, ...) and ``parent_urls`` are
+its ancestors and itself. Python functions cannot ride in a queue message, so only in-process runs (the
+Python API, `harvest sitemaps`) have callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from harvester.urls import UrlFilter
+
+RecurseCallback = Callable[[str, int, set[str]], bool]
+RecurseListCallback = Callable[[list[str], int, set[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class SitemapCallbacks:
+    recurse_callback: RecurseCallback | None = None
+    recurse_list_callback: RecurseListCallback | None = None
+
+
+def follow(
+    urls: Sequence[str],
+    *,
+    level: int,
+    parents: set[str],
+    patterns: UrlFilter,
+    callbacks: SitemapCallbacks | None,
+) -> tuple[list[str], dict[str, str]]:
+    """The children to follow, in order, and the refused ones with the reason (pattern or callback)."""
+    refused: dict[str, str] = {}
+    kept = []
+    for url in urls:
+        reason = patterns.refusal(url)
+        if reason is None:
+            kept.append(url)
+        else:
+            refused[url] = f"sitemap {reason.replace('_', ' ')} by the job's sitemap patterns"
+    if callbacks is None:
+        return kept, refused
+    if callbacks.recurse_list_callback is not None:
+        chosen = set(callbacks.recurse_list_callback(list(kept), level, set(parents)))
+        refused |= {url: "left out by recurse_list_callback" for url in kept if url not in chosen}
+        kept = [url for url in kept if url in chosen]
+    if callbacks.recurse_callback is not None:
+        refused |= {
+            url: "left out by recurse_callback"
+            for url in kept
+            if not callbacks.recurse_callback(url, level, set(parents))
+        }
+        kept = [url for url in kept if url not in refused]
+    return kept, refused

@@ -1,0 +1,334 @@
+"""The Python API without AWS: a site's sitemap tree, and its pages as a stream.
+
+    from harvester import sitemap_tree_for_homepage, iter_pages
+
+    tree = sitemap_tree_for_homepage("https://example.com/")       # like USP's, but pages are not kept
+    for page in iter_pages("https://example.com/", include=["*/blog/*"]):
+        print(page.url, page.last_modified)
+
+Discovery runs the engine itself — the very code the Lambda functions run — as a discovery-only job
+(``fetch_pages=False``) on a temporary local state, so the tree follows every rule of a real job (robots.txt
+then the known paths, recursion, depth, patterns, one reading per sitemap URL) and USP's
+``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. Pages are handed out as
+each batch of them is recorded, while the other sitemaps are still being read; none is held in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import tempfile
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.fetch import policy_for
+from harvester.messages import JobRequest
+from harvester.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
+
+__all__ = [
+    "Discovery",
+    "SitemapNode",
+    "SitemapTree",
+    "aiter_pages",
+    "iter_pages",
+    "sitemap_tree_for_homepage",
+]
+
+_HANDOVER = 1024  # pages waiting between the discovery thread and a slow `iter_pages` consumer
+
+
+@dataclass
+class SitemapNode:
+    """One sitemap of the tree, how its reading went, and its children (refused ones as ``invalid``)."""
+
+    url: str
+    status: str
+    origin: str | None = None
+    kind: str | None = None
+    error: str | None = None
+    pages: int = 0  # page entries accepted from this sitemap
+    new_pages: int = 0  # of those, the pages no other sitemap of the job had listed first
+    truncated: str | None = None
+    http_status: int | None = None
+    final_url: str | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+    warnings: dict[str, int] = field(default_factory=dict)
+    children: list[SitemapNode] = field(default_factory=list)
+
+    def walk(self) -> Iterator[SitemapNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "url": self.url,
+            "origin": self.origin,
+            "status": self.status,
+            "kind": self.kind,
+            "pages": self.pages,
+            "new_pages": self.new_pages,
+            "children": [c.to_json() for c in self.children],
+        }
+        optional = {
+            "error": self.error,
+            "http_status": self.http_status,
+            "final_url": self.final_url,
+            "truncated": self.truncated,
+            "dropped": self.dropped,
+            "warnings": self.warnings,
+        }
+        out.update({k: v for k, v in optional.items() if v})
+        return out
+
+
+@dataclass
+class SitemapTree:
+    """The site node and everything below it (USP's IndexWebsiteSitemap, without the pages)."""
+
+    site: str
+    children: list[SitemapNode]
+    status: JobStatus = JobStatus.COMPLETED
+
+    @classmethod
+    def of(cls, site: str, records: Iterable[SitemapRecord], status: JobStatus = JobStatus.COMPLETED) -> SitemapTree:
+        by_parent: dict[str | None, list[SitemapRecord]] = defaultdict(list)
+        for record in records:
+            by_parent[record.parent].append(record)
+
+        def node(r: SitemapRecord) -> SitemapNode:
+            children = [node(c) for c in by_parent.get(r.url, [])]
+            children += [SitemapNode(url=u, status="invalid", error=why) for u, why in r.invalid_children.items()]
+            return SitemapNode(
+                url=r.url,
+                status=r.status.value,
+                origin=r.origin.value,
+                kind=r.kind,
+                error=r.error_message,
+                pages=r.pages_recorded,
+                new_pages=r.pages_new,
+                truncated=r.truncated,
+                http_status=r.http_status,
+                final_url=r.final_url,
+                dropped=r.dropped,
+                warnings=r.warnings,
+                children=children,
+            )
+
+        return cls(site=site, children=[node(r) for r in by_parent.get(None, [])], status=status)
+
+    def sitemaps(self) -> Iterator[SitemapNode]:
+        """Every sitemap of the tree, depth first (robots.txt and the probed locations included)."""
+        for child in self.children:
+            yield from child.walk()
+
+    def invalid(self) -> list[SitemapNode]:
+        """The sitemaps that could not be read, or were refused, with their reasons."""
+        return [s for s in self.sitemaps() if s.status in ("invalid", "failed")]
+
+    @property
+    def pages(self) -> int:
+        """The distinct pages the sitemaps listed."""
+        return sum(s.new_pages for s in self.sitemaps())
+
+    def with_parents(self) -> Iterator[tuple[SitemapNode, SitemapNode | None]]:
+        """Every node with the node listing it (None for the site's own children)."""
+        stack: list[tuple[SitemapNode, SitemapNode | None]] = [(c, None) for c in reversed(self.children)]
+        while stack:
+            node, parent = stack.pop()
+            yield node, parent
+            stack.extend((c, node) for c in reversed(node.children))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"url": self.site, "kind": "site", "children": [c.to_json() for c in self.children]}
+
+    def render(self, *, show_absent: bool = False) -> str:
+        """The tree as `harvest sitemaps` prints it, then the invalid sitemaps with their reasons."""
+        lines = [self.site]
+        absent = sum(1 for s in self.sitemaps() if s.status == SitemapStatus.ABSENT)
+
+        def walk(nodes: Sequence[SitemapNode], prefix: str) -> None:
+            shown = [n for n in nodes if show_absent or n.status != SitemapStatus.ABSENT]
+            for i, child in enumerate(shown):
+                last = i == len(shown) - 1
+                lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(child)}")
+                walk(child.children, prefix + ("    " if last else "│   "))
+
+        walk(self.children, "")
+        if absent and not show_absent:
+            lines.append(f"({absent} well-known locations probed and not found)")
+        invalid = [(s, p) for s, p in self.with_parents() if s.status in ("invalid", "failed")]
+        if invalid:
+            lines += ["", f"invalid sitemaps ({len(invalid)}):"]
+            for s, parent in invalid:
+                listed = f" (listed in {parent.url})" if s.origin is None and parent else ""
+                lines.append(f"  {s.url}: {s.error}{listed}")
+        read = sum(1 for s in self.sitemaps() if s.status == SitemapStatus.COMPLETED and s.kind != "robots")
+        lines += ["", f"{self.pages} pages in {read} sitemaps"]
+        return "\n".join(lines)
+
+
+def _label(node: SitemapNode) -> str:
+    if node.origin is None:  # a child refused as a sitemap (USP's InvalidSitemap)
+        return f"{node.url}  [invalid: {node.error}]"
+    parts = [f"{node.url}  [{node.kind or node.status}]"]
+    if node.status == SitemapStatus.COMPLETED:
+        if node.pages:
+            parts.append(f"{node.pages} pages")
+        followed = sum(1 for c in node.children if c.origin not in (None, "known_path"))
+        if followed:
+            parts.append(f"{followed} sitemaps")
+    else:
+        parts.append(f"{node.status}: {node.error or ''}".rstrip(": "))
+    if node.truncated:
+        parts.append(f"truncated: {node.truncated}")
+    dropped = sum(node.dropped.values())
+    if dropped:
+        parts.append(f"{dropped} entries dropped ({', '.join(f'{k} {v}' for k, v in sorted(node.dropped.items()))})")
+    return "  ".join(parts)
+
+
+class _StreamingStore:
+    """The state store, handing every page it records for the first time to ``emit``."""
+
+    def __init__(self, inner: Any, emit: Callable[[list[SitemapURL]], None]) -> None:
+        self._inner = inner
+        self._emit = emit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def record_pages(self, *args: Any, **kwargs: Any) -> list[SitemapURL]:
+        new = self._inner.record_pages(*args, **kwargs)
+        if new:
+            self._emit(new)
+        return new
+
+
+class Discovery:
+    """One discovery run: ``async for page in discovery.pages()`` streams the pages, then ``discovery.tree``.
+
+    ``site`` is the home page (robots.txt and the well-known locations of its origin are looked at), or,
+    with ``sitemaps``, the scope and the parent of the sitemaps to start from. Options are those of a job
+    request; ``allow_networks`` lets fetches reach non-public networks (a local test site).
+    """
+
+    def __init__(
+        self,
+        site: str,
+        *,
+        sitemaps: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        sitemap_include: Sequence[str] = (),
+        sitemap_exclude: Sequence[str] = (),
+        scope: str = "same-host",
+        max_depth: int = 10,
+        recurse_callback: RecurseCallback | None = None,
+        recurse_list_callback: RecurseListCallback | None = None,
+        allow_networks: Sequence[str] = (),
+        user_agent: str | None = None,
+        concurrency: int = 8,
+    ) -> None:
+        try:
+            self.request = JobRequest(
+                site=site,
+                sitemaps=tuple(sitemaps),
+                include=tuple(include),
+                exclude=tuple(exclude),
+                sitemap_include=tuple(sitemap_include),
+                sitemap_exclude=tuple(sitemap_exclude),
+                scope=scope,
+                max_depth=max_depth,
+                fetch_pages=False,
+            )
+        except ValidationError as exc:
+            raise ValueError(f"invalid discovery options: {exc}") from None
+        self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback)
+        self.policy = policy_for(allow_networks, user_agent)
+        self.concurrency = concurrency
+        self.tree: SitemapTree | None = None
+
+    async def pages(self) -> AsyncIterator[SitemapURL]:
+        """The pages, as the sitemaps listing them are read; ``tree`` is set once they are all out."""
+        found: asyncio.Queue[list[SitemapURL] | None] = asyncio.Queue()
+        with tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp, LocalHarvest.open(Path(tmp)) as harvest:
+            harvest.store = _StreamingStore(harvest.store, found.put_nowait)  # type: ignore[assignment]
+            runner = LocalRunner(harvest, policy=self.policy, concurrency=self.concurrency, callbacks=self.callbacks)
+            run = asyncio.ensure_future(runner.crawl(self.request))
+            run.add_done_callback(lambda _: found.put_nowait(None))
+            try:
+                while (batch := await found.get()) is not None:
+                    for page in batch:
+                        yield page
+                outcome = await run
+            finally:
+                if not run.done():
+                    run.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await run
+            records = harvest.store.sitemaps(outcome.job.job_id)
+            self.tree = SitemapTree.of(self.request.site, records, outcome.job.status)
+
+    async def run(self) -> SitemapTree:
+        async for _ in self.pages():
+            pass
+        assert self.tree is not None
+        return self.tree
+
+
+def sitemap_tree_for_homepage(homepage: str, **options: Any) -> SitemapTree:
+    """USP's entry point: the sitemap tree of a site (options: those of :class:`Discovery`)."""
+    return asyncio.run(Discovery(homepage, **options).run())
+
+
+def aiter_pages(site: str, **options: Any) -> AsyncIterator[SitemapURL]:
+    return Discovery(site, **options).pages()
+
+
+def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
+    """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own)."""
+    handover: queue.Queue[SitemapURL | BaseException | None] = queue.Queue(maxsize=_HANDOVER)
+    stop = threading.Event()
+
+    async def produce() -> None:
+        async for page in Discovery(site, **options).pages():
+            while not stop.is_set():
+                try:
+                    handover.put(page, timeout=0.1)  # a slow consumer holds the discovery back
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+
+    def run() -> None:
+        try:
+            asyncio.run(produce())
+        except BaseException as exc:  # handed over to the consumer, whatever it is
+            handover.put(exc)
+            return
+        handover.put(None)
+
+    thread = threading.Thread(target=run, name="harvest-discovery", daemon=True)
+    thread.start()
+    try:
+        while (item := handover.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let the producer see the stop, even if it waits on a full queue
+            with contextlib.suppress(queue.Empty):
+                handover.get_nowait()
+            thread.join(timeout=0.05)

@@ -1,0 +1,197 @@
+"""The Python API without AWS: the sitemap tree, pages as a stream, USP's callbacks, sitemap patterns."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from harvester import Discovery, aiter_pages, iter_pages, sitemap_tree_for_homepage
+from tests.support import LOOPBACK, harvest_json, jsonl
+
+ALLOW = {"allow_networks": [LOOPBACK]}
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def test_the_tree_of_a_site(site_factory):
+    site = site_factory(pages=50, broken=3, sitemaps=3)
+
+    tree = sitemap_tree_for_homepage(f"{site.base_url}/", **ALLOW)
+
+    robots, *probes = tree.children
+    assert robots.url == f"{site.base_url}/robots.txt" and robots.kind == "robots"
+    (index,) = robots.children
+    assert index.kind == "index" and [c.url for c in index.children] == list(site.sitemap_urls[1:])
+    assert [c.pages for c in index.children] == [18, 18, 17] and index.children[-1].kind == "urlset"
+    assert len(probes) == 13 and all(p.status == "absent" and p.origin == "known_path" for p in probes)
+    assert tree.pages == 53 and tree.invalid() == [] and tree.status.value == "completed"
+    assert tree.to_json()["children"][0]["children"][0]["kind"] == "index"
+    assert tree.render().splitlines()[-1] == "53 pages in 4 sitemaps"
+
+
+def test_pages_come_with_what_their_sitemap_says(site_factory):
+    site = site_factory(pages=30, broken=0, sitemaps=2)
+
+    pages = list(iter_pages(f"{site.base_url}/", **ALLOW))
+
+    assert sorted(p.url for p in pages) == sorted(site.page_urls)
+    first = next(p for p in pages if p.url.endswith("/pages/1.html"))
+    assert first.last_modified is not None and first.change_frequency in {"daily", "weekly", "monthly"}
+    assert first.sitemap in site.sitemap_urls and first.extensions["images"][0]["loc"].endswith("/img/0.jpg")
+
+
+class SlowSite:
+    """robots.txt lists a quick sitemap and a slow one; the slow one answers after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.base = ""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                pages = {"/quick.xml": ["q1", "q2"], "/slow.xml": ["s1"]}
+                if self.path == "/robots.txt":
+                    body = f"Sitemap: {site.base}/quick.xml\nSitemap: {site.base}/slow.xml\n"
+                elif self.path in pages:
+                    if self.path == "/slow.xml":
+                        time.sleep(site.delay)
+                    locs = "".join(f"<url><loc>{site.base}/{p}</loc></url>" for p in pages[self.path])
+                    body = f"<urlset {NS}>{locs}</urlset>"
+                else:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+@pytest.fixture
+def slow_site() -> Iterator[SlowSite]:
+    site = SlowSite(delay=2.0)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), site.handler())
+    server.daemon_threads = True
+    site.base = f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield site
+    server.shutdown()
+    server.server_close()
+
+
+def test_pages_stream_while_other_sitemaps_are_still_being_read(slow_site):
+    start = time.monotonic()
+    arrivals = []
+    for page in iter_pages(f"{slow_site.base}/", **ALLOW):
+        arrivals.append((page.url.rsplit("/", 1)[1], time.monotonic() - start))
+    names = [name for name, _ in arrivals]
+    assert sorted(names) == ["q1", "q2", "s1"]
+    quick = max(t for name, t in arrivals if name.startswith("q"))
+    slow = next(t for name, t in arrivals if name == "s1")
+    assert quick < 1.5 <= slow  # the quick sitemap's pages were out before the slow one had answered
+
+
+def test_leaving_the_stream_early_stops_the_discovery(slow_site):
+    before = threading.active_count()
+    start = time.monotonic()
+    for page in iter_pages(f"{slow_site.base}/", **ALLOW):
+        assert page.url.rsplit("/", 1)[1] in {"q1", "q2"}
+        break
+    assert time.monotonic() - start < 5
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if t.name == "harvest-discovery"]
+
+
+def test_the_async_stream_and_the_tree_afterwards(site_factory):
+    site = site_factory(pages=12, broken=0, sitemaps=2)
+
+    async def collect() -> tuple[list[str], int, list[str]]:
+        discovery = Discovery(f"{site.base_url}/", **ALLOW)
+        urls = [page.url async for page in discovery.pages()]
+        assert discovery.tree is not None
+        again = [page.url async for page in aiter_pages(f"{site.base_url}/", **ALLOW)]
+        return urls, discovery.tree.pages, again
+
+    urls, counted, again = asyncio.run(collect())
+    assert sorted(urls) == sorted(site.page_urls) == sorted(again) and counted == 12
+
+
+def news_site(root, base):
+    (root / "robots.txt").write_text(f"Sitemap: {base}/index.xml\n")
+    children = ["pages.xml", "news_1.xml", "news_2.xml"]
+    (root / "index.xml").write_text(
+        f"<sitemapindex {NS}>"
+        + "".join(f"<sitemap><loc>{base}/{c}</loc></sitemap>" for c in children)
+        + "</sitemapindex>"
+    )
+    for name, pages in (("pages.xml", ["a", "b"]), ("news_1.xml", ["news/1"]), ("news_2.xml", ["news/2"])):
+        locs = "".join(f"<url><loc>{base}/{p}</loc></url>" for p in pages)
+        (root / name).write_text(f"<urlset {NS}>{locs}</urlset>")
+
+
+def test_usp_callbacks_choose_the_sitemaps_to_follow(served_dir, tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    news_site(root, base)
+    calls = []
+
+    def list_callback(urls, level, parents):
+        calls.append(("list", list(urls), level, set(parents)))
+        return [u for u in urls if not u.endswith("news_2.xml")]
+
+    def callback(url, level, parents):
+        calls.append(("one", url, level, set(parents)))
+        return not url.endswith("news_1.xml")
+
+    pages = list(iter_pages(f"{base}/", recurse_callback=callback, recurse_list_callback=list_callback, **ALLOW))
+
+    assert sorted(p.url for p in pages) == [f"{base}/a", f"{base}/b"]
+    # robots.txt's children: level 0, robots.txt as the parent; the index's children: level 1, both parents.
+    robots, index = f"{base}/robots.txt", f"{base}/index.xml"
+    assert ("list", [index], 0, {robots}) in calls
+    assert ("list", [f"{base}/{c}" for c in ("pages.xml", "news_1.xml", "news_2.xml")], 1, {robots, index}) in calls
+    # The list callback goes first: news_2.xml, left out by it, never reaches the per-URL callback.
+    assert ("one", f"{base}/news_1.xml", 1, {robots, index}) in calls
+    assert not [c for c in calls if c[0] == "one" and c[1].endswith("news_2.xml")]
+    # The well-known locations are children of the site: level 0, no parent.
+    assert ("one", f"{base}/sitemap.xml", 0, set()) in calls
+
+
+def test_sitemap_patterns_from_the_command_line(served_dir, tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    news_site(root, base)
+
+    result = harvest_json(
+        "crawl", f"{base}/", "--state-dir", str(tmp_path / "s"), "--allow-network", LOOPBACK, "--quiet",
+        "--no-pages", "--sitemap-exclude", "*/news_*",
+    )  # fmt: skip
+
+    assert sorted(r["url"] for r in jsonl(Path(result["processed_urls"]))) == [f"{base}/a", f"{base}/b"]
+
+
+def test_bad_options_name_the_input():
+    with pytest.raises(ValueError, match=re.escape("ftp://example.com/")):
+        Discovery("ftp://example.com/")
+    with pytest.raises(ValueError, match=re.escape("300.0.0.0/8")):
+        Discovery("https://example.com/", allow_networks=["300.0.0.0/8"])
