@@ -36,8 +36,11 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
-## bench: the performance scripts of bench/ (figures and ratios against named baselines)
+## bench: the performance scripts of bench/ (figures and ratios against named baselines); installs the
+## `bench` extra (the parsers bench/parser.py compares against) the first time and whenever pyproject.toml changes
 bench: $(STAMP)
+	@test $(VENV)/.installed-bench -nt pyproject.toml || \
+		{ $(BIN)/python -m pip install --quiet -e '.[bench]' && touch $(VENV)/.installed-bench; }
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from harvester.crawl_state import FetchResult, classify_status, http_error, transition
-from harvester.fetch import FetchError, FetchResponse
+from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.messages import PageTask
 from harvester.ports import Lease, PageOutcome, PageRetry
 from harvester.records import CrawlState, JobRecord, SitemapURL, UrlStatus
@@ -110,7 +110,9 @@ async def _settle(engine: Engine, job: JobRecord, record: SitemapURL) -> PageOut
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
                 return _retry_or_fail(engine, record, f"robots.txt unreachable ({robots.status})")
             return _failed(engine, record, "forbidden by robots.txt", crawl_state=CrawlState.GONE)
-        await engine.pacer.wait(record.url, job.request.rate_limit_delay)
+        # The job's rate_limit_delay, or the site's Crawl-delay when it asks for more (bounded).
+        crawl_delay = min(await engine.robots.crawl_delay(record.url) or 0.0, settings.crawl_delay_max)
+        await engine.pacer.wait(record.url, max(job.request.rate_limit_delay, crawl_delay))
         headers = {}
         if record.etag:
             headers["If-None-Match"] = record.etag
@@ -120,8 +122,8 @@ async def _settle(engine: Engine, job: JobRecord, record: SitemapURL) -> PageOut
             return await _settle_response(engine, job, record, response)
     except FetchError as exc:
         if exc.retryable:
-            return _retry_or_fail(engine, record, exc.reason)
-        return _failed(engine, record, exc.reason, crawl_state=CrawlState.GONE)
+            return _retry_or_fail(engine, record, exc.explain(record.url))
+        return _failed(engine, record, exc.explain(record.url), crawl_state=CrawlState.GONE)
 
 
 async def _settle_response(
@@ -138,7 +140,10 @@ async def _settle_response(
     }
     outcome = classify_status(response.status_code)
     if outcome is FetchResult.RETRY:
-        return _retry_or_fail(engine, record.model_copy(update=fetched), http_error(response.status_code))
+        if is_transient(response.status_code):
+            return _retry_or_fail(engine, record.model_copy(update=fetched), http_error(response.status_code))
+        # A 403: final for this job, while the crawl state keeps Nutch's retry for the crawls to come.
+        return _failed(engine, record.model_copy(update=fetched), http_error(response.status_code), result=outcome)
     if outcome is FetchResult.NOTMODIFIED:
         update = transition(outcome, now=now, retries=record.retries, changefreq=record.change_frequency)
         return _completed(record, fetched, update.state, update.next_fetch_time, now)
@@ -203,15 +208,30 @@ def _completed(
     )
 
 
-def _failed(engine: Engine, record: SitemapURL, reason: str, *, crawl_state: CrawlState | None = None) -> PageOutcome:
+def _failed(
+    engine: Engine,
+    record: SitemapURL,
+    reason: str,
+    *,
+    crawl_state: CrawlState | None = None,
+    result: FetchResult = FetchResult.GONE,
+) -> PageOutcome:
     now = engine.clock()
-    update = transition(FetchResult.GONE, now=now, retries=record.retries, changefreq=record.change_frequency)
+    update = transition(
+        result,
+        now=now,
+        retries=record.retries,
+        changefreq=record.change_frequency,
+        retry_max=engine.settings.retry_max,
+        retry_backoff=timedelta(seconds=engine.settings.retry_backoff_seconds),
+    )
     return PageOutcome(
         record.model_copy(
             update={
                 "status": UrlStatus.FAILED,
                 "error_message": reason,
                 "crawl_state": crawl_state or update.state,
+                "retries": update.retries,
                 "next_fetch_time": update.next_fetch_time,
                 "finished_at": now,
             }
@@ -233,6 +253,4 @@ def _retry_or_fail(engine: Engine, record: SitemapURL, reason: str) -> PageOutco
     if update.state is CrawlState.UNFETCHED:
         not_before = min(update.next_fetch_time, now + timedelta(seconds=settings.retry_backoff_max_seconds))
         return PageRetry(url=record.url, retries=update.retries, error_message=reason, not_before=not_before)
-    failed = _failed(engine, record, f"{reason} (gave up after {update.retries} attempts)")
-    failed.record = failed.record.model_copy(update={"retries": update.retries})
-    return failed
+    return _failed(engine, record, f"{reason} (gave up after {update.retries} attempts)", result=FetchResult.RETRY)

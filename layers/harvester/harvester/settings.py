@@ -23,6 +23,8 @@ class EngineSettings:
     retry_backoff_seconds: float = 30.0
     retry_backoff_max_seconds: float = 900.0  # SQS DelaySeconds cannot exceed 900
     page_max_bytes: int = PAGE_MAX_BYTES
+    #: The most of a robots.txt ``Crawl-delay`` honoured: ten pages of one host fit one page invocation.
+    crawl_delay_max: float = 10.0
     #: Pages registered per atomic write (a DynamoDB transaction holds 100 items: pages + sitemap + counter).
     record_batch: int = 98
     #: A job without progress for this long is resumed by the scheduler.

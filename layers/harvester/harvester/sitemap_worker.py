@@ -23,9 +23,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harvester.crawl_state import FetchResult, classify_status, http_error
+from harvester.crawl_state import http_error
 from harvester.discovery import known_path_probes, site_node, task_for
-from harvester.fetch import FetchError
+from harvester.fetch import FetchError, is_transient
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.messages import SitemapOrigin, SitemapTask
 from harvester.ports import Lease, LeaseLost, SitemapOutcome
@@ -162,11 +162,12 @@ class SitemapReading:
         try:
             outcome = await self._read()
         except FetchError as exc:
+            reason = exc.explain(self.record.url)
             if exc.retryable and self.may_retry:
-                return Retry(exc.reason)
+                return Retry(reason)
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
-            outcome = SitemapOutcome(status=status, error_message=self._final_reason(exc.reason, exc.retryable))
-        transient = outcome.http_status is not None and classify_status(outcome.http_status) is FetchResult.RETRY
+            outcome = SitemapOutcome(status=status, error_message=self._final_reason(reason, exc.retryable))
+        transient = outcome.http_status is not None and is_transient(outcome.http_status)
         if transient and outcome.status is SitemapStatus.FAILED:
             if self.may_retry:
                 return Retry(outcome.error_message or f"HTTP {outcome.http_status}")
@@ -203,13 +204,22 @@ class SitemapReading:
             if redirected is not None:
                 redirected.http_status = response.status_code
                 return redirected
-            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+            broken: str | None = None
             with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
-                async for chunk in response.iter_bytes():
-                    raw.write(chunk)
-                    self._take(parser.feed(chunk))
-                    if parser.finished:
-                        break
+                try:
+                    async for chunk in response.iter_bytes():
+                        raw.write(chunk)
+                        self._take(parser.feed(chunk))
+                        if parser.finished:
+                            break
+                except FetchError as exc:
+                    # The body broke off: what arrived whole is recorded either way (a retry resumes after
+                    # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+                    self._flush_pages()
+                    if exc.retryable and self.may_retry:
+                        raise
+                    broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
                 self._take(parser.close(complete=response.complete and not parser.finished))
                 self._flush_pages()
                 document_key = self._store_raw(raw, response.content_type)
@@ -217,11 +227,15 @@ class SitemapReading:
         status = SitemapStatus.COMPLETED
         if report.error:
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.INVALID
+        # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
+        truncated = broken or response.truncated or report.truncated
+        if broken and report.error:
+            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
         return SitemapOutcome(
             status=status,
             kind=report.kind.value if report.kind else None,
-            error_message=report.error,
-            truncated=report.truncated or response.truncated,
+            error_message=broken if broken and report.error else report.error,
+            truncated=truncated,
             final_url=final_url,
             http_status=response.status_code,
             warnings=dict(report.warnings),

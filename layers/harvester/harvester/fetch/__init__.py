@@ -21,7 +21,7 @@ from harvester.fetch.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from harvester.fetch.policy import DEFAULT_USER_AGENT, FetchPolicy, parse_networks, policy_for
+from harvester.fetch.policy import DEFAULT_USER_AGENT, FetchPolicy, is_transient, parse_networks, policy_for
 from harvester.fetch.response import FetchResponse
 from harvester.fetch.robots import RobotsEntry, RobotsRules
 
@@ -47,6 +47,7 @@ __all__ = [
     "UnsupportedScheme",
     "check_url",
     "embedded_ipv4",
+    "is_transient",
     "parse_networks",
     "parse_retry_after",
     "policy_for",

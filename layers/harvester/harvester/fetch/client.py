@@ -32,13 +32,11 @@ from harvester.fetch.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from harvester.fetch.policy import FetchPolicy
+from harvester.fetch.policy import FetchPolicy, is_transient
 from harvester.fetch.response import ACCEPT_ENCODING, FetchResponse, describe_transport_error
 from harvester.urls import origin_of, refusal
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-#: 4xx other than these are final; 5xx are all retried.
-RETRY_STATUSES = frozenset({408, 429})
 #: Headers that must not follow a redirect to another origin.
 _CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 #: A redirect or retried response body up to this size is read off so its connection can be reused.
@@ -124,7 +122,7 @@ class Fetcher:
                 attempt += 1
                 continue
             status = response.status_code
-            if attempt < self.policy.retries and (status in RETRY_STATUSES or 500 <= status <= 599):
+            if attempt < self.policy.retries and is_transient(status):
                 delay = self._retry_delay(response, attempt)
                 if delay is not None and time.monotonic() + delay < deadline:
                     await _discard(response)

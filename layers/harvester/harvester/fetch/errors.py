@@ -32,6 +32,12 @@ class FetchError(Exception):
         self.retryable = self.retryable_by_default if retryable is None else retryable
         self.redirects = redirects
 
+    def explain(self, requested: str) -> str:
+        """The reason for a report about ``requested``: naming the redirect hop it failed at, if another."""
+        if not self.redirects or self.url == requested:
+            return self.reason
+        return f"{self.reason} (at {self.url}, reached by redirect)"
+
 
 class BlockedAddress(FetchError):
     """Refused by the address policy (the SSRF guard). ``address`` is the first refused IP, if any."""

@@ -27,6 +27,15 @@ ENV_USER_AGENT = "HARVEST_USER_AGENT"
 _SEPARATORS = re.compile(r"[\s,]+")
 
 
+def is_transient(status_code: int) -> bool:
+    """Whether trying again soon could change the answer: 408, 429 and every 5xx.
+
+    Any other 4xx is final for the job (fetching-and-safety.md), 403 included; the crawl-state machine
+    still gives a 403 Nutch's ``retry`` so that a later crawl asks again.
+    """
+    return status_code in (408, 429) or 500 <= status_code <= 599
+
+
 def parse_networks(values: Iterable[str]) -> tuple[IPNetwork, ...]:
     """CIDRs (or bare addresses) to networks; each value may itself hold several, comma or space separated.
 

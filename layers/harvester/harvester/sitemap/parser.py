@@ -69,8 +69,18 @@ class SitemapParser:
     by a limit, a syntax error or the download) and every entry completed before the problem is kept.
     """
 
-    def __init__(self, url: str, *, max_entries: int = SITEMAP_MAX_ENTRIES, max_bytes: int = SITEMAP_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_entries: int = SITEMAP_MAX_ENTRIES,
+        max_bytes: int = SITEMAP_MAX_BYTES,
+        robots: bool | None = None,
+    ) -> None:
         self.url = url
+        #: Whether a non-XML body is a robots.txt. The caller may know better than the URL's path: a
+        #: robots.txt redirected to ``/seo/robots`` still declares its sitemaps.
+        self.robots = is_robots_url(url) if robots is None else robots
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.report = ParseReport()
@@ -178,7 +188,7 @@ class SitemapParser:
         form: _FormatParser
         if verdict.is_xml:
             form = self._xml = XmlParser(self._sink, self.report, verdict.encoding)
-        elif is_robots_url(self.url):
+        elif self.robots:
             self.report.kind = SitemapKind.ROBOTS
             form = RobotsParser(self.url, self._sink, self.report, verdict.encoding)
         else:

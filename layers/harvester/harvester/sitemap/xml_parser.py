@@ -100,7 +100,7 @@ _FIELD_CODES = {name: code for code, name in enumerate(_FIELD_KEYS) if code >= _
 class _Grammar:
     """The element names one kind of document is read with."""
 
-    __slots__ = ("bare_text", "fields", "link", "records", "subs")
+    __slots__ = ("fields", "link", "records", "subs")
 
     def __init__(
         self,
@@ -109,14 +109,11 @@ class _Grammar:
         *,
         subs: dict[str, int] | None = None,
         link: bool = False,
-        bare_text: bool = False,
     ) -> None:
         self.records = frozenset(records)
         self.fields = {name: _FIELD_CODES[name] for name in fields}
         self.subs = subs or {}
         self.link = link
-        #: The entry's own text outside its fields is read (an index <sitemap> holding its bare URL).
-        self.bare_text = bare_text
 
 
 _GRAMMARS = {
@@ -127,7 +124,7 @@ _GRAMMARS = {
         link=True,
     ),
     # crawler-commons' leniency: a <sitemap> holding its URL as bare text, without <loc>.
-    SitemapKind.INDEX: _Grammar(("sitemap",), _INDEX_FIELDS, bare_text=True),
+    SitemapKind.INDEX: _Grammar(("sitemap",), _INDEX_FIELDS),
     # RSS 2.0 <item> and RSS 1.0 <item rdf:about>; <dc:date> is "date" once the prefix is gone.
     SitemapKind.RSS: _Grammar(("item",), _RSS_FIELDS),
     SitemapKind.ATOM: _Grammar(
@@ -331,7 +328,6 @@ def _handlers(
     table: dict[str, int] = {}
     keys = _FIELD_KEYS
     records, subs, fields, link = grammar.records, grammar.subs, grammar.fields, grammar.link
-    bare_text = grammar.bare_text
     urlset = kind is SitemapKind.URLSET
     rss = kind is SitemapKind.RSS
     build = _BUILDERS.get(kind, builders.child)  # (a urlset builds its pages inline, below)
@@ -339,7 +335,6 @@ def _handlers(
     room = sink.max_entries - sink.count
     chars: list[str] = []
     collect = chars.append
-    record_chars = collect if bare_text else None  # the character data handler inside an entry, outside fields
 
     depth = 0  # nesting of the root's own name, so that only the real end of the root ends the document
     record: Fields | None = None  # the fields of the entry being read
@@ -378,8 +373,6 @@ def _handlers(
             if target is not None:
                 field = code
                 mark = len(chars)
-                if not bare_text:
-                    parser.CharacterDataHandler = collect
         elif code == _LINK:
             if record is not None and target is record:
                 if urlset:
@@ -397,10 +390,8 @@ def _handlers(
                 images = videos = alternates = ()
                 stack.clear()
                 chars.clear()
-                parser.CharacterDataHandler = record_chars
             record = target = {}
-            if bare_text:
-                parser.CharacterDataHandler = collect
+            parser.CharacterDataHandler = collect
             if rss:
                 about = attrs.get("rdf:about")  # RSS 1.0 items name their page in an attribute
                 if about:
@@ -419,8 +410,6 @@ def _handlers(
             code = learn(name)
         if code == field:
             field = _NO_FIELD
-            if not bare_text:
-                parser.CharacterDataHandler = None
             if len(chars) == mark + 1:  # the usual case: expat delivered the text in one piece
                 text = chars.pop()
             else:
@@ -442,13 +431,12 @@ def _handlers(
             else:
                 entry = build(record, chars, report)
             record = target = news = None
-            if bare_text or field != _NO_FIELD:
-                parser.CharacterDataHandler = None
             field = _NO_FIELD
             images = videos = alternates = ()
             if stack:
                 stack.clear()
             chars.clear()
+            parser.CharacterDataHandler = None
             if entry is not None:
                 if room <= 0:
                     raise EntryLimitReached(f"more than {sink.max_entries} entries")

@@ -1,0 +1,233 @@
+"""A route-table HTTP server for the corpus: each path answers exactly what a nasty site would send.
+
+pytest-httpserver (werkzeug) cannot promise a ``Content-Length`` and then hang up halfway, which is how a
+cut download looks on the wire, so this is a small ``ThreadingHTTPServer`` instead. A route says the
+status, the headers and the body (bytes, an iterable of chunks sent with chunked encoding, or a callable
+of the request), optionally a redirect, a delay, or "announce the whole body but close after N bytes".
+A path can also hold a list of routes, answered in turn (the last one repeats): a page that fails twice
+and then recovers.
+
+Every request is logged (path, time, headers), so tests can assert what was *not* fetched: a refused
+address never sees a request, a sitemap is read once, retries are bounded.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+XML = "application/xml"
+HTML = "text/html; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One request the server received."""
+
+    path: str
+    at: float  # time.monotonic() when it arrived
+    headers: Mapping[str, str]
+
+
+Body = bytes | str | Iterable[bytes] | Callable[[Hit], bytes | Iterable[bytes]]
+
+
+@dataclass
+class Route:
+    """What one path answers.
+
+    ``body`` may be bytes (or text, sent as UTF-8), an iterable of byte chunks (streamed with chunked
+    transfer encoding, so a huge body never sits in memory), or a callable of the :class:`Hit` that
+    returns either (a generator is used up by one request: wrap it in a callable to serve it again).
+    ``location`` makes it a redirect (status 302 unless another 3xx is given). ``cut_after`` announces
+    the full ``Content-Length`` but closes the connection after that many body bytes: a cut download.
+    """
+
+    body: Body = b""
+    status: int = 200
+    content_type: str | None = XML
+    headers: Mapping[str, str] = field(default_factory=dict)
+    location: str | None = None
+    cut_after: int | None = None
+    delay: float = 0.0
+
+
+def redirect(location: str, status: int = 302) -> Route:
+    return Route(status=status, location=location, content_type=None)
+
+
+def not_found() -> Route:
+    return Route(b"<html><body>Not found</body></html>", status=404, content_type=HTML)
+
+
+class RouteServer:
+    """A threaded HTTP/1.1 server answering from a route table; ``base`` is ``http://host:port``."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.routes: dict[str, Route | list[Route]] = {}
+        self.prefixes: dict[str, Route] = {}
+        self.hits: list[Hit] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = _QuietServer((host, 0), _handler_for(self))
+        self.host = host
+        self.port = self._httpd.server_address[1]
+        self.base = f"http://{host}:{self.port}"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"corpus-{self.base}", daemon=True)
+
+    # the route table -------------------------------------------------------------------------------
+
+    def add(self, path: str, route: Route | list[Route]) -> str:
+        """Serves ``route`` at ``path`` and returns its absolute URL."""
+        self.routes[path] = route
+        return self.url(path)
+
+    def add_prefix(self, prefix: str, route: Route) -> None:
+        """Serves ``route`` at every path under ``prefix`` that has no route of its own."""
+        self.prefixes[prefix] = route
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def update(self, routes: Mapping[str, Route | list[Route]]) -> None:
+        self.routes.update(routes)
+
+    # what happened ---------------------------------------------------------------------------------
+
+    def hits_of(self, path: str) -> list[Hit]:
+        return [h for h in self.hits if h.path == path]
+
+    def count(self, path: str) -> int:
+        return len(self.hits_of(path))
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self.hits.clear()
+            self.max_in_flight = 0
+
+    # lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> RouteServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # serving ---------------------------------------------------------------------------------------
+
+    def _route_for(self, path: str) -> Route:
+        route = self.routes.get(path)
+        if route is None:
+            route = self.routes.get(path.partition("?")[0])
+        if route is None:
+            route = next((r for prefix, r in self.prefixes.items() if path.startswith(prefix)), None)
+        if route is None:
+            return not_found()
+        if isinstance(route, list):
+            earlier = sum(1 for h in self.hits if h.path == path) - 1  # this hit is logged already
+            return route[min(earlier, len(route) - 1)]
+        return route
+
+    def _enter(self, hit: Hit) -> None:
+        with self._lock:
+            self.hits.append(hit)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (a crawler stopping a download at a limit) are normal here, not errors."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            hit = Hit(path=self.path, at=time.monotonic(), headers=dict(self.headers.items()))
+            server._enter(hit)
+            try:
+                self._answer(server._route_for(self.path), hit)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            finally:
+                server._leave()
+
+        def _answer(self, route: Route, hit: Hit) -> None:
+            if route.delay:
+                time.sleep(route.delay)
+            status = route.status
+            if route.location is not None and not 300 <= status < 400:
+                status = 302
+            self.send_response(status)
+            if route.location is not None:
+                self.send_header("Location", route.location)
+            if route.content_type:
+                self.send_header("Content-Type", route.content_type)
+            for name, value in route.headers.items():
+                self.send_header(name, value)
+            body = route.body(hit) if callable(route.body) else route.body
+            if isinstance(body, str):
+                body = body.encode()
+            if isinstance(body, bytes | bytearray):
+                self._send_whole(bytes(body), route.cut_after)
+            else:
+                self._send_chunked(body)
+
+        def _send_whole(self, body: bytes, cut_after: int | None) -> None:
+            self.send_header("Content-Length", str(len(body)))
+            if cut_after is not None:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if cut_after is None:
+                self.wfile.write(body)
+                return
+            self.wfile.write(body[:cut_after])
+            self.wfile.flush()
+            self.close_connection = True
+            # Hang up hard, mid-body: the client has been promised len(body) bytes.
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _send_chunked(self, chunks: Iterable[bytes]) -> None:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in chunks:
+                if chunk:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+
+    return Handler
+
+
+@contextmanager
+def serving(host: str = "127.0.0.1") -> Iterator[RouteServer]:
+    """A started :class:`RouteServer` on ``host`` (port chosen by the OS), stopped afterwards."""
+    server = RouteServer(host).start()
+    try:
+        yield server
+    finally:
+        server.stop()
