@@ -49,6 +49,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 PARSERS = ("harvester", "usp", "scrapy", "expat", "expat-naive")
 CHUNK = 64 * 1024
@@ -166,6 +167,14 @@ def run_scrapy(path: Path) -> tuple[int, str]:
     return found, f"url chars {url_chars}, alternates {alternates}"
 
 
+def _expat_over(parser: Any, path: Path) -> None:
+    """The file through ``parser`` in the same 64 KiB chunks the Harvester parser is fed."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            parser.Parse(chunk, False)
+    parser.Parse(b"", True)
+
+
 def run_expat(path: Path) -> tuple[int, str]:
     from xml.parsers import expat
 
@@ -187,10 +196,7 @@ def run_expat(path: Path) -> tuple[int, str]:
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            parser.Parse(chunk, False)
-    parser.Parse(b"", True)
+    _expat_over(parser, path)
     return len(locs), f"url chars {sum(map(len, locs))}"
 
 
@@ -221,10 +227,7 @@ def run_expat_naive(path: Path) -> tuple[int, str]:
     parser.StartElementHandler = start
     parser.EndElementHandler = end
     parser.CharacterDataHandler = data
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            parser.Parse(chunk, False)
-    parser.Parse(b"", True)
+    _expat_over(parser, path)
     return len(locs), f"url chars {sum(map(len, locs))}"
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from harvester.crawl_state import FetchResult, classify_status, http_error, transition
+from harvester.crawl_state import CrawlUpdate, FetchResult, classify_status, http_error, transition
 from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.messages import PageTask
 from harvester.ports import Lease, PageOutcome, PageRetry
@@ -217,14 +217,7 @@ def _failed(
     result: FetchResult = FetchResult.GONE,
 ) -> PageOutcome:
     now = engine.clock()
-    update = transition(
-        result,
-        now=now,
-        retries=record.retries,
-        changefreq=record.change_frequency,
-        retry_max=engine.settings.retry_max,
-        retry_backoff=timedelta(seconds=engine.settings.retry_backoff_seconds),
-    )
+    update = _next_state(engine, record, result, now)
     return PageOutcome(
         record.model_copy(
             update={
@@ -240,17 +233,22 @@ def _failed(
 
 
 def _retry_or_fail(engine: Engine, record: SitemapURL, reason: str) -> PageOutcome | PageRetry:
-    settings = engine.settings
     now = engine.clock()
-    update = transition(
-        FetchResult.RETRY,
+    update = _next_state(engine, record, FetchResult.RETRY, now)
+    if update.state is CrawlState.UNFETCHED:
+        delay_max = timedelta(seconds=engine.settings.retry_backoff_max_seconds)
+        not_before = min(update.next_fetch_time, now + delay_max)
+        return PageRetry(url=record.url, retries=update.retries, error_message=reason, not_before=not_before)
+    return _failed(engine, record, f"{reason} (gave up after {update.retries} attempts)", result=FetchResult.RETRY)
+
+
+def _next_state(engine: Engine, record: SitemapURL, result: FetchResult, now: datetime) -> CrawlUpdate:
+    """The crawl-state transition of a failed fetch, with the engine's retry bounds."""
+    return transition(
+        result,
         now=now,
         retries=record.retries,
         changefreq=record.change_frequency,
-        retry_max=settings.retry_max,
-        retry_backoff=timedelta(seconds=settings.retry_backoff_seconds),
+        retry_max=engine.settings.retry_max,
+        retry_backoff=timedelta(seconds=engine.settings.retry_backoff_seconds),
     )
-    if update.state is CrawlState.UNFETCHED:
-        not_before = min(update.next_fetch_time, now + timedelta(seconds=settings.retry_backoff_max_seconds))
-        return PageRetry(url=record.url, retries=update.retries, error_message=reason, not_before=not_before)
-    return _failed(engine, record, f"{reason} (gave up after {update.retries} attempts)", result=FetchResult.RETRY)

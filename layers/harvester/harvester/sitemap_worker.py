@@ -224,18 +224,20 @@ class SitemapReading:
                 self._flush_pages()
                 document_key = self._store_raw(raw, response.content_type)
         report = parser.report
-        status = SitemapStatus.COMPLETED
-        if report.error:
-            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.INVALID
-        # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
-        truncated = broken or response.truncated or report.truncated
-        if broken and report.error:
-            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
+        status, error = SitemapStatus.COMPLETED, report.error
+        if error:
+            if broken:  # it broke off before it showed a sitemap: a failed download, not an invalid sitemap
+                error, status = broken, SitemapStatus.FAILED
+            else:
+                status = SitemapStatus.INVALID
+            if self.is_probe:
+                status = SitemapStatus.ABSENT
         return SitemapOutcome(
             status=status,
             kind=report.kind.value if report.kind else None,
-            error_message=broken if broken and report.error else report.error,
-            truncated=truncated,
+            error_message=error,
+            # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
+            truncated=broken or response.truncated or report.truncated,
             final_url=final_url,
             http_status=response.status_code,
             warnings=dict(report.warnings),
