@@ -93,41 +93,55 @@ def page(
     alternates: tuple[Alternate, ...],
     report: ParseReport,
 ) -> PageEntry | None:
-    """A ``<url>``; None (and a warning) without a ``<loc>``."""
+    """A ``<url>`` from the fields expat collected; None (and a warning) without a ``<loc>``."""
     get = record.get
-    url = get("loc")
+    return page_values(
+        get("loc"), get("lastmod"), get("changefreq"), get("priority"), images, videos, news, alternates, report
+    )
+
+
+def page_values(
+    url: str | None,
+    lastmod: str | None,
+    changefreq: str | None,
+    priority: str | None,
+    images: tuple[Image, ...],
+    videos: tuple[Video, ...],
+    news: NewsStory | None,
+    alternates: tuple[Alternate, ...],
+    report: ParseReport,
+) -> PageEntry | None:
+    """A ``<url>`` from its fields' texts (None: the element was absent or empty), however they were read:
+    expat's callbacks and the plain-block reader build their pages here, so they cannot disagree."""
     if url:
         url = url.strip(STRIP_CHARS)
     if not url:
         report.warn("missing_loc")
         return None
-    lastmod = get("lastmod")
+    date: datetime | None = None
     if lastmod is not None:
         try:
-            lastmod = _fromisoformat(lastmod)
+            date = _fromisoformat(lastmod)
         except ValueError:
-            lastmod = parse_datetime(lastmod)
-            if lastmod is None:
+            date = parse_datetime(lastmod)
+            if date is None:
                 report.warn("invalid_lastmod")
         else:
-            if lastmod.tzinfo is None:
-                lastmod = lastmod.replace(tzinfo=UTC)
-    changefreq = get("changefreq")
+            if date.tzinfo is None:
+                date = date.replace(tzinfo=UTC)
     if changefreq is not None:
         changefreq = _CHANGEFREQ.get(changefreq) or parse_changefreq(changefreq)
         if changefreq is None:
             report.warn("invalid_changefreq")
-    priority = get("priority")
-    if priority is None:
-        priority = 0.5
-    else:
+    value = 0.5
+    if priority is not None:
         known = _PRIORITY.get(priority)
         if known is None:
             known, valid = parse_priority(priority)
             if not valid:
                 report.warn("invalid_priority")
-        priority = known
-    return PageEntry(url, lastmod, changefreq, priority, images, news, videos, alternates)
+        value = known
+    return PageEntry(url, date, changefreq, value, images, news, videos, alternates)
 
 
 def _date(text: str | None, report: ParseReport) -> datetime | None:
@@ -185,8 +199,11 @@ def alternate(attrs: dict[str, str]) -> Alternate | None:
     rel = attrs.get("rel")
     if rel != "alternate" and (rel is None or rel.strip(STRIP_CHARS).lower() != "alternate"):
         return None
-    hreflang = attrs.get("hreflang")
-    href = attrs.get("href")
+    return hreflang_alternate(attrs.get("hreflang"), attrs.get("href"))
+
+
+def hreflang_alternate(hreflang: str | None, href: str | None) -> Alternate | None:
+    """The alternate of a ``rel="alternate"`` link; None unless both hreflang and href say something."""
     if not hreflang or not href:
         return None
     hreflang = hreflang.strip(STRIP_CHARS)

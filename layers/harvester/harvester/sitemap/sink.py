@@ -43,9 +43,13 @@ class Sink:
 
     def emit(self, entry: Entry) -> None:
         if self.count >= self.max_entries:
-            raise EntryLimitReached(f"more than {self.max_entries} entries")
+            raise self.overflow()
         self.count += 1
         self.out.append(entry)
+
+    def overflow(self) -> EntryLimitReached:
+        """What ends the parse when one more entry arrives at the limit (for parsers that count inline)."""
+        return EntryLimitReached(f"more than {self.max_entries} entries")
 
     def take(self) -> list[Entry]:
         """The entries emitted since the last call, in document order."""

@@ -9,6 +9,9 @@ Why it is written the way it is:
   a small int, so an event costs one dict lookup and integer comparisons; character data is delivered
   only inside entries, straight into a list's ``append`` (expat calls it from C, no Python frame); the
   handlers are closures over their state rather than methods, and the common elements are handled inline.
+* Most urlsets write every ``<url>`` the same canonical way; :mod:`harvester.sitemap.plain_urls` reads such
+  blocks with one regular expression match each instead of ~20 callbacks, and hands anything else back
+  to the handlers here. It is an optimisation only: a differential test holds both to the same output.
 * An entry is emitted at its end tag and never before, so a cut document yields every complete entry and
   never a cut-off URL; per-entry state is dropped as soon as the entry is out.
 * Hardening as defusedxml's ``forbid_dtd=True``: a DOCTYPE ends the parse before its internal subset is
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from html.entities import html5
-from typing import Any
+from typing import Any, ClassVar
 from xml.parsers import expat
 
 from defusedxml.common import (
@@ -34,7 +37,8 @@ from harvester.sitemap import builders
 from harvester.sitemap.builders import ABOUT, LINK_HREF, MORE, Fields, new_image
 from harvester.sitemap.detect import root_kind
 from harvester.sitemap.entries import Alternate, Entry, Image, NewsStory, ParseReport, SitemapKind, Video
-from harvester.sitemap.sink import EntryLimitReached, NotASitemap, Sink, Truncated
+from harvester.sitemap.plain_urls import PlainUrls, blank, decode, is_plain
+from harvester.sitemap.sink import NotASitemap, Sink, Truncated
 from harvester.sitemap.values import STRIP_CHARS
 
 StartHandler = Callable[[str, dict[str, str]], None]
@@ -141,6 +145,18 @@ _EXPAT_ENCODINGS = {"utf-8": "UTF-8", "utf-16-le": "UTF-16LE", "utf-16-be": "UTF
 #: How much of a document's start is kept in case its declared encoding turns out to be wrong.
 _PROLOG_MAX = 64 * 1024
 
+#: Encodings in which the plain-block reader may read a document (the bytes it decodes are expat's).
+_UTF8 = frozenset(("utf-8", "utf8"))
+_URL_START = b"<url>"
+_URL_END = b"</url>"
+#: The most of an unfinished block held back for the plain-block reader, waiting for its end tag; a longer
+#: one goes to expat.
+_HOLD_MAX = 256 * 1024
+#: Pieces the prolog is fed in, one ``>`` each, before the rest goes at once (see _feed_prolog).
+_PROLOG_PIECES = 16
+#: Blocks the plain-block reader refused before it stops trying on a document (unless it took more).
+_MISSES_MAX = 32
+
 #: Errors that, at the end of the input, mean the document stops short (rather than being malformed).
 _ENDS_EARLY = frozenset(
     expat.errors.codes[message]
@@ -201,6 +217,9 @@ class XmlParser:
     which case the bytes win and the parse restarts once.
     """
 
+    #: Whether plain ``<url>`` blocks may be read without expat's callbacks (tests compare both ways).
+    read_plain_blocks: ClassVar[bool] = True
+
     def __init__(self, sink: Sink, report: ParseReport, encoding: str = "utf-8") -> None:
         self._sink = sink
         self._report = report
@@ -212,6 +231,15 @@ class XmlParser:
         self._prolog: bytearray | None = bytearray()
         #: The root element has closed: the document is complete and the rest of the input is ignored.
         self.done = False
+        # The plain-block reader (see plain_urls): set once the root says urlset and the bytes are UTF-8.
+        self._declared: str | None = None  # the encoding the XML declaration names
+        self._plain: PlainUrls | None = None
+        self._fed = 0  # bytes given to expat
+        # Expat has read every byte it was given, the last being a </url>: a block may start next.
+        self._clean = False
+        self._held = bytearray()  # input after the last complete block, held back until its </url> arrives
+        self._hits = self._misses = 0
+        self._prolog_pieces = 0
 
     def _new_parser(self, encoding: str | None) -> Any:
         parser = expat.ParserCreate(encoding)
@@ -227,11 +255,44 @@ class XmlParser:
         parser.UseForeignDTD(True)
         parser.SkippedEntityHandler = self._skipped_entity
         parser.StartElementHandler = self._start_root
+        parser.XmlDeclHandler = self._xml_declaration
         return parser
 
     def feed(self, data: bytes) -> None:
         if self.done:
             return
+        if self._root is None:
+            data = self._feed_prolog(data)
+            if not data or self.done:
+                return
+        if self._plain is not None:
+            self._feed_blocks(data)
+        else:
+            self._parse(data, final=False)
+
+    def _feed_prolog(self, data: bytes) -> bytes:
+        """Feeds ``data`` up to the root's start tag and returns the rest.
+
+        The prolog is fed one ``>`` at a time, a handful of pieces, so that the plain-block reader can take
+        over right after the root's start tag rather than at the next chunk (a whole small sitemap is one
+        chunk).
+        """
+        start = 0
+        while self._root is None and self._prolog_pieces < _PROLOG_PIECES and not self.done:
+            end = data.find(b">", start) + 1
+            if not end:
+                break
+            self._prolog_pieces += 1
+            self._parse_prolog(data[start:end])
+            start = end
+        if self._root is None:
+            if start < len(data) and not self.done:
+                self._parse_prolog(data[start:])
+            return b""
+        self._clean = self._parser.CurrentByteIndex == self._fed
+        return data[start:]
+
+    def _parse_prolog(self, data: bytes) -> None:
         self._parse(data, final=False)
         if self._prolog is not None:  # still before the root element
             if len(self._prolog) + len(data) <= _PROLOG_MAX:
@@ -243,12 +304,72 @@ class XmlParser:
         """Ends the parse; a cut download (``complete=False``) is the caller's to report as truncated."""
         if self.done:
             return
+        held, self._held = bytes(self._held), bytearray()
         if complete:
-            self._parse(b"", final=True)
+            self._parse(held, final=True)
+        elif held:
+            self._parse(held, final=False)  # what expat would have had: the cut block is its to drop
         elif self._root is None:
             raise NotASitemap("not a sitemap: the document ends before its root element")
 
+    def _feed_blocks(self, data: bytes) -> None:
+        """Feeds a chunk of a urlset's body, reading plain ``<url>`` blocks without expat's callbacks.
+
+        Expat is given the document in order: blocks read here as their :func:`blank`, anything else as
+        it is. A block is read here only at a clean point (expat has read all it was given and the last
+        thing was a ``</url>``, so that nothing is pending in it); any other piece goes to expat up to the
+        next ``</url>``, after which the point is clean again unless that ``</url>`` was inside something
+        (a comment, CDATA).
+        """
+        if self._held:
+            # Small chunks (a slow network) must not copy the held block once per chunk: append until
+            # its end tag is in (or it is too long to wait for).
+            seen = len(self._held)
+            self._held += data
+            if self._held.find(_URL_END, max(0, seen - len(_URL_END) + 1)) < 0 and len(self._held) <= _HOLD_MAX:
+                return
+            buf, self._held = bytes(self._held), bytearray()
+        else:
+            buf = data
+        last = buf.rfind(_URL_END)
+        text = decode(buf[: last + len(_URL_END)]) if last >= 0 else None
+        ascii_only = text is not None and len(text) == last + len(_URL_END)
+        plain = text is not None and is_plain(text)
+        pos = at = 0  # where the rest starts: in buf (bytes) and in text (characters)
+        while pos < len(buf) and not self.done:
+            if self._plain is None:  # given up on this document
+                self._parse(buf[pos:], final=False)
+                return
+            if self._clean and text is not None and at < len(text):
+                took = self._plain.read(text, at, plain=plain)
+                if took:
+                    self._hits += 1
+                    size = took if ascii_only else len(text[at : at + took].encode())
+                    self._parse(blank(text[at : at + took]), final=False)
+                    pos, at = pos + size, at + took
+                    continue
+                self._misses += 1
+                if self._misses > _MISSES_MAX and self._misses > self._hits:
+                    self._plain = None  # a document written another way: expat reads the rest
+            cut = buf.find(_URL_END, pos)
+            if cut < 0:
+                rest = buf[pos:]
+                if self._clean and len(rest) <= _HOLD_MAX and _URL_START.startswith(rest.lstrip()[:5]):
+                    self._held = bytearray(rest)  # the start of a block, perhaps plain: wait for its end
+                else:  # something else (the root's end tag): expat's at once
+                    self._parse(rest, final=False)
+                    self._clean = False
+                return
+            cut += len(_URL_END)
+            piece = buf[pos:cut]
+            self._parse(piece, final=False)
+            if text is not None:
+                at += len(piece) if ascii_only else len(piece.decode())
+            pos = cut
+            self._clean = self._parser.CurrentByteIndex == self._fed
+
     def _parse(self, data: bytes, *, final: bool) -> None:
+        self._fed += len(data)
         try:
             self._parser.Parse(data, final)
         except _RootClosed:
@@ -280,7 +401,13 @@ class XmlParser:
         self._report.warn("wrong_declared_encoding")
         fed, self._prolog = bytes(self._prolog or b"") + data, None
         self._parser = self._new_parser(_EXPAT_ENCODINGS.get(self._encoding, "UTF-8"))
+        self._declared = self._encoding  # what the parser now reads, whatever the declaration said
+        self._fed = 0
         self._parse(fed, final=final)
+
+    def _xml_declaration(self, version: str | None, encoding: str | None, standalone: int) -> None:
+        if self._declared is None:
+            self._declared = encoding
 
     def _skipped_entity(self, name: str, is_parameter_entity: bool) -> None:
         self._report.warn("undefined_entity")
@@ -299,6 +426,9 @@ class XmlParser:
         start, end = _handlers(_GRAMMARS[kind], kind, self._parser, name, self._sink, self._report, self._ended)
         self._parser.StartElementHandler = start
         self._parser.EndElementHandler = end
+        utf8 = self._encoding == "utf-8" and (self._declared or "utf-8").lower() in _UTF8
+        if kind is SitemapKind.URLSET and utf8 and self.read_plain_blocks:
+            self._plain = PlainUrls(self._sink)
         start(name, attrs)
 
     def _ended(self) -> None:
@@ -332,7 +462,7 @@ def _handlers(
     rss = kind is SitemapKind.RSS
     build = _BUILDERS.get(kind, builders.child)  # (a urlset builds its pages inline, below)
     out = sink.out.append  # Sink.emit, inlined below
-    room = sink.max_entries - sink.count
+    limit = sink.max_entries
     chars: list[str] = []
     collect = chars.append
 
@@ -403,7 +533,7 @@ def _handlers(
             target = None if code == _SKIP or target is None else {}
 
     def end(name: str) -> None:
-        nonlocal field, record, target, images, videos, alternates, news, depth, room
+        nonlocal field, record, target, images, videos, alternates, news, depth
         try:
             code = table[name]
         except KeyError:
@@ -438,9 +568,8 @@ def _handlers(
             chars.clear()
             parser.CharacterDataHandler = None
             if entry is not None:
-                if room <= 0:
-                    raise EntryLimitReached(f"more than {sink.max_entries} entries")
-                room -= 1
+                if sink.count >= limit:
+                    raise sink.overflow()
                 sink.count += 1
                 out(entry)
         elif code == _ROOT:
