@@ -25,7 +25,7 @@ from harvester.sitemap.xml_parser import XmlParser
 from .helpers import urlset
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("SITEMAP_PROPERTY_EXAMPLES", "120")) * 3,
+    max_examples=int(os.environ.get("SITEMAP_PROPERTY_EXAMPLES", "120")) * 4,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -65,9 +65,17 @@ def plain_blocks(enabled: bool) -> Iterator[Taken]:
         PlainUrls.read = read  # type: ignore[method-assign]
 
 
-def parse(document: bytes, cuts: list[int], *, complete: bool, max_entries: int, plain: bool):
+def parse(
+    document: bytes,
+    cuts: list[int],
+    *,
+    complete: bool = True,
+    max_entries: int = 50_000,
+    max_bytes: int = 50 * 1024 * 1024,
+    plain: bool,
+):
     with plain_blocks(plain) as taken:
-        parser = SitemapParser(URL, max_entries=max_entries)
+        parser = SitemapParser(URL, max_entries=max_entries, max_bytes=max_bytes)
         entries: list[Entry] = []
         previous = 0
         for cut in [*sorted(cuts), len(document)]:
@@ -75,9 +83,7 @@ def parse(document: bytes, cuts: list[int], *, complete: bool, max_entries: int,
             previous = max(previous, cut)
         entries += parser.close(complete=complete)
     report: ParseReport = parser.report
-    if plain:
-        event(f"blocks taken by the plain-block reader: {'some' if taken.characters else 'none'}")
-    return entries, (report.kind, report.error, report.truncated, report.warnings)
+    return entries, (report.kind, report.error, report.truncated, report.warnings), taken
 
 
 # Pieces of text, weighted towards what sitemaps hold, with every character class the reader must either
@@ -192,6 +198,7 @@ HEADS = [
     "\ufeff",
     '<?xml version="1.0" encoding="ISO-8859-1"?>\n',
     '<?xml version="1.0"?>\n<!-- generator -->\n',
+    '<?xml version="1.0" encoding="utf8"?>',  # not a name expat knows: a single-byte encoding to it
 ]
 ROOT = (
     '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
@@ -203,7 +210,10 @@ ROOT = (
 def documents(draw: st.DrawFn) -> bytes:
     head = draw(st.sampled_from(HEADS))
     between = st.sampled_from(
-        ["\n", "\n  ", "", " ", "\r\n", "\n<!-- c -->\n", "text", "<?pi?>", "<!-- </url> -->", "<![CDATA[</url>]]>"]
+        [
+            *["\n", "\n  ", "", " ", "\r\n", "\n<!-- c -->\n", "text", "<?pi?>", "<!-- </url> -->"],
+            *["<![CDATA[</url>]]>", "<![CDATA[</url><url><loc>a</loc></url>]]>", "<x:url><loc>b</loc></x:url>"],
+        ]
     )
     body = []
     for item in draw(st.lists(block(), min_size=1, max_size=14)):
@@ -237,14 +247,21 @@ def corrupt(draw: st.DrawFn, document: bytes) -> bytes:
 def test_the_plain_block_reader_reads_exactly_what_expat_reads(document, data):
     if data.draw(st.integers(0, 2)) == 2:
         document = corrupt(data.draw, document)
+    # The parse stopped from outside the XML parser: a size limit, a gzip stream broken after the document.
+    max_bytes = 50 * 1024 * 1024
+    if data.draw(st.integers(0, 5)) == 5:
+        max_bytes = data.draw(st.integers(0, len(document)))
     if data.draw(st.integers(0, 7)) == 7:
-        document = gzip.compress(document)
+        document = gzip.compress(document) + data.draw(st.sampled_from([b"", b"garbage", b"\x1f\x8b\x08"]))
     cuts = data.draw(st.lists(st.integers(0, len(document)), max_size=8))
-    complete = data.draw(st.booleans())
-    max_entries = data.draw(st.sampled_from([50_000, 50_000, 1, 3]))
-    with_reader = parse(document, cuts, complete=complete, max_entries=max_entries, plain=True)
-    without = parse(document, cuts, complete=complete, max_entries=max_entries, plain=False)
-    assert with_reader == without
+    options = {
+        "complete": data.draw(st.booleans()),
+        "max_entries": data.draw(st.sampled_from([50_000, 50_000, 1, 3])),
+        "max_bytes": max_bytes,
+    }
+    entries, report, taken = parse(document, cuts, plain=True, **options)
+    event(f"blocks taken by the plain-block reader: {'some' if taken.characters else 'none'}")
+    assert (entries, report) == parse(document, cuts, plain=False, **options)[:2]
 
 
 def test_canonical_blocks_are_read_by_the_plain_block_reader():
@@ -286,3 +303,50 @@ def test_an_error_after_plain_blocks_is_placed_where_it_is_in_the_document(damag
             entries = parser.feed(document) + parser.close()
         assert [entry.url for entry in entries] == ["https://example.org/page/0"]
         assert parser.report.truncated in (f"XML syntax error: {error}", f"document ends before </urlset> ({error})")
+
+
+HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<urlset>'
+
+
+@pytest.mark.parametrize(
+    ("name", "document", "cuts", "max_bytes"),
+    [
+        # Expat takes a CDATA section's text as it comes: a </url> in it is no place to read a block from.
+        ("cdata", HEAD + b"<![CDATA[</url><url><loc>a</loc></url>]]></urlset>", [], None),
+        ("cdata cut", HEAD + b"<![CDATA[</url><url><loc>a</loc></url>", [40, 60], None),
+        # "utf8" is an unknown single-byte encoding to expat, so é is an error, not a URL.
+        ("utf8", b'<?xml version="1.0" encoding="utf8"?><urlset><url><loc>\xc3\xa9</loc></url></urlset>', [], None),
+        # The unfinished block held back for the reader says something before a gzip error or a size limit.
+        ("gzip error", gzip.compress(HEAD + b"<url><loc>a</loc></url><url><loc>b&</loc>") + b"junk", [], None),
+        (
+            "gzip entry",
+            gzip.compress(HEAD + b"<url><loc>a</loc></url><url><x:url><loc>b</loc></x:url>") + b"junk",
+            [],
+            None,
+        ),
+        ("size limit", HEAD + b"<url><loc>a</loc></url><url><loc>b&</loc>yy", [90], 91),
+        # Blanks held back, then the root's end: the document is complete before the junk after it.
+        (
+            "held blanks",
+            gzip.compress(HEAD + b"<url><loc>a</loc></url>" + b"\n" * 70_000 + b"</urlset>") + b"junk",
+            [],
+            None,
+        ),
+    ],
+)
+def test_what_the_reviewers_found(name, document, cuts, max_bytes):
+    """Cases a second review found where the reader once disagreed with expat's callbacks."""
+    options = {"max_bytes": max_bytes} if max_bytes else {}
+    entries, report, _ = parse(document, cuts, plain=True, **options)
+    assert (entries, report) == parse(document, cuts, plain=False, **options)[:2]
+    truncated = report[2]
+    expected = {
+        "cdata": ([], None),
+        "cdata cut": ([], "document ends before </urlset> (unclosed CDATA section: line 2, column 46)"),
+        "utf8": ([], "XML syntax error: not well-formed (invalid token): line 1, column 55"),
+        "gzip error": (["a"], "XML syntax error: not well-formed (invalid token): line 2, column 43"),
+        "gzip entry": (["a", "b"], None),
+        "size limit": (["a"], "XML syntax error: not well-formed (invalid token): line 2, column 43"),
+        "held blanks": (["a"], None),
+    }[name]
+    assert ([entry.url for entry in entries], truncated if name != "gzip entry" else None) == expected

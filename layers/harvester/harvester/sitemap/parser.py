@@ -167,13 +167,23 @@ class SitemapParser:
                 if self.finished:
                     return
         except DecompressionError as exc:
+            self._flush()
+            if self.finished:
+                return  # the document ended before the gzip stream broke
             raise Truncated(f"gzip: {exc}") from None
         if inflater.limit_reached:
             self._over_size()
 
     def _over_size(self) -> None:
+        self._flush()
         if not self.finished:
             raise Truncated(f"larger than {self.max_bytes} bytes uncompressed")
+
+    def _flush(self) -> None:
+        """Before the parse is stopped from here (a limit, a broken gzip stream), the format parser reads
+        what it holds back: what those bytes say came first in the document."""
+        if self._xml is not None:
+            self._xml.flush()
 
     def _to_format(self, data: bytes) -> None:
         form = self._format
@@ -209,6 +219,7 @@ class SitemapParser:
                     self._decoded += len(piece)
                     self._to_format(piece)
             except DecompressionError as exc:
+                self._flush()
                 raise Truncated(f"gzip: {exc}") from None
             if self._inflater.limit_reached:
                 self._over_size()

@@ -27,14 +27,16 @@ from harvester.sitemap.entries import Alternate, Image
 from harvester.sitemap.sink import Sink
 from harvester.sitemap.values import STRIP_CHARS
 
-_SPACE = r"[ \t\r\n]*"
+# Quantifiers are possessive (*+): whitespace is always followed by "<", text by "<" or "&", so giving
+# characters back can never make a match, and not trying keeps a refused block linear and cheap.
+_SPACE = r"[ \t\r\n]*+"
 # Character data: anything XML 1.0 allows but markup; "&" only as one of the predefined entities. A
 # carriage return is allowed here and normalised as XML says (by :func:`_xml_text`).
 _CHAR = r"[^<&\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]"
-_TEXT = rf"{_CHAR}*(?:&(?:amp|lt|gt|quot|apos);{_CHAR}*)*"
+_TEXT = rf"{_CHAR}*+(?:&(?:amp|lt|gt|quot|apos);{_CHAR}*+)*+"
 # An attribute value in double quotes; whitespace other than spaces is left to expat, which normalises it.
 _ACHAR = r'[^<&"\x00-\x1f\ufffe\uffff]'
-_VALUE = rf"{_ACHAR}*(?:&(?:amp|lt|gt|quot|apos);{_ACHAR}*)*"
+_VALUE = rf"{_ACHAR}*+(?:&(?:amp|lt|gt|quot|apos);{_ACHAR}*+)*+"
 _IMAGE_FIELDS = "loc|caption|title|geo_location|license"
 _IMAGE = (
     rf"<image:image>{_SPACE}"

@@ -21,6 +21,7 @@ Why it is written the way it is:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from html.entities import html5
 from typing import Any, ClassVar
@@ -146,8 +147,9 @@ _EXPAT_ENCODINGS = {"utf-8": "UTF-8", "utf-16-le": "UTF-16LE", "utf-16-be": "UTF
 _PROLOG_MAX = 64 * 1024
 
 #: Encodings in which the plain-block reader may read a document (the bytes it decodes are expat's).
-_UTF8 = frozenset(("utf-8", "utf8"))
+_UTF8 = "utf-8"  # (expat knows no other name for it: "utf8" is an unknown single-byte encoding to it)
 _URL_START = b"<url>"
+_BLANKS = re.compile(rb"[ \t\r\n]*")
 _URL_END = b"</url>"
 #: The most of an unfinished block held back for the plain-block reader, waiting for its end tag; a longer
 #: one goes to expat.
@@ -205,6 +207,10 @@ def _forbid_external(context: str | None, base: str | None, sysid: str | None, p
     raise ExternalReferenceForbidden(context, base, sysid, pubid)
 
 
+def _never() -> bool:
+    return False
+
+
 class _RootClosed(Exception):
     """Raised by the root's end tag to stop expat there."""
 
@@ -235,9 +241,12 @@ class XmlParser:
         self._declared: str | None = None  # the encoding the XML declaration names
         self._plain: PlainUrls | None = None
         self._fed = 0  # bytes given to expat
-        # Expat has read every byte it was given, the last being a </url>: a block may start next.
+        # A block may be read next: see _is_clean.
         self._clean = False
+        self._idle: Callable[[], bool] = _never
+        self._in_cdata = False
         self._held = bytearray()  # input after the last complete block, held back until its </url> arrives
+        self._held_blanks = 0  # how much of it is known to be whitespace
         self._hits = self._misses = 0
         self._prolog_pieces = 0
 
@@ -256,6 +265,8 @@ class XmlParser:
         parser.SkippedEntityHandler = self._skipped_entity
         parser.StartElementHandler = self._start_root
         parser.XmlDeclHandler = self._xml_declaration
+        parser.StartCdataSectionHandler = self._start_cdata
+        parser.EndCdataSectionHandler = self._end_cdata
         return parser
 
     def feed(self, data: bytes) -> None:
@@ -289,7 +300,7 @@ class XmlParser:
             if start < len(data) and not self.done:
                 self._parse_prolog(data[start:])
             return b""
-        self._clean = self._parser.CurrentByteIndex == self._fed
+        self._clean = self._is_clean()
         return data[start:]
 
     def _parse_prolog(self, data: bytes) -> None:
@@ -326,7 +337,11 @@ class XmlParser:
             # its end tag is in (or it is too long to wait for).
             seen = len(self._held)
             self._held += data
-            if self._held.find(_URL_END, max(0, seen - len(_URL_END) + 1)) < 0 and len(self._held) <= _HOLD_MAX:
+            if (
+                self._held.find(_URL_END, max(0, seen - len(_URL_END) + 1)) < 0
+                and len(self._held) <= _HOLD_MAX
+                and self._looks_like_block(self._held, self._held_blanks)
+            ):
                 return
             buf, self._held = bytes(self._held), bytearray()
         else:
@@ -354,7 +369,7 @@ class XmlParser:
             cut = buf.find(_URL_END, pos)
             if cut < 0:
                 rest = buf[pos:]
-                if self._clean and len(rest) <= _HOLD_MAX and _URL_START.startswith(rest.lstrip()[:5]):
+                if self._clean and len(rest) <= _HOLD_MAX and self._looks_like_block(rest):
                     self._held = bytearray(rest)  # the start of a block, perhaps plain: wait for its end
                 else:  # something else (the root's end tag): expat's at once
                     self._parse(rest, final=False)
@@ -366,7 +381,27 @@ class XmlParser:
             if text is not None:
                 at += len(piece) if ascii_only else len(piece.decode())
             pos = cut
-            self._clean = self._parser.CurrentByteIndex == self._fed
+            self._clean = self._is_clean()
+
+    def _is_clean(self) -> bool:
+        """Whether a plain block may be read next, as the handlers would read it: expat has read every
+        byte it was given (nothing pending: no unfinished tag, comment or reference), it is not inside a
+        CDATA section (whose text it takes as it comes), and no entry is open."""
+        return self._parser.CurrentByteIndex == self._fed and not self._in_cdata and self._idle()
+
+    def _looks_like_block(self, data: bytes | bytearray, start: int = 0) -> bool:
+        """Whether ``data`` (from ``start``, where the blanks known so far end) may be the start of a
+        ``<url>`` block: blanks, then "<url>" or the start of it."""
+        end = _BLANKS.match(data, start).end()  # type: ignore[union-attr]  # (matches the empty string)
+        self._held_blanks = end
+        return _URL_START.startswith(data[end : end + len(_URL_START)])
+
+    def flush(self) -> None:
+        """Gives expat what was held back, before the parse is stopped from outside (a size limit, a
+        broken gzip stream): what the held bytes say (an error, an entry) came first in the document."""
+        if self._held and not self.done:
+            held, self._held = bytes(self._held), bytearray()
+            self._parse(held, final=False)
 
     def _parse(self, data: bytes, *, final: bool) -> None:
         self._fed += len(data)
@@ -409,6 +444,12 @@ class XmlParser:
         if self._declared is None:
             self._declared = encoding
 
+    def _start_cdata(self) -> None:
+        self._in_cdata = True
+
+    def _end_cdata(self) -> None:
+        self._in_cdata = False
+
     def _skipped_entity(self, name: str, is_parameter_entity: bool) -> None:
         self._report.warn("undefined_entity")
         text = html5.get(name + ";")
@@ -423,10 +464,12 @@ class XmlParser:
         self._root = name
         self._prolog = None
         self._report.kind = kind
-        start, end = _handlers(_GRAMMARS[kind], kind, self._parser, name, self._sink, self._report, self._ended)
+        start, end, self._idle = _handlers(
+            _GRAMMARS[kind], kind, self._parser, name, self._sink, self._report, self._ended
+        )
         self._parser.StartElementHandler = start
         self._parser.EndElementHandler = end
-        utf8 = self._encoding == "utf-8" and (self._declared or "utf-8").lower() in _UTF8
+        utf8 = self._encoding == "utf-8" and (self._declared or _UTF8).lower() == _UTF8
         if kind is SitemapKind.URLSET and utf8 and self.read_plain_blocks:
             self._plain = PlainUrls(self._sink)
         start(name, attrs)
@@ -443,7 +486,7 @@ def _handlers(
     sink: Sink,
     report: ParseReport,
     on_root_end: Callable[[], None],
-) -> tuple[StartHandler, EndHandler]:
+) -> tuple[StartHandler, EndHandler, Callable[[], bool]]:
     """The element handlers for one kind of document, as closures over the parse state.
 
     Text is collected in one list, ``chars``, whose ``append`` is expat's character data handler while an
@@ -472,9 +515,11 @@ def _handlers(
     stack: list[Fields | None] = []  # targets suspended by nested elements
     field = _NO_FIELD  # the field whose text is being collected...
     mark = 0  # ...from this index of ``chars`` on
-    images: tuple[Image, ...] = ()
-    videos: tuple[Video, ...] = ()
-    alternates: tuple[Alternate, ...] = ()
+    # Lists made on the first item (most entries have none of some): a tuple grown by concatenation
+    # would make one <url> with 100,000 images quadratic.
+    images: list[Image] | None = None
+    videos: list[Video] | None = None
+    alternates: list[Alternate] | None = None
     news: NewsStory | None = None
 
     def learn(name: str) -> int:
@@ -508,7 +553,10 @@ def _handlers(
                 if urlset:
                     alternate = builders.alternate(attrs)
                     if alternate is not None:
-                        alternates += (alternate,)
+                        if alternates is None:
+                            alternates = [alternate]
+                        else:
+                            alternates.append(alternate)
                 elif LINK_HREF not in record:
                     href = builders.atom_link(attrs)
                     if href is not None:
@@ -517,7 +565,7 @@ def _handlers(
             if record is not None:  # an entry inside an entry: start afresh
                 field = _NO_FIELD
                 news = None
-                images = videos = alternates = ()
+                images = videos = alternates = None
                 stack.clear()
                 chars.clear()
             record = target = {}
@@ -557,12 +605,19 @@ def _handlers(
             if record is None:
                 return
             if urlset:
-                entry = builders.page(record, images, videos, news, alternates, report)
+                entry = builders.page(
+                    record,
+                    tuple(images) if images else (),
+                    tuple(videos) if videos else (),
+                    news,
+                    tuple(alternates) if alternates else (),
+                    report,
+                )
             else:
                 entry = build(record, chars, report)
             record = target = news = None
             field = _NO_FIELD
-            images = videos = alternates = ()
+            images = videos = alternates = None
             if stack:
                 stack.clear()
             chars.clear()
@@ -584,15 +639,24 @@ def _handlers(
                 loc = nested.get("loc")
                 if loc is not None and len(nested) == 1:  # the usual image: only a <loc>
                     loc = loc.strip(STRIP_CHARS)
-                    if loc:
-                        images += (new_image(loc),)
+                    image: Image | None = new_image(loc) if loc else None
                 else:
                     image = builders.image(nested)
-                    if image is not None:
-                        images += (image,)
+                if image is not None:
+                    if images is None:
+                        images = [image]
+                    else:
+                        images.append(image)
             elif code == _VIDEO:
-                videos += (builders.video(nested),)
+                if videos is None:
+                    videos = [builders.video(nested)]
+                else:
+                    videos.append(builders.video(nested))
             elif code == _NEWS and news is None:
                 news = builders.news(nested)
 
-    return start, end
+    def idle() -> bool:
+        """No entry is open: a plain block read now means what it would mean to these handlers."""
+        return record is None
+
+    return start, end, idle
