@@ -327,10 +327,9 @@ class XmlParser:
         """Feeds a chunk of a urlset's body, reading plain ``<url>`` blocks without expat's callbacks.
 
         Expat is given the document in order: blocks read here as their :func:`blank`, anything else as
-        it is. A block is read here only at a clean point (expat has read all it was given and the last
-        thing was a ``</url>``, so that nothing is pending in it); any other piece goes to expat up to the
-        next ``</url>``, after which the point is clean again unless that ``</url>`` was inside something
-        (a comment, CDATA).
+        it is. Blocks are read here only from a clean point (:meth:`_is_clean`); any other piece goes to
+        expat up to the next ``</url>``, after which the point is clean again unless that ``</url>`` was
+        inside something (a comment, CDATA, an entry).
         """
         if self._held:
             # Small chunks (a slow network) must not copy the held block once per chunk: append until
