@@ -43,10 +43,17 @@ _IMAGE = (
     rf"(?:<image:(?P<field>{_IMAGE_FIELDS})>{_TEXT}</image:(?P=field)>{_SPACE})+"
     rf"</image:image>{_SPACE}"
 )
-_LINK = (
-    rf'<xhtml:link[ \t\r\n]+rel="alternate"[ \t\r\n]+hreflang="{_VALUE}"[ \t\r\n]+href="{_VALUE}"{_SPACE}/>'
-    rf"{_SPACE}"
-)
+
+
+def _link(value: str) -> str:
+    """The canonical hreflang link, its two values matched by ``value`` (captured or not)."""
+    return (
+        rf'<xhtml:link[ \t\r\n]+rel="alternate"[ \t\r\n]+hreflang="{value}"[ \t\r\n]+href="{value}"{_SPACE}/>'
+        rf"{_SPACE}"
+    )
+
+
+_LINK = _link(_VALUE)
 # Each extension is matched twice over: first as the usual single element, captured (one image with only
 # its <image:loc>, one link), else as any number of them, read afterwards by _images / _alternates.
 _BLOCK = re.compile(
@@ -57,9 +64,7 @@ _BLOCK = re.compile(
     rf"(?:<priority>({_TEXT})</priority>{_SPACE})?"
     rf"(?:<image:image>{_SPACE}<image:loc>({_TEXT})</image:loc>{_SPACE}</image:image>{_SPACE}(?!<image:image>)"
     rf"|((?:{_IMAGE})*))"
-    rf'(?:<xhtml:link[ \t\r\n]+rel="alternate"[ \t\r\n]+hreflang="({_VALUE})"[ \t\r\n]+href="({_VALUE})"{_SPACE}/>'
-    rf"{_SPACE}(?!<xhtml:link)"
-    rf"|((?:{_LINK})*))"
+    rf"(?:{_link(f'({_VALUE})')}(?!<xhtml:link)|((?:{_LINK})*))"
     r"</url>"
 )
 _IMAGE_FIELD = re.compile(rf"<image:({_IMAGE_FIELDS})>({_TEXT})</image:")

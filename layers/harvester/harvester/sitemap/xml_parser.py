@@ -315,12 +315,12 @@ class XmlParser:
         """Ends the parse; a cut download (``complete=False``) is the caller's to report as truncated."""
         if self.done:
             return
-        held, self._held = bytes(self._held), bytearray()
         if complete:
+            held, self._held = bytes(self._held), bytearray()
             self._parse(held, final=True)
-        elif held:
-            self._parse(held, final=False)  # what expat would have had: the cut block is its to drop
-        elif self._root is None:
+            return
+        self.flush()  # what expat would have had: the cut block is its to drop
+        if self._root is None:
             raise NotASitemap("not a sitemap: the document ends before its root element")
 
     def _feed_blocks(self, data: bytes) -> None:
