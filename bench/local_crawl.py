@@ -23,7 +23,7 @@ import httpx
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo import SiteSpec, build_site, serve
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.messages import JobRequest
+from harvester.model.messages import JobRequest
 
 
 async def baseline(urls: list[str], out: Path, concurrency: int) -> float:

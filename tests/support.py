@@ -31,3 +31,17 @@ def harvest_json(*args: str, **kwargs: object) -> dict[str, object]:
 
 def jsonl(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+#: Crawl-record fields that differ between two runs of the same crawl (times, job ids).
+RUN_SPECIFIC = frozenset(
+    {"last_fetch_time", "next_fetch_time", "first_listed", "last_listed", "last_listed_job", "orphaned_job"}
+)
+
+
+def crawl_database(state: Path, site: str) -> dict[str, dict[str, object]]:
+    """A local state directory's crawl records of ``site`` (an origin), without what differs between runs."""
+    from harvester.adapters.local.runner import LocalHarvest
+
+    with LocalHarvest.open(state) as local:
+        return {r.url: r.model_dump(mode="json", exclude=set(RUN_SPECIFIC)) for r in local.crawldb.site_urls(site)}

@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from harvester.adapters.aws.lambda_runtime import sqs_handler
 from harvester.engine import Engine
-from harvester.messages import JobRequest, job_id_from
+from harvester.model.messages import JobRequest, job_id_from
 
 
 async def start_job(engine: Engine, request: JobRequest, record: SQSRecord) -> None:

@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from harvester.adapters.aws.lambda_runtime import sqs_handler
 from harvester.engine import Engine
-from harvester.messages import PageTask
+from harvester.model.messages import PageTask
 
 
 async def fetch_page(engine: Engine, task: PageTask, record: SQSRecord) -> None:

@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from harvester.adapters.aws import lambda_runtime
-from harvester.schedule import RecurringJob, parse_recurring, tick
+from harvester.pipeline.schedule import RecurringJob, parse_recurring, tick
 
 logger = lambda_runtime.structured_logger()
 

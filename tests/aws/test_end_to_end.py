@@ -15,8 +15,10 @@ from moto import mock_aws
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import job_status, submit_job
-from harvester.messages import JobRequest
-from harvester.records import JobStatus, UrlStatus
+from harvester.crawldb.documents import site_prefix
+from harvester.model.messages import JobRequest
+from harvester.model.records import JobStatus, UrlStatus
+from harvester.urls import origin_of
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
@@ -74,7 +76,7 @@ def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, si
     assert (view["total_urls"], view["successful_count"], view["failed_count"]) == (2000, 2000, 0)
     assert view["discovery_complete"] and view["progress_percentage"] == 100.0
     assert view["result_location"] == f"s3://{stack.outputs['DocumentBucketName']}/jobs/{job_id}/result.json"
-    assert len(documents(stack, f"jobs/{job_id}/pages/")) == 2000
+    assert len(documents(stack, site_prefix(request.origin))) == 2000
     result = result_of(stack, job_id)
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2000, 2000, 0)
     records = records_of(stack, job_id)
@@ -99,7 +101,7 @@ def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_fact
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (44, 40, 4)
     failed = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
     assert failed == dict.fromkeys(site.broken_urls, "HTTP 404 Not Found")
-    assert len(documents(stack, f"jobs/{job_id}/pages/")) == 40
+    assert len(documents(stack, site_prefix(origin_of(site.base_url)))) == 40
 
 
 def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_factory):

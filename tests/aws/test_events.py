@@ -11,8 +11,8 @@ import pytest
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.messages import JobRequest, PageTask, SitemapTask
-from harvester.records import JobStatus
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.records import JobStatus
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 MODELS = {"job_request.json": JobRequest, "sitemap_task.json": SitemapTask, "page_tasks.json": PageTask}

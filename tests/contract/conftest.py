@@ -11,8 +11,8 @@ import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
-from harvester.messages import JobRequest, PageTask, SitemapTask
-from harvester.ports import DocumentStore, Message, StateStore, TaskQueue
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue
 from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 
 MODELS: dict[str, type[Message]] = {"jobs": JobRequest, "sitemaps": SitemapTask, "pages": PageTask}
@@ -28,6 +28,7 @@ class Backend:
     take: Callable[[str], list[Message]]
     #: Counts of the queue API calls made so far (aws: SendMessage vs SendMessageBatch).
     calls: dict[str, int]
+    crawldb: CrawlDatabase
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -43,7 +44,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
                     harvest.queue.delete(message)
                 return taken
 
-            yield Backend("local", harvest.store, harvest.queue, harvest.documents, take_local, {})
+            yield Backend("local", harvest.store, harvest.queue, harvest.documents, take_local, {}, harvest.crawldb)
         return
     stack, _ = request.getfixturevalue("deployed_stack")
     adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
@@ -71,7 +72,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
                 taken.append(MODELS[queue].model_validate_json(message["Body"]))
                 adapters.sqs.delete_message(QueueUrl=urls[queue], ReceiptHandle=message["ReceiptHandle"])
 
-    yield Backend("aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls)
+    yield Backend("aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb)
 
 
 def _receive_local(harvest: LocalHarvest, queue: str) -> Any:

@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from harvester.messages import JobRequest, SitemapOrigin
-from harvester.ports import Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
-from harvester.records import (
+from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.records import (
     JobCounts,
     JobRecord,
     JobStatus,
@@ -18,6 +17,7 @@ from harvester.records import (
     SitemapURL,
     UrlStatus,
 )
+from harvester.ports import Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -138,10 +138,10 @@ def test_recording_pages_counts_the_new_ones_and_moves_the_checkpoint(backend):
     job_id = new_job(backend)
     claimed_sitemap(backend, job_id)
     url = sitemap(1).url
-    new = backend.store.record_pages(job_id, url, [page(1), page(2), page(3)], checkpoint=3, lease=lease())
-    assert [p.url for p in new] == [page(1).url, page(2).url, page(3).url]
-    new = backend.store.record_pages(job_id, url, [page(2), page(4)], checkpoint=5, lease=lease())
-    assert [p.url for p in new] == [page(4).url]
+    recorded = backend.store.record_pages(job_id, url, [page(1), page(2), page(3)], checkpoint=3, lease=lease())
+    assert [p.url for p in recorded.new] == [page(1).url, page(2).url, page(3).url] and recorded.stale == []
+    recorded = backend.store.record_pages(job_id, url, [page(2), page(4)], checkpoint=5, lease=lease())
+    assert [p.url for p in recorded.new] == [page(4).url]
     backend.store.mark_enqueued(job_id, url, 5, lease())
     record = backend.store.get_sitemap(job_id, url)
     assert (record.pages_recorded, record.pages_enqueued, record.pages_new) == (5, 5, 4)
@@ -155,8 +155,8 @@ def test_more_pages_than_one_transaction_holds(backend):
     claimed_sitemap(backend, job_id)
     pages = [page(n) for n in range(250)]
     backend.store.record_pages(job_id, sitemap(1).url, pages[:120], checkpoint=120, lease=lease())
-    new = backend.store.record_pages(job_id, sitemap(1).url, pages, checkpoint=250, lease=lease())
-    assert len(new) == 130
+    recorded = backend.store.record_pages(job_id, sitemap(1).url, pages, checkpoint=250, lease=lease())
+    assert len(recorded.new) == 130
     assert counts(backend, job_id).urls_total == 250
     assert backend.store.get_sitemap(job_id, sitemap(1).url).pages_recorded == 250
 
@@ -249,8 +249,9 @@ def test_a_page_is_claimed_by_one_worker_and_settled_once(backend):
         PageOutcome(mine[0].model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})),
         PageOutcome(mine[1].model_copy(update={"status": UrlStatus.FAILED, "error_message": "HTTP 404 Not Found"})),
     ]
-    assert sorted(backend.store.finish_pages(job_id, done, lease("w1"))) == sorted([mine[0].url, mine[1].url])
-    assert backend.store.finish_pages(job_id, done, lease("w1")) == []  # a duplicate changes nothing
+    settled = backend.store.finish_pages(job_id, done, lease("w1"))
+    assert sorted(settled.applied) == sorted([mine[0].url, mine[1].url]) and settled.stale == []
+    assert backend.store.finish_pages(job_id, done, lease("w1")).applied == []  # a duplicate changes nothing
     c = counts(backend, job_id)
     assert (c.urls_total, c.urls_succeeded, c.urls_failed) == (3, 1, 1)
     assert backend.store.get_page(job_id, mine[1].url).error_message == "HTTP 404 Not Found"
@@ -264,9 +265,9 @@ def test_a_lapsed_page_lease_is_taken_over_and_the_old_worker_is_ignored(backend
     (new,) = backend.store.claim_pages(job_id, [url], lease("new", 10), now=NOW + 11)
     assert new.attempts == 2
     stale = PageOutcome(old.model_copy(update={"status": UrlStatus.COMPLETED}))
-    assert backend.store.finish_pages(job_id, [stale], lease("old", 10)) == []
+    assert backend.store.finish_pages(job_id, [stale], lease("old", 10)).applied == []
     fresh = PageOutcome(new.model_copy(update={"status": UrlStatus.COMPLETED}))
-    assert backend.store.finish_pages(job_id, [fresh], lease("new", 10)) == [url]
+    assert backend.store.finish_pages(job_id, [fresh], lease("new", 10)).applied == [url]
     assert counts(backend, job_id).urls_succeeded == 1
 
 

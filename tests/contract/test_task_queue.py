@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harvester.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
+from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
 
 
 def test_messages_reach_their_queues_intact(backend):

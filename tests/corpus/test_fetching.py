@@ -249,8 +249,9 @@ def test_a_403_page_is_final_too(site):
     assert record["status"] == "failed"
     assert len(site.page_fetches(s.PAGE_403)) == 1
     assert record["error_message"] == "HTTP 403 Forbidden"
-    # Final for this job, but Nutch's retry for the crawls to come: not gone after one refusal.
-    assert (record["crawl_state"], record["retries"]) == ("unfetched", 1)
+    # Final for this job (not retried in it), but Nutch's retry for the crawls to come: the crawl database
+    # counts one retry toward gone, and the URL stays unfetched after one refusal.
+    assert (record["crawl_state"], record["retries"], record["change"]) == ("unfetched", 0, "new")
 
 
 # sizes and encodings -------------------------------------------------------------------------------

@@ -42,3 +42,38 @@ def test_only_the_local_adapter_touches_sqlite():
 def test_the_handlers_are_thin():
     for app in (PACKAGE.parents[2] / "functions").glob("*/app.py"):
         assert len(app.read_text().splitlines()) < 60, f"{app} holds logic that belongs in the engine"
+
+
+def _harvester_imports(path: Path) -> set[str]:
+    """The harvester modules a file imports, as dotted names (``harvester.pipeline.jobs``)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names if a.name.startswith("harvester")}
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("harvester")
+        ):
+            names.add(node.module)
+    return names
+
+
+#: Who may import whom: a package never reaches *up* (the records know no step, a step knows no engine).
+_ABOVE_PIPELINE = {"harvester.engine", "harvester.adapters", "harvester.api", "harvester.cli"}
+LAYERS = {
+    "model": {"harvester.pipeline", "harvester.crawldb", *_ABOVE_PIPELINE},
+    "crawldb": {"harvester.pipeline", *_ABOVE_PIPELINE},
+    "sitemap": {"harvester.pipeline", "harvester.crawldb", *_ABOVE_PIPELINE},
+    "fetch": {"harvester.pipeline", "harvester.crawldb", *_ABOVE_PIPELINE},
+    "pipeline": _ABOVE_PIPELINE,
+}
+
+
+def test_packages_import_only_downwards():
+    offenders = []
+    for package, forbidden in LAYERS.items():
+        for path in (PACKAGE / package).rglob("*.py"):
+            bad = {m for m in _harvester_imports(path) if any(m == f or m.startswith(f + ".") for f in forbidden)}
+            if bad:
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {sorted(bad)}")
+    assert offenders == []

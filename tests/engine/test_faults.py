@@ -9,16 +9,21 @@ counter equal to a recount of the records and one stored document per successful
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.crawldb.documents import site_prefix
+from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.messages import JobRequest
-from harvester.records import UrlStatus
+from harvester.model.messages import JobRequest
+from harvester.model.records import UrlStatus
 from harvester.settings import EngineSettings
+from tests.support import crawl_database
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
 SETTINGS = EngineSettings(retry_backoff_seconds=0.01)
@@ -65,6 +70,7 @@ STORE_WRITES = {
     "mark_enqueued", "finish_sitemap", "claim_pages", "finish_pages", "retry_pages", "release_leases", "close_job",
 }  # fmt: skip
 QUEUE_WRITES = {"send", "receive", "delete", "release", "recover", "purge"}
+CRAWLDB_WRITES = {"put_urls", "put_sitemap", "put_site"}
 
 
 class TwiceQueue:
@@ -90,6 +96,7 @@ def crawl(state: Path, request: JobRequest, *, kill_after: int | None = None, tw
         harvest.store = Wrapped(harvest.store, writes, STORE_WRITES)  # type: ignore[assignment]
         harvest.queue = Wrapped(queue, writes, QUEUE_WRITES)  # type: ignore[assignment]
         harvest.documents = Wrapped(harvest.documents, writes, {"put"})  # type: ignore[assignment]
+        harvest.crawldb = Wrapped(harvest.crawldb, writes, CRAWLDB_WRITES)  # type: ignore[assignment]
         runner = LocalRunner(harvest, policy=POLICY, settings=SETTINGS, concurrency=1)
         asyncio.run(runner.crawl(request))
     return writes.count
@@ -108,8 +115,9 @@ def check_invariants(state: Path, *, total: int, succeeded: int, failed: int) ->
         assert (counts.urls_total, counts.urls_succeeded, counts.urls_failed) == (total, succeeded, failed)
         pages = list(harvest.store.pages(job.job_id))
         assert all(p.status.final for p in pages)
-        stored = list(harvest.documents.keys(f"jobs/{job.job_id}/pages/"))
+        stored = list(harvest.documents.keys(site_prefix(job.request.origin)))
         assert len(stored) == sum(p.status is UrlStatus.COMPLETED for p in pages) == succeeded
+        assert sorted(stored) == sorted(p.document_key for p in pages if p.status is UrlStatus.COMPLETED)
         result = harvest.result(job.job_id)
         assert result is not None
         assert (result.total_urls, result.successful_processing, result.failed_processing) == (total, succeeded, failed)
@@ -172,3 +180,45 @@ def check_invariants_no_pages(state: Path, *, total: int) -> None:
         assert snapshot is not None
         assert snapshot.counts == harvest.store.recount(job.job_id)
         assert (snapshot.counts.urls_total, snapshot.counts.urls_succeeded) == (total, total)
+
+
+# re-crawls -----------------------------------------------------------------------------------------
+
+
+def changes_of(state: Path) -> set[tuple[str, str]]:
+    """The (url, change) lines of the newest job's change feed."""
+    with LocalHarvest.open(state) as harvest:
+        job = harvest.store.all_jobs()[-1]
+        feed = harvest.documents.get(f"jobs/{job.job_id}/changes.jsonl").decode()
+    return {(line["url"], line["change"]) for line in map(json.loads, feed.splitlines())}
+
+
+def test_a_recrawl_killed_after_any_write_leaves_the_crawl_database_as_an_uninterrupted_one(tmp_path):
+    with LiveSite(pages=8, sitemaps=2).serving() as site:
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001)
+        first = tmp_path / "first"
+        crawl(first, request)
+        pages = site.page_paths()
+        site.change(pages[0])
+        site.change(pages[1])
+        site.touch(pages[2])  # a 304
+        site.unlist(pages[3])  # removed
+        site.fail(pages[4], 404)  # gone
+        site.add("/pages/new.html")
+        reference = tmp_path / "reference"
+        shutil.copytree(first, reference)
+        writes = crawl(reference, request)
+        expected, expected_changes = crawl_database(reference, site.base), changes_of(reference)
+        assert {change for _, change in expected_changes} == {"changed", "notmodified", "removed", "gone", "new"}
+        for kill_after in range(1, writes):
+            state = tmp_path / f"kill-{kill_after}"
+            shutil.copytree(first, state)
+            with pytest.raises(Killed):
+                crawl(state, request, kill_after=kill_after)
+            crawl(state, request)
+            try:
+                assert crawl_database(state, site.base) == expected
+                assert changes_of(state) == expected_changes
+            except AssertionError as exc:
+                raise AssertionError(f"after a kill following write {kill_after} of the re-crawl: {exc}") from exc
+            shutil.rmtree(state)

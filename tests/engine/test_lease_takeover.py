@@ -9,9 +9,9 @@ from typing import Any
 
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.fetch import Fetcher, FetchPolicy, parse_networks
-from harvester.messages import JobRequest, SitemapOrigin, SitemapTask
+from harvester.model.messages import JobRequest, SitemapOrigin, SitemapTask
+from harvester.model.records import SitemapStatus, utcnow
 from harvester.ports import Lease
-from harvester.records import SitemapStatus, utcnow
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
@@ -28,12 +28,14 @@ class OvertakenStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def record_pages(self, job_id: str, sitemap_url: str, pages: Any, *, checkpoint: int, lease: Lease) -> Any:
+    def record_pages(
+        self, job_id: str, sitemap_url: str, pages: Any, *, checkpoint: int, lease: Lease, **kw: Any
+    ) -> Any:
         self.batches += 1
         if self.batches == 2:
             intruder = Lease(token="intruder", until=lease.until + 1)
             assert self._inner.claim_sitemap(job_id, sitemap_url, intruder, now=lease.until + 0.5) is not None
-        return self._inner.record_pages(job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease)
+        return self._inner.record_pages(job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease, **kw)
 
 
 def test_an_overtaken_sitemap_worker_stops_and_the_counts_stay_exact(site_factory, tmp_path):
@@ -52,7 +54,8 @@ def test_an_overtaken_sitemap_worker_stops_and_the_counts_stay_exact(site_factor
 
                 record = harvest.store.get_sitemap("j", urlset)
                 assert record is not None and record.status is SitemapStatus.PROCESSING
-                assert record.pages_recorded == 98  # its first batch stands; the second was refused
+                batch = EngineSettings().record_batch
+                assert record.pages_recorded == batch  # its first batch stands; the second was refused
 
                 later = harvest.engine(fetcher, EngineSettings())
                 later.clock = lambda: utcnow() + timedelta(hours=1)  # the intruder's lease has lapsed too

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from harvester.messages import JobRequest
-from harvester.records import (
+from harvester.model.messages import JobRequest
+from harvester.model.records import (
     BulkProcessingJob,
     JobCounts,
     JobRecord,

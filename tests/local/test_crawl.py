@@ -12,14 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from harvester.crawldb.documents import site_prefix
+from harvester.urls import origin_of
 from tests.support import LOOPBACK, harvest, harvest_json, jsonl
 
 FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
 
 
-def documents(state_dir: Path, job_id: str, kind: str = "pages") -> list[Path]:
-    folder = state_dir / "documents" / "jobs" / job_id / kind
-    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.exists() else []
+def documents(state_dir: Path, site: str, kind: str = "pages") -> list[Path]:
+    """The stored documents of a site: one per version of each URL's content (``sites/<site>/<kind>/``)."""
+    folder = state_dir / "documents" / site_prefix(origin_of(site), kind)
+    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
 
 
 @pytest.mark.slow
@@ -32,8 +35,7 @@ def test_2000_pages_with_a_gzipped_sitemap_are_all_fetched_and_stored(site_facto
     assert result["status"] == "completed"
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2000, 2000, 0)
     assert result["error_details"] == []
-    job_id = result["job_id"]
-    stored = documents(state, job_id)
+    stored = documents(state, site.base_url)
     assert len(stored) == 2000
     # The raw documents are the pages themselves, byte for byte.
     records = jsonl(Path(result["processed_urls"]))
@@ -44,7 +46,7 @@ def test_2000_pages_with_a_gzipped_sitemap_are_all_fetched_and_stored(site_facto
     assert sample["status"] == "completed" and sample["http_status"] == 200 and sample["crawl_state"] == "fetched"
     assert sample["size"] == len(body.encode()) and len(sample["signature"]) == 64
     # The gzipped sitemap was read (its pages are in), and every sitemap's raw document was kept.
-    assert len(documents(state, job_id, "sitemaps")) == len(site.sitemap_urls) + 1  # + robots.txt
+    assert len(documents(state, site.base_url, "sitemaps")) == len(site.sitemap_urls) + 1  # + robots.txt
     for key in ("start_time", "end_time", "total_duration"):
         assert result[key]
     assert result["start_time"] < result["end_time"]
@@ -100,7 +102,7 @@ def test_a_killed_crawl_resumes_and_ends_with_the_same_counts(site_factory, tmp_
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2007, 2000, 7)
     records = jsonl(Path(result["processed_urls"]))
     assert len(records) == len({r["url"] for r in records}) == 2007
-    assert len(documents(tmp_path / "state", result["job_id"])) == 2000
+    assert len(documents(tmp_path / "state", site.base_url)) == 2000
     # The same job was resumed, not a new one started.
     listing = harvest("report", "--state-dir", str(tmp_path / "state")).stdout.splitlines()
     assert len(listing) == 1 and result["job_id"] in listing[0] and "completed" in listing[0]
@@ -112,13 +114,15 @@ def test_running_a_finished_command_again_starts_a_new_job(site_factory, tmp_pat
     first, second = harvest_json(*args), harvest_json(*args)
     assert first["job_id"] != second["job_id"]
     assert first["successful_processing"] == second["successful_processing"] == 20
+    # The second job re-crawls: nothing is due yet, so no page is fetched again.
+    assert (first["changes"]["new"], second["changes"]["not_due"], second["changes"]["new"]) == (20, 20, 0)
 
 
 def test_no_pages_records_every_url_without_fetching(site_factory, tmp_path):
     site = site_factory(pages=120, broken=3)
     result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(tmp_path / "s"), "--no-pages", *FAST)
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (123, 123, 0)
-    assert documents(tmp_path / "s", result["job_id"]) == []
+    assert documents(tmp_path / "s", site.base_url) == []
     record = jsonl(Path(result["processed_urls"]))[0]
     assert record["status"] == "completed" and "http_status" not in record
     assert record["last_modified"] and record["change_frequency"] in ("daily", "weekly", "monthly")

@@ -13,12 +13,12 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = {
-    "Discovery": "harvester.tree",
-    "SitemapNode": "harvester.tree",
-    "SitemapTree": "harvester.tree",
-    "aiter_pages": "harvester.tree",
-    "iter_pages": "harvester.tree",
-    "sitemap_tree_for_homepage": "harvester.tree",
+    "Discovery": "harvester.api.tree",
+    "SitemapNode": "harvester.api.tree",
+    "SitemapTree": "harvester.api.tree",
+    "aiter_pages": "harvester.api.tree",
+    "iter_pages": "harvester.api.tree",
+    "sitemap_tree_for_homepage": "harvester.api.tree",
     "SitemapParser": "harvester.sitemap",
     "parse_file": "harvester.sitemap",
     "parse_bytes": "harvester.sitemap",

@@ -1,4 +1,4 @@
-"""The engine: one object holding the ports, the fetcher and the settings, with one method per step.
+"""The engine: the step context with one method per step.
 
 The Lambda handlers and the local runner both build an :class:`Engine` from their adapters and call the
 same steps: ``start_job`` (a job request), ``process_sitemap`` (a sitemap task), ``process_pages`` (page
@@ -7,46 +7,17 @@ tasks), ``maybe_complete`` and ``resume`` (the scheduler). Nothing here imports 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from harvester import completion, jobs, page_worker, recovery, sitemap_worker
-from harvester.fetch import Fetcher, RobotsRules
-from harvester.messages import JobRequest, PageTask, SitemapTask
-from harvester.politeness import HostPacer
-from harvester.ports import DocumentStore, StateStore, TaskQueue
-from harvester.records import BulkProcessingJob, JobRecord, SitemapIngestionResult, SitemapRecord, utcnow
-from harvester.settings import EngineSettings
-from harvester.sitemap_filter import SitemapCallbacks
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult, SitemapRecord
+from harvester.pipeline import completion, jobs, page_worker, recovery, sitemap_worker
+from harvester.pipeline.context import StepContext
 
 
 @dataclass
-class Engine:
-    store: StateStore
-    queue: TaskQueue
-    documents: DocumentStore
-    fetcher: Fetcher
-    settings: EngineSettings = field(default_factory=EngineSettings)
-    clock: Callable[[], datetime] = utcnow
-    #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
-    callbacks: SitemapCallbacks | None = None
-    robots: RobotsRules = field(init=False)
-    pacer: HostPacer = field(default_factory=HostPacer)
-    _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.robots = RobotsRules(self.fetcher)
-
-    def job(self, job_id: str) -> JobRecord | None:
-        """The job's record, cached: its request never changes, and every step re-checks state by claiming."""
-        job = self._jobs.get(job_id)
-        if job is None:
-            job = self.store.get_job(job_id)
-            if job is not None:
-                self._jobs[job_id] = job
-        return job
-
+class Engine(StepContext):
     def start_job(self, request: JobRequest, *, job_id: str) -> JobRecord:
         return jobs.start_job(self, request, job_id=job_id)
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO, Protocol
 
-from harvester.messages import JobRequest, PageTask, SitemapTask
-from harvester.records import (
+from harvester.crawldb.crawl_state import Fetched
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.records import (
     JobCounts,
     JobRecord,
     JobStatus,
@@ -69,9 +71,32 @@ class Lease:
 
 @dataclass(slots=True)
 class PageOutcome:
-    """The final state of one claimed page, applied together with the job's counters."""
+    """The final state of one claimed page, applied together with the job's counters and, when the page was
+    fetched, the URL's new crawl record (``crawl``, written only if its stored version is still the one it
+    was computed from: ``crawl.version - 1``)."""
 
     record: SitemapURL  # the record as it should be stored (status completed or failed)
+    crawl: CrawlRecord | None = None
+    #: What the fetch came to, kept so that the crawl record can be computed again on a newer version.
+    fetched: Fetched | None = None
+
+
+@dataclass(slots=True)
+class Recorded:
+    """What ``record_pages`` did: the pages new to the job, or, when ``stale`` is not empty, nothing for
+    the pages of the transaction that met a crawl record another writer had changed (read again, retry)."""
+
+    new: list[SitemapURL] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Settled:
+    """What ``finish_pages`` did: the URLs applied, and those whose crawl record had moved on (``stale``:
+    nothing was written for them; compute their crawl record again on the newer version and retry)."""
+
+    applied: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -98,6 +123,8 @@ class SitemapOutcome:
     warnings: dict[str, int] = field(default_factory=dict)
     document_key: str | None = None
     finished_at: datetime | None = None
+    #: Unchanged since the last complete reading (a 304, or the same bytes): replayed, not parsed.
+    not_modified: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +180,14 @@ class StateStore(Protocol):
         *,
         checkpoint: int,
         lease: Lease,
-    ) -> list[SitemapURL]:
+        site: str | None = None,
+    ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
-        as succeeded/failed), and moves the sitemap's ``pages_recorded`` to ``checkpoint``, atomically.
-        Returns the pages that were new. Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+        as succeeded/failed), writes the crawl record each new page carries (``page.known``, versioned, in
+        the crawl database of ``site``) and moves the sitemap's ``pages_recorded`` to ``checkpoint``,
+        atomically. A crawl record that another writer changed meanwhile makes the write stale: nothing of
+        that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
+        Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None: ...
 
@@ -174,9 +205,11 @@ class StateStore(Protocol):
         """pending (or processing with a lapsed lease) → processing for each URL that can be claimed;
         increments ``attempts``. Final or elsewhere-leased URLs are left out of the result."""
 
-    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
-        """processing → completed | failed for the URLs still leased to us, counting each once.
-        Returns the URLs applied."""
+    def finish_pages(
+        self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
+    ) -> Settled:
+        """processing → completed | failed for the URLs still leased to us, counting each once, each
+        together with its new crawl record (versioned; a stale one holds its page back, see Settled)."""
 
     def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
         """processing → pending with the retry counter moved on; returns the URLs applied."""
@@ -191,6 +224,37 @@ class StateStore(Protocol):
 
     def recount(self, job_id: str) -> JobCounts:
         """The counts recomputed from the records themselves: what the counters must always equal."""
+
+
+class CrawlDatabase(Protocol):
+    """The crawl database: each site's memory of its URLs and sitemaps, kept across jobs (never expired).
+
+    Records are keyed by (site, URL), the site being the origin a job's request names. Writes are
+    versioned (see :mod:`harvester.model.crawl`): a write whose record moved on meanwhile is refused and
+    reported, so two jobs of one site never lose each other's updates.
+    """
+
+    def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+        """The records of the given (normalised) URLs that exist, by URL; read consistently, in batches."""
+
+    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+        """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
+        returns the URLs refused because their record had moved on."""
+
+    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
+        """Every URL record of the site (in no particular order), a page at a time."""
+
+    def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
+
+    def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
+        """Stores the record unless a reading fetched later is stored already (False then)."""
+
+    def site_sitemaps(self, site: str) -> Iterator[SitemapCrawl]: ...
+
+    def get_site(self, site: str) -> SiteCrawl | None: ...
+
+    def put_site(self, record: SiteCrawl) -> bool:
+        """Versioned like the URL records; False when the stored one moved on."""
 
 
 class LeaseLost(RuntimeError):

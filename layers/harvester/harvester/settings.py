@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
+from harvester.crawldb.schedule import Schedule
 from harvester.limits import PAGE_MAX_BYTES
 
 
@@ -25,14 +26,40 @@ class EngineSettings:
     page_max_bytes: int = PAGE_MAX_BYTES
     #: The most of a robots.txt ``Crawl-delay`` honoured: ten pages of one host fit one page invocation.
     crawl_delay_max: float = 10.0
-    #: Pages registered per atomic write (a DynamoDB transaction holds 100 items: pages + sitemap + counter).
-    record_batch: int = 98
+    #: Pages registered per atomic write: a DynamoDB transaction holds 100 items, and each page is two (its
+    #: job record and its crawl record), plus the sitemap's checkpoint and a counter shard.
+    record_batch: int = 49
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3.
     retention_days: int = 30
     #: Failed pages listed in the summary's error_details (all of them are in the JSON Lines records).
     max_error_details: int = 1000
+    # The re-crawl schedule (seconds; see crawldb.schedule): the interval a URL starts at without a
+    # changefreq, its bounds, and Nutch's adaptive rates (shrink on a change, grow when unchanged).
+    fetch_interval_default: float = 30 * 86400.0
+    fetch_interval_min: float = 60.0
+    fetch_interval_max: float = 365 * 86400.0
+    fetch_interval_shrink: float = 0.2
+    fetch_interval_grow: float = 0.4
+    #: How long after a transient failure a later crawl asks again (doubling; gone after ``retry_max``).
+    retry_interval: float = 86400.0
+    #: A host is trusted while its lastmod score (1 = always right) is at least this.
+    lastmod_trust_threshold: float = 0.5
+    #: URLs per sitemap whose advanced lastmod is fetched anyway on an untrusted host, to test it again.
+    lastmod_probes: int = 5
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(
+            default_interval=self.fetch_interval_default,
+            min_interval=self.fetch_interval_min,
+            max_interval=self.fetch_interval_max,
+            shrink=self.fetch_interval_shrink,
+            grow=self.fetch_interval_grow,
+            retry_max=self.retry_max,
+            retry_interval=self.retry_interval,
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> EngineSettings:

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 from harvester.limits import URL_MAX_LENGTH
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Any character ``str.isspace`` calls whitespace (``\s`` of a str pattern is the same class), found in C.
+_WHITESPACE = re.compile(r"\s")
 
 
 class InvalidURL(ValueError):
@@ -47,7 +49,7 @@ def refusal(url: str) -> str | None:
         return "malformed"
     if not host:
         return "no_host"
-    if any(c.isspace() for c in url):
+    if _WHITESPACE.search(url):
         return "malformed"
     return None
 

@@ -2,7 +2,7 @@
 
 These are plain slotted dataclasses rather than pydantic models because a parser makes 50,000 of them per
 sitemap and validation here would cost more than the parse itself; the records a user sees
-(:mod:`harvester.records`) validate at the boundary instead.
+(:mod:`harvester.model.records`) validate at the boundary instead.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
@@ -65,20 +66,18 @@ class AwsAdapters:
     store: DynamoStateStore
     queue: SqsTaskQueue
     documents: S3DocumentStore
+    crawldb: DynamoCrawlDatabase
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:
         resources = AwsResources.from_env(environ)
         session = session or boto3.session.Session()
         sqs = session.client("sqs", config=BOTO_CONFIG)
+        dynamodb = session.client("dynamodb", config=BOTO_CONFIG)
         return cls(
             resources=resources,
             sqs=sqs,
-            store=DynamoStateStore(
-                session.client("dynamodb", config=BOTO_CONFIG),
-                resources.state_table,
-                retention_days=resources.retention_days,
-            ),
+            store=DynamoStateStore(dynamodb, resources.state_table, retention_days=resources.retention_days),
             queue=SqsTaskQueue(
                 sqs,
                 job_queue_url=resources.job_queue_url,
@@ -86,4 +85,5 @@ class AwsAdapters:
                 page_queue_url=resources.page_queue_url,
             ),
             documents=S3DocumentStore(session.client("s3", config=BOTO_CONFIG), resources.document_bucket),
+            crawldb=DynamoCrawlDatabase(dynamodb, resources.state_table),
         )

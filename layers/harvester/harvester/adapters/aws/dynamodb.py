@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from harvester import accounting
-from harvester.ports import JobSnapshot, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
-from harvester.records import (
+from harvester.adapters.aws.crawl import conditional, url_put
+from harvester.model import accounting
+from harvester.model.records import (
     JobCounts,
     JobRecord,
     JobStatus,
@@ -36,6 +36,16 @@ from harvester.records import (
     SitemapURL,
     UrlStatus,
     url_key,
+)
+from harvester.ports import (
+    JobSnapshot,
+    Lease,
+    LeaseLost,
+    PageOutcome,
+    PageRetry,
+    Recorded,
+    Settled,
+    SitemapOutcome,
 )
 
 Claimed = TypeVar("Claimed", SitemapRecord, SitemapURL)
@@ -209,11 +219,8 @@ class DynamoStateStore:
             "version": _n(1),
             "expires_at": self._expires(),
         }
-        try:
-            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
+        new_only = "attribute_not_exists(pk)"  # an id already stored is that job: it is returned as it is
+        conditional(lambda: self.client.put_item(TableName=self.table, Item=item, ConditionExpression=new_only))
         stored = self.get_job(job.job_id)
         assert stored is not None
         return stored
@@ -234,8 +241,8 @@ class DynamoStateStore:
             values[":jobs"] = _s(ACTIVE_JOBS)
         else:
             update += " REMOVE open_pk"
-        try:
-            self.client.update_item(
+        return conditional(
+            lambda: self.client.update_item(
                 TableName=self.table,
                 Key=self._key(job.job_id, "JOB"),
                 UpdateExpression=update,
@@ -243,11 +250,7 @@ class DynamoStateStore:
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=values,
             )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def mark_seeded(self, job_id: str) -> None:
         job = self.get_job(job_id)
@@ -382,13 +385,7 @@ class DynamoStateStore:
         return record if self._conditional(update) else None
 
     def _conditional(self, request: dict[str, Any]) -> bool:
-        try:
-            self.client.update_item(**request["Update"])
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return conditional(lambda: self.client.update_item(**request["Update"]))
 
     def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
         return self._claim(job_id, f"SITEMAP#{url_key(url)}", SitemapRecord, lease, now)
@@ -413,11 +410,20 @@ class DynamoStateStore:
         )
 
     def record_pages(
-        self, job_id: str, sitemap_url: str, pages: Sequence[SitemapURL], *, checkpoint: int, lease: Lease
-    ) -> list[SitemapURL]:
+        self,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[SitemapURL],
+        *,
+        checkpoint: int,
+        lease: Lease,
+        site: str | None = None,
+    ) -> Recorded:
         unique = accounting.first_per_url(pages)
-        new: list[SitemapURL] = []
-        room = _TRANSACTION_ITEMS - 2  # the sitemap's checkpoint and a counter shard ride along
+        recorded = Recorded()
+        # Each page is its job record and, with a site, its crawl record; the sitemap's checkpoint and a
+        # counter shard ride along.
+        room = (_TRANSACTION_ITEMS - 2) // (2 if site is not None else 1)
         chunks = [unique[i : i + room] for i in range(0, len(unique), room)] or [[]]
         for n, chunk in enumerate(chunks):
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
@@ -425,33 +431,41 @@ class DynamoStateStore:
             target = checkpoint if n == len(chunks) - 1 else sitemap.pages_recorded
             while True:
                 moved = accounting.recorded_sitemap(sitemap, target, len(chunk))
-                items = [
-                    self._record_put(
-                        job_id,
-                        f"URL#{p.key}",
-                        p.model_dump_json(),
-                        p.status.value,
-                        open_item=not p.status.final,
+                items: list[dict[str, Any]] = []
+                roles: list[tuple[str, str]] = []
+                for p in chunk:
+                    items.append(
+                        self._record_put(
+                            job_id, f"URL#{p.key}", p.model_dump_json(), p.status.value, open_item=not p.status.final
+                        )
                     )
-                    for p in chunk
-                ]
+                    roles.append(("page", p.url))
+                    if site is not None and p.known is not None:
+                        items.append(url_put(self.table, site, p.known))
+                        roles.append(("crawl", p.url))
                 items.append(self._sitemap_update(job_id, moved, lease, keep_lease=True))
+                roles.append(("sitemap", sitemap_url))
                 items.append(self._counter_update(job_id, accounting.total(accounting.new_page(p) for p in chunk)))
                 try:
                     self._transact(items)
                 except TransactionFailed as exc:
-                    if len(chunk) in exc.failed_conditions(len(chunk) + 1):
+                    failed = [roles[i] for i in exc.failed_conditions(len(roles))]
+                    if any(role == "sitemap" for role, _ in failed):
                         raise LeaseLost(
                             f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
                         ) from exc
-                    existing = exc.failed_conditions(len(chunk))
+                    stale = [url for role, url in failed if role == "crawl"]
+                    if stale:
+                        recorded.stale = stale
+                        return recorded
+                    existing = {url for role, url in failed if role == "page"}
                     if not existing:
                         raise
-                    chunk = [p for i, p in enumerate(chunk) if i not in existing]
+                    chunk = [p for p in chunk if p.url not in existing]
                     continue
-                new.extend(chunk)
+                recorded.new.extend(chunk)
                 break
-        return new
+        return recorded
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
         sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
@@ -547,27 +561,43 @@ class DynamoStateStore:
             condition_values=values,
         )
 
-    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
+    def finish_pages(
+        self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
+    ) -> Settled:
         # One outcome per URL: a transaction may not hold two operations on one item.
-        pending = accounting.first_per_url(o.record for o in outcomes if o.record.status.final)
-        applied: list[str] = []
-        room = _TRANSACTION_ITEMS - 1
+        first: dict[str, PageOutcome] = {}
+        for outcome in outcomes:
+            if outcome.record.status.final:
+                first.setdefault(outcome.record.url, outcome)
+        pending = list(first.values())
+        settled = Settled()
+        room = (_TRANSACTION_ITEMS - 1) // (2 if site is not None else 1)
         while pending:
             chunk, pending = pending[:room], pending[room:]
             while chunk:
-                items = [self._page_update(job_id, p, lease) for p in chunk]
-                items.append(self._counter_update(job_id, accounting.total(accounting.page_done(p) for p in chunk)))
+                items: list[dict[str, Any]] = []
+                roles: list[tuple[str, str]] = []
+                for outcome in chunk:
+                    items.append(self._page_update(job_id, outcome.record, lease))
+                    roles.append(("page", outcome.record.url))
+                    if site is not None and outcome.crawl is not None:
+                        items.append(url_put(self.table, site, outcome.crawl))
+                        roles.append(("crawl", outcome.record.url))
+                done = accounting.total(accounting.page_done(o.record) for o in chunk)
+                items.append(self._counter_update(job_id, done))
                 try:
                     self._transact(items)
                 except TransactionFailed as exc:
-                    lost = exc.failed_conditions(len(chunk))
-                    if not lost:
+                    failed = [roles[i] for i in exc.failed_conditions(len(roles))]
+                    if not failed:
                         raise
-                    chunk = [p for i, p in enumerate(chunk) if i not in lost]
+                    settled.stale.extend(url for role, url in failed if role == "crawl")
+                    dropped = {url for _, url in failed}
+                    chunk = [o for o in chunk if o.record.url not in dropped]
                     continue
-                applied.extend(p.url for p in chunk)
+                settled.applied.extend(o.record.url for o in chunk)
                 break
-        return applied
+        return settled
 
     def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
         applied = []
@@ -599,8 +629,8 @@ class DynamoStateStore:
         released = 0
         items = [i for prefix in ("SITEMAP#", "URL#") for i in self._records(job_id, prefix, "processing")]
         for item in items:
-            try:
-                self.client.update_item(
+            released += conditional(
+                lambda item=item: self.client.update_item(
                     TableName=self.table,
                     Key={"pk": item["pk"], "sk": item["sk"]},
                     UpdateExpression="SET lease_until = :zero",
@@ -608,10 +638,7 @@ class DynamoStateStore:
                     ExpressionAttributeNames={"#status": "status"},
                     ExpressionAttributeValues={":zero": _n(0), ":processing": _s("processing")},
                 )
-                released += 1
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                    raise
+            )
         return released
 
     def recount(self, job_id: str) -> JobCounts:

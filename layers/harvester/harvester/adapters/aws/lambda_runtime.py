@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from harvester.adapters.aws import AwsAdapters, AwsResources
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
+from harvester.model.messages import Unprocessable
 from harvester.settings import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class LambdaRuntime:
                 queue=self.adapters.queue,
                 documents=self.adapters.documents,
                 fetcher=Fetcher(self.policy),
+                crawldb=self.adapters.crawldb,
                 settings=self.settings,
             )
             self._loop = loop
@@ -138,9 +140,15 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
 
     async def record_handler(record: SQSRecord) -> None:
         runtime = current()
-        message = runtime.parse(record, model, getattr(runtime.resources, f"{dead_letter}_dlq_url"))
-        if message is not None:
+        dead_letter_url = getattr(runtime.resources, f"{dead_letter}_dlq_url")
+        message = runtime.parse(record, model, dead_letter_url)
+        if message is None:
+            return
+        try:
             await step(runtime.engine(), message, record)
+        except Unprocessable as exc:  # valid, but it can never succeed: refused with the reason, not retried
+            log.error("message refused", extra={"message_id": record.message_id, "reason": str(exc)})
+            runtime.dead_letter(record, dead_letter_url, str(exc))
 
     @logger.inject_lambda_context
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

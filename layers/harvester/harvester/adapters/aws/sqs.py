@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from harvester.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.ports import Message
 
 BATCH = 10

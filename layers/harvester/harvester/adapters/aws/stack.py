@@ -10,8 +10,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
-from harvester.messages import JobRequest
-from harvester.records import BulkProcessingJob
+from harvester.model.messages import JobRequest
+from harvester.model.records import BulkProcessingJob
 
 
 class StackError(RuntimeError):

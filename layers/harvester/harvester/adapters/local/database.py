@@ -10,7 +10,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this one opens, adding what they lack (the schema only ever gains tables).
+_UPGRADES = {1}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,6 +65,26 @@ CREATE TABLE IF NOT EXISTS messages (
     receive_count INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (job_id, queue, available_at);
+CREATE TABLE IF NOT EXISTS crawl_urls (
+    site TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (site, key)
+);
+CREATE INDEX IF NOT EXISTS crawl_urls_by_key ON crawl_urls (key);
+CREATE TABLE IF NOT EXISTS crawl_sitemaps (
+    site TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fetched_at REAL NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (site, key)
+);
+CREATE TABLE IF NOT EXISTS crawl_sites (
+    site TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS dead_letters (
     id INTEGER PRIMARY KEY,
     queue TEXT NOT NULL,
@@ -91,6 +113,8 @@ def connect(path: Path) -> sqlite3.Connection:
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     if row is None:
         conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    elif int(row[0]) in _UPGRADES:
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
     elif int(row[0]) != SCHEMA_VERSION:
         raise StateDirError(f"{path} was written by schema version {row[0]}; this Harvester reads {SCHEMA_VERSION}")
     return conn

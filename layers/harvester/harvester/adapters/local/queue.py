@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harvester.adapters.local.database import Transaction
-from harvester.messages import PageTask, SitemapTask
+from harvester.model.messages import PageTask, SitemapTask
 from harvester.ports import Message
 
 #: Receive order: a job's discovery first, so that its total is known early and its progress means something.

@@ -21,17 +21,19 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import StateDirError, connect
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
-from harvester.completion import result_key
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
-from harvester.messages import JobRequest, PageTask, SitemapTask
-from harvester.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
+from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
+from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
+from harvester.pipeline.completion import result_key
+from harvester.pipeline.jobs import conflict
+from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.settings import EngineSettings
-from harvester.sitemap_filter import SitemapCallbacks
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class LocalHarvest:
     store: SqliteStateStore
     queue: SqliteTaskQueue
     documents: FolderDocumentStore
+    crawldb: SqliteCrawlDatabase
 
     @classmethod
     @contextlib.contextmanager
@@ -66,6 +69,7 @@ class LocalHarvest:
                 store=SqliteStateStore(conn),
                 queue=SqliteTaskQueue(conn),
                 documents=FolderDocumentStore(state_dir / DOCUMENTS),
+                crawldb=SqliteCrawlDatabase(conn),
             )
         finally:
             conn.close()
@@ -76,6 +80,7 @@ class LocalHarvest:
             queue=self.queue,
             documents=self.documents,
             fetcher=fetcher,
+            crawldb=self.crawldb,
             settings=settings or EngineSettings.from_env(),
         )
 
@@ -171,7 +176,10 @@ class LocalRunner:
         thing if no run has closed it yet (it is unfinished, or a run was killed before reporting it)."""
         store = self.harvest.store
         if request.job_id:
-            return store.get_job(request.job_id)
+            job = store.get_job(request.job_id)
+            if job is not None and job.request.fingerprint() != request.fingerprint():
+                raise Unprocessable(conflict(request.job_id, job.request, request))
+            return job
         latest = store.latest_job(request.fingerprint())
         if latest is None or latest[1]:
             return None

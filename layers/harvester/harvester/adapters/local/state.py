@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 
-from harvester import accounting
+from harvester.adapters.local import crawl
 from harvester.adapters.local.database import Transaction
-from harvester.ports import JobSnapshot, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
-from harvester.records import (
+from harvester.model import accounting
+from harvester.model.records import (
     JobCounts,
     JobRecord,
     JobStatus,
@@ -20,6 +20,16 @@ from harvester.records import (
     SitemapURL,
     UrlStatus,
     url_key,
+)
+from harvester.ports import (
+    JobSnapshot,
+    Lease,
+    LeaseLost,
+    PageOutcome,
+    PageRetry,
+    Recorded,
+    Settled,
+    SitemapOutcome,
 )
 
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
@@ -169,17 +179,33 @@ class SqliteStateStore:
             return record
 
     def record_pages(
-        self, job_id: str, sitemap_url: str, pages: Sequence[SitemapURL], *, checkpoint: int, lease: Lease
-    ) -> list[SitemapURL]:
-        new = []
+        self,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[SitemapURL],
+        *,
+        checkpoint: int,
+        lease: Lease,
+        site: str | None = None,
+    ) -> Recorded:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            fresh = []
             for page in accounting.first_per_url(pages):
-                if _insert(db, "urls", job_id, page):
-                    new.append(page)
-            _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(new)), lease)
-            self._count(db, job_id, accounting.total(accounting.new_page(p) for p in new))
-        return new
+                known = db.execute("SELECT 1 FROM urls WHERE job_id = ? AND key = ?", (job_id, page.key)).fetchone()
+                if known is None:
+                    fresh.append(page)
+            if site is not None:
+                stale = [p.url for p in fresh if p.known is not None and not crawl.fresh(db, site, p.known)]
+                if stale:
+                    return Recorded(stale=stale)
+            for page in fresh:
+                _insert(db, "urls", job_id, page)
+                if site is not None and page.known is not None:
+                    crawl.write_url(db, site, page.known)
+            _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh)), lease)
+            self._count(db, job_id, accounting.total(accounting.new_page(p) for p in fresh))
+        return Recorded(new=fresh)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
         with Transaction(self.conn) as db:
@@ -248,19 +274,24 @@ class SqliteStateStore:
         ).fetchone()
         return row is not None and row[0] == UrlStatus.PROCESSING.value and row[1] == lease.token
 
-    def finish_pages(self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease) -> list[str]:
-        applied = []
+    def finish_pages(
+        self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
+    ) -> Settled:
+        settled = Settled()
         with Transaction(self.conn) as db:
             deltas = []
             for outcome in outcomes:
                 page = outcome.record
                 if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
                     continue
+                if site is not None and outcome.crawl is not None and not crawl.write_url(db, site, outcome.crawl):
+                    settled.stale.append(page.url)
+                    continue
                 _put(db, "urls", job_id, page, None)
                 deltas.append(accounting.page_done(page))
-                applied.append(page.url)
+                settled.applied.append(page.url)
             self._count(db, job_id, accounting.total(deltas))
-        return applied
+        return settled
 
     def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
         applied = []

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from harvester.completion import maybe_complete, write_result
-from harvester.discovery import task_for
-from harvester.jobs import seed
-from harvester.messages import PageTask
-from harvester.records import JobStatus, SitemapStatus, UrlStatus
-
-if TYPE_CHECKING:
-    from harvester.engine import Engine
+from harvester.model.messages import PageTask
+from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
+from harvester.pipeline.completion import maybe_complete, write_result
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.discovery import task_for
+from harvester.pipeline.jobs import seed
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +36,8 @@ class Resumed:
     result_written: bool = False
 
 
-def resume(engine: Engine, job_id: str, *, force: bool = False) -> Resumed:
-    store = engine.store
+def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
+    store = ctx.store
     report = Resumed(job_id)
     snapshot = store.snapshot(job_id)
     if snapshot is None:
@@ -48,20 +45,20 @@ def resume(engine: Engine, job_id: str, *, force: bool = False) -> Resumed:
     job = snapshot.job
     if job.status.final:
         if job.result_key is None:
-            write_result(engine, job_id)
+            write_result(ctx, job_id)
             report.result_written = True
         return report
-    idle = (engine.clock() - snapshot.last_update).total_seconds()
-    if not force and idle < engine.settings.stall_after_seconds:
+    idle = (ctx.clock() - snapshot.last_update).total_seconds()
+    if not force and idle < ctx.settings.stall_after_seconds:
         return report
     report.stalled = True
     store.release_leases(job_id)
     if job.status is JobStatus.PENDING or not job.seeded:
-        seed(engine, job)
+        seed(ctx, job)
     for status in (SitemapStatus.PENDING, SitemapStatus.PROCESSING):
         tasks = [task_for(job_id, s) for s in store.sitemaps(job_id, status=status)]
         for i in range(0, len(tasks), _SEND_CHUNK):
-            engine.queue.send(tasks[i : i + _SEND_CHUNK])
+            ctx.queue.send(tasks[i : i + _SEND_CHUNK])
         report.sitemaps_resent += len(tasks)
     if job.request.fetch_pages:
         for status in (UrlStatus.PENDING, UrlStatus.PROCESSING):
@@ -69,11 +66,11 @@ def resume(engine: Engine, job_id: str, *, force: bool = False) -> Resumed:
             for page in store.pages(job_id, status=status):
                 chunk.append(page.task(job_id))
                 if len(chunk) >= _SEND_CHUNK:
-                    engine.queue.send(chunk)
+                    ctx.queue.send(chunk)
                     report.pages_resent += len(chunk)
                     chunk = []
-            engine.queue.send(chunk)
+            ctx.queue.send(chunk)
             report.pages_resent += len(chunk)
-    report.ended = maybe_complete(engine, job_id)
+    report.ended = maybe_complete(ctx, job_id)
     log.info("job resumed", extra={"job_id": job_id, **report.__dict__})
     return report

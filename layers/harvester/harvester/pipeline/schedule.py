@@ -11,15 +11,12 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harvester.messages import JobRequest
-from harvester.recovery import Resumed, resume
-
-if TYPE_CHECKING:
-    from harvester.engine import Engine
+from harvester.model.messages import JobRequest
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.recovery import Resumed, resume
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +95,19 @@ class Tick:
     errors: list[str] = field(default_factory=list)
 
 
-def tick(engine: Engine, recurring: list[RecurringJob], *, now: datetime | None = None) -> Tick:
-    now = now or engine.clock()
+def tick(ctx: StepContext, recurring: list[RecurringJob], *, now: datetime | None = None) -> Tick:
+    now = now or ctx.clock()
     report = Tick()
     due = []
     for job in recurring:
         job_id = job.job_id(now)
-        if engine.store.get_job(job_id) is None:
+        if ctx.store.get_job(job_id) is None:
             due.append(job.request.model_copy(update={"job_id": job_id}))
             report.started.append(job_id)
-    engine.queue.send(due)
-    for job in engine.store.active_jobs():
+    ctx.queue.send(due)
+    for job in ctx.store.active_jobs():
         try:
-            outcome = resume(engine, job.job_id)
+            outcome = resume(ctx, job.job_id)
         except Exception as exc:  # one broken job must not keep the others from being looked after
             log.exception("resuming a job failed", extra={"job_id": job.job_id})
             report.errors.append(f"{job.job_id}: {exc}")

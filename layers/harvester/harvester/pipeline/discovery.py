@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from harvester.messages import JobRequest, SitemapOrigin, SitemapTask
-from harvester.records import SitemapRecord
+from harvester.model.messages import JobRequest, SitemapOrigin, SitemapTask
+from harvester.model.records import SitemapRecord
 from harvester.urls import normalize, origin_of
 
 #: ultimate-sitemap-parser's list, in its order.

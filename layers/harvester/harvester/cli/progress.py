@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TextIO
 
-from harvester.records import BulkProcessingJob
+from harvester.model.records import BulkProcessingJob
 
 BAR_WIDTH = 28
 

@@ -15,7 +15,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harvester.messages import JobRequest, PageTask, SitemapOrigin
+from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange
+from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.urls import require_http_url
 
 
@@ -37,19 +38,6 @@ class UrlStatus(StrEnum):
     @property
     def final(self) -> bool:
         return self in (UrlStatus.COMPLETED, UrlStatus.FAILED)
-
-
-class CrawlState(StrEnum):
-    """The state of a stored URL in the crawl-state machine (Nutch's CrawlDatum; see crawl_state.py)."""
-
-    UNFETCHED = "unfetched"
-    FETCHED = "fetched"
-    GONE = "gone"
-    REDIR_TEMP = "redir_temp"
-    REDIR_PERM = "redir_perm"
-    NOTMODIFIED = "notmodified"
-    DUPLICATE = "duplicate"
-    ORPHAN = "orphan"
 
 
 class SitemapURL(BaseModel):
@@ -85,6 +73,15 @@ class SitemapURL(BaseModel):
     fetch_time: datetime | None = None
     discovered_at: datetime | None = None
     finished_at: datetime | None = None
+    # the crawl database
+    #: The site's crawl record of this URL as this job wrote it when the URL was listed (None before that):
+    #: the validators a fetch sends, the signature a new body is compared with, the schedule it moves on.
+    known: CrawlRecord | None = None
+    #: Why this job fetches the URL (``new``, ``due``, ``lastmod``, ``lastmod_probe``, ``full``), or
+    #: ``not_due`` / ``listed`` when it does not.
+    fetch_reason: str | None = None
+    #: What the job found out about the URL (set when listed for ``new`` / ``back``, else when final).
+    change: ChangeKind | None = None
 
     @field_validator("url")
     @classmethod
@@ -278,6 +275,8 @@ class SitemapRecord(BaseModel):
     invalid_children: dict[str, str] = Field(default_factory=dict)
     warnings: dict[str, int] = Field(default_factory=dict)
     document_key: str | None = None
+    #: Unchanged since the site's last complete reading of it: its entries were replayed, not parsed.
+    not_modified: bool = False
     attempts: int = Field(default=0, ge=0)
     discovered_at: datetime | None = None
     finished_at: datetime | None = None
@@ -344,6 +343,11 @@ class SitemapIngestionResult(BaseModel):
     errors_omitted: int = Field(default=0, ge=0)
     sitemaps_total: int = Field(default=0, ge=0)
     sitemaps_ok: int = Field(default=0, ge=0)
+    #: What the job found out, per kind (see ChangeKind); the lines are in ``changes_location``.
+    changes: ChangeCounts = Field(default_factory=ChangeCounts)
+    changes_location: str | None = None
+    #: Per host: what this job's evidence did to the trust in the sitemaps' lastmod.
+    lastmod_trust: dict[str, TrustChange] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -351,4 +355,6 @@ class SitemapIngestionResult(BaseModel):
             raise ValueError("total_urls must equal successful_processing + failed_processing")
         if not self.start_time < self.end_time:
             raise ValueError("start_time must be before end_time")
+        if self.changes.listed_total() not in (0, self.total_urls):
+            raise ValueError("the changes of the job's URLs must add up to total_urls")
         return self

@@ -1,19 +1,16 @@
-"""The bundled demo site, and `make demo`: serve it on 127.0.0.1 and crawl it with `harvest crawl`.
+"""A static demo site in a folder, served on 127.0.0.1: what most end-to-end tests crawl.
 
 The site is what a real one looks like to Harvester: robots.txt declares a sitemap index, the index lists
 several urlsets (the last one gzipped), pages carry lastmod / changefreq / priority and some images, and a
-few listed pages do not exist. The end-to-end tests build their sites with the same generator.
+few listed pages do not exist. Python's file server answers ``If-Modified-Since``; sites that change
+between crawls are :mod:`harvester.demo.live`'s.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,9 +18,8 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
-
-from harvester.adapters.local.runner import LocalHarvest
 
 CHANGEFREQS = ("daily", "weekly", "monthly")
 
@@ -121,11 +117,20 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(ThreadingHTTPServer):
+    """A crawler that exits leaves keep-alive connections to reset: normal here, not an error to print."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextlib.contextmanager
 def serve(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serves ``root`` over HTTP on ``host``; yields the base URL (the port is picked by the OS)."""
-    server = ThreadingHTTPServer((host, port), partial(_QuietHandler, directory=str(root)))
-    server.daemon_threads = True
+    server = QuietServer((host, port), partial(_QuietHandler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, name="demo-site", daemon=True)
     thread.start()
     try:
@@ -133,45 +138,3 @@ def serve(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Serve the demo site on 127.0.0.1 and crawl it.")
-    parser.add_argument("--pages", type=int, default=300)
-    parser.add_argument("--broken", type=int, default=5)
-    parser.add_argument("--state-dir", type=Path, default=Path(".harvest-demo"))
-    args = parser.parse_args(argv)
-    shutil.rmtree(args.state_dir, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="harvest-demo-site-") as tmp:
-        root = Path(tmp)
-        with serve(root) as base_url:
-            site = build_site(root, base_url, SiteSpec(pages=args.pages, broken=args.broken))
-            print(
-                f"Demo site on {base_url}/ : robots.txt -> sitemap index -> {len(site.sitemap_urls) - 1} sitemaps"
-                f" (one gzipped), {len(site.page_urls)} pages, {len(site.broken_urls)} broken links\n"
-            )
-            allow = ["--allow-network", "127.0.0.0/8"]
-            status = _run(["sitemaps", f"{base_url}/", *allow])
-            if status == 0:
-                status = _run(["crawl", f"{base_url}/", "--state-dir", str(args.state_dir), *allow])
-    if status == 0:
-        with LocalHarvest.open(args.state_dir) as harvest:
-            job = harvest.store.all_jobs()[-1]
-        print(
-            f"Raw documents and the result: {args.state_dir}/documents/jobs/{job.job_id}/\n"
-            f"Progress and result:          .venv/bin/harvest report {job.job_id} --state-dir {args.state_dir}\n"
-            f"Per-URL records as CSV:       .venv/bin/harvest report {job.job_id} --state-dir {args.state_dir}"
-            " --format csv"
-        )
-    return status
-
-
-def _run(arguments: list[str]) -> int:
-    print("$ harvest " + " ".join(arguments), flush=True)
-    status = subprocess.run([sys.executable, "-m", "harvester", *arguments], check=False).returncode
-    print(flush=True)
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,19 +17,24 @@ The flow is USP's (fetch, then let the content choose the parser), made safe for
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Any
 
-from harvester.crawl_state import http_error
-from harvester.discovery import known_path_probes, site_node, task_for
+from harvester.crawldb.crawl_state import http_error, listed
+from harvester.crawldb.documents import listing_key, sitemap_key
+from harvester.crawldb.listing import ListedPage, ListingWriter, read_listing
+from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, is_transient
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
-from harvester.messages import SitemapOrigin, SitemapTask
-from harvester.ports import Lease, LeaseLost, SitemapOutcome
-from harvester.records import (
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
+from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
+from harvester.model.records import (
     JobRecord,
     SitemapRecord,
     SitemapStatus,
@@ -37,28 +42,35 @@ from harvester.records import (
     UrlStatus,
     url_key,
 )
+from harvester.pipeline.completion import maybe_complete
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.discovery import known_path_probes, site_node, task_for
+from harvester.pipeline.sitemap_filter import follow
+from harvester.ports import Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
-from harvester.sitemap_filter import follow
-from harvester.urls import UrlFilter, in_scope, normalize, refusal
-
-if TYPE_CHECKING:
-    from harvester.engine import Engine
+from harvester.urls import UrlFilter, host_of, in_scope, normalize, refusal
 
 log = logging.getLogger(__name__)
 
+#: A page entry as parsed, or as read back from the listing of an unchanged sitemap.
+Listed = PageEntry | ListedPage
+
 SPOOL_IN_MEMORY = 1024 * 1024
+PARSE_CHUNK = 64 * 1024
+#: Times a batch is decided again when other jobs keep moving its crawl records (then the task is retried).
+STALE_ATTEMPTS = 8
 MAX_INVALID_CHILDREN_LISTED = 100
 #: Well-known paths that are simply not there are expected; these statuses mean "no sitemap here".
 _ABSENT_STATUSES = frozenset({401, 403, 404, 410})
 
 
-async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | None:
-    job = engine.job(task.job_id)
+async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord | None:
+    job = ctx.job(task.job_id)
     if job is None:
         log.warning("sitemap task for an unknown job dropped", extra={"job_id": task.job_id, "url": task.url})
         return None
     url = normalize(task.url)
-    store = engine.store
+    store = ctx.store
     if store.get_sitemap(job.job_id, url) is None:
         # Only a hand-made task names a sitemap nobody registered: register it so that it is counted.
         store.add_sitemaps(
@@ -69,38 +81,38 @@ async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | 
                     origin=task.origin,
                     depth=task.depth,
                     ancestors=task.ancestors,
-                    discovered_at=engine.clock(),
+                    discovered_at=ctx.clock(),
                 )
             ],
         )
-    now = engine.clock().timestamp()
-    lease = Lease(token=uuid.uuid4().hex, until=now + engine.settings.sitemap_lease_seconds)
+    now = ctx.clock().timestamp()
+    lease = Lease(token=uuid.uuid4().hex, until=now + ctx.settings.sitemap_lease_seconds)
     record = store.claim_sitemap(job.job_id, url, lease, now=now)
     if record is None:
         log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
         return None
-    if record.attempts > engine.settings.max_attempts:
+    if record.attempts > ctx.settings.max_attempts:
         outcome: SitemapOutcome | Retry = SitemapOutcome(
             status=SitemapStatus.FAILED,
             error_message=f"gave up after {record.attempts - 1} attempts to read it",
         )
     else:
         try:
-            outcome = await SitemapReading(engine, job, record, lease).run()
+            outcome = await SitemapReading(ctx, job, record, lease).run()
         except LeaseLost:
             # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
             log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
             return None
     if isinstance(outcome, Retry):
         delay = min(
-            engine.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
-            engine.settings.retry_backoff_max_seconds,
+            ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
+            ctx.settings.retry_backoff_max_seconds,
         )
         if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason):
-            engine.queue.send([task_for(job.job_id, record)], delay_seconds=int(delay))
+            ctx.queue.send([task_for(job.job_id, record)], delay_seconds=int(delay))
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
         return store.get_sitemap(job.job_id, url)
-    outcome.finished_at = engine.clock()
+    outcome.finished_at = ctx.clock()
     store.finish_sitemap(job.job_id, url, outcome, lease)
     log.info(
         "sitemap done",
@@ -111,7 +123,7 @@ async def process_sitemap(engine: Engine, task: SitemapTask) -> SitemapRecord | 
             "error": outcome.error_message,
         },
     )
-    engine.maybe_complete(job.job_id)
+    maybe_complete(ctx, job.job_id)
     return store.get_sitemap(job.job_id, url)
 
 
@@ -123,14 +135,16 @@ class Retry:
 
 
 class SitemapReading:
-    """The reading of one claimed sitemap: fetch, parse as it streams, record and send in batches."""
+    """The reading of one claimed sitemap: fetch (conditionally), parse or replay, record and send in batches."""
 
-    def __init__(self, engine: Engine, job: JobRecord, record: SitemapRecord, lease: Lease) -> None:
-        self.engine = engine
+    def __init__(self, ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease) -> None:
+        self.ctx = ctx
         self.job = job
         self.record = record
         self.lease = lease
         self.request = job.request
+        self.site = job.request.origin
+        self.schedule = ctx.settings.schedule
         self.filter = UrlFilter.of(self.request.include, self.request.exclude)
         self.sitemap_patterns = UrlFilter.of(self.request.sitemap_include, self.request.sitemap_exclude)
         self.chain = {normalize(a) for a in record.ancestors} | {record.url}
@@ -138,13 +152,16 @@ class SitemapReading:
         self.invalid_children: dict[str, str] = {}
         self.seen_pages: set[str] = set()
         self.seen_children: set[str] = set()
-        self.page_batch: list[tuple[int, SitemapURL, PageEntry]] = []
+        self.page_batch: list[tuple[int, str, Listed]] = []
         self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
         self.children = 0
         self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
         self.recorded = record.pages_recorded
         self.enqueued = record.pages_enqueued
+        self.listing: ListingWriter | None = None  # the entries as parsed, kept to replay an unchanged sitemap
+        self.probes = 0  # lastmod probes spent on an untrusted host
+        self._site: SiteCrawl | None = None
 
     @property
     def is_robots(self) -> bool:
@@ -156,7 +173,7 @@ class SitemapReading:
 
     @property
     def may_retry(self) -> bool:
-        return self.record.attempts < self.engine.settings.retry_max
+        return self.record.attempts < self.ctx.settings.retry_max
 
     async def run(self) -> SitemapOutcome | Retry:
         try:
@@ -167,6 +184,9 @@ class SitemapReading:
                 return Retry(reason)
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
             outcome = SitemapOutcome(status=status, error_message=self._final_reason(reason, exc.retryable))
+        finally:
+            if self.listing is not None:
+                self.listing.close()
         transient = outcome.http_status is not None and is_transient(outcome.http_status)
         if transient and outcome.status is SitemapStatus.FAILED:
             if self.may_retry:
@@ -177,7 +197,7 @@ class SitemapReading:
         self._follow(self.found, level=self.record.depth - 1, parents=parents)
         if self.is_robots:
             # robots.txt leads to the well-known paths whatever happened to it (a site may have none).
-            probes = known_path_probes(self.request, self.declared, now=self.engine.clock())
+            probes = known_path_probes(self.request, self.declared, now=self.ctx.clock())
             self._follow(probes, level=0, parents=set())
         outcome.children = self.children
         outcome.dropped = self.dropped
@@ -187,12 +207,15 @@ class SitemapReading:
     def _final_reason(self, reason: str, transient: bool) -> str:
         return f"{reason} (gave up after {self.record.attempts} attempts)" if transient else reason
 
-    async def _read(self) -> SitemapOutcome:
+    async def _read(self, *, conditional: bool = True) -> SitemapOutcome:
         url = self.record.url
         limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
-        async with self.engine.fetcher.open(url, max_bytes=limit) as response:
+        prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional else None
+        headers = _validators(prior)
+        async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers) as response:
             final_url = normalize(response.url)
-            if not 200 <= response.status_code < 300:
+            not_modified = response.status_code == 304 and prior is not None and bool(headers)
+            if not (200 <= response.status_code < 300 or not_modified):
                 quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
                 return SitemapOutcome(
                     status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
@@ -204,25 +227,44 @@ class SitemapReading:
             if redirected is not None:
                 redirected.http_status = response.status_code
                 return redirected
+            if not_modified:
+                assert prior is not None
+                return self._replay(prior, response.status_code, final_url) or await self._read(conditional=False)
             parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+            self.listing = ListingWriter()
+            # Without an earlier reading, the sitemap is parsed while it downloads; with one, it is downloaded
+            # first, so that the same bytes are recognised by their signature and not parsed again.
+            streaming = prior is None
+            digest = hashlib.sha256()
             broken: str | None = None
             with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
                 try:
                     async for chunk in response.iter_bytes():
                         raw.write(chunk)
-                        self._take(parser.feed(chunk))
-                        if parser.finished:
-                            break
+                        digest.update(chunk)
+                        if streaming:
+                            self._parse(parser, chunk)
+                            if parser.finished:
+                                break
                 except FetchError as exc:
                     # The body broke off: what arrived whole is recorded either way (a retry resumes after
                     # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+                    if not streaming:
+                        self._parse_spooled(parser, raw)
                     self._flush_pages()
                     if exc.retryable and self.may_retry:
                         raise
                     broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
-                self._take(parser.close(complete=response.complete and not parser.finished))
+                signature = digest.hexdigest()
+                if not streaming and broken is None:
+                    if prior is not None and signature == prior.signature and response.complete:
+                        replayed = self._replay(prior, response.status_code, final_url)
+                        if replayed is not None:
+                            return replayed
+                    self._parse_spooled(parser, raw)
+                self._take(self._listed(parser.close(complete=response.complete and not parser.finished)))
                 self._flush_pages()
-                document_key = self._store_raw(raw, response.content_type)
+                document_key = self._store_raw(raw, response.content_type, signature)
         report = parser.report
         status, error = SitemapStatus.COMPLETED, report.error
         if error:
@@ -232,7 +274,7 @@ class SitemapReading:
                 status = SitemapStatus.INVALID
             if self.is_probe:
                 status = SitemapStatus.ABSENT
-        return SitemapOutcome(
+        outcome = SitemapOutcome(
             status=status,
             kind=report.kind.value if report.kind else None,
             error_message=error,
@@ -242,6 +284,77 @@ class SitemapReading:
             http_status=response.status_code,
             warnings=dict(report.warnings),
             document_key=document_key,
+        )
+        if status is SitemapStatus.COMPLETED and broken is None:
+            self._remember(outcome, response.headers, signature)
+        return outcome
+
+    def _parse(self, parser: SitemapParser, chunk: bytes) -> None:
+        self._take(self._listed(parser.feed(chunk)))
+
+    def _parse_spooled(self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes]) -> None:
+        raw.seek(0)
+        while not parser.finished and (chunk := raw.read(PARSE_CHUNK)):
+            self._parse(parser, chunk)
+        raw.seek(0, 2)
+
+    def _listed(self, entries: list[PageEntry | ChildSitemap]) -> list[PageEntry | ChildSitemap]:
+        if self.listing is not None:
+            for entry in entries:
+                self.listing.add(entry)
+        return entries
+
+    def _replay(self, prior: SitemapCrawl, http_status: int, final_url: str) -> SitemapOutcome | None:
+        """The sitemap did not change: its last complete reading's entries, instead of parsing it again.
+        None when that listing is not in the document store any more (the sitemap is then read in full)."""
+        try:
+            body = self.ctx.documents.get(prior.listing_key)
+        except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
+            log.warning(
+                "listing of an unchanged sitemap unreadable; reading it in full",
+                extra={"url": self.record.url, "listing": prior.listing_key, "error": repr(exc)},
+            )
+            return None
+        if self.listing is not None:
+            self.listing.close()
+            self.listing = None
+        for entry in read_listing(body):
+            self._take([entry])
+        self._flush_pages()
+        return SitemapOutcome(
+            status=SitemapStatus.COMPLETED,
+            kind=prior.kind,
+            truncated=prior.truncated,
+            final_url=final_url,
+            http_status=http_status,
+            warnings=dict(prior.warnings),
+            document_key=prior.document_key,
+            not_modified=True,
+        )
+
+    def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
+        """Keeps what the next job needs to read this sitemap conditionally and replay it if unchanged."""
+        assert self.listing is not None and outcome.document_key is not None and outcome.http_status is not None
+        key = listing_key(self.site, self.record.url, signature)
+        entries = self.listing.entries
+        self.ctx.documents.put(key, self.listing.finish(), content_type="application/gzip")
+        self.ctx.crawldb.put_sitemap(
+            self.site,
+            SitemapCrawl(
+                url=self.record.url,
+                fetched_at=self.ctx.clock(),
+                http_status=outcome.http_status,
+                final_url=outcome.final_url,
+                etag=headers.get("etag"),
+                last_modified=headers.get("last-modified"),
+                signature=signature,
+                document_key=outcome.document_key,
+                listing_key=key,
+                kind=outcome.kind,
+                truncated=outcome.truncated,
+                warnings=outcome.warnings,
+                entries=entries,
+            ),
         )
 
     def _redirect_verdict(self, final_url: str) -> SitemapOutcome | None:
@@ -254,7 +367,7 @@ class SitemapReading:
                 error_message=f"recursion: redirects to its ancestor {final_url}",
                 final_url=final_url,
             )
-        known = self.engine.store.get_sitemap(self.job.job_id, final_url)
+        known = self.ctx.store.get_sitemap(self.job.job_id, final_url)
         if known is None:
             return None
         if self.is_probe and known.origin is SitemapOrigin.DECLARED:
@@ -268,17 +381,17 @@ class SitemapReading:
 
     # entries --------------------------------------------------------------------------------------
 
-    def _take(self, entries: list[PageEntry | ChildSitemap]) -> None:
+    def _take(self, entries: Iterable[Listed | ChildSitemap]) -> None:
         for entry in entries:
-            if isinstance(entry, PageEntry):
-                self._take_page(entry)
-            else:
+            if isinstance(entry, ChildSitemap):
                 self._take_child(entry)
+            else:
+                self._take_page(entry)
 
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
-    def _take_page(self, entry: PageEntry) -> None:
+    def _take_page(self, entry: Listed) -> None:
         reason = refusal(entry.url)
         if reason is not None:
             self._drop(reason)
@@ -300,17 +413,8 @@ class SitemapReading:
         self.accepted += 1
         if index < self.enqueued:
             return  # recorded and sent before a restart
-        page = SitemapURL(
-            url=url,
-            last_modified=entry.lastmod,
-            change_frequency=entry.changefreq,
-            priority=entry.priority,
-            sitemap=self.record.url,
-            extensions=entry.extensions(),
-            discovered_at=self.engine.clock(),
-        )
-        self.page_batch.append((index, page, entry))
-        if len(self.page_batch) >= self.engine.settings.record_batch:
+        self.page_batch.append((index, url, entry))
+        if len(self.page_batch) >= self.ctx.settings.record_batch:
             self._flush_pages()
 
     def _take_child(self, entry: ChildSitemap) -> None:
@@ -340,7 +444,7 @@ class SitemapReading:
             depth=depth,
             ancestors=(*self.record.ancestors, self.record.url),
             parent=self.record.url,
-            discovered_at=self.engine.clock(),
+            discovered_at=self.ctx.clock(),
         )
         self.found.append(child)
 
@@ -359,19 +463,19 @@ class SitemapReading:
             level=level,
             parents=parents,
             patterns=self.sitemap_patterns,
-            callbacks=self.engine.callbacks,
+            callbacks=self.ctx.callbacks,
         )
         for _ in refused:
             self._drop("sitemap_filtered")
         followed = set(kept)
         chosen = [c for c in children if c.url in followed]
         self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)
-        step = self.engine.settings.record_batch
+        step = self.ctx.settings.record_batch
         for start in range(0, len(chosen), step):
             self._register(chosen[start : start + step])
 
     def _register(self, batch: list[SitemapRecord]) -> None:
-        stored = self.engine.store.add_sitemaps(self.job.job_id, batch)
+        stored = self.ctx.store.add_sitemaps(self.job.job_id, batch)
         mine = {c.url for c in batch}
         # Ours to send: every child still pending that this sitemap registered, now or before a restart
         # (robots.txt also registers the known-path probes, which hang under the site node).
@@ -380,7 +484,7 @@ class SitemapReading:
             for s in stored
             if s.url in mine and s.status is SitemapStatus.PENDING and self._registered_by_us(s)
         ]
-        self.engine.queue.send(to_send)
+        self.ctx.queue.send(to_send)
 
     def _registered_by_us(self, sitemap: SitemapRecord) -> bool:
         if sitemap.parent == self.record.url:
@@ -392,31 +496,131 @@ class SitemapReading:
             return
         batch, self.page_batch = self.page_batch, []
         job_id = self.job.job_id
-        fetch = self.request.fetch_pages
-        resend = [page for index, page, _ in batch if index < self.recorded]
-        fresh = [page for index, page, _ in batch if index >= self.recorded]
+        # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task).
+        tasks = [self._task(url, entry) for index, url, entry in batch if index < self.recorded]
+        fresh = [(url, entry) for index, url, entry in batch if index >= self.recorded]
         checkpoint = batch[-1][0] + 1
-        new: list[SitemapURL] = []
         if fresh:
-            if not fetch:
-                now = self.engine.clock()
-                fresh = [p.model_copy(update={"status": UrlStatus.COMPLETED, "finished_at": now}) for p in fresh]
-            new = self.engine.store.record_pages(
-                job_id, self.record.url, fresh, checkpoint=checkpoint, lease=self.lease
-            )
+            new = self._record(fresh, checkpoint)
             self.recorded = checkpoint
-        if fetch:
-            self.engine.queue.send([p.task(job_id) for p in (*resend, *new)])
-        self.engine.store.mark_enqueued(job_id, self.record.url, checkpoint, self.lease)
+            tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING]
+        if self.request.fetch_pages:
+            self.ctx.queue.send(tasks)
+        self.ctx.store.mark_enqueued(job_id, self.record.url, checkpoint, self.lease)
         self.enqueued = checkpoint
 
-    def _store_raw(self, raw: tempfile.SpooledTemporaryFile[bytes], content_type: str | None) -> str:
+    def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int) -> list[SitemapURL]:
+        """Records a batch with the crawl records it moves; when another job of the site moved one of them
+        meanwhile, the batch is decided again on what that job wrote."""
+        new: list[SitemapURL] = []
+        probes = self.probes
+        for _ in range(STALE_ATTEMPTS):
+            self.probes = probes
+            priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh])
+            pages = [self._page(url, entry, priors.get(url)) for url, entry in fresh]
+            recorded = self.ctx.store.record_pages(
+                self.job.job_id, self.record.url, pages, checkpoint=checkpoint, lease=self.lease, site=self.site
+            )
+            new += recorded.new
+            if not recorded.stale:
+                return new
+            log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
+        raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
+
+    def _page(self, url: str, entry: Listed, prior: CrawlRecord | None) -> SitemapURL:
+        """The job's record of a listed URL: to be fetched (pending, with the reason), or not due."""
+        now = self.ctx.clock()
+        known = listed(
+            prior,
+            url=url,
+            lastmod=entry.lastmod,
+            changefreq=entry.changefreq,
+            priority=entry.priority,
+            sitemap=self.record.url,
+            job_id=self.job.job_id,
+            now=now,
+            schedule=self.schedule,
+        )
+        change = ChangeKind.NEW if prior is None else ChangeKind.BACK if prior.state is CrawlState.ORPHAN else None
+        base: dict[str, Any] = {
+            "url": url,
+            "last_modified": entry.lastmod,
+            "change_frequency": entry.changefreq,
+            "priority": entry.priority,
+            "sitemap": self.record.url,
+            "extensions": entry.extensions(),
+            "discovered_at": now,
+            "known": known,
+        }
+        if not self.request.fetch_pages:
+            return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED)
+        decision = due(
+            known,
+            new=prior is None,
+            lastmod=entry.lastmod,
+            now=now,
+            refetch_all=self.request.refetch is Refetch.ALL,
+            trusted=prior is None or self._trusted(url),
+            may_probe=self.probes < self.ctx.settings.lastmod_probes,
+        )
+        if decision.reason is None:
+            return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE)
+        self.probes += decision.probe
+        return SitemapURL(**base, fetch_reason=decision.reason, change=change)
+
+    def _trusted(self, url: str) -> bool:
+        if self._site is None:
+            self._site = self.ctx.crawldb.get_site(self.site) or SiteCrawl(site=self.site)
+        return self._site.trust(host_of(url)).trusted
+
+    def _task(self, url: str, entry: Listed) -> PageTask:
+        return PageTask(
+            job_id=self.job.job_id,
+            url=url,
+            sitemap=self.record.url,
+            lastmod=entry.lastmod,
+            changefreq=entry.changefreq,
+            priority=entry.priority,
+        )
+
+    def _store_raw(self, raw: tempfile.SpooledTemporaryFile[bytes], content_type: str | None, signature: str) -> str:
         raw.seek(0)
-        key = f"jobs/{self.job.job_id}/sitemaps/{self.record.key}"
-        self.engine.documents.put(
+        key = sitemap_key(self.site, self.record.url, signature)
+        self.ctx.documents.put(
             key,
             raw,
             content_type=content_type,
             metadata={"url": self.record.url, "job-id": self.job.job_id},
         )
         return key
+
+
+def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
+    headers = {}
+    if prior is not None:
+        if prior.etag:
+            headers["If-None-Match"] = prior.etag
+        if prior.last_modified:
+            headers["If-Modified-Since"] = prior.last_modified
+    return headers
+
+
+def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
+    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it."""
+    return SitemapURL(
+        **base,
+        status=UrlStatus.COMPLETED,
+        finished_at=now,
+        fetch_reason=reason,
+        change=change,
+        crawl_state=known.state,
+        next_fetch_time=known.next_fetch_time,
+        http_status=known.http_status,
+        content_type=known.content_type,
+        size=known.size,
+        signature=known.signature,
+        etag=known.etag,
+        last_modified_header=known.last_modified,
+        document_key=known.document_key,
+        fetch_time=known.last_fetch_time,
+    )

@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
-from harvester.urls import require_http_url, validate_pattern
+from harvester.urls import origin_of, require_http_url, validate_pattern
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
@@ -33,6 +33,19 @@ class Scope(StrEnum):
     SAME_HOST = "same-host"
     SAME_DOMAIN = "same-domain"
     ANY = "any"
+
+
+class Refetch(StrEnum):
+    """Which known URLs a job fetches: those due by their schedule (or an advanced, trusted lastmod), or all
+    of them (``--full``; still conditionally, so unchanged pages cost a 304)."""
+
+    DUE = "due"
+    ALL = "all"
+
+
+class Unprocessable(ValueError):
+    """A message that is well-formed but can never succeed (a job id already used for another job): it is
+    refused with the reason (dead-lettered at once on AWS), never retried."""
 
 
 class JobRequest(BaseModel):
@@ -50,7 +63,13 @@ class JobRequest(BaseModel):
     fetch_pages: bool = True
     rate_limit_delay: float = Field(default=0.05, gt=0, le=60)
     scope: Scope = Scope.SAME_HOST
+    refetch: Refetch = Refetch.DUE
     job_id: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
+
+    @property
+    def origin(self) -> str:
+        """The site as the crawl database knows it (``scheme://host[:port]``): its records outlive jobs."""
+        return origin_of(self.site)
 
     def fingerprint(self) -> str:
         """Identifies what the job does (everything but its id): the local runner resumes by it."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -19,18 +20,23 @@ from pydantic import ValidationError
 from harvester import __version__
 from harvester.adapters.local.database import StateDirError
 from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
-from harvester.fetch import FetchPolicy, policy_for
-from harvester.messages import JobRequest
-from harvester.progress import ProgressLine
-from harvester.records import JobStatus, LoaderState
-from harvester.reporting import (
+from harvester.api.tree import Discovery
+from harvester.cli.progress import ProgressLine
+from harvester.cli.reporting import (
+    CRAWL_CSV_FIELDS,
     dump_json,
     page_line,
+    site_view,
     summary_text,
+    write_changes,
     write_csv,
     write_jsonl,
 )
-from harvester.tree import Discovery
+from harvester.fetch import FetchPolicy, policy_for
+from harvester.model.messages import JobRequest, Unprocessable
+from harvester.model.records import JobStatus, LoaderState, utcnow
+from harvester.pipeline.completion import changes_key
+from harvester.urls import normalize, origin_of, require_http_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -49,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.run(args) or EXIT_OK)
-    except UsageError as exc:
+    except (UsageError, Unprocessable) as exc:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (StateDirError, JobStuck) as exc:
@@ -93,11 +99,27 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("file", type=Path)
     parse.set_defaults(run=run_parse)
 
-    report = commands.add_parser("report", help="a local job's progress and result (no JOB_ID: list jobs)")
+    report = commands.add_parser(
+        "report",
+        help="a local job's progress and result (no JOB_ID: list jobs), or the crawl database's view of a URL or site",
+    )
     report.add_argument("job_id", nargs="?")
     report.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     report.add_argument("--format", choices=("json", "jsonl", "csv"), default="json")
+    about = report.add_mutually_exclusive_group()
+    about.add_argument("--url", help="the crawl record of this URL, in every site that lists it")
+    about.add_argument(
+        "--site",
+        help="a site in the crawl database: its URLs by state, what is due, lastmod trust, sitemaps"
+        " (--format jsonl/csv: every crawl record)",
+    )
     report.set_defaults(run=run_report)
+
+    changes = commands.add_parser("changes", help="a local job's change feed (no JOB_ID: the latest job's)")
+    changes.add_argument("job_id", nargs="?")
+    changes.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    changes.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    changes.set_defaults(run=run_changes)
 
     submit = commands.add_parser("submit", help="send a job request to a deployed stack's job queue")
     submit.add_argument("site")
@@ -133,6 +155,11 @@ def _site_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> None:
     parser.add_argument("--no-pages", action="store_true", help="record the pages without fetching them")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="fetch every listed page, not only those due (still conditionally: unchanged pages cost a 304)",
+    )
     _pattern_arguments(parser)
     parser.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
     parser.add_argument("--max-depth", type=int, default=10)
@@ -165,6 +192,7 @@ def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None) -> Jo
         "scope": args.scope,
         "max_depth": args.max_depth,
         "fetch_pages": (not getattr(args, "no_pages", False)) if fetch_pages is None else fetch_pages,
+        "refetch": "all" if getattr(args, "full", False) else "due",
     }
     if getattr(args, "rate_limit_delay", None) is not None:
         fields["rate_limit_delay"] = args.rate_limit_delay
@@ -261,10 +289,20 @@ def run_parse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _open_state(state_dir: Path) -> contextlib.AbstractContextManager[LocalHarvest]:
+    if not (state_dir / "harvest.db").exists():
+        raise UsageError(f"--state-dir {state_dir}: no harvest state there")
+    return LocalHarvest.open(state_dir)
+
+
 def run_report(args: argparse.Namespace) -> int:
-    if not (args.state_dir / "harvest.db").exists():
-        raise UsageError(f"--state-dir {args.state_dir}: no harvest state there")
-    with LocalHarvest.open(args.state_dir) as harvest:
+    if (args.url or args.site) and args.job_id:
+        raise UsageError("give a JOB_ID, or --url / --site, not both")
+    with _open_state(args.state_dir) as harvest:
+        if args.url:
+            return _report_url(harvest, args.url)
+        if args.site:
+            return _report_site(harvest, args.site, args.format)
         store = harvest.store
         if not args.job_id:
             for job in store.all_jobs():
@@ -278,7 +316,7 @@ def run_report(args: argparse.Namespace) -> int:
         elif args.format == "csv":
             write_csv(store.pages(args.job_id), sys.stdout)
         else:
-            from harvester.records import BulkProcessingJob
+            from harvester.model.records import BulkProcessingJob
 
             location = harvest.documents.location(snapshot.job.result_key) if snapshot.job.result_key else None
             view = BulkProcessingJob.of(
@@ -294,6 +332,52 @@ def run_report(args: argparse.Namespace) -> int:
                 },
                 sys.stdout,
             )
+    return EXIT_OK
+
+
+def _report_url(harvest: LocalHarvest, url: str) -> int:
+    try:
+        found = harvest.crawldb.find_url(normalize(require_http_url(url)))
+    except ValueError as exc:
+        raise UsageError(f"--url: {exc}") from None
+    if not found:
+        raise UsageError(f"--url {url}: not in the crawl database of {harvest.state_dir}")
+    dump_json([{"site": site, **record.model_dump(mode="json")} for site, record in found], sys.stdout)
+    return EXIT_OK
+
+
+def _report_site(harvest: LocalHarvest, site: str, fmt: str) -> int:
+    try:
+        origin = origin_of(require_http_url(site))
+    except ValueError as exc:
+        raise UsageError(f"--site: {exc}") from None
+    if origin not in harvest.crawldb.sites():
+        known = ", ".join(harvest.crawldb.sites()) or "none"
+        raise UsageError(f"--site {site}: not in the crawl database of {harvest.state_dir} (sites: {known})")
+    records = harvest.crawldb.site_urls(origin)
+    if fmt == "jsonl":
+        write_jsonl(records, sys.stdout)
+    elif fmt == "csv":
+        write_csv(records, sys.stdout, CRAWL_CSV_FIELDS)
+    else:
+        dump_json(site_view(origin, records, harvest.crawldb, now=utcnow()), sys.stdout)
+    return EXIT_OK
+
+
+def run_changes(args: argparse.Namespace) -> int:
+    with _open_state(args.state_dir) as harvest:
+        job_id = args.job_id
+        if job_id is None:
+            ended = [j for j in harvest.store.all_jobs() if j.result_key]
+            if not ended:
+                raise UsageError(f"no finished job in {args.state_dir} yet")
+            job_id = ended[-1].job_id
+        elif harvest.store.get_job(job_id) is None:
+            raise UsageError(f"no job {job_id!r} in {args.state_dir}")
+        key = changes_key(job_id)
+        if not harvest.documents.exists(key):
+            raise UsageError(f"job {job_id} has no change feed (it has not ended, or predates the crawl database)")
+        write_changes(harvest.documents.get(key), sys.stdout, fmt=args.format)
     return EXIT_OK
 
 

@@ -30,9 +30,10 @@ from pydantic import ValidationError
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.fetch import policy_for
-from harvester.messages import JobRequest
-from harvester.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
-from harvester.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
+from harvester.model.messages import JobRequest
+from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
+from harvester.ports import Recorded
 
 __all__ = [
     "Discovery",
@@ -207,11 +208,11 @@ class _StreamingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def record_pages(self, *args: Any, **kwargs: Any) -> list[SitemapURL]:
-        new = self._inner.record_pages(*args, **kwargs)
-        if new:
-            self._emit(new)
-        return new
+    def record_pages(self, *args: Any, **kwargs: Any) -> Recorded:
+        recorded = self._inner.record_pages(*args, **kwargs)
+        if recorded.new:
+            self._emit(recorded.new)
+        return recorded
 
 
 class Discovery:

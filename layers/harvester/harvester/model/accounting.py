@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
+from harvester.model.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
 from harvester.ports import PageRetry, SitemapOutcome
-from harvester.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
 
 ROBOTS_KIND = "robots"
 R = TypeVar("R", SitemapRecord, SitemapURL)
@@ -58,6 +58,7 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "invalid_children": outcome.invalid_children,
             "warnings": outcome.warnings,
             "document_key": outcome.document_key or record.document_key,
+            "not_modified": outcome.not_modified,
             "finished_at": outcome.finished_at,
         }
     )

@@ -1,0 +1,161 @@
+"""The crawl database in the state table: its own key space, and no ``expires_at``, so TTL never takes it.
+
+Layout (``pk`` / ``sk``):
+
+* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: a URL's crawl record, ``h`` being the first hex digit of the
+  URL key, so that a site's URLs spread over 16 partitions (a busy site's page workers do not all write
+  one partition) and a scan of the site is 16 queries;
+* ``CRAWL#<site>`` / ``SITEMAP#<url key>``: the last complete reading of a sitemap;
+* ``CRAWL#<site>`` / ``SITE``: lastmod trust.
+
+Records are stored as their JSON ``body`` with a ``version``; a versioned write is a Put conditioned on the
+version it was computed from (``attribute_not_exists(pk)`` for a new record), so it can ride in the same
+transaction as the job's records.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.records import url_key
+
+SHARDS = 16
+_BATCH_GET = 100
+_UNPROCESSED_RETRIES = 10
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def url_item_key(site: str, url: str) -> dict[str, Any]:
+    key = url_key(url)
+    return {"pk": _s(f"CRAWL#{site}#{key[0]}"), "sk": _s(f"URL#{key}")}
+
+
+def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> dict[str, Any]:
+    """A TransactWriteItems ``Put`` (or put_item arguments) that only lands on the version it follows."""
+    put: dict[str, Any] = {
+        "TableName": table,
+        "Item": {**key, "body": _s(body), "version": {"N": str(version)}},
+    }
+    if version == 1:
+        put["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        put["ConditionExpression"] = "version = :previous"
+        put["ExpressionAttributeValues"] = {":previous": {"N": str(version - 1)}}
+    return {"Put": put}
+
+
+def conditional(write: Callable[[], object]) -> bool:
+    """Runs a conditional write: True when it landed, False when its condition failed."""
+    try:
+        write()
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
+
+
+def url_put(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
+    return versioned_put(table, url_item_key(site, record.url), record.model_dump_json(), record.version)
+
+
+class DynamoCrawlDatabase:
+    def __init__(self, client: Any, table: str) -> None:
+        self.client = client
+        self.table = table
+
+    def _conditional_put(self, request: dict[str, Any]) -> bool:
+        return conditional(lambda: self.client.put_item(**request["Put"]))
+
+    def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+        unique = list(dict.fromkeys(urls))
+        found: dict[str, CrawlRecord] = {}
+        for start in range(0, len(unique), _BATCH_GET):
+            keys = [url_item_key(site, u) for u in unique[start : start + _BATCH_GET]]
+            for item in self._batch_get(keys):
+                record = CrawlRecord.model_validate_json(item["body"]["S"])
+                found[record.url] = record
+        return found
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        for attempt in range(_UNPROCESSED_RETRIES):
+            response = self.client.batch_get_item(RequestItems=request)
+            yield from response.get("Responses", {}).get(self.table, [])
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return
+            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+        raise RuntimeError(f"DynamoDB kept {len(request[self.table]['Keys'])} keys unprocessed")
+
+    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+        return [r.url for r in records if not self._conditional_put(url_put(self.table, site, r))]
+
+    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
+        paginator = self.client.get_paginator("query")
+        for shard in "0123456789abcdef":
+            pages = paginator.paginate(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}#{shard}")},
+                ProjectionExpression="body",
+            )
+            for page in pages:
+                for item in page.get("Items", []):
+                    yield CrawlRecord.model_validate_json(item["body"]["S"])
+
+    def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
+        item = self.client.get_item(
+            TableName=self.table,
+            Key={"pk": _s(f"CRAWL#{site}"), "sk": _s(f"SITEMAP#{url_key(url)}")},
+            ConsistentRead=True,
+        ).get("Item")
+        return SitemapCrawl.model_validate_json(item["body"]["S"]) if item else None
+
+    def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
+        fetched = repr(record.fetched_at.timestamp())
+        return self._conditional_put(
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": {
+                        "pk": _s(f"CRAWL#{site}"),
+                        "sk": _s(f"SITEMAP#{url_key(record.url)}"),
+                        "body": _s(record.model_dump_json()),
+                        "fetched_at": {"N": fetched},
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk) OR fetched_at <= :mine",
+                    "ExpressionAttributeValues": {":mine": {"N": fetched}},
+                }
+            }
+        )
+
+    def site_sitemaps(self, site: str) -> Iterator[SitemapCrawl]:
+        paginator = self.client.get_paginator("query")
+        pages = paginator.paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :sitemap)",
+            ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}"), ":sitemap": _s("SITEMAP#")},
+        )
+        for page in pages:
+            for item in page.get("Items", []):
+                yield SitemapCrawl.model_validate_json(item["body"]["S"])
+
+    def get_site(self, site: str) -> SiteCrawl | None:
+        item = self.client.get_item(
+            TableName=self.table, Key={"pk": _s(f"CRAWL#{site}"), "sk": _s("SITE")}, ConsistentRead=True
+        ).get("Item")
+        return SiteCrawl.model_validate_json(item["body"]["S"]) if item else None
+
+    def put_site(self, record: SiteCrawl) -> bool:
+        key = {"pk": _s(f"CRAWL#{record.site}"), "sk": _s("SITE")}
+        return self._conditional_put(versioned_put(self.table, key, record.model_dump_json(), record.version))

@@ -1,0 +1,128 @@
+"""The crawl database in the state file: three tables beside the jobs', never cleared by a job.
+
+``crawl_urls`` (one row per site and URL, with its version), ``crawl_sitemaps`` (the last complete
+reading of each sitemap) and ``crawl_sites`` (lastmod trust). A versioned write is one UPDATE conditioned on
+the version read (or an INSERT for a new record), so a write that lost a race changes nothing and says so.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from harvester.adapters.local.database import Transaction
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.records import url_key
+
+_PAGE_SIZE = 1000
+_IN_CHUNK = 500  # below SQLite's bound on host parameters
+
+
+def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
+    """One versioned write inside the caller's transaction; False when the stored version moved on."""
+    body = record.model_dump_json()
+    if record.version == 1:
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)",
+            (site, url_key(record.url), body),
+        )
+    else:
+        cursor = db.execute(
+            "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ? AND version = ?",
+            (record.version, body, site, url_key(record.url), record.version - 1),
+        )
+    return cursor.rowcount == 1
+
+
+def fresh(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
+    """Whether ``record`` can be written now (its base version is still the stored one)."""
+    key = url_key(record.url)
+    row = db.execute("SELECT version FROM crawl_urls WHERE site = ? AND key = ?", (site, key)).fetchone()
+    return (row is None) if record.version == 1 else (row is not None and row[0] == record.version - 1)
+
+
+class SqliteCrawlDatabase:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+        keys = {url_key(u): u for u in urls}
+        found: dict[str, CrawlRecord] = {}
+        key_list = list(keys)
+        for start in range(0, len(key_list), _IN_CHUNK):
+            chunk = key_list[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self.conn.execute(
+                f"SELECT body FROM crawl_urls WHERE site = ? AND key IN ({marks})", (site, *chunk)
+            ).fetchall()
+            for (body,) in rows:
+                record = CrawlRecord.model_validate_json(body)
+                found[record.url] = record
+        return found
+
+    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+        with Transaction(self.conn) as db:
+            return [r.url for r in records if not write_url(db, site, r)]
+
+    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
+        last = ""
+        while True:
+            rows = self.conn.execute(
+                f"SELECT key, body FROM crawl_urls WHERE site = ? AND key > ? ORDER BY key LIMIT {_PAGE_SIZE}",
+                (site, last),
+            ).fetchall()
+            if not rows:
+                return
+            for key, body in rows:
+                last = key
+                yield CrawlRecord.model_validate_json(body)
+
+    def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
+        """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps)."""
+        rows = self.conn.execute("SELECT site, body FROM crawl_urls WHERE key = ?", (url_key(url),)).fetchall()
+        return [(site, CrawlRecord.model_validate_json(body)) for site, body in rows]
+
+    def sites(self) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT site FROM crawl_urls UNION SELECT site FROM crawl_sitemaps ORDER BY 1"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
+        row = self.conn.execute(
+            "SELECT body FROM crawl_sitemaps WHERE site = ? AND key = ?", (site, url_key(url))
+        ).fetchone()
+        return SitemapCrawl.model_validate_json(row[0]) if row else None
+
+    def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
+        with Transaction(self.conn) as db:
+            cursor = db.execute(
+                "INSERT INTO crawl_sitemaps (site, key, fetched_at, body) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (site, key) DO UPDATE SET fetched_at = excluded.fetched_at, body = excluded.body"
+                " WHERE excluded.fetched_at >= crawl_sitemaps.fetched_at",
+                (site, url_key(record.url), record.fetched_at.timestamp(), record.model_dump_json()),
+            )
+            return cursor.rowcount == 1
+
+    def site_sitemaps(self, site: str) -> Iterator[SitemapCrawl]:
+        rows = self.conn.execute("SELECT body FROM crawl_sitemaps WHERE site = ? ORDER BY key", (site,)).fetchall()
+        for (body,) in rows:
+            yield SitemapCrawl.model_validate_json(body)
+
+    def get_site(self, site: str) -> SiteCrawl | None:
+        row = self.conn.execute("SELECT body FROM crawl_sites WHERE site = ?", (site,)).fetchone()
+        return SiteCrawl.model_validate_json(row[0]) if row else None
+
+    def put_site(self, record: SiteCrawl) -> bool:
+        with Transaction(self.conn) as db:
+            if record.version == 1:
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO crawl_sites (site, version, body) VALUES (?, 1, ?)",
+                    (record.site, record.model_dump_json()),
+                )
+            else:
+                cursor = db.execute(
+                    "UPDATE crawl_sites SET version = ?, body = ? WHERE site = ? AND version = ?",
+                    (record.version, record.model_dump_json(), record.site, record.version - 1),
+                )
+            return cursor.rowcount == 1

@@ -1,0 +1,194 @@
+"""How jobs, sitemap trees and URL records are shown: the writers behind `harvest report` and `harvest sitemaps`."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from pydantic import BaseModel
+
+from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
+from harvester.model.records import SitemapIngestionResult, SitemapURL
+from harvester.ports import CrawlDatabase
+from harvester.urls import host_of
+
+CSV_FIELDS = (
+    "url",
+    "status",
+    "change",
+    "fetch_reason",
+    "error_message",
+    "http_status",
+    "content_type",
+    "size",
+    "last_modified",
+    "change_frequency",
+    "priority",
+    "sitemap",
+    "crawl_state",
+    "document_key",
+)
+
+
+#: The crawl record a job record carries is the engine's working copy; ``harvest report --url`` shows it.
+_ENGINE_ONLY = {"known"}
+
+
+def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
+    """One JSON object per record (a job's URL records, or a site's crawl records)."""
+    count = 0
+    for record in records:
+        out.write(record.model_dump_json(exclude_none=True, exclude=_ENGINE_ONLY) + "\n")
+        count += 1
+    return count
+
+
+def write_csv(records: Iterable[BaseModel], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    count = 0
+    for record in records:
+        writer.writerow(record.model_dump(mode="json", exclude=_ENGINE_ONLY))
+        count += 1
+    return count
+
+
+CRAWL_CSV_FIELDS = (
+    "url",
+    "state",
+    "retries",
+    "http_status",
+    "last_fetch_time",
+    "next_fetch_time",
+    "fetch_interval",
+    "changes",
+    "signature",
+    "etag",
+    "last_modified",
+    "document_key",
+    "lastmod",
+    "changefreq",
+    "sitemap",
+    "first_listed",
+    "last_listed",
+)
+
+
+CHANGE_CSV_FIELDS = (
+    "url",
+    "change",
+    "reason",
+    "previous_state",
+    "state",
+    "previous_status",
+    "status",
+    "previous_signature",
+    "signature",
+    "document_key",
+    "fetch_time",
+    "lastmod",
+    "sitemap",
+    "error",
+)
+
+
+def write_changes(feed: bytes, out: TextIO, *, fmt: str = "jsonl") -> int:
+    """A job's change feed as stored (JSON Lines), or as CSV."""
+    lines = [line for line in feed.decode().splitlines() if line.strip()]
+    if fmt == "jsonl":
+        for line in lines:
+            out.write(line + "\n")
+        return len(lines)
+    writer = csv.DictWriter(out, fieldnames=CHANGE_CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    for line in lines:
+        writer.writerow(json.loads(line))
+    return len(lines)
+
+
+def site_view(site: str, records: Iterable[CrawlRecord], crawldb: CrawlDatabase, *, now: datetime) -> dict[str, Any]:
+    """What the crawl database knows of a site: its URLs by state, what is due, lastmod trust, its sitemaps."""
+    states: dict[str, int] = {}
+    total = due = changed = 0
+    next_due: datetime | None = None
+    for record in records:
+        total += 1
+        states[record.state.value] = states.get(record.state.value, 0) + 1
+        changed += record.changes
+        if record.state is CrawlState.ORPHAN:
+            continue
+        if record.next_fetch_time <= now:
+            due += 1
+        elif next_due is None or record.next_fetch_time < next_due:
+            next_due = record.next_fetch_time
+    stored = crawldb.get_site(site)
+    # The trust in effect: what the jobs measured, and the initial trust for the site's host until they do.
+    trust = {host_of(site): HostTrust(), **(stored.hosts if stored else {})}
+    return {
+        "site": site,
+        "urls": total,
+        "by_state": dict(sorted(states.items())),
+        "due_now": due,
+        "next_due": next_due.isoformat() if next_due else None,
+        "content_changes_seen": changed,
+        "lastmod_trust": {h: t.model_dump(mode="json") for h, t in trust.items()},
+        "sitemaps": [
+            s.model_dump(mode="json", include={"url", "fetched_at", "etag", "last_modified", "kind", "entries"})
+            for s in crawldb.site_sitemaps(site)
+        ],
+    }
+
+
+def page_line(record: SitemapURL) -> dict[str, Any]:
+    """One page as `harvest sitemaps --format jsonl` prints it: what its sitemap said about it."""
+    return {
+        "url": record.url,
+        "lastmod": record.last_modified.isoformat() if record.last_modified else None,
+        "changefreq": record.change_frequency,
+        "priority": record.priority,
+        "sitemap": record.sitemap,
+        **record.extensions,
+    }
+
+
+_CHANGE_ORDER = ("new", "changed", "unchanged", "notmodified", "gone", "failed", "back", "removed", "not_due", "listed")
+
+
+def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_errors: int = 20) -> str:
+    lines = [
+        f"job {result.job_id}: {result.status.value}{' (resumed)' if resumed else ''}",
+        f"  site          {result.site}",
+        f"  total urls    {result.total_urls}",
+        f"  successful    {result.successful_processing}",
+        f"  failed        {result.failed_processing}",
+        f"  sitemaps      {result.sitemaps_ok} read, {result.sitemaps_total} looked at",
+        f"  duration      {result.total_duration:.1f} s",
+        f"  records       {result.processed_urls}",
+    ]
+    changes = result.changes
+    if changes.listed_total() or changes.removed:
+        shown = [f"{getattr(changes, k)} {k.replace('_', ' ')}" for k in _CHANGE_ORDER if getattr(changes, k)]
+        lines.append(f"  changes       {', '.join(shown) or 'none'}")
+        lines.append(f"  change feed   {result.changes_location}")
+    for host, trust in result.lastmod_trust.items():
+        lines.append(
+            f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"
+            f" ({trust.score_before:.2f} -> {trust.score:.2f}; this job: {trust.confirmed} confirmed,"
+            f" {trust.refuted} refuted)"
+        )
+    if result.error_details:
+        lines.append(f"  errors ({len(result.error_details) + result.errors_omitted}):")
+        for detail in result.error_details[:max_errors]:
+            lines.append(f"    [{detail.kind}] {detail.url}: {detail.error}")
+        more = len(result.error_details) + result.errors_omitted - max_errors
+        if more > 0:
+            lines.append(f"    ... and {more} more (see the records)")
+    return "\n".join(lines)
+
+
+def dump_json(data: Any, out: TextIO) -> None:
+    json.dump(data, out, indent=2, default=str)
+    out.write("\n")

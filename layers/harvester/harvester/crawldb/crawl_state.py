@@ -1,0 +1,182 @@
+"""The life of a URL: what a fetch result is, and how listing and fetching move its crawl record.
+
+This is the table of ``reference/crawl-states.md`` (Apache Nutch's CrawlDatum and CrawlDbReducer), kept
+pure so that both stores apply exactly the same transitions, and so that a write that lost a race with
+another job can simply be re-applied to the record that won. Each function returns the next version
+of the record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from http import HTTPStatus
+
+from harvester.crawldb.schedule import Schedule
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
+
+
+class FetchResult(StrEnum):
+    SUCCESS = "success"
+    REDIR_PERM = "redir_perm"
+    REDIR_TEMP = "redir_temp"
+    NOTMODIFIED = "notmodified"
+    GONE = "gone"
+    RETRY = "retry"
+
+
+def classify_status(status_code: int) -> FetchResult:
+    if 200 <= status_code < 300:
+        return FetchResult.SUCCESS
+    if status_code == 304:
+        return FetchResult.NOTMODIFIED
+    if status_code in (302, 303, 307):
+        return FetchResult.REDIR_TEMP
+    if 300 <= status_code < 400:
+        return FetchResult.REDIR_PERM
+    if status_code in (403, 408, 429) or status_code >= 500:
+        return FetchResult.RETRY
+    return FetchResult.GONE
+
+
+def http_error(status_code: int) -> str:
+    """How an HTTP status reads in an error message: ``HTTP 404 Not Found``."""
+    try:
+        return f"HTTP {status_code} {HTTPStatus(status_code).phrase}"
+    except ValueError:
+        return f"HTTP {status_code}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What one job's fetch of a page came to, as far as the crawl record cares.
+
+    ``result`` is RETRY only when the job gave up on a failure that may pass (it counts toward gone across
+    crawls); a failure the job will still retry itself is not written to the crawl database at all.
+    """
+
+    result: FetchResult
+    http_status: int | None = None
+    signature: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_type: str | None = None
+    size: int | None = None
+    document_key: str | None = None
+    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_lastmod`` of a good fetch).
+    lastmod: datetime | None = None
+
+
+def listed(
+    prior: CrawlRecord | None,
+    *,
+    url: str,
+    lastmod: datetime | None,
+    changefreq: str | None,
+    priority: float,
+    sitemap: str,
+    job_id: str,
+    now: datetime,
+    schedule: Schedule,
+) -> CrawlRecord:
+    """The record after a sitemap listed the URL: created (due at once), or brought back from orphan."""
+    if prior is None:
+        return CrawlRecord(
+            url=url,
+            fetch_interval=schedule.initial(changefreq),
+            next_fetch_time=now,
+            lastmod=lastmod,
+            changefreq=changefreq,
+            priority=priority,
+            sitemap=sitemap,
+            first_listed=now,
+            last_listed=now,
+            last_listed_job=job_id,
+        )
+    update: dict[str, object] = {
+        "lastmod": lastmod,
+        "changefreq": changefreq,
+        "priority": priority,
+        "sitemap": sitemap,
+        "last_listed": now,
+        "last_listed_job": job_id,
+        "version": prior.version + 1,
+    }
+    if prior.state is CrawlState.ORPHAN:
+        update |= {"state": prior.orphan_of or CrawlState.UNFETCHED, "orphan_of": None, "orphaned_job": None}
+    return prior.model_copy(update=update)
+
+
+def after_fetch(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
+    """The record after a job's final word on a fetch (Nutch's CrawlDbReducer, with the adaptive schedule)."""
+    update: dict[str, object] = {
+        "last_fetch_time": now,
+        "http_status": fetched.http_status,
+        "version": prior.version + 1,
+    }
+    result = fetched.result
+    interval = prior.fetch_interval
+    if result is FetchResult.SUCCESS:
+        first = prior.signature is None
+        if not first and fetched.signature == prior.signature:
+            state, interval = CrawlState.NOTMODIFIED, schedule.unchanged(interval)
+        else:
+            state = CrawlState.FETCHED
+            if not first:
+                interval = schedule.changed(interval)
+                update["changes"] = prior.changes + 1
+        update |= _good_fetch(prior, fetched) | {
+            "signature": fetched.signature,
+            "content_type": fetched.content_type,
+            "size": fetched.size,
+            "document_key": fetched.document_key,
+        }
+    elif result is FetchResult.NOTMODIFIED:
+        state, interval = CrawlState.NOTMODIFIED, schedule.unchanged(interval)
+        update |= _good_fetch(prior, fetched)
+    elif result is FetchResult.RETRY:
+        retries = prior.retries + 1
+        update["retries"] = retries
+        if retries < schedule.retry_max:
+            update |= {"state": CrawlState.UNFETCHED, "next_fetch_time": schedule.after(now, schedule.retry(retries))}
+            return prior.model_copy(update=update)
+        state, interval = CrawlState.GONE, schedule.gone(interval)
+    else:  # gone, or a redirect that could not be followed
+        state, interval = CrawlState.GONE, schedule.gone(interval)
+    update |= {"state": state, "fetch_interval": interval, "next_fetch_time": schedule.after(now, interval)}
+    return prior.model_copy(update=update)
+
+
+def _good_fetch(prior: CrawlRecord, fetched: Fetched) -> dict[str, object]:
+    """A fetch that gave the content (or confirmed it): the retry counter is reset, validators renewed."""
+    return {
+        "retries": 0,
+        "etag": fetched.etag or prior.etag,
+        "last_modified": fetched.last_modified or prior.last_modified,
+        "fetched_lastmod": fetched.lastmod,
+    }
+
+
+def orphaned(prior: CrawlRecord, *, job_id: str) -> CrawlRecord:
+    """No sitemap of the site lists the URL any more: kept (it may come back), never due."""
+    return prior.model_copy(
+        update={
+            "state": CrawlState.ORPHAN,
+            "orphan_of": prior.state,
+            "orphaned_job": job_id,
+            "version": prior.version + 1,
+        }
+    )
+
+
+def verdict(prior: CrawlRecord, fetched: Fetched, after: CrawlRecord) -> ChangeKind:
+    """What a fetch says about the URL, compared with its last good fetch."""
+    if fetched.result is FetchResult.SUCCESS:
+        same = prior.signature is not None and prior.signature == fetched.signature
+        return ChangeKind.UNCHANGED if same else ChangeKind.CHANGED
+    if fetched.result is FetchResult.NOTMODIFIED:
+        return ChangeKind.NOTMODIFIED
+    if after.state is CrawlState.GONE:
+        return ChangeKind.GONE
+    return ChangeKind.FAILED

@@ -1,0 +1,198 @@
+"""The crawl database's records: a site's memory of its URLs and sitemaps, kept across jobs.
+
+A job's URL record (:class:`~harvester.model.records.SitemapURL`) is the job's view and expires with the
+job; a :class:`CrawlRecord` is the site's memory of one URL, Nutch's CrawlDatum: its crawl state, its
+fetch schedule, the validators and signature of its last good fetch and where that content is stored.
+:class:`SitemapCrawl` lets the next job fetch a sitemap conditionally and, when it did not change, replay
+what it listed instead of parsing it again. :class:`SiteCrawl` holds what is known of the site as a
+whole: how far its sitemaps' ``lastmod`` can be trusted, host by host.
+
+Every record carries a ``version``: a store writes a record only if the stored one still has
+``version - 1`` (or does not exist, for version 1), so two jobs of one site that write the same record
+at once never lose an update; the loser reads again and re-applies its change.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CrawlState(StrEnum):
+    """The state of a stored URL in the crawl-state machine (Nutch's CrawlDatum; see crawldb.crawl_state)."""
+
+    UNFETCHED = "unfetched"
+    FETCHED = "fetched"
+    GONE = "gone"
+    REDIR_TEMP = "redir_temp"
+    REDIR_PERM = "redir_perm"
+    NOTMODIFIED = "notmodified"
+    DUPLICATE = "duplicate"
+    ORPHAN = "orphan"  # no longer listed by any sitemap of the site: kept, never due
+
+
+class ChangeKind(StrEnum):
+    """What a job found out about one URL: the ``change`` of a line of ``changes.jsonl``.
+
+    Every URL a job lists gets exactly one of the kinds above ``REMOVED``; ``REMOVED`` is for URLs the site
+    stopped listing (they are not in the job).
+    """
+
+    NEW = "new"  # listed for the first time (whatever its fetch gave)
+    BACK = "back"  # listed again after it had become orphan
+    CHANGED = "changed"  # fetched, and the content differs from the last good fetch
+    UNCHANGED = "unchanged"  # fetched (200), the same content
+    NOTMODIFIED = "notmodified"  # the conditional GET was answered 304
+    GONE = "gone"  # fetched, and now gone (404, 410, forbidden, or transient failures up to the limit)
+    FAILED = "failed"  # fetched without a usable answer, to be tried again by a later crawl
+    NOT_DUE = "not_due"  # not fetched: its schedule did not ask for it
+    LISTED = "listed"  # a job that does not fetch pages listed a known URL again
+    REMOVED = "removed"  # no longer listed: now orphan
+
+    @property
+    def in_feed(self) -> bool:
+        """``not_due`` and ``listed`` are counted, not written one line each: nothing happened to the URL."""
+        return self not in (ChangeKind.NOT_DUE, ChangeKind.LISTED)
+
+
+class CrawlRecord(BaseModel):
+    """One URL of a site, across jobs.
+
+    Times are UTC. ``fetch_interval`` (seconds) adapts to how often the content really changes;
+    ``next_fetch_time`` is when a job fetches it again without being asked. ``signature``, ``etag``,
+    ``last_modified``, ``content_type``, ``size`` and ``document_key`` describe the last *good* fetch (a
+    later 404 keeps them, so a page that comes back unchanged is recognised). ``lastmod`` is the sitemap
+    lastmod last seen, ``fetched_lastmod`` the one that was current at the last good fetch: lastmod has
+    *advanced* when the first is newer than the second.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    state: CrawlState = CrawlState.UNFETCHED
+    retries: int = Field(default=0, ge=0)
+    fetch_interval: float = Field(gt=0)
+    next_fetch_time: datetime
+    last_fetch_time: datetime | None = None
+    http_status: int | None = None
+    signature: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_type: str | None = None
+    size: int | None = Field(default=None, ge=0)
+    document_key: str | None = None
+    lastmod: datetime | None = None
+    fetched_lastmod: datetime | None = None
+    changefreq: str | None = None
+    priority: float = 0.5
+    sitemap: str | None = None
+    first_listed: datetime
+    last_listed: datetime
+    last_listed_job: str
+    changes: int = Field(default=0, ge=0)
+    #: The state an orphan had before, to return to when it is listed again; and the job that orphaned it.
+    orphan_of: CrawlState | None = None
+    orphaned_job: str | None = None
+    version: int = Field(default=1, ge=1)
+
+
+class SitemapCrawl(BaseModel):
+    """What the last complete reading of one sitemap (or robots.txt) left, to read it conditionally next time.
+
+    ``listing_key`` names the document holding every entry the reading produced, in order, before any job's
+    patterns: replaying it gives a job exactly what parsing the unchanged document would.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    fetched_at: datetime
+    http_status: int
+    final_url: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    signature: str
+    document_key: str
+    listing_key: str
+    kind: str | None = None
+    truncated: str | None = None
+    warnings: dict[str, int] = Field(default_factory=dict)
+    entries: int = Field(default=0, ge=0)
+
+
+class HostTrust(BaseModel):
+    """How far one host's sitemap ``lastmod`` has proved true.
+
+    ``score`` moves halfway toward each job's precision (of the URLs whose lastmod advanced since their last
+    fetch, the share whose content really changed); the host is trusted while the score is at least the
+    threshold. It starts trusted, at 1.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(default=1.0, ge=0.0, le=1.0)
+    trusted: bool = True
+    confirmed: int = Field(default=0, ge=0)  # all jobs: lastmod advanced and the content changed
+    refuted: int = Field(default=0, ge=0)  # all jobs: lastmod advanced and the content was the same
+    updated_at: datetime | None = None
+
+
+class ChangeCounts(BaseModel):
+    """How many URLs of a job got each :class:`ChangeKind`. All but ``removed`` add up to ``total_urls``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    new: int = 0
+    back: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    notmodified: int = 0
+    gone: int = 0
+    failed: int = 0
+    not_due: int = 0
+    listed: int = 0
+    removed: int = 0
+
+    def listed_total(self) -> int:
+        """The job's URLs (every kind but ``removed``): what ``total_urls`` counts."""
+        return sum(getattr(self, kind.value) for kind in ChangeKind if kind is not ChangeKind.REMOVED)
+
+
+class TrustChange(BaseModel):
+    """What one job's evidence did to a host's lastmod trust (the job result's ``lastmod_trust``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    confirmed: int = 0
+    refuted: int = 0
+    score_before: float
+    score: float
+    trusted_before: bool
+    trusted: bool
+
+    @property
+    def went(self) -> str:
+        if self.trusted_before == self.trusted:
+            return "kept" if self.trusted else "still_untrusted"
+        return "regained" if self.trusted else "lost"
+
+
+class SiteCrawl(BaseModel):
+    """A site as a whole: lastmod trust per host, and what the latest jobs' evidence did to it.
+
+    ``applied`` remembers each job whose evidence is counted (and what it did), so that a job's end, if it
+    is retried after a crash, neither counts its evidence twice nor forgets what it reported.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    site: str
+    hosts: dict[str, HostTrust] = Field(default_factory=dict)
+    applied: dict[str, dict[str, TrustChange]] = Field(default_factory=dict)
+    #: 0 for a site not stored yet (its first write is version 1).
+    version: int = Field(default=0, ge=0)
+
+    def trust(self, host: str) -> HostTrust:
+        return self.hosts.get(host) or HostTrust()

@@ -1,0 +1,235 @@
+"""Ending a job exactly once, and writing its SitemapIngestionResult and change feed.
+
+A job is done when discovery is finished (every sitemap it registered is final, so no new URL can
+appear) and every URL it registered has an outcome. The check reads the job and its counters as one
+snapshot; the end is one conditional write that only one caller can win; the winner closes the crawl
+cycle in the crawl database (orphans, lastmod trust) and writes the result. If the winner dies before the
+result is written, ``recovery.resume`` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+
+from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
+from harvester.crawldb.crawl_state import orphaned
+from harvester.crawldb.orphans import OrphanRule
+from harvester.crawldb.trust import EvidenceTally
+from harvester.crawldb.trust import apply as apply_trust
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
+from harvester.model.records import (
+    BulkProcessingJob,
+    ErrorDetail,
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    SitemapIngestionResult,
+    SitemapRecord,
+    SitemapStatus,
+    UrlStatus,
+)
+from harvester.pipeline.context import StepContext
+
+log = logging.getLogger(__name__)
+
+#: Times a write to the crawl database is judged again when other jobs keep changing its record.
+STALE_ATTEMPTS = 8
+ORPHAN_BATCH = 100
+
+
+def result_key(job_id: str) -> str:
+    return f"jobs/{job_id}/result.json"
+
+
+def records_key(job_id: str) -> str:
+    return f"jobs/{job_id}/urls.jsonl"
+
+
+def changes_key(job_id: str) -> str:
+    return f"jobs/{job_id}/changes.jsonl"
+
+
+def maybe_complete(ctx: StepContext, job_id: str) -> bool:
+    """Ends the job if it is done; True only for the one caller that ended it.
+
+    Called after every step, so it starts with the cheap read of the counters; only when they look done is
+    the job read as one consistent snapshot. The worker whose write was the last one always sees "done":
+    it reads after every other write has committed.
+    """
+    if not ctx.store.counts(job_id).done:
+        return False
+    snapshot = ctx.store.snapshot(job_id)
+    if snapshot is None or snapshot.job.status is not JobStatus.IN_PROGRESS or not snapshot.counts.done:
+        return False
+    job, counts = snapshot.job, snapshot.counts
+    end_time = max(ctx.clock(), job.start_time + timedelta(microseconds=1))
+    status, error = JobStatus.COMPLETED, None
+    if counts.sitemaps_ok == 0:
+        status, error = JobStatus.FAILED, f"no readable sitemap found for {job.site}"
+    if not ctx.store.end_job(job_id, status, end_time=end_time, error_message=error):
+        return False
+    log.info("job ended", extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total})
+    write_result(ctx, job_id)
+    return True
+
+
+def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
+    """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
+
+    In order: the URLs the site stopped listing become orphan, the job's lastmod evidence is counted in the
+    site's trust, then the per-URL records (JSON Lines), the change feed and the summary are written. Every
+    step may run again (the writer may die before the result is stored; ``recovery.resume`` then calls
+    this again): orphans are marked with the job that orphaned them, and a site remembers the jobs whose
+    evidence it counted, so a second run reports the same and changes nothing twice.
+    """
+    store, documents = ctx.store, ctx.documents
+    job = store.get_job(job_id)
+    if job is None or job.end_time is None:
+        raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
+    succeeded = failed = omitted = 0
+    errors: list[ErrorDetail] = []
+    sitemaps = list(store.sitemaps(job_id))
+    for sitemap in sitemaps:
+        if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
+            errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
+    changes, evidence = ChangeTally(), EvidenceTally()
+    spool = 8 * 1024 * 1024
+    with tempfile.SpooledTemporaryFile(max_size=spool) as lines, tempfile.SpooledTemporaryFile(max_size=spool) as feed:
+        for page in store.pages(job_id):
+            lines.write(page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode() + b"\n")
+            if not page.status.final:
+                log.error("job ended with an open URL", extra={"job_id": job_id, "url": page.url})
+                continue
+            if page.status is UrlStatus.COMPLETED:
+                succeeded += 1
+            else:
+                failed += 1
+                if len(errors) < ctx.settings.max_error_details:
+                    errors.append(ErrorDetail(url=page.url, kind="page", error=page.error_message or "unknown"))
+                else:
+                    omitted += 1
+            changes.add(kind_of(page))
+            evidence.add(page)
+            line = feed_line(page)
+            if line is not None:
+                feed.write(_json_line(line))
+
+        def removed(record: CrawlRecord) -> None:
+            changes.add(ChangeKind.REMOVED)
+            feed.write(_json_line(removed_line(record)))
+
+        if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
+            _mark_orphans(ctx, job, sitemaps, removed)
+        lines.seek(0)
+        documents.put(records_key(job_id), lines, content_type="application/x-ndjson")
+        feed.seek(0)
+        documents.put(changes_key(job_id), feed, content_type="application/x-ndjson")
+    trust = _count_evidence(ctx, job, evidence)
+    snapshot = store.snapshot(job_id)
+    counts = snapshot.counts if snapshot else JobCounts()
+    if (counts.urls_succeeded, counts.urls_failed) != (succeeded, failed):
+        log.error(
+            "counters disagree with a recount of the records; the result uses the recount",
+            extra={"job_id": job_id, "counters": counts.model_dump(), "recount": [succeeded, failed]},
+        )
+    result = SitemapIngestionResult(
+        job_id=job_id,
+        site=job.site,
+        status=job.status,
+        total_urls=succeeded + failed,
+        successful_processing=succeeded,
+        failed_processing=failed,
+        processed_urls=documents.location(records_key(job_id)),
+        start_time=job.start_time,
+        end_time=job.end_time,
+        total_duration=(job.end_time - job.start_time).total_seconds(),
+        error_details=errors,
+        errors_omitted=omitted,
+        sitemaps_total=counts.sitemaps_total,
+        sitemaps_ok=counts.sitemaps_ok,
+        changes=changes.result(),
+        changes_location=documents.location(changes_key(job_id)),
+        lastmod_trust=trust,
+    )
+    body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
+    documents.put(result_key(job_id), body, content_type="application/json")
+    store.set_result(job_id, result_key(job_id))
+    return result
+
+
+#: The crawl database's snapshot a job record carries is for the engine; the records show the job's view.
+_NOT_IN_RECORDS = {"known"}
+
+
+def _json_line(line: dict[str, object]) -> bytes:
+    return json.dumps(line, separators=(",", ":")).encode() + b"\n"
+
+
+def _mark_orphans(
+    ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], removed: Callable[[CrawlRecord], None]
+) -> None:
+    """Marks orphan the site's URLs this job shows are no longer listed (see crawldb.orphans), reporting
+    each to ``removed``, with those an earlier run of this same end already marked."""
+    site = job.request.origin
+    read_before = [s.url for s in ctx.crawldb.site_sitemaps(site)]
+    rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
+    batch: list[CrawlRecord] = []
+    for record in ctx.crawldb.site_urls(site):
+        if record.state is CrawlState.ORPHAN and record.orphaned_job == job.job_id:
+            removed(record)
+        elif rule.orphan(record):
+            batch.append(orphaned(record, job_id=job.job_id))
+            if len(batch) >= ORPHAN_BATCH:
+                _put_orphans(ctx, site, batch, rule, removed)
+                batch = []
+    _put_orphans(ctx, site, batch, rule, removed)
+
+
+def _put_orphans(
+    ctx: StepContext, site: str, batch: list[CrawlRecord], rule: OrphanRule, removed: Callable[[CrawlRecord], None]
+) -> None:
+    for _ in range(STALE_ATTEMPTS):
+        if not batch:
+            return
+        stale = set(ctx.crawldb.put_urls(site, batch))
+        for record in batch:
+            if record.url not in stale:
+                removed(record)
+        if not stale:
+            return
+        # Another job wrote them meanwhile (it may have listed them): judged again on what it wrote.
+        fresh = ctx.crawldb.get_urls(site, list(stale)).values()
+        batch = [orphaned(r, job_id=rule.job.job_id) for r in fresh if rule.orphan(r)]
+    log.warning("orphans left unmarked: their records kept changing", extra={"urls": len(batch)})
+
+
+def _count_evidence(ctx: StepContext, job: JobRecord, evidence: EvidenceTally) -> dict[str, TrustChange]:
+    """Counts the job's lastmod evidence in the site's trust, once; returns what it did to each host."""
+    site = job.request.origin
+    for _ in range(STALE_ATTEMPTS):
+        current = ctx.crawldb.get_site(site) or SiteCrawl(site=site)
+        if job.job_id in current.applied:
+            return current.applied[job.job_id]
+        if not evidence.hosts:
+            return {}
+        updated, changes = apply_trust(
+            current, evidence, job_id=job.job_id, now=ctx.clock(), threshold=ctx.settings.lastmod_trust_threshold
+        )
+        if ctx.crawldb.put_site(updated):
+            for host, change in changes.items():
+                log.info("lastmod trust", extra={"site": site, "host": host, "went": change.went})
+            return changes
+    raise RuntimeError(f"the crawl record of site {site} kept changing; job {job.job_id}'s result is retried")
+
+
+def job_view(ctx: StepContext, job_id: str) -> BulkProcessingJob | None:
+    snapshot = ctx.store.snapshot(job_id)
+    if snapshot is None:
+        return None
+    job = snapshot.job
+    location = ctx.documents.location(job.result_key) if job.result_key else None
+    return BulkProcessingJob.of(job, snapshot.counts, last_update=snapshot.last_update, result_location=location)

@@ -1,0 +1,47 @@
+"""What every pipeline step works with: the ports (with the crawl database), the fetcher, the settings
+and the clock.
+
+Steps take a :class:`StepContext` rather than the :class:`~harvester.engine.Engine`, so they sit below the
+engine (which only composes them) and never import it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from harvester.fetch import Fetcher, RobotsRules
+from harvester.model.records import JobRecord, utcnow
+from harvester.pipeline.politeness import HostPacer
+from harvester.pipeline.sitemap_filter import SitemapCallbacks
+from harvester.ports import CrawlDatabase, DocumentStore, StateStore, TaskQueue
+from harvester.settings import EngineSettings
+
+
+@dataclass
+class StepContext:
+    store: StateStore
+    queue: TaskQueue
+    documents: DocumentStore
+    fetcher: Fetcher
+    crawldb: CrawlDatabase
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    clock: Callable[[], datetime] = utcnow
+    #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
+    callbacks: SitemapCallbacks | None = None
+    robots: RobotsRules = field(init=False)
+    pacer: HostPacer = field(default_factory=HostPacer)
+    _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.robots = RobotsRules(self.fetcher)
+
+    def job(self, job_id: str) -> JobRecord | None:
+        """The job's record, cached: its request never changes, and every step re-checks state by claiming."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            job = self.store.get_job(job_id)
+            if job is not None:
+                self._jobs[job_id] = job
+        return job

@@ -1,0 +1,281 @@
+"""Page tasks: claim the pages of a batch, fetch them concurrently, store them, settle each exactly once.
+
+A page is claimed before it is fetched (so a duplicate delivery, or a second worker, leaves it alone),
+and its outcome is written together with the job's counters and the URL's crawl record, only if the claim
+is still ours. A URL whose content is stored is fetched conditionally (``If-None-Match`` /
+``If-Modified-Since``); a 304, or a body with the signature already stored, stores nothing and keeps
+pointing at the stored version; a new version is stored once, under a key holding its signature. A
+transient failure (429, 5xx, timeouts) sends the page back to pending with a delayed task, up to
+``retry_max`` times; then the job gives up on it, and the crawl database counts one retry toward gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import tempfile
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
+from harvester.crawldb.documents import page_key
+from harvester.fetch import FetchError, FetchResponse, is_transient
+from harvester.model.crawl import ChangeKind, CrawlRecord
+from harvester.model.messages import PageTask
+from harvester.model.records import JobRecord, SitemapURL, UrlStatus
+from harvester.pipeline.completion import maybe_complete
+from harvester.pipeline.context import StepContext
+from harvester.ports import Lease, PageOutcome, PageRetry
+from harvester.urls import normalize
+
+log = logging.getLogger(__name__)
+
+SPOOL_IN_MEMORY = 1024 * 1024
+#: Times an outcome is settled again when other jobs keep moving its crawl record.
+STALE_ATTEMPTS = 8
+
+
+@dataclass
+class PageBatch:
+    """What a batch of page tasks came to (for logs, metrics and the local progress display)."""
+
+    completed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already final, or claimed elsewhere
+
+
+async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatch:
+    result = PageBatch()
+    by_job: dict[str, list[PageTask]] = defaultdict(list)
+    for task in tasks:
+        by_job[task.job_id].append(task)
+    for job_id, job_tasks in by_job.items():
+        job = ctx.job(job_id)
+        if job is None:
+            log.warning("page tasks for an unknown job dropped", extra={"job_id": job_id})
+            result.skipped.extend(t.url for t in job_tasks)
+            continue
+        await _process_job_pages(ctx, job, job_tasks, result)
+    return result
+
+
+async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[PageTask], result: PageBatch) -> None:
+    store, settings = ctx.store, ctx.settings
+    now = ctx.clock()
+    lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
+    urls = list(dict.fromkeys(normalize(t.url) for t in tasks))
+    claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
+    claimed_urls = {r.url for r in claimed}
+    result.skipped.extend(u for u in urls if u not in claimed_urls)
+    if not claimed:
+        return
+    settled = await asyncio.gather(*(_settle(ctx, job, record) for record in claimed))
+    outcomes = [s for s in settled if isinstance(s, PageOutcome)]
+    retries = [s for s in settled if isinstance(s, PageRetry)]
+    applied = set(_finish(ctx, job, outcomes, lease))
+    for outcome in outcomes:
+        record = outcome.record
+        if record.url not in applied:
+            result.skipped.append(record.url)
+        elif record.status is UrlStatus.COMPLETED:
+            result.completed.append(record.url)
+        else:
+            result.failed.append(record.url)
+    if retries:
+        retried = set(store.retry_pages(job.job_id, retries, lease))
+        by_delay: dict[int, list[PageTask]] = defaultdict(list)
+        tasks_by_url = {normalize(t.url): t for t in tasks}
+        for retry in retries:
+            if retry.url not in retried:
+                continue
+            delay = max(0, min(900, int((retry.not_before - ctx.clock()).total_seconds())))
+            base = tasks_by_url[retry.url]
+            by_delay[delay].append(base.model_copy(update={"url": retry.url, "attempt": retry.retries}))
+            result.retried.append(retry.url)
+        for delay, delayed in by_delay.items():
+            ctx.queue.send(delayed, delay_seconds=delay)
+    maybe_complete(ctx, job.job_id)
+
+
+def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease: Lease) -> list[str]:
+    """Settles the outcomes with their crawl records; an outcome whose crawl record another job of the site
+    moved meanwhile is computed again on that newer version (the fetch itself stands) and settled again."""
+    site = job.request.origin
+    applied: list[str] = []
+    for _ in range(STALE_ATTEMPTS):
+        settled = ctx.store.finish_pages(job.job_id, outcomes, lease, site=site)
+        applied += settled.applied
+        if not settled.stale:
+            return applied
+        stale = set(settled.stale)
+        priors = ctx.crawldb.get_urls(site, settled.stale)
+        outcomes = [
+            _crawled(ctx, o.record, o.fetched, priors.get(o.record.url)) for o in outcomes if o.record.url in stale
+        ]
+    # Still leased to us: the lease lapses, the task comes back and the page is fetched again.
+    log.warning("crawl records kept changing; pages left to their next delivery", extra={"urls": len(outcomes)})
+    return applied
+
+
+async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL) -> PageOutcome | PageRetry:
+    """Fetches one claimed page and decides what becomes of it. Never raises for a fetch problem."""
+    settings = ctx.settings
+    if record.attempts > settings.max_attempts:
+        return _failed(ctx, record, f"gave up after {record.attempts - 1} deliveries without an outcome", None)
+    if not job.request.fetch_pages:
+        return PageOutcome(record.model_copy(update={"status": UrlStatus.COMPLETED}))
+    try:
+        if not await ctx.robots.allowed(record.url):
+            robots = await ctx.robots.entry(record.url)
+            if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
+                return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})")
+            return _failed(ctx, record, "forbidden by robots.txt", Fetched(FetchResult.GONE))
+        # The job's rate_limit_delay, or the site's Crawl-delay when it asks for more (bounded).
+        crawl_delay = min(await ctx.robots.crawl_delay(record.url) or 0.0, settings.crawl_delay_max)
+        await ctx.pacer.wait(record.url, max(job.request.rate_limit_delay, crawl_delay))
+        headers = _validators(record.known)
+        async with ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers) as response:
+            return await _settle_response(ctx, job, record, response, conditional=bool(headers))
+    except FetchError as exc:
+        if exc.retryable:
+            return _retry_or_fail(ctx, record, exc.explain(record.url))
+        return _failed(ctx, record, exc.explain(record.url), Fetched(FetchResult.GONE))
+
+
+def _validators(known: CrawlRecord | None) -> dict[str, str]:
+    """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage."""
+    headers: dict[str, str] = {}
+    if known is not None and known.document_key:
+        if known.etag:
+            headers["If-None-Match"] = known.etag
+        if known.last_modified:
+            headers["If-Modified-Since"] = known.last_modified
+    return headers
+
+
+async def _settle_response(
+    ctx: StepContext, job: JobRecord, record: SitemapURL, response: FetchResponse, *, conditional: bool
+) -> PageOutcome | PageRetry:
+    code = response.status_code
+    record = record.model_copy(
+        update={
+            "http_status": code,
+            "content_type": response.content_type,
+            "final_url": response.url if normalize(response.url) != record.url else None,
+            "fetch_time": ctx.clock(),
+            "etag": response.headers.get("etag"),
+            "last_modified_header": response.headers.get("last-modified"),
+        }
+    )
+    outcome = classify_status(code)
+    if outcome is FetchResult.RETRY:
+        if is_transient(code):
+            return _retry_or_fail(ctx, record, http_error(code))
+        # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
+        return _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
+    validators = {"etag": record.etag, "last_modified": record.last_modified_header, "lastmod": record.last_modified}
+    if outcome is FetchResult.NOTMODIFIED:
+        if not conditional:
+            reason = f"{http_error(code)} to a request that was not conditional"
+            return _failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
+        return _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
+    if outcome is not FetchResult.SUCCESS:
+        reason = http_error(code)
+        if outcome in (FetchResult.REDIR_PERM, FetchResult.REDIR_TEMP):
+            reason += " redirect without a usable Location"
+        return _failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
+
+    digest = hashlib.sha256()
+    size = 0
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+        async for chunk in response.iter_bytes():
+            body.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+        if response.truncated:
+            return _failed(ctx, record, f"page {response.truncated}", Fetched(FetchResult.GONE, http_status=code))
+        if not response.complete:
+            return _retry_or_fail(ctx, record, "the body was cut off")
+        signature = digest.hexdigest()
+        known = record.known
+        if known is not None and known.signature == signature and known.document_key:
+            key = known.document_key  # the same content: stored already, not again
+        else:
+            key = page_key(job.request.origin, record.url, signature)
+            body.seek(0)
+            ctx.documents.put(
+                key,
+                body,
+                content_type=response.content_type,
+                metadata={"url": record.url, "job-id": job.job_id, "status": str(code)},
+            )
+    fetched = Fetched(
+        FetchResult.SUCCESS,
+        http_status=code,
+        signature=signature,
+        content_type=response.content_type,
+        size=size,
+        document_key=key,
+        **validators,
+    )
+    return _completed(ctx, record, fetched)
+
+
+def _completed(ctx: StepContext, record: SitemapURL, fetched: Fetched) -> PageOutcome:
+    now = ctx.clock()
+    done = record.model_copy(update={"status": UrlStatus.COMPLETED, "error_message": None, "finished_at": now})
+    return _crawled(ctx, done, fetched, record.known)
+
+
+def _failed(ctx: StepContext, record: SitemapURL, reason: str, fetched: Fetched | None) -> PageOutcome:
+    now = ctx.clock()
+    failed = record.model_copy(update={"status": UrlStatus.FAILED, "error_message": reason, "finished_at": now})
+    return _crawled(ctx, failed, fetched, record.known)
+
+
+def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basis: CrawlRecord | None) -> PageOutcome:
+    """A final job record with the crawl record its fetch moves ``basis`` to (nothing to move without a
+    fetch, or for a record that has no crawl record)."""
+    if fetched is None:
+        return PageOutcome(record)
+    update: dict[str, object] = {}
+    if fetched.result is FetchResult.SUCCESS:
+        update = {"signature": fetched.signature, "size": fetched.size, "document_key": fetched.document_key}
+    if basis is None:
+        return PageOutcome(record.model_copy(update=update), fetched=fetched)
+    after = after_fetch(basis, fetched, now=ctx.clock(), schedule=ctx.settings.schedule)
+    if fetched.result in (FetchResult.SUCCESS, FetchResult.NOTMODIFIED):
+        # What the job's view shows of the content: the stored version, which a 304 did not resend.
+        update = {
+            "signature": after.signature,
+            "size": after.size,
+            "content_type": after.content_type,
+            "document_key": after.document_key,
+        }
+    change = record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else verdict(basis, fetched, after)
+    update |= {
+        "known": basis,
+        "crawl_state": after.state,
+        "next_fetch_time": after.next_fetch_time,
+        "change": change,
+    }
+    return PageOutcome(record.model_copy(update=update), crawl=after, fetched=fetched)
+
+
+def _retry_or_fail(ctx: StepContext, record: SitemapURL, reason: str) -> PageOutcome | PageRetry:
+    """A failure that may pass: tried again by this job after a back-off, up to ``retry_max`` times; then
+    final for the job, and one retry more toward gone in the crawl database."""
+    settings = ctx.settings
+    retries = record.retries + 1
+    if retries < settings.retry_max:
+        delay = min(settings.retry_backoff_seconds * 2 ** (retries - 1), settings.retry_backoff_max_seconds)
+        not_before = ctx.clock() + timedelta(seconds=delay)
+        return PageRetry(url=record.url, retries=retries, error_message=reason, not_before=not_before)
+    gave_up = record.model_copy(update={"retries": retries})
+    fetched = Fetched(FetchResult.RETRY, http_status=record.http_status)
+    return _failed(ctx, gave_up, f"{reason} (gave up after {retries} attempts)", fetched)

@@ -1,0 +1,133 @@
+"""Two jobs of one site at once: the crawl database never loses an update.
+
+Another job's writes are injected at the worst moments of a crawl: right after the sitemap worker read the
+crawl records of a batch (so its listing writes are stale), and right before the page worker settles its
+fetches (so its fetch results are stale). Both must notice, read again, decide again on what the other job
+wrote, and leave records that hold both jobs' changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch
+from harvester.crawldb.schedule import Schedule
+from harvester.demo.live import LiveSite
+from harvester.fetch import FetchPolicy, parse_networks
+from harvester.model.crawl import CrawlRecord
+from harvester.model.messages import JobRequest
+from harvester.model.records import utcnow
+from harvester.settings import EngineSettings
+
+POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
+
+
+def their_fetch(record: CrawlRecord) -> CrawlRecord:
+    """What the other job writes: a fetch that found new content ("theirs")."""
+    answer = Fetched(FetchResult.SUCCESS, 200, signature="theirs", document_key="theirs")
+    return after_fetch(record, answer, now=utcnow(), schedule=Schedule())
+
+
+class OtherJob:
+    """Writes the other job's fetch of each of ``urls`` into the crawl database, once, at ``strike``."""
+
+    def __init__(self, harvest: LocalHarvest, site: str, urls: set[str]) -> None:
+        self.harvest, self.site, self.urls = harvest, site, set(urls)
+
+    def strike(self, urls: Any) -> None:
+        hit = [u for u in urls if u in self.urls]
+        if not hit:
+            return
+        self.urls -= set(hit)
+        current = self.harvest.crawldb.get_urls(self.site, hit)
+        assert self.harvest.crawldb.put_urls(self.site, [their_fetch(r) for r in current.values()]) == []
+
+
+class RaceAfterRead:
+    """The crawl database as the sitemap worker sees it: the other job writes right after a batch is read."""
+
+    def __init__(self, inner: Any, other: OtherJob) -> None:
+        self._inner, self._other = inner, other
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_urls(self, site: str, urls: Any) -> Any:
+        found = self._inner.get_urls(site, urls)
+        self._other.strike(urls)
+        return found
+
+
+class RaceBeforeSettle:
+    """The state store as the page worker sees it: the other job writes right before the fetches settle."""
+
+    def __init__(self, inner: Any, other: OtherJob) -> None:
+        self._inner, self._other = inner, other
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def finish_pages(self, job_id: str, outcomes: Any, lease: Any, **kwargs: Any) -> Any:
+        self._other.strike([o.record.url for o in outcomes])
+        return self._inner.finish_pages(job_id, outcomes, lease, **kwargs)
+
+
+def crawl(state: Path, request: JobRequest, wrap: Any = None) -> Any:
+    with LocalHarvest.open(state) as harvest:
+        if wrap is not None:
+            wrap(harvest)
+        runner = LocalRunner(harvest, policy=POLICY, settings=EngineSettings(), concurrency=4)
+        return asyncio.run(runner.crawl(request))
+
+
+def records(state: Path, site: str) -> dict[str, CrawlRecord]:
+    with LocalHarvest.open(state) as harvest:
+        return {r.url: r for r in harvest.crawldb.site_urls(site)}
+
+
+def test_a_listing_that_lost_the_race_is_decided_again_on_the_winners_record(tmp_path):
+    with LiveSite(pages=6, sitemaps=1).serving() as site:
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001)
+        crawl(tmp_path, request)
+        raced = {site.url(p) for p in site.page_paths()[:3]}
+        before = records(tmp_path, site.base)
+
+        def wrap(harvest: LocalHarvest) -> None:
+            harvest.crawldb = RaceAfterRead(harvest.crawldb, OtherJob(harvest, site.base, raced))  # type: ignore[assignment]
+
+        outcome = crawl(tmp_path, request, wrap)
+
+        after = records(tmp_path, site.base)
+        assert outcome.result.total_urls == 6
+        for url in raced:
+            # The other job's fetch stands, and this job listed the URL on top of it.
+            assert (after[url].signature, after[url].changes) == ("theirs", before[url].changes + 1)
+            assert after[url].last_listed_job == outcome.job.job_id
+            assert after[url].version == before[url].version + 2
+
+
+def test_a_fetch_that_lost_the_race_is_settled_again_on_the_winners_record(tmp_path):
+    with LiveSite(pages=6, sitemaps=1).serving() as site:
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001)
+        crawl(tmp_path, request)
+        paths = site.page_paths()[:3]
+        for path in paths:
+            site.change(path)
+        raced = {site.url(p) for p in paths}
+        before = records(tmp_path, site.base)
+
+        def wrap(harvest: LocalHarvest) -> None:
+            harvest.store = RaceBeforeSettle(harvest.store, OtherJob(harvest, site.base, raced))  # type: ignore[assignment]
+
+        outcome = crawl(tmp_path, request, wrap)
+
+        after = records(tmp_path, site.base)
+        assert outcome.result.changes.changed == 3
+        for url in raced:
+            # Both changes are counted: the other job's, then this job's fetch found the real content.
+            assert after[url].changes == before[url].changes + 2
+            assert after[url].signature not in ("theirs", before[url].signature)
+            assert after[url].version == before[url].version + 3  # this listing, their fetch, this fetch

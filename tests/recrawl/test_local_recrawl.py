@@ -1,0 +1,255 @@
+"""Re-crawling on one machine: the real `harvest crawl`, three times, against a live site on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harvester.crawldb.documents import site_prefix
+from harvester.demo.live import LiveSite
+from tests.recrawl import scenario
+from tests.support import LOOPBACK, crawl_database, harvest, harvest_json, jsonl
+
+FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
+
+
+def crawl(site: LiveSite, state: Path, *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    site.reset_log()
+    return harvest_json("crawl", site.url("/"), "--state-dir", str(state), *FAST, *extra, env=env)
+
+
+def stored_pages(state: Path, site: LiveSite) -> set[str]:
+    folder = state / "documents" / site_prefix(site.base)
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+
+    first = crawl(site, state)
+    scenario.check_crawl_1(site, first)
+    after_first = stored_pages(state, site)
+    assert len(after_first) == 40
+
+    second = crawl(site, state)
+    scenario.check_crawl_2(site, second)
+    assert stored_pages(state, site) == after_first  # nothing stored again
+    assert jsonl(Path(second["changes_location"])) == []
+
+    mutation = scenario.Mutation()
+    mutation.apply(site)
+    third = crawl(site, state)
+    scenario.check_crawl_3(site, mutation, third, jsonl(Path(third["changes_location"])))
+    new_documents = stored_pages(state, site) - after_first
+    assert len(new_documents) == len(mutation.changed) + len(mutation.added)
+    # The job's records point at the stored versions: the new ones for changed pages, the old for the rest.
+    records = {r["url"]: r for r in jsonl(Path(third["processed_urls"]))}
+    folder = state / "documents"
+    for path in [*mutation.changed, *mutation.added, mutation.touched_304, mutation.touched_same, "/pages/0.html"]:
+        record = records[site.url(path)]
+        assert (folder / record["document_key"]).read_bytes() == site.site[path].body, path
+    assert records[site.url("/pages/0.html")]["change"] == "not_due"
+    assert records[site.url(mutation.touched_304)]["http_status"] == 304
+
+
+def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    crawl(site, state)
+    site.fail("/pages/3.html", 404)
+    site.unlist("/pages/4.html")
+    crawl(site, state)
+
+    view = json.loads(harvest("report", "--site", site.url("/"), "--state-dir", str(state)).stdout)
+    assert view["urls"] == 40 and view["by_state"] == {"fetched": 38, "gone": 1, "orphan": 1}
+    assert view["due_now"] == 0 and view["next_due"]
+    assert {s["url"] for s in view["sitemaps"]} == {site.url(p) for p in scenario.SITEMAP_PATHS}
+    assert view["lastmod_trust"]["127.0.0.1"]["trusted"] is True
+
+    (record,) = json.loads(harvest("report", "--url", site.url("/pages/3.html"), "--state-dir", str(state)).stdout)
+    assert (record["site"], record["state"], record["http_status"]) == (site.base, "gone", 404)
+    assert record["signature"] and record["document_key"]  # what it was, while it was there
+
+    rows = harvest("report", "--site", site.url("/"), "--state-dir", str(state), "--format", "csv").stdout
+    assert len(rows.strip().splitlines()) == 41 and rows.startswith("url,state,")
+    missing = harvest("report", "--url", site.url("/nowhere.html"), "--state-dir", str(state))
+    assert missing.returncode == 2 and "not in the crawl database" in missing.stderr
+
+
+def test_harvest_changes_prints_the_latest_feed_or_a_jobs_as_csv(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    first = crawl(site, state)
+    site.change("/pages/7.html")
+    crawl(site, state)
+
+    latest = harvest("changes", "--state-dir", str(state))
+    assert latest.returncode == 0
+    assert [json.loads(line)["change"] for line in latest.stdout.splitlines()] == ["changed"]
+    older = harvest("changes", first["job_id"], "--state-dir", str(state), "--format", "csv")
+    lines = older.stdout.strip().splitlines()
+    assert lines[0].startswith("url,change,") and len(lines) == 41 and all(",new," in line for line in lines[1:])
+    unknown = harvest("changes", "no-such-job", "--state-dir", str(state))
+    assert unknown.returncode == 2 and "no job 'no-such-job'" in unknown.stderr
+
+
+def test_due_pages_are_asked_conditionally_and_unchanged_ones_are_not_stored_again(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    env = {"HARVEST_FETCH_INTERVAL_MAX": "1", "HARVEST_FETCH_INTERVAL_MIN": "1"}
+    crawl(site, state, env=env)
+    before = stored_pages(state, site)
+    time.sleep(1.2)  # every page's interval (at most 1 s) has passed
+
+    again = crawl(site, state, env=env)
+
+    pages = site.page_hits()
+    assert sorted(h.path for h in pages) == sorted(scenario.page(n) for n in range(40))
+    with_validators = [h for h in pages if int(h.path.split("/")[-1].split(".")[0]) < 35]
+    assert all(h.conditional and h.status == 304 for h in with_validators)
+    assert not any(h.conditional for h in pages if h not in with_validators)  # nothing to validate them with
+    assert (again["changes"]["notmodified"], again["changes"]["unchanged"], again["changes"]["not_due"]) == (35, 5, 0)
+    assert stored_pages(state, site) == before
+
+
+def test_full_fetches_every_page_still_conditionally(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    crawl(site, state)
+    site.change("/pages/8.html", lastmod=False)  # a change the sitemap does not announce
+
+    full = crawl(site, state, "--full")
+
+    assert len(site.page_hits()) == 40
+    assert all(h.conditional for h in site.page_hits() if int(h.path.split("/")[-1].split(".")[0]) < 35)
+    assert (full["changes"]["changed"], full["changes"]["notmodified"], full["changes"]["unchanged"]) == (1, 34, 5)
+
+
+def test_a_site_that_stamps_every_lastmod_with_the_build_time_loses_trust_and_regains_it(live_site, tmp_path):
+    site = live_site(pages=30, sitemaps=2)
+    state = tmp_path / "state"
+    crawl(site, state)
+
+    def rebuilt_crawl() -> dict[str, Any]:
+        site.touch_all()  # a new build: every lastmod moves, no page changed
+        return crawl(site, state)
+
+    second = rebuilt_crawl()  # trusted: every page fetched (conditionally), all 304
+    assert len(site.page_hits()) == 30 and all(h.status == 304 for h in site.page_hits())
+    trust = second["lastmod_trust"]["127.0.0.1"]
+    assert (trust["refuted"], trust["confirmed"], trust["score"], trust["trusted"]) == (30, 0, 0.5, True)
+    third = rebuilt_crawl()  # still trusted at 0.5: fetched again, refuted again
+    assert len(site.page_hits()) == 30
+    trust = third["lastmod_trust"]["127.0.0.1"]
+    assert (trust["score"], trust["trusted_before"], trust["trusted"]) == (0.25, True, False)
+
+    fourth = rebuilt_crawl()  # lastmod no longer trusted: only the probes (5 per sitemap) are asked
+    assert len(site.page_hits()) == 10
+    assert fourth["changes"]["not_due"] == 20 and fourth["changes"]["notmodified"] == 10
+    assert fourth["lastmod_trust"]["127.0.0.1"]["trusted"] is False
+
+    for path in site.page_paths():  # the site is honest again: a new lastmod comes with new content
+        site.change(path)
+    fifth = crawl(site, state)
+    assert len(site.page_hits()) == 10  # the probes find the lastmod right
+    trust = fifth["lastmod_trust"]["127.0.0.1"]
+    assert (trust["confirmed"], trust["refuted"], trust["trusted_before"], trust["trusted"]) == (10, 0, False, True)
+    for path in site.page_paths():
+        site.change(path)
+    sixth = crawl(site, state)
+    assert len(site.page_hits()) == 30 and sixth["changes"]["changed"] == 30
+
+
+def test_a_url_listed_again_after_it_was_removed_comes_back(live_site, tmp_path):
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    crawl(site, state)
+    site.unlist("/pages/12.html")
+    removed = crawl(site, state)
+    assert removed["changes"]["removed"] == 1 and removed["total_urls"] == 39
+    quiet = crawl(site, state)
+    assert quiet["changes"]["removed"] == 0  # reported once, when it happened
+    site.relist("/pages/12.html")
+    back = crawl(site, state)
+    assert back["changes"]["back"] == 1
+    (line,) = jsonl(Path(back["changes_location"]))
+    assert (line["url"], line["change"], line["previous_state"], line["state"]) == (
+        site.url("/pages/12.html"),
+        "back",
+        "orphan",
+        "fetched",
+    )
+    assert site.page_hits() == []  # back, but not due: its content is known and its interval not over
+
+
+def test_a_job_id_reused_for_another_site_is_refused(live_site, tmp_path):
+    one, other = live_site(pages=3), live_site(pages=3)
+    state = tmp_path / "state"
+    harvest_json("crawl", one.url("/"), "--state-dir", str(state), "--job-id", "weekly", *FAST)
+
+    run = harvest("crawl", other.url("/"), "--state-dir", str(state), "--job-id", "weekly", *FAST, "--json")
+
+    assert run.returncode == 2 and run.stdout == ""
+    assert f"job id 'weekly' is already the job of site {one.url('/')}, not {other.url('/')}" in run.stderr
+    assert other.hits == []
+
+
+def _processed(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            rows = conn.execute("SELECT urls_succeeded + urls_failed FROM counters ORDER BY rowid").fetchall()
+    except sqlite3.Error:
+        return 0
+    return rows[-1][0] if len(rows) > 1 else 0
+
+
+@pytest.mark.slow
+def test_kill_9_in_the_middle_of_a_recrawl_then_the_same_command_ends_as_an_uninterrupted_one(live_site, tmp_path):
+    site = live_site(pages=600, sitemaps=3)
+    first, twin = tmp_path / "killed", tmp_path / "uninterrupted"
+    crawl(site, first)
+    shutil.copytree(first, twin)
+    paths = site.page_paths()
+    for path in paths[:120]:
+        site.change(path)
+    for path in paths[120:140]:
+        site.unlist(path)
+    for path in paths[140:160]:
+        site.fail(path, 404)
+    for n in range(20):
+        site.add(f"/pages/added-{n}.html")
+    args = ("crawl", site.url("/"), "--allow-network", LOOPBACK, "--full", "--rate-limit-delay", "0.004", "--quiet")
+
+    reference = harvest_json(*args, "--state-dir", str(twin))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harvester", *args, "--state-dir", str(first), "--json"], stdout=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while _processed(first / "harvest.db") < 200 and time.monotonic() < deadline:
+        assert process.poll() is None, "the crawl ended before it could be killed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert 0 < _processed(first / "harvest.db") < 600
+
+    resumed = harvest_json(*args, "--state-dir", str(first))
+
+    assert resumed["job_id"] != reference["job_id"]
+    assert resumed["changes"] == reference["changes"]
+    assert reference["changes"]["changed"] == 120 and reference["changes"]["removed"] == 20
+    assert crawl_database(first, site.base) == crawl_database(twin, site.base)
+    assert feed_of(resumed) == feed_of(reference)
+
+
+def feed_of(result: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(line["url"], line["change"]) for line in jsonl(Path(result["changes_location"]))}
