@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord, HostTrust, SiteCrawl, SitemapCrawl
-from harvester.model.records import SitemapURL, UrlStatus
+from harvester.model.records import UrlStatus
 from harvester.ports import PageOutcome
 from tests.contract.test_state_store import NOW, SITE, T0, claimed_sitemap, counts, lease, new_job, page
 
@@ -90,19 +90,16 @@ def test_the_site_record_is_versioned_too(backend):
     assert db.get_site(ORIGIN).version == 2
 
 
-def listed_page(n: int, known: CrawlRecord) -> SitemapURL:
-    return page(n, known=known)
-
-
 def test_recording_pages_writes_their_crawl_records_with_them_or_nothing(backend):
     job_id = new_job(backend)
     claimed_sitemap(backend, job_id)
     url = f"{SITE}sitemap-1.xml"
-    pages = [listed_page(n, crawl_record(page(n).url, job_id)) for n in range(3)]
+    pages = [page(n) for n in range(3)]
+    writes = {p.url: crawl_record(p.url, job_id) for p in pages}
     # Another job of the site created page 2's record meanwhile: this batch's view of it is stale.
     backend.crawldb.put_urls(ORIGIN, [crawl_record(page(2).url, "job-other")])
 
-    stale = backend.store.record_pages(job_id, url, pages, checkpoint=3, lease=lease(), site=ORIGIN)
+    stale = backend.store.record_pages(job_id, url, pages, checkpoint=3, lease=lease(), site=ORIGIN, crawl=writes)
 
     assert stale.new == [] and stale.stale == [page(2).url]
     assert backend.store.get_page(job_id, page(0).url) is None  # nothing of the batch was written
@@ -110,15 +107,15 @@ def test_recording_pages_writes_their_crawl_records_with_them_or_nothing(backend
     assert backend.store.get_sitemap(job_id, url).pages_recorded == 0 and counts(backend, job_id).urls_total == 0
 
     other = backend.crawldb.get_urls(ORIGIN, [page(2).url])[page(2).url]
-    pages[2] = listed_page(2, crawl_record(page(2).url, job_id, prior=other))
-    done = backend.store.record_pages(job_id, url, pages, checkpoint=3, lease=lease(), site=ORIGIN)
+    writes[page(2).url] = crawl_record(page(2).url, job_id, prior=other)
+    done = backend.store.record_pages(job_id, url, pages, checkpoint=3, lease=lease(), site=ORIGIN, crawl=writes)
     assert [p.url for p in done.new] == [page(n).url for n in range(3)] and done.stale == []
     records = backend.crawldb.get_urls(ORIGIN, [page(n).url for n in range(3)])
     assert records[page(2).url].version == 2 and records[page(2).url].last_listed_job == job_id
     assert counts(backend, job_id).urls_total == 3
     # Listed by a second sitemap of the same job: the first declaration stands, in both databases.
-    again = backend.store.record_pages(job_id, url, [listed_page(0, fetched(records[page(0).url], "x"))],
-                                       checkpoint=4, lease=lease(), site=ORIGIN)  # fmt: skip
+    later = {page(0).url: fetched(records[page(0).url], "x")}
+    again = backend.store.record_pages(job_id, url, [page(0)], checkpoint=4, lease=lease(), site=ORIGIN, crawl=later)
     assert again.new == [] and backend.crawldb.get_urls(ORIGIN, [page(0).url])[page(0).url].signature is None
 
 
@@ -127,8 +124,8 @@ def test_settling_a_page_writes_its_crawl_record_with_it_or_nothing(backend):
     claimed_sitemap(backend, job_id)
     knowns = [crawl_record(page(n).url, job_id) for n in range(2)]
     backend.store.record_pages(
-        job_id, f"{SITE}sitemap-1.xml", [listed_page(n, k) for n, k in enumerate(knowns)],
-        checkpoint=2, lease=lease(), site=ORIGIN,
+        job_id, f"{SITE}sitemap-1.xml", [page(n, known=k) for n, k in enumerate(knowns)],
+        checkpoint=2, lease=lease(), site=ORIGIN, crawl={k.url: k for k in knowns},
     )  # fmt: skip
     mine = backend.store.claim_pages(job_id, [page(0).url, page(1).url], lease("w"), now=NOW)
     outcomes = [

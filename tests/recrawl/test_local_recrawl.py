@@ -253,3 +253,21 @@ def test_kill_9_in_the_middle_of_a_recrawl_then_the_same_command_ends_as_an_unin
 
 def feed_of(result: dict[str, Any]) -> set[tuple[str, str]]:
     return {(line["url"], line["change"]) for line in jsonl(Path(result["changes_location"]))}
+
+
+def test_old_jobs_records_expire_locally_as_on_aws_and_the_crawl_database_stays(live_site, tmp_path):
+    site = live_site(pages=12, sitemaps=1)
+    state = tmp_path / "state"
+    first = crawl(site, state)
+    records = harvest("report", first["job_id"], "--state-dir", str(state), "--format", "jsonl")
+    assert len(records.stdout.splitlines()) == 12
+
+    second = crawl(site, state, env={"HARVEST_RETENTION_DAYS": "0"})  # every closed job is old enough
+
+    assert harvest("report", first["job_id"], "--state-dir", str(state), "--format", "jsonl").stdout == ""
+    kept = json.loads(harvest("report", first["job_id"], "--state-dir", str(state)).stdout)
+    assert kept["job"]["status"] == "completed" and kept["result"]["total_urls"] == 12  # the job and its result
+    assert Path(first["processed_urls"]).exists()
+    assert second["changes"]["not_due"] == 12  # the crawl database was not touched
+    current = harvest("report", second["job_id"], "--state-dir", str(state), "--format", "jsonl")
+    assert len(current.stdout.splitlines()) == 12  # the running job's own records are not expired

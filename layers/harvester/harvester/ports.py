@@ -10,7 +10,7 @@ both adapters keep them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO, Protocol
@@ -181,10 +181,11 @@ class StateStore(Protocol):
         checkpoint: int,
         lease: Lease,
         site: str | None = None,
+        crawl: Mapping[str, CrawlRecord] | None = None,
     ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
-        as succeeded/failed), writes the crawl record each new page carries (``page.known``, versioned, in
-        the crawl database of ``site``) and moves the sitemap's ``pages_recorded`` to ``checkpoint``,
+        as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
+        crawl database of ``site``) and moves the sitemap's ``pages_recorded`` to ``checkpoint``,
         atomically. A crawl record that another writer changed meanwhile makes the write stale: nothing of
         that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
         Raises :class:`LeaseLost` if the sitemap's lease is not ours."""

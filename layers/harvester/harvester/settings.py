@@ -31,7 +31,8 @@ class EngineSettings:
     record_batch: int = 49
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
-    #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3.
+    #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
+    #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30
     #: Failed pages listed in the summary's error_details (all of them are in the JSON Lines records).
     max_error_details: int = 1000

@@ -31,7 +31,13 @@ def feed_line(record: SitemapURL) -> dict[str, Any] | None:
     kind = kind_of(record)
     if not kind.in_feed:
         return None
-    known = record.known
+    # What was known before this job: the snapshot a fetch worked on, or, for a URL the job did not fetch
+    # (back, but not due), what its record shows, which the job did not change.
+    before = record.known
+    previous_status = previous_signature = None
+    if kind is not ChangeKind.NEW:
+        previous_status = before.http_status if before else record.http_status
+        previous_signature = before.signature if before else record.signature
     line: dict[str, Any] = {
         "url": record.url,
         "change": kind.value,
@@ -40,9 +46,9 @@ def feed_line(record: SitemapURL) -> dict[str, Any] | None:
         "lastmod": _iso(record.last_modified),
         "previous_state": _previous_state(record, kind),
         "state": record.crawl_state.value,
-        "previous_status": known.http_status if known and kind is not ChangeKind.NEW else None,
+        "previous_status": previous_status,
         "status": record.http_status,
-        "previous_signature": known.signature if known and kind is not ChangeKind.NEW else None,
+        "previous_signature": previous_signature,
         "signature": record.signature,
         "document_key": record.document_key,
         "fetch_time": _iso(record.fetch_time),
@@ -52,9 +58,11 @@ def feed_line(record: SitemapURL) -> dict[str, Any] | None:
 
 
 def _previous_state(record: SitemapURL, kind: ChangeKind) -> str | None:
-    if kind is ChangeKind.NEW or record.known is None:
+    if kind is ChangeKind.NEW:
         return None
-    return CrawlState.ORPHAN.value if kind is ChangeKind.BACK else record.known.state.value
+    if kind is ChangeKind.BACK:
+        return CrawlState.ORPHAN.value
+    return record.known.state.value if record.known else None
 
 
 def removed_line(record: CrawlRecord) -> dict[str, Any]:

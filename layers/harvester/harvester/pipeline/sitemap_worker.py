@@ -517,9 +517,15 @@ class SitemapReading:
         for _ in range(STALE_ATTEMPTS):
             self.probes = probes
             priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh])
-            pages = [self._page(url, entry, priors.get(url)) for url, entry in fresh]
+            decided = [self._page(url, entry, priors.get(url)) for url, entry in fresh]
             recorded = self.ctx.store.record_pages(
-                self.job.job_id, self.record.url, pages, checkpoint=checkpoint, lease=self.lease, site=self.site
+                self.job.job_id,
+                self.record.url,
+                [page for page, _ in decided],
+                checkpoint=checkpoint,
+                lease=self.lease,
+                site=self.site,
+                crawl={page.url: crawl for page, crawl in decided},
             )
             new += recorded.new
             if not recorded.stale:
@@ -527,8 +533,9 @@ class SitemapReading:
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
 
-    def _page(self, url: str, entry: Listed, prior: CrawlRecord | None) -> SitemapURL:
-        """The job's record of a listed URL: to be fetched (pending, with the reason), or not due."""
+    def _page(self, url: str, entry: Listed, prior: CrawlRecord | None) -> tuple[SitemapURL, CrawlRecord]:
+        """The job's record of a listed URL (to be fetched: pending, with the reason; or not due), and the
+        URL's crawl record as this listing leaves it."""
         now = self.ctx.clock()
         known = listed(
             prior,
@@ -550,10 +557,9 @@ class SitemapReading:
             "sitemap": self.record.url,
             "extensions": entry.extensions(),
             "discovered_at": now,
-            "known": known,
         }
         if not self.request.fetch_pages:
-            return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED)
+            return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
         decision = due(
             known,
             new=prior is None,
@@ -564,9 +570,10 @@ class SitemapReading:
             may_probe=self.probes < self.ctx.settings.lastmod_probes,
         )
         if decision.reason is None:
-            return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE)
+            return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
         self.probes += decision.probe
-        return SitemapURL(**base, fetch_reason=decision.reason, change=change)
+        # The page worker fetches on this snapshot: its validators, its signature, its version.
+        return SitemapURL(**base, known=known, fetch_reason=decision.reason, change=change), known
 
     def _trusted(self, url: str) -> bool:
         if self._site is None:
@@ -606,7 +613,8 @@ def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
 
 
 def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
-    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it."""
+    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
+    (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
     return SitemapURL(
         **base,
         status=UrlStatus.COMPLETED,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.crawl import conditional, url_put
 from harvester.model import accounting
+from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
     JobCounts,
     JobRecord,
@@ -418,12 +419,14 @@ class DynamoStateStore:
         checkpoint: int,
         lease: Lease,
         site: str | None = None,
+        crawl: Mapping[str, CrawlRecord] | None = None,
     ) -> Recorded:
+        writes = crawl if site is not None and crawl else {}
         unique = accounting.first_per_url(pages)
         recorded = Recorded()
         # Each page is its job record and, with a site, its crawl record; the sitemap's checkpoint and a
         # counter shard ride along.
-        room = (_TRANSACTION_ITEMS - 2) // (2 if site is not None else 1)
+        room = (_TRANSACTION_ITEMS - 2) // (2 if writes else 1)
         chunks = [unique[i : i + room] for i in range(0, len(unique), room)] or [[]]
         for n, chunk in enumerate(chunks):
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
@@ -440,8 +443,8 @@ class DynamoStateStore:
                         )
                     )
                     roles.append(("page", p.url))
-                    if site is not None and p.known is not None:
-                        items.append(url_put(self.table, site, p.known))
+                    if p.url in writes:
+                        items.append(url_put(self.table, str(site), writes[p.url]))
                         roles.append(("crawl", p.url))
                 items.append(self._sitemap_update(job_id, moved, lease, keep_lease=True))
                 roles.append(("sitemap", sitemap_url))

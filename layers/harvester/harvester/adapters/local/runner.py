@@ -14,6 +14,7 @@ import fcntl
 import logging
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -149,6 +150,9 @@ class LocalRunner:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
         harvest = self.harvest
         with exclusive(harvest.state_dir):
+            retention = time.time() - self.settings.retention_days * 86400
+            if expired := harvest.store.expire_jobs(retention):
+                log.info("per-job records of old jobs expired", extra={"jobs": expired})
             existing = self._resumable(request)
             job_id = existing.job_id if existing else (request.job_id or new_job_id())
             resumed = existing is not None

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
-from harvester.adapters.local import crawl
+from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
 from harvester.model import accounting
+from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
     JobCounts,
     JobRecord,
@@ -103,6 +104,25 @@ class SqliteStateStore:
         """A local run's last write: the job is over and reported; the same command now starts a new job."""
         self.conn.execute("UPDATE jobs SET closed = 1 WHERE job_id = ?", (job_id,))
 
+    def expire_jobs(self, created_before: float) -> int:
+        """Drops the URL and sitemap records of closed jobs created before ``created_before`` (epoch seconds):
+        what DynamoDB's TTL does to per-job items on AWS. The job itself, its counters and its result files
+        stay; the crawl database is the site's memory and is never expired. Returns the jobs expired."""
+        with Transaction(self.conn) as db:
+            expired = [
+                row[0]
+                for row in db.execute(
+                    "SELECT job_id FROM jobs WHERE closed = 1 AND created_at < ?"
+                    " AND EXISTS (SELECT 1 FROM urls WHERE urls.job_id = jobs.job_id"
+                    " UNION ALL SELECT 1 FROM sitemaps WHERE sitemaps.job_id = jobs.job_id)",
+                    (created_before,),
+                ).fetchall()
+            ]
+            for job_id in expired:
+                db.execute("DELETE FROM urls WHERE job_id = ?", (job_id,))
+                db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
+        return len(expired)
+
     def all_jobs(self) -> list[JobRecord]:
         rows = self.conn.execute("SELECT body FROM jobs ORDER BY created_at").fetchall()
         return [JobRecord.model_validate_json(r[0]) for r in rows]
@@ -187,7 +207,9 @@ class SqliteStateStore:
         checkpoint: int,
         lease: Lease,
         site: str | None = None,
+        crawl: Mapping[str, CrawlRecord] | None = None,
     ) -> Recorded:
+        writes = crawl if site is not None and crawl else {}
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             fresh = []
@@ -195,14 +217,13 @@ class SqliteStateStore:
                 known = db.execute("SELECT 1 FROM urls WHERE job_id = ? AND key = ?", (job_id, page.key)).fetchone()
                 if known is None:
                     fresh.append(page)
-            if site is not None:
-                stale = [p.url for p in fresh if p.known is not None and not crawl.fresh(db, site, p.known)]
-                if stale:
-                    return Recorded(stale=stale)
+            stale = [p.url for p in fresh if p.url in writes and not crawldb.fresh(db, site, writes[p.url])]
+            if stale:
+                return Recorded(stale=stale)
             for page in fresh:
                 _insert(db, "urls", job_id, page)
-                if site is not None and page.known is not None:
-                    crawl.write_url(db, site, page.known)
+                if page.url in writes:
+                    crawldb.write_url(db, site, writes[page.url])
             _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh)), lease)
             self._count(db, job_id, accounting.total(accounting.new_page(p) for p in fresh))
         return Recorded(new=fresh)
@@ -284,7 +305,7 @@ class SqliteStateStore:
                 page = outcome.record
                 if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
                     continue
-                if site is not None and outcome.crawl is not None and not crawl.write_url(db, site, outcome.crawl):
+                if site is not None and outcome.crawl is not None and not crawldb.write_url(db, site, outcome.crawl):
                     settled.stale.append(page.url)
                     continue
                 _put(db, "urls", job_id, page, None)
