@@ -151,7 +151,7 @@ def test_a_site_that_stamps_every_lastmod_with_the_build_time_loses_trust_and_re
     third = rebuilt_crawl()  # still trusted at 0.5: fetched again, refuted again
     assert len(site.page_hits()) == 30
     trust = third["lastmod_trust"]["127.0.0.1"]
-    assert (trust["score"], trust["trusted_before"], trust["trusted"]) == (0.25, True, False)
+    assert (trust["score"], trust["trusted_before"], trust["trusted"], trust["went"]) == (0.25, True, False, "lost")
 
     fourth = rebuilt_crawl()  # lastmod no longer trusted: only the probes (5 per sitemap) are asked
     assert len(site.page_hits()) == 10
@@ -163,7 +163,7 @@ def test_a_site_that_stamps_every_lastmod_with_the_build_time_loses_trust_and_re
     fifth = crawl(site, state)
     assert len(site.page_hits()) == 10  # the probes find the lastmod right
     trust = fifth["lastmod_trust"]["127.0.0.1"]
-    assert (trust["confirmed"], trust["refuted"], trust["trusted_before"], trust["trusted"]) == (10, 0, False, True)
+    assert (trust["confirmed"], trust["refuted"], trust["went"]) == (10, 0, "regained")
     for path in site.page_paths():
         site.change(path)
     sixth = crawl(site, state)

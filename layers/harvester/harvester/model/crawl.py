@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class CrawlState(StrEnum):
@@ -171,12 +172,19 @@ class TrustChange(BaseModel):
     score: float
     trusted_before: bool
     trusted: bool
+    #: Which way it went: ``kept``, ``lost``, ``regained`` or ``still_untrusted``.
+    went: str = ""
 
-    @property
-    def went(self) -> str:
+    @model_validator(mode="after")
+    def _went(self) -> Self:
         if self.trusted_before == self.trusted:
-            return "kept" if self.trusted else "still_untrusted"
-        return "regained" if self.trusted else "lost"
+            went = "kept" if self.trusted else "still_untrusted"
+        else:
+            went = "regained" if self.trusted else "lost"
+        if self.went and self.went != went:
+            raise ValueError(f"went {self.went!r} contradicts trusted {self.trusted_before} -> {self.trusted}")
+        self.went = went
+        return self
 
 
 class SiteCrawl(BaseModel):
