@@ -17,7 +17,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.ports import Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
+from harvester.ports import Checkpoint, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -142,9 +142,13 @@ def test_recording_pages_counts_the_new_ones_and_moves_the_checkpoint(backend):
     assert [p.url for p in recorded.new] == [page(1).url, page(2).url, page(3).url] and recorded.stale == []
     recorded = backend.store.record_pages(job_id, url, [page(2), page(4)], checkpoint=5, lease=lease())
     assert [p.url for p in recorded.new] == [page(4).url]
-    backend.store.mark_enqueued(job_id, url, 5, lease())
+    backend.store.mark_enqueued(job_id, url, Checkpoint(5, digest="d", probes=2), lease())
     record = backend.store.get_sitemap(job_id, url)
     assert (record.pages_recorded, record.pages_enqueued, record.pages_new) == (5, 5, 4)
+    assert (record.checkpoint_digest, record.probes_spent) == ("d", 2)
+    backend.store.mark_enqueued(job_id, url, Checkpoint(3, digest="older"), lease())  # a reading started over
+    record = backend.store.get_sitemap(job_id, url)
+    assert (record.pages_enqueued, record.checkpoint_digest) == (5, "d")
     c = counts(backend, job_id)
     assert (c.urls_total, c.urls_succeeded, c.urls_failed) == (4, 0, 0)
     assert backend.store.get_page(job_id, page(4).url).status is UrlStatus.PENDING

@@ -156,6 +156,13 @@ def test_an_orphan_listed_again_returns_to_its_state():
     )
 
 
+def test_a_fetch_that_ends_after_another_job_orphaned_the_url_keeps_it_orphan():
+    orphan = orphaned(after_fetch(new(), ok("a"), now=NOW, schedule=SCHEDULE), job_id="j2")
+    later = after_fetch(orphan, ok("b"), now=NOW + timedelta(hours=1), schedule=SCHEDULE)
+    assert (later.state, later.orphan_of, later.orphaned_job) == (CrawlState.ORPHAN, CrawlState.FETCHED, "j2")
+    assert later.signature == "b" and later.changes == 1 and later.version == orphan.version + 1
+
+
 def test_what_makes_a_known_url_due():
     fetched = after_fetch(new(), ok("a", lastmod=NOW), now=NOW, schedule=SCHEDULE)
     soon = NOW + timedelta(days=1)

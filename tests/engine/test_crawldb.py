@@ -14,7 +14,7 @@ from harvester.crawldb.schedule import Schedule
 from harvester.crawldb.trust import EvidenceTally, apply, evidence_of
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+from harvester.model.records import TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
 from harvester.sitemap import ChildSitemap, Image, NewsStory, PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -135,6 +135,21 @@ def test_a_url_is_orphaned_only_when_the_job_can_be_sure():
     assert OrphanRule.of(job(), read).orphan(gone)
     assert not OrphanRule.of(job(), [*read, sitemap(f"{SITE}/x.xml", SitemapStatus.FAILED)]).orphan(gone)
     assert not OrphanRule.of(job(sitemap_exclude=("*x*",)), read).orphan(gone)
+    assert not OrphanRule.of(job(sitemaps=(f"{SITE}/sitemap.xml",)), read).orphan(known())  # named sitemaps only
+
+
+def test_another_sitemap_that_failed_may_still_list_a_url():
+    """A URL's record names the first sitemap that listed it; another one may list it too. That one failing
+    this time leaves the URL's absence unproved, even though the named sitemap was read in full."""
+    read = [sitemap(SITEMAP, SitemapStatus.COMPLETED), sitemap(f"{SITE}/news.xml", SitemapStatus.FAILED)]
+    assert not OrphanRule.of(job(), read).orphan(known())
+
+
+def test_children_left_unread_keep_the_urls_they_may_list():
+    deep = sitemap(SITEMAP, SitemapStatus.COMPLETED).model_copy(update={"dropped": {TOO_DEEP: 1}})
+    assert not OrphanRule.of(job(max_depth=2), [deep]).orphan(known(sitemap=f"{SITE}/deeper.xml"))
+    recursive = sitemap(SITEMAP, SitemapStatus.COMPLETED).model_copy(update={"dropped": {"invalid_sitemap": 1}})
+    assert OrphanRule.of(job(), [recursive]).orphan(known(sitemap=f"{SITE}/left.xml"))  # nothing left unread
 
 
 def test_a_sitemap_read_before_that_is_missing_now_keeps_its_urls():

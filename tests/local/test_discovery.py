@@ -66,7 +66,7 @@ def test_the_depth_limit_stops_a_runaway_chain(served_dir, tmp_path):
     deep = harvest("sitemaps", f"{base}/", "--allow-network", LOOPBACK).stdout
 
     # robots.txt is depth 1, d1 depth 2 ... d3 depth 4: d3's child would be depth 5.
-    assert "d3.xml  [index]  1 entries dropped (invalid_sitemap 1)" in shallow
+    assert "d3.xml  [index]  1 entries dropped (sitemap_too_deep 1)" in shallow
     assert (
         "d4.xml" not in shallow.split("d3.xml")[1].split("\n")[0]
         and shallow.splitlines()[-1] == "0 pages in 3 sitemaps"

@@ -109,6 +109,16 @@ class PageRetry:
     not_before: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """How far a sitemap reading has handed its pages out, and what it counted to get there (see
+    ``SitemapRecord.checkpoint_digest``)."""
+
+    enqueued: int
+    digest: str | None = None
+    probes: int = 0
+
+
 @dataclass(slots=True)
 class SitemapOutcome:
     status: SitemapStatus
@@ -190,7 +200,8 @@ class StateStore(Protocol):
         that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
         Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
-    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None: ...
+    def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
+        """Moves the checkpoint on (never back: a reading that started over keeps the further one)."""
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""

@@ -109,7 +109,17 @@ def listed(
 
 
 def after_fetch(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
-    """The record after a job's final word on a fetch (Nutch's CrawlDbReducer, with the adaptive schedule)."""
+    """The record after a job's final word on a fetch (Nutch's CrawlDbReducer, with the adaptive schedule).
+
+    A URL another job orphaned while this one fetched it stays orphan (no sitemap lists it any more); what
+    the fetch found becomes the state it returns to if it is listed again."""
+    record = _fetched(prior, fetched, now=now, schedule=schedule)
+    if prior.state is CrawlState.ORPHAN:
+        return record.model_copy(update={"state": CrawlState.ORPHAN, "orphan_of": record.state})
+    return record
+
+
+def _fetched(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
     update: dict[str, object] = {
         "last_fetch_time": now,
         "http_status": fetched.http_status,

@@ -1,15 +1,16 @@
 """Which URLs a job may declare orphan: those the site stopped listing, and only where it can be sure.
 
-A URL the job did not list is not necessarily gone from the site's sitemaps: the sitemap that listed it
-may have failed this time, the job may read only some sitemaps (named ones, sitemap patterns, callbacks)
-or only some pages (patterns, scope), or another job may have listed it meanwhile. So a known URL
-becomes orphan only when all of this holds:
+A URL the job did not list is not necessarily gone from the site's sitemaps: a sitemap that lists it may
+have failed this time, or may not have been read at all (named sitemaps, sitemap patterns, callbacks, a
+``max_depth`` it lies beyond); the job may be about some pages only (patterns, scope); another job may have
+listed it meanwhile. A URL is often listed by more than one sitemap, and its crawl record names only the
+first, so no single sitemap can vouch for its absence. A known URL becomes orphan only when all of this holds:
 
+* the job read the site's whole sitemap tree, every sitemap of it completely: nothing failed, was cut
+  short, was left out by the job's options or lay too deep; and no sitemap an earlier job read went missing
+  for the first time now (a sitemap that vanishes at once is more often a glitch: the next job decides);
 * nobody listed it since this job started (another job of the site may be running);
-* the job's own scope and page patterns would have kept it (a job about ``/blog/`` says nothing of the rest);
-* the sitemap that last listed it was read completely by this job (it no longer lists the URL), or that
-  sitemap is not part of this job at all and the job read the site's whole sitemap tree without a failure
-  (the sitemap left the tree).
+* the job's own scope and page patterns would have kept it (a job about ``/blog/`` says nothing of the rest).
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harvester.model.crawl import CrawlRecord, CrawlState
-from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus
+from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus
 from harvester.urls import UrlFilter, in_scope
 
 
 @dataclass(frozen=True)
 class OrphanRule:
     job: JobRecord
-    read_fully: frozenset[str]
-    seen: frozenset[str]
     whole_tree: bool
     pages: UrlFilter
 
@@ -39,33 +38,26 @@ class OrphanRule:
         read_before: Iterable[str] = (),
         callbacks: bool = False,
     ) -> OrphanRule:
-        """``read_before``: the sitemaps an earlier job read completely; one of them not read now (even
-        "absent") leaves the tree uncertain, since a sitemap that vanished at once is more often a glitch."""
+        """``read_before``: the sitemaps earlier jobs read completely and not yet found missing before this
+        job; one of them missing now (even "absent") leaves the tree uncertain for this job."""
         request = job.request
-        read_fully, seen, whole = set(), set(), True
+        whole = not (request.sitemaps or request.sitemap_include or request.sitemap_exclude or callbacks)
         earlier = set(read_before)
         for sitemap in sitemaps:
-            seen.add(sitemap.url)
+            if sitemap.dropped.get(TOO_DEEP) or sitemap.dropped.get(FILTERED):
+                whole = False  # children it lists were not read
             if sitemap.status is SitemapStatus.COMPLETED and not sitemap.truncated:
-                read_fully.add(sitemap.url)
-            elif sitemap.url in earlier:
-                whole = False
-            elif sitemap.status is not SitemapStatus.ABSENT and sitemap.status is not SitemapStatus.DUPLICATE:
-                whole = False  # failed, invalid, truncated or unfinished: what it lists is not known
-        narrowed = bool(request.sitemaps or request.sitemap_include or request.sitemap_exclude or callbacks)
-        pages = UrlFilter.of(request.include, request.exclude)
-        return cls(job, frozenset(read_fully), frozenset(seen), whole and not narrowed, pages)
+                continue
+            if sitemap.url in earlier or sitemap.status not in (SitemapStatus.ABSENT, SitemapStatus.DUPLICATE):
+                whole = False  # failed, invalid, truncated, unfinished, or newly missing
+        return cls(job, whole, UrlFilter.of(request.include, request.exclude))
 
     def orphan(self, record: CrawlRecord) -> bool:
         job, request = self.job, self.job.request
-        if record.state is CrawlState.ORPHAN or record.last_listed_job == job.job_id:
+        if not self.whole_tree or record.state is CrawlState.ORPHAN or record.last_listed_job == job.job_id:
             return False
         if record.last_listed >= job.start_time:
             return False
         if not in_scope(record.url, request.site, request.scope):
             return False
-        if self.pages.refusal(record.url) is not None:
-            return False
-        if record.sitemap in self.read_fully:
-            return True
-        return record.sitemap not in self.seen and self.whole_tree
+        return self.pages.refusal(record.url) is None

@@ -43,6 +43,7 @@ class LivePage:
     last_modified: bool = True
     listed: bool = True
     version: int = 1
+    also_in: set[int] = field(default_factory=set)  # further urlsets that list it too
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class LiveSite:
 
     def __post_init__(self) -> None:
         self.site: dict[str, LivePage] = {}
+        self.broken: dict[str, int] = {}  # documents (sitemaps, robots.txt) answering an error status
+        #: Part of every document's ETag: a redeploy (or another server) names the same bytes anew.
+        self.deployment = ""
         self._clock = EPOCH
         self._next_sitemap = 0
         self._lock = threading.RLock()
@@ -162,6 +166,26 @@ class LiveSite:
                 page.lastmod = self.tick()
             self._built = None
 
+    def list_also(self, path: str, sitemap: int) -> None:
+        """Listed by a further urlset as well: real sites list a page in several sitemaps (news, images)."""
+        with self._lock:
+            self.site[path].also_in.add(sitemap)
+            self._built = None
+
+    def list_only_in(self, path: str, sitemap: int) -> None:
+        with self._lock:
+            page = self.site[path]
+            page.sitemap, page.also_in = sitemap, set()
+            self._built = None
+
+    def break_document(self, path: str, status: int | None) -> None:
+        """A sitemap (or robots.txt) answers ``status`` from now on; None mends it."""
+        with self._lock:
+            if status is None:
+                self.broken.pop(path, None)
+            else:
+                self.broken[path] = status
+
     def _render(self, path: str) -> None:
         page = self.site[path]
         text = (
@@ -189,7 +213,8 @@ class LiveSite:
                 entry += f"<changefreq>{page.changefreq}</changefreq>"
             if self.images_every and n % self.images_every == 0:
                 entry += f"<image:image><image:loc>{self.url(f'/img/{n}.jpg')}</image:loc></image:image>"
-            urlsets[page.sitemap].append(entry + "</url>")
+            for sitemap in {page.sitemap, *page.also_in}:
+                urlsets[sitemap].append(entry + "</url>")
         head = '<?xml version="1.0" encoding="UTF-8"?>\n'
         ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
         image_ns = ' xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"' if self.images_every else ""
@@ -234,9 +259,11 @@ class LiveSite:
         """Status, headers and body of a GET: what the handler sends (and what the log records)."""
         path = path.partition("?")[0]
         documents = self._documents()
+        if path in self.broken:
+            return self.broken[path], {"Content-Type": "text/html"}, b"<html><body>Broken</body></html>"
         if path in documents:
             body = documents[path]
-            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + self.deployment + '"'
             kind = {".txt": "text/plain", ".gz": "application/gzip"}.get(path[path.rfind(".") :], "application/xml")
             if _matches(headers.get("if-none-match"), etag):
                 return 304, {"ETag": etag}, b""

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TypeVar
 
 from harvester.model.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
-from harvester.ports import PageRetry, SitemapOutcome
+from harvester.ports import Checkpoint, PageRetry, SitemapOutcome
 
 ROBOTS_KIND = "robots"
 R = TypeVar("R", SitemapRecord, SitemapURL)
@@ -82,9 +82,12 @@ def recorded_sitemap(record: SitemapRecord, checkpoint: int, new_pages: int) -> 
     )
 
 
-def enqueued_sitemap(record: SitemapRecord, enqueued: int) -> SitemapRecord:
+def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRecord:
+    enqueued = min(checkpoint.enqueued, record.pages_recorded)
+    if enqueued < record.pages_enqueued:
+        return record  # a reading that started over has not caught up with the checkpoint yet
     return record.model_copy(
-        update={"pages_enqueued": min(max(record.pages_enqueued, enqueued), record.pages_recorded)}
+        update={"pages_enqueued": enqueued, "checkpoint_digest": checkpoint.digest, "probes_spent": checkpoint.probes}
     )
 
 

@@ -121,6 +121,9 @@ class SitemapCrawl(BaseModel):
     truncated: str | None = None
     warnings: dict[str, int] = Field(default_factory=dict)
     entries: int = Field(default=0, ge=0)
+    #: When a job first found it missing (404, 410, 401, 403) since this reading; the orphan rule lets one
+    #: job's miss pass as a glitch, and counts it gone from the next job on.
+    absent_since: datetime | None = None
 
 
 class HostTrust(BaseModel):

@@ -245,6 +245,12 @@ class SitemapStatus(StrEnum):
         return self not in (SitemapStatus.PENDING, SitemapStatus.PROCESSING)
 
 
+#: Reasons in ``SitemapRecord.dropped`` for children not read: deeper than ``max_depth``, or left out by
+#: the job's sitemap patterns or callbacks.
+TOO_DEEP = "sitemap_too_deep"
+FILTERED = "sitemap_filtered"
+
+
 class SitemapRecord(BaseModel):
     """One sitemap of a job: the loader state of the seed, made safe for many sitemaps in progress at once.
 
@@ -268,6 +274,10 @@ class SitemapRecord(BaseModel):
     http_status: int | None = None
     pages_recorded: int = Field(default=0, ge=0)
     pages_enqueued: int = Field(default=0, ge=0)
+    #: What the checkpoint counted: a digest of the first ``pages_enqueued`` accepted URLs (a reading resumed
+    #: on a sitemap that changed meanwhile starts over) and the lastmod probes spent on them.
+    checkpoint_digest: str | None = None
+    probes_spent: int = Field(default=0, ge=0)
     pages_new: int = Field(default=0, ge=0)
     children: int = Field(default=0, ge=0)
     dropped: dict[str, int] = Field(default_factory=dict)

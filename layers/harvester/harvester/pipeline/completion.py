@@ -175,7 +175,9 @@ def _mark_orphans(
     """Marks orphan the site's URLs this job shows are no longer listed (see crawldb.orphans), reporting
     each to ``removed``, with those an earlier run of this same end already marked."""
     site = job.request.origin
-    read_before = [s.url for s in ctx.crawldb.site_sitemaps(site)]
+    read_before = [
+        s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
+    ]
     rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
     batch: list[CrawlRecord] = []
     for record in ctx.crawldb.site_urls(site):
@@ -201,9 +203,14 @@ def _put_orphans(
                 removed(record)
         if not stale:
             return
-        # Another job wrote them meanwhile (it may have listed them): judged again on what it wrote.
-        fresh = ctx.crawldb.get_urls(site, list(stale)).values()
-        batch = [orphaned(r, job_id=rule.job.job_id) for r in fresh if rule.orphan(r)]
+        # Another job wrote them meanwhile (it may have listed them), or another run of this same end
+        # orphaned them: judged again on what was written.
+        batch = []
+        for record in ctx.crawldb.get_urls(site, list(stale)).values():
+            if record.state is CrawlState.ORPHAN and record.orphaned_job == rule.job.job_id:
+                removed(record)
+            elif rule.orphan(record):
+                batch.append(orphaned(record, job_id=rule.job.job_id))
     log.warning("orphans left unmarked: their records kept changing", extra={"urls": len(batch)})
 
 

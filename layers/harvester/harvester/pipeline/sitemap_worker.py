@@ -35,6 +35,7 @@ from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_EN
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
+    TOO_DEEP,
     JobRecord,
     SitemapRecord,
     SitemapStatus,
@@ -46,7 +47,7 @@ from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import follow
-from harvester.ports import Lease, LeaseLost, SitemapOutcome
+from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
 from harvester.urls import UrlFilter, host_of, in_scope, normalize, refusal
 
@@ -134,6 +135,11 @@ class Retry:
     reason: str
 
 
+class _ListingMoved(Exception):
+    """A resumed reading found other URLs before its checkpoint than the reading that set it: the sitemap
+    changed in between, so skipping by position would skip URLs never recorded."""
+
+
 class SitemapReading:
     """The reading of one claimed sitemap: fetch (conditionally), parse or replay, record and send in batches."""
 
@@ -159,8 +165,10 @@ class SitemapReading:
         self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
         self.recorded = record.pages_recorded
         self.enqueued = record.pages_enqueued
+        self.resend = False  # started over on a changed sitemap: every pending page's task is sent again
+        self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
         self.listing: ListingWriter | None = None  # the entries as parsed, kept to replay an unchanged sitemap
-        self.probes = 0  # lastmod probes spent on an untrusted host
+        self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
         self._site: SiteCrawl | None = None
 
     @property
@@ -177,7 +185,15 @@ class SitemapReading:
 
     async def run(self) -> SitemapOutcome | Retry:
         try:
-            outcome = await self._read()
+            try:
+                outcome = await self._read()
+            except _ListingMoved:
+                log.info(
+                    "sitemap changed since its checkpoint; reading it again from the start",
+                    extra={"job_id": self.job.job_id, "url": self.record.url},
+                )
+                self._start_over()
+                outcome = await self._read()
         except FetchError as exc:
             reason = exc.explain(self.record.url)
             if exc.retryable and self.may_retry:
@@ -204,6 +220,20 @@ class SitemapReading:
         outcome.invalid_children = self.invalid_children
         return outcome
 
+    def _start_over(self) -> None:
+        """Forgets the skipped reading: every entry is judged again. The job's records absorb the URLs recorded
+        before (``record_pages`` counts only new ones); their tasks are sent again, since the positions that
+        said which were sent no longer mean anything."""
+        if self.listing is not None:
+            self.listing.close()
+            self.listing = None
+        self.dropped, self.invalid_children, self.found, self.declared = {}, {}, [], []
+        self.seen_pages, self.seen_children = set(), set()
+        self.accepted = self.children = self.recorded = self.enqueued = 0
+        self.page_batch = []
+        self.digest = hashlib.blake2b(digest_size=16)
+        self.resend = True
+
     def _final_reason(self, reason: str, transient: bool) -> str:
         return f"{reason} (gave up after {self.record.attempts} attempts)" if transient else reason
 
@@ -217,6 +247,8 @@ class SitemapReading:
             not_modified = response.status_code == 304 and prior is not None and bool(headers)
             if not (200 <= response.status_code < 300 or not_modified):
                 quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
+                if quiet and prior is not None and prior.absent_since is None:
+                    self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={"absent_since": self.ctx.clock()}))
                 return SitemapOutcome(
                     status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
                     error_message=http_error(response.status_code),
@@ -229,7 +261,11 @@ class SitemapReading:
                 return redirected
             if not_modified:
                 assert prior is not None
-                return self._replay(prior, response.status_code, final_url) or await self._read(conditional=False)
+                replayed = self._replay(prior, response.status_code, final_url)
+                if replayed is None:
+                    return await self._read(conditional=False)
+                self._refresh(prior, response.headers)
+                return replayed
             parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
             self.listing = ListingWriter()
             # Without an earlier reading, the sitemap is parsed while it downloads; with one, it is downloaded
@@ -260,9 +296,12 @@ class SitemapReading:
                     if prior is not None and signature == prior.signature and response.complete:
                         replayed = self._replay(prior, response.status_code, final_url)
                         if replayed is not None:
+                            self._refresh(prior, response.headers)
                             return replayed
                     self._parse_spooled(parser, raw)
                 self._take(self._listed(parser.close(complete=response.complete and not parser.finished)))
+                if broken is None:
+                    self._reached_checkpoint()
                 self._flush_pages()
                 document_key = self._store_raw(raw, response.content_type, signature)
         report = parser.report
@@ -320,6 +359,7 @@ class SitemapReading:
             self.listing = None
         for entry in read_listing(body):
             self._take([entry])
+        self._reached_checkpoint()
         self._flush_pages()
         return SitemapOutcome(
             status=SitemapStatus.COMPLETED,
@@ -331,6 +371,15 @@ class SitemapReading:
             document_key=prior.document_key,
             not_modified=True,
         )
+
+    def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str]) -> None:
+        """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
+        next job asks with these validators, and the orphan rule counts it present."""
+        etag = headers.get("etag") or prior.etag
+        last_modified = headers.get("last-modified") or prior.last_modified
+        if (etag, last_modified) != (prior.etag, prior.last_modified) or prior.absent_since is not None:
+            update = {"etag": etag, "last_modified": last_modified, "absent_since": None}
+            self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={**update, "fetched_at": self.ctx.clock()}))
 
     def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
         """Keeps what the next job needs to read this sitemap conditionally and replay it if unchanged."""
@@ -411,7 +460,10 @@ class SitemapReading:
         self.seen_pages.add(key)
         index = self.accepted
         self.accepted += 1
+        self.digest.update(key.encode() + b"\n")
         if index < self.enqueued:
+            if index == self.enqueued - 1:
+                self._reached_checkpoint()
             return  # recorded and sent before a restart
         self.page_batch.append((index, url, entry))
         if len(self.page_batch) >= self.ctx.settings.record_batch:
@@ -435,7 +487,7 @@ class SitemapReading:
             return
         depth = self.record.depth + 1
         if depth > self.request.max_depth:
-            self._invalid_child(url, f"deeper than max_depth {self.request.max_depth}")
+            self._invalid_child(url, f"deeper than max_depth {self.request.max_depth}", drop=TOO_DEEP)
             return
         origin = SitemapOrigin.DECLARED if self.is_robots else SitemapOrigin.INDEX
         child = SitemapRecord(
@@ -448,8 +500,8 @@ class SitemapReading:
         )
         self.found.append(child)
 
-    def _invalid_child(self, url: str, reason: str) -> None:
-        self._drop("invalid_sitemap")
+    def _invalid_child(self, url: str, reason: str, *, drop: str = "invalid_sitemap") -> None:
+        self._drop(drop)
         if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
             self.invalid_children[url] = reason
 
@@ -496,18 +548,29 @@ class SitemapReading:
             return
         batch, self.page_batch = self.page_batch, []
         job_id = self.job.job_id
-        # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task).
-        tasks = [self._task(url, entry) for index, url, entry in batch if index < self.recorded]
-        fresh = [(url, entry) for index, url, entry in batch if index >= self.recorded]
+        # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task). Recorded
+        # again too: the job's records keep the ones recorded before, and if the sitemap changed meanwhile,
+        # the entries at those positions now may be others.
+        again = {url for index, url, _ in batch if index < self.recorded or self.resend}
+        tasks = [self._task(url, entry) for _, url, entry in batch if url in again]
         checkpoint = batch[-1][0] + 1
-        if fresh:
-            new = self._record(fresh, checkpoint)
-            self.recorded = checkpoint
-            tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING]
+        new = self._record([(url, entry) for _, url, entry in batch], checkpoint)
+        self.recorded = max(self.recorded, checkpoint)
+        tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING and page.url not in again]
         if self.request.fetch_pages:
             self.ctx.queue.send(tasks)
-        self.ctx.store.mark_enqueued(job_id, self.record.url, checkpoint, self.lease)
+        mark = Checkpoint(enqueued=checkpoint, digest=self.digest.hexdigest(), probes=self.probes)
+        self.ctx.store.mark_enqueued(job_id, self.record.url, mark, self.lease)
         self.enqueued = checkpoint
+
+    def _reached_checkpoint(self) -> None:
+        """At the checkpoint of a resumed reading (or at the end of a document shorter than it): the URLs
+        skipped must be the ones the checkpoint counted."""
+        expected = self.record.checkpoint_digest
+        if self.resend or not self.enqueued or expected is None:
+            return
+        if self.accepted < self.enqueued or (self.accepted == self.enqueued and self.digest.hexdigest() != expected):
+            raise _ListingMoved(self.record.url)
 
     def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int) -> list[SitemapURL]:
         """Records a batch with the crawl records it moves; when another job of the site moved one of them

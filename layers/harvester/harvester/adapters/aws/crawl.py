@@ -108,6 +108,7 @@ class DynamoCrawlDatabase:
                 KeyConditionExpression="pk = :pk",
                 ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}#{shard}")},
                 ProjectionExpression="body",
+                ConsistentRead=True,  # the orphan pass must see every listing written before it
             )
             for page in pages:
                 for item in page.get("Items", []):

@@ -39,6 +39,7 @@ from harvester.model.records import (
     url_key,
 )
 from harvester.ports import (
+    Checkpoint,
     JobSnapshot,
     Lease,
     LeaseLost,
@@ -470,10 +471,10 @@ class DynamoStateStore:
                 break
         return recorded
 
-    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
+    def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
         if not self._conditional(
-            self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease, keep_lease=True)
+            self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease, keep_lease=True)
         ):
             raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
 

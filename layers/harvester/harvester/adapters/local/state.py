@@ -23,6 +23,7 @@ from harvester.model.records import (
     url_key,
 )
 from harvester.ports import (
+    Checkpoint,
     JobSnapshot,
     Lease,
     LeaseLost,
@@ -228,10 +229,10 @@ class SqliteStateStore:
             self._count(db, job_id, accounting.total(accounting.new_page(p) for p in fresh))
         return Recorded(new=fresh)
 
-    def mark_enqueued(self, job_id: str, sitemap_url: str, enqueued: int, lease: Lease) -> None:
+    def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            _put(db, "sitemaps", job_id, accounting.enqueued_sitemap(sitemap, enqueued), lease)
+            _put(db, "sitemaps", job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease)
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         with Transaction(self.conn) as db:
