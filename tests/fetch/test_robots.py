@@ -216,3 +216,19 @@ async def test_origins_are_separate(server: TestServer) -> None:
         # Another scheme is another origin; https here fails to connect (retryable): disallowed for now.
         assert not await rules.allowed(f"https://127.0.0.1:{server.port}/a")
     assert server.hits("/robots.txt") == 1
+
+
+async def test_answers_outlive_the_fetcher_when_rebound_to_a_new_one(server: TestServer) -> None:
+    """A Lambda container runs each invocation on a new event loop, with a new fetcher."""
+    robots(server, "User-agent: *\nDisallow: /private\n")
+    clock = Clock()
+    async with Fetcher(local_policy()) as fetcher:
+        rules = RobotsRules(fetcher, clock=clock)
+        assert not await rules.allowed(server.url("/private/a"))
+    async with Fetcher(local_policy()) as fetcher:
+        again = rules.rebound(fetcher)
+        assert not await again.allowed(server.url("/private/b")) and await again.allowed(server.url("/public"))
+        assert server.hits("/robots.txt") == 1
+        clock.now += 86_400 + 1  # a stale copy is fetched again, through the new fetcher
+        assert not await again.allowed(server.url("/private/c"))
+    assert server.hits("/robots.txt") == 2

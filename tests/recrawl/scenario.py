@@ -99,7 +99,7 @@ def check_crawl_1(site: LiveSite, result: dict[str, Any]) -> None:
     assert not any(h.conditional for h in pages)
     assert result["changes"]["new"] == 40 and result["total_urls"] == 40
     # robots.txt is read for its Sitemap: lines, and again by the page workers for their rules (once per
-    # process locally, once per invocation's event loop on AWS).
+    # process locally, once per container on AWS).
     hits = [h.path for h in sitemap_hits(site)]
     assert sorted(p for p in hits if p != "/robots.txt") == sorted(SITEMAP_PATHS[1:])
     assert hits.count("/robots.txt") >= 2

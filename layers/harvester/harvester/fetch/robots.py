@@ -74,6 +74,13 @@ class RobotsRules:
         self._cache: OrderedDict[str, RobotsEntry] = OrderedDict()
         self._locks: dict[str, anyio.Lock] = {}
 
+    def rebound(self, fetcher: Fetcher) -> RobotsRules:
+        """The same answers for a new fetcher (a new event loop): a Lambda container runs each invocation
+        on a loop of its own, and robots.txt is not asked again for each of them while its copy is fresh."""
+        rules = RobotsRules(fetcher, self.user_agent_token, error_ttl=self._error_ttl, clock=self._clock)
+        rules._ttl, rules._max_origins, rules._cache = self._ttl, self._max_origins, self._cache
+        return rules
+
     async def allowed(self, url: str) -> bool:
         """Whether ``url`` may be fetched. ``/robots.txt`` itself always may."""
         if (urlsplit(url).path or "/") == "/robots.txt":

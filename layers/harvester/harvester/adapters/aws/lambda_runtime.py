@@ -64,6 +64,7 @@ class LambdaRuntime:
         except RuntimeError:
             loop = None
         if self._engine is None or (loop is not None and loop is not self._loop):
+            previous = self._engine
             self._engine = Engine(
                 store=self.adapters.store,
                 queue=self.adapters.queue,
@@ -72,6 +73,8 @@ class LambdaRuntime:
                 crawldb=self.adapters.crawldb,
                 settings=self.settings,
             )
+            if previous is not None:  # what the container learnt of robots.txt outlives the loop
+                self._engine.robots = previous.robots.rebound(self._engine.fetcher)
             self._loop = loop
         return self._engine
 
