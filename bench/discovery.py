@@ -1,0 +1,203 @@
+"""Discovery speed: from the site's home page to every listed URL, against ultimate-sitemap-parser, in one run.
+
+Two sites are written to disk and served by a real HTTP server on 127.0.0.1 (Python's threading server):
+
+* ``20k``: an index of 4 urlsets of 5,000 pages (lastmod, changefreq, priority);
+* ``400k``: an index of 8 gzipped urlsets of 50,000 URLs, each with lastmod, changefreq, priority, an
+  hreflang ``<xhtml:link>`` and an ``<image:image>`` (the link before the image, an order real generators
+  write).
+
+Each contender runs in a fresh child process (its time includes the interpreter start and imports, the
+same for all), reading everything and keeping nothing but a count:
+
+* ``harvest sitemaps --format jsonl`` (output to /dev/null);
+* ``harvest crawl --no-pages`` (durable state: every URL recorded in the state directory);
+* the Python API, ``for page in iter_pages(site)``;
+* USP: ``sitemap_tree_for_homepage(site)`` then ``for page in tree.all_pages()`` (the baseline).
+
+Printed: seconds, URLs/s, peak RSS of the child, and the ratios the issue sets as targets. With
+``--aws`` (the default), also the AWS requests per listed URL of a ``fetch_pages: false`` job on the AWS
+path (template.yaml in moto, the real handlers).
+
+    python bench/discovery.py [--sites 20k,400k] [--no-aws] [--aws-pages 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harvester.demo import serve
+
+HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n'
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+RICH_NS = (
+    f'{NS} xmlns:xhtml="http://www.w3.org/1999/xhtml" xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"'
+)
+
+SITES = {
+    # name: (urlsets, URLs per urlset, rich entries, gzipped)
+    "20k": (4, 5_000, False, False),
+    "400k": (8, 50_000, True, True),
+}
+
+
+def write_site(root: Path, base: str, name: str) -> int:
+    """Writes robots.txt, the index and the urlsets; returns the number of URLs listed."""
+    urlsets, per, rich, gzipped = SITES[name]
+    locs = []
+    for n in range(urlsets):
+        entries = []
+        for i in range(per):
+            url = f"{base}/{'products' if rich else 'pages'}/{n}/item-{i}.html"
+            entry = (
+                f"<url><loc>{url}</loc><lastmod>2026-0{1 + i % 9}-1{i % 10}T10:00:00+00:00</lastmod>"
+                f"<changefreq>{('daily', 'weekly', 'monthly')[i % 3]}</changefreq><priority>0.{1 + i % 9}</priority>"
+            )
+            if rich:
+                entry += (
+                    f'<xhtml:link rel="alternate" hreflang="de" href="{base}/de/{n}/item-{i}.html"/>'
+                    f"<image:image><image:loc>{base}/img/{n}/{i}.jpg</image:loc></image:image>"
+                )
+            entries.append(entry + "</url>")
+        body = (HEAD + f"<urlset {RICH_NS if rich else NS}>\n" + "\n".join(entries) + "\n</urlset>\n").encode()
+        path = f"sitemaps/{n}.xml" + (".gz" if gzipped else "")
+        (root / path).write_bytes(gzip.compress(body, mtime=0) if gzipped else body)
+        locs.append(f"{base}/{path}")
+    index = HEAD + f"<sitemapindex {NS}>\n" + "".join(f"<sitemap><loc>{u}</loc></sitemap>\n" for u in locs)
+    (root / "sitemap_index.xml").write_text(index + "</sitemapindex>\n")
+    (root / "robots.txt").write_text(f"User-agent: *\nAllow: /\n\nSitemap: {base}/sitemap_index.xml\n")
+    return urlsets * per
+
+
+# The contenders: each a child process printing the number of page URLs it saw on its last line.
+ITER_PAGES = """
+import sys
+from harvester import iter_pages
+n = sum(1 for _ in iter_pages(sys.argv[1], allow_networks=["127.0.0.0/8"]))
+print(n)
+"""
+USP = """
+import logging, sys
+logging.disable(logging.CRITICAL)
+from usp.tree import sitemap_tree_for_homepage
+tree = sitemap_tree_for_homepage(sys.argv[1])
+print(sum(1 for _ in tree.all_pages()))
+"""
+
+
+def contenders(site: str, state: Path) -> dict[str, list[str]]:
+    harvest = [sys.executable, "-m", "harvester"]
+    net = ["--allow-network", "127.0.0.0/8"]
+    return {
+        "harvest sitemaps --format jsonl": [*harvest, "sitemaps", site, *net, "--format", "jsonl"],
+        "harvest crawl --no-pages": [*harvest, "crawl", site, *net, "--no-pages", "--state-dir", str(state), "--json"],
+        "iter_pages (Python API)": [sys.executable, "-c", ITER_PAGES, site],
+        "USP sitemap_tree_for_homepage + all_pages": [sys.executable, "-c", USP, site],
+    }
+
+
+def run(command: list[str]) -> dict[str, Any]:
+    """Runs one contender in a child of its own (via a fork, so the peak RSS is that child's alone)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the command and report its rusage
+        os.close(read)
+        with tempfile.TemporaryFile() as out:
+            start = time.perf_counter()
+            done = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, check=False)
+            seconds = time.perf_counter() - start
+            peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            out.seek(0)
+            count = _count(out.read().decode(errors="replace"))
+        line = f"{done.returncode}\t{seconds}\t{peak_kib}\t{count}\t{done.stderr.decode(errors='replace')[-400:]!r}"
+        os.write(write, line.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = pipe.read()
+    os.waitpid(pid, 0)
+    code, seconds, peak, count, stderr = report.split("\t", 4)
+    return {"rc": int(code), "seconds": float(seconds), "peak_mib": int(peak) / 1024, "urls": int(count), "err": stderr}
+
+
+def _count(out: str) -> int:
+    """URLs seen: the JSON result's total_urls, the number of JSON lines, or the count printed last."""
+    text = out.strip()
+    if text.startswith("{\n"):  # harvest crawl --json: one indented result
+        return int(json.loads(text)["total_urls"])
+    lines = text.splitlines()
+    if lines and lines[-1].isdigit():
+        return int(lines[-1])
+    return sum(1 for line in lines if line.startswith("{"))
+
+
+def local(names: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    figures: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            root = Path(tmp) / name
+            (root / "sitemaps").mkdir(parents=True)
+            with serve(root) as base:
+                listed = write_site(root, base, name)
+                print(f"\n{name}: {listed:,} URLs in {SITES[name][0]} urlsets on {base}", flush=True)
+                print(f"  {'':44} {'seconds':>8} {'URLs/s':>9} {'peak MiB':>9} {'URLs':>8}")
+                figures[name] = {}
+                for label, command in contenders(f"{base}/", Path(tmp) / f"state-{name}").items():
+                    figure = run(command)
+                    figures[name][label] = figure
+                    note = "" if figure["rc"] == 0 else f"  exit {figure['rc']}: {figure['err']}"
+                    print(
+                        f"  {label:44} {figure['seconds']:8.2f} {figure['urls'] / figure['seconds']:9,.0f}"
+                        f" {figure['peak_mib']:9.1f} {figure['urls']:8,}{note}",
+                        flush=True,
+                    )
+                    if figure["urls"] != listed:
+                        print(f"  !! {label} saw {figure['urls']:,} URLs, not {listed:,}")
+    return figures
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def report(figures: dict[str, dict[str, dict[str, Any]]]) -> None:
+    usp = "USP sitemap_tree_for_homepage + all_pages"
+    print("\nTargets (speed = USP seconds / ours):")
+    for name, rows in figures.items():
+        base = rows[usp]["seconds"]
+        for label, target in (
+            ("harvest sitemaps --format jsonl", 3.0),
+            ("iter_pages (Python API)", 3.0),
+            ("harvest crawl --no-pages", 2.0),
+        ):
+            ratio = base / rows[label]["seconds"]
+            print(f"  {name:5} {label:34} {ratio:5.2f}x USP  (target >= {target:.0f}x: {verdict(ratio >= target)})")
+    for label in ("harvest sitemaps --format jsonl", "iter_pages (Python API)", "harvest crawl --no-pages"):
+        peaks = [rows[label]["peak_mib"] for rows in figures.values()]
+        line = f"  peak memory {label:34} " + " / ".join(f"{p:.1f}" for p in peaks) + " MiB"
+        ok = max(peaks) < 100 and (len(peaks) < 2 or peaks[-1] - peaks[0] <= 20)
+        print(line + f"  (target < 100 MiB, +20 MiB at most from the smaller site: {verdict(ok)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sites", default="20k,400k")
+    parser.add_argument("--no-aws", action="store_true")
+    parser.add_argument("--aws-pages", type=int, default=20_000)
+    args = parser.parse_args()
+    figures = local([s for s in args.sites.split(",") if s])
+    report(figures)
+
+
+if __name__ == "__main__":
+    main()
