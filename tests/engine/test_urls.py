@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harvester.urls import UrlFilter, in_scope, normalize, refusal, validate_pattern
 
@@ -61,3 +63,29 @@ def test_a_bad_pattern_is_refused_with_its_reason():
         validate_pattern("re:(unclosed")
     with pytest.raises(ValueError, match="empty"):
         validate_pattern("")
+
+
+# The plain-URL fast path must answer exactly as the general one ----------------------------------------
+
+_PIECES = ["http", "https", "HTTP", "ftp", "://", ":/", "//", "a", "B", "é", "0", "9", ".", "-", "_", "@", ":",
+           ":80", ":443", ":8080", ":99999", ":0", "/", "//", "?", "?a=1", "#", "#f", "[", "]", "[::1]", " ", "\t",
+           "\u00a0", "\x00", "%20", "~", "x" * 300]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=3000, deadline=None)
+def test_the_fast_path_agrees_with_the_general_one(pieces):
+    from harvester.urls import _normalize, _refusal
+
+    for url in ("".join(pieces), "http://" + "".join(pieces), "https://h.example" + "".join(pieces)):
+        assert refusal(url) == _refusal(url), url
+        if _refusal(url) is None:
+            assert normalize(url) == _normalize(url), url
+
+
+def test_the_fast_path_takes_the_urls_sitemaps_list():
+    from harvester.urls import _PLAIN
+
+    for url in ("https://example.com/a/b.html", "http://127.0.0.1:8080/p?x=1&y=2", "https://a-b.example/"):
+        assert _PLAIN.fullmatch(url) and refusal(url) is None and normalize(url) == url
+    assert refusal("http://example.com:99999/") == "malformed" and refusal("http://EXAMPLE.com/") is None

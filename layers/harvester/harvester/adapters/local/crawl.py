@@ -34,11 +34,26 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
     return cursor.rowcount == 1
 
 
-def fresh(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
-    """Whether ``record`` can be written now (its base version is still the stored one)."""
-    key = url_key(record.url)
-    row = db.execute("SELECT version FROM crawl_urls WHERE site = ? AND key = ?", (site, key)).fetchone()
-    return (row is None) if record.version == 1 else (row is not None and row[0] == record.version - 1)
+def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+    """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
+    500 records, since a sitemap's batch of listed URLs is checked at once."""
+    keyed = {url_key(r.url): r for r in records}
+    stored: dict[str, int] = {}
+    keys = list(keyed)
+    for start in range(0, len(keys), _IN_CHUNK):
+        chunk = keys[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT key, version FROM crawl_urls WHERE site = ? AND key IN ({marks})"
+        stored.update(db.execute(sql, (site, *chunk)).fetchall())
+    return [r.url for key, r in keyed.items() if stored.get(key, 0) != r.version - 1]
+
+
+def insert_new(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> None:
+    """Writes records already checked fresh (see ``stale``) in the caller's transaction, in two statements."""
+    new = [(site, url_key(r.url), r.model_dump_json()) for r in records if r.version == 1]
+    moved = [(r.version, r.model_dump_json(), site, url_key(r.url)) for r in records if r.version > 1]
+    db.executemany("INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)", new)
+    db.executemany("UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ?", moved)
 
 
 class SqliteCrawlDatabase:

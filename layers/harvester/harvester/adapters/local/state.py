@@ -213,18 +213,19 @@ class SqliteStateStore:
         writes = crawl if site is not None and crawl else {}
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            fresh = []
-            for page in accounting.first_per_url(pages):
-                known = db.execute("SELECT 1 FROM urls WHERE job_id = ? AND key = ?", (job_id, page.key)).fetchone()
-                if known is None:
-                    fresh.append(page)
-            stale = [p.url for p in fresh if p.url in writes and not crawldb.fresh(db, site, writes[p.url])]
-            if stale:
-                return Recorded(stale=stale)
-            for page in fresh:
-                _insert(db, "urls", job_id, page)
-                if page.url in writes:
-                    crawldb.write_url(db, site, writes[page.url])
+            pages = accounting.first_per_url(pages)
+            known = _known_keys(db, job_id, [p.key for p in pages])
+            fresh = [p for p in pages if p.key not in known]
+            if site is not None and writes:
+                moved = [writes[p.url] for p in fresh if p.url in writes]
+                stale = crawldb.stale(db, site, moved)
+                if stale:
+                    return Recorded(stale=stale)
+                crawldb.insert_new(db, site, moved)
+            db.executemany(
+                "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
+                [(job_id, p.key, p.status.value, p.model_dump_json()) for p in fresh],
+            )
             _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh)), lease)
             self._count(db, job_id, accounting.total(accounting.new_page(p) for p in fresh))
         return Recorded(new=fresh)
@@ -368,6 +369,17 @@ def _put(
             record.key,
         ),
     )
+
+
+def _known_keys(db: sqlite3.Connection, job_id: str, keys: list[str]) -> set[str]:
+    """Which of ``keys`` the job has recorded already: one query per 500 (SQLite's parameter bound)."""
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = db.execute(f"SELECT key FROM urls WHERE job_id = ? AND key IN ({marks})", (job_id, *chunk))
+        found.update(key for (key,) in rows)
+    return found
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:
