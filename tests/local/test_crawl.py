@@ -20,9 +20,13 @@ FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
 
 
 def documents(state_dir: Path, site: str, kind: str = "pages") -> list[Path]:
-    """The stored documents of a site: one per version of each URL's content (``sites/<site>/<kind>/``)."""
+    """The stored documents of a site: one per version of each URL's content (``sites/<site>/<kind>/``).
+    A write cut by ``kill -9`` may leave its ``.tmp-`` file behind; it is not a document (the store's own
+    listing skips it too)."""
     folder = state_dir / "documents" / site_prefix(origin_of(site), kind)
-    return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+    if not folder.exists():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".tmp-"))
 
 
 @pytest.mark.slow
