@@ -35,6 +35,7 @@ from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_EN
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
+    FILTERED,
     TOO_DEEP,
     JobRecord,
     SitemapRecord,
@@ -378,8 +379,9 @@ class SitemapReading:
         etag = headers.get("etag") or prior.etag
         last_modified = headers.get("last-modified") or prior.last_modified
         if (etag, last_modified) != (prior.etag, prior.last_modified) or prior.absent_since is not None:
-            update = {"etag": etag, "last_modified": last_modified, "absent_since": None}
-            self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={**update, "fetched_at": self.ctx.clock()}))
+            now = self.ctx.clock()
+            update = {"etag": etag, "last_modified": last_modified, "absent_since": None, "fetched_at": now}
+            self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update=update))
 
     def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
         """Keeps what the next job needs to read this sitemap conditionally and replay it if unchanged."""
@@ -518,7 +520,7 @@ class SitemapReading:
             callbacks=self.ctx.callbacks,
         )
         for _ in refused:
-            self._drop("sitemap_filtered")
+            self._drop(FILTERED)
         followed = set(kept)
         chosen = [c for c in children if c.url in followed]
         self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)

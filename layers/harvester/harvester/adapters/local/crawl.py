@@ -10,12 +10,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 
-from harvester.adapters.local.database import Transaction
+from harvester.adapters.local.database import Transaction, select_in
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import url_key
 
 _PAGE_SIZE = 1000
-_IN_CHUNK = 500  # below SQLite's bound on host parameters
 
 
 def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
@@ -38,13 +37,8 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> 
     """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
     500 records, since a sitemap's batch of listed URLs is checked at once."""
     keyed = {url_key(r.url): r for r in records}
-    stored: dict[str, int] = {}
-    keys = list(keyed)
-    for start in range(0, len(keys), _IN_CHUNK):
-        chunk = keys[start : start + _IN_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT key, version FROM crawl_urls WHERE site = ? AND key IN ({marks})"
-        stored.update(db.execute(sql, (site, *chunk)).fetchall())
+    sql = "SELECT key, version FROM crawl_urls WHERE site = ? AND key IN ({marks})"
+    stored: dict[str, int] = dict(select_in(db, sql, (site,), list(keyed)))
     return [r.url for key, r in keyed.items() if stored.get(key, 0) != r.version - 1]
 
 
@@ -61,18 +55,11 @@ class SqliteCrawlDatabase:
         self.conn = conn
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        keys = {url_key(u): u for u in urls}
+        sql = "SELECT body FROM crawl_urls WHERE site = ? AND key IN ({marks})"
         found: dict[str, CrawlRecord] = {}
-        key_list = list(keys)
-        for start in range(0, len(key_list), _IN_CHUNK):
-            chunk = key_list[start : start + _IN_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = self.conn.execute(
-                f"SELECT body FROM crawl_urls WHERE site = ? AND key IN ({marks})", (site, *chunk)
-            ).fetchall()
-            for (body,) in rows:
-                record = CrawlRecord.model_validate_json(body)
-                found[record.url] = record
+        for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(url_key(u) for u in urls))):
+            record = CrawlRecord.model_validate_json(body)
+            found[record.url] = record
         return found
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:

@@ -8,7 +8,9 @@ the queue hands out again on the next run. WAL mode lets ``harvest report`` read
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 SCHEMA_VERSION = 2
 #: Versions this one opens, adding what they lack (the schema only ever gains tables).
@@ -118,6 +120,18 @@ def connect(path: Path) -> sqlite3.Connection:
     elif int(row[0]) != SCHEMA_VERSION:
         raise StateDirError(f"{path} was written by schema version {row[0]}; this Harvester reads {SCHEMA_VERSION}")
     return conn
+
+
+#: Keys per ``IN (...)`` list: below SQLite's bound on host parameters.
+IN_CHUNK = 500
+
+
+def select_in(db: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Sequence[str]) -> Iterator[Any]:
+    """The rows of ``sql`` (whose ``{marks}`` is the ``IN`` list, after ``params``) for all ``keys``, one
+    query per ``IN_CHUNK`` of them: batches of listed URLs are read at once."""
+    for start in range(0, len(keys), IN_CHUNK):
+        chunk = keys[start : start + IN_CHUNK]
+        yield from db.execute(sql.format(marks=",".join("?" * len(chunk))), (*params, *chunk))
 
 
 class Transaction:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
-from harvester.adapters.local.database import Transaction
+from harvester.adapters.local.database import Transaction, select_in
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
@@ -372,14 +372,9 @@ def _put(
 
 
 def _known_keys(db: sqlite3.Connection, job_id: str, keys: list[str]) -> set[str]:
-    """Which of ``keys`` the job has recorded already: one query per 500 (SQLite's parameter bound)."""
-    found: set[str] = set()
-    for start in range(0, len(keys), 500):
-        chunk = keys[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(f"SELECT key FROM urls WHERE job_id = ? AND key IN ({marks})", (job_id, *chunk))
-        found.update(key for (key,) in rows)
-    return found
+    """Which of ``keys`` the job has recorded already."""
+    sql = "SELECT key FROM urls WHERE job_id = ? AND key IN ({marks})"
+    return {key for (key,) in select_in(db, sql, (job_id,), keys)}
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:
