@@ -47,14 +47,14 @@ def test_an_overtaken_sitemap_worker_stops_and_the_counts_stay_exact(site_factor
     async def scenario() -> None:
         with LocalHarvest.open(tmp_path / "s") as harvest:
             async with Fetcher(POLICY) as fetcher:
-                slow = harvest.engine(fetcher, EngineSettings())
+                slow = harvest.engine(fetcher, EngineSettings(record_batch=49))  # several batches
                 slow.store = OvertakenStore(harvest.store)  # type: ignore[assignment]
                 slow.start_job(request, job_id="j")
                 assert await slow.process_sitemap(task) is None  # it noticed, and stopped without a fuss
 
                 record = harvest.store.get_sitemap("j", urlset)
                 assert record is not None and record.status is SitemapStatus.PROCESSING
-                batch = EngineSettings().record_batch
+                batch = 49
                 assert record.pages_recorded == batch  # its first batch stands; the second was refused
 
                 later = harvest.engine(fetcher, EngineSettings())

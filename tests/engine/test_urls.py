@@ -68,7 +68,8 @@ def test_a_bad_pattern_is_refused_with_its_reason():
 # The plain-URL fast path must answer exactly as the general one ----------------------------------------
 
 _PIECES = ["http", "https", "HTTP", "ftp", "://", ":/", "//", "a", "B", "é", "0", "9", ".", "-", "_", "@", ":",
-           ":80", ":443", ":8080", ":99999", ":0", "/", "//", "?", "?a=1", "#", "#f", "[", "]", "[::1]", " ", "\t",
+           ":80", ":443", ":8080", ":08080", ":0443", ":00", ":99999", ":0", "/", "//", "?", "?a=1", "#", "#f",
+           "[", "]", "[::1]", " ", "\t",
            "\u00a0", "\x00", "%20", "~", "x" * 300]  # fmt: skip
 
 
@@ -89,3 +90,25 @@ def test_the_fast_path_takes_the_urls_sitemaps_list():
     for url in ("https://example.com/a/b.html", "http://127.0.0.1:8080/p?x=1&y=2", "https://a-b.example/"):
         assert _PLAIN.fullmatch(url) and refusal(url) is None and normalize(url) == url
     assert refusal("http://example.com:99999/") == "malformed" and refusal("http://EXAMPLE.com/") is None
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=2000, deadline=None)
+def test_screen_is_refusal_then_normal_form_and_host(pieces):
+    from harvester.urls import _normalize, _refusal, host_of, screen
+
+    for url in ("".join(pieces), "http://" + "".join(pieces), "https://h.example" + "".join(pieces)):
+        reason = _refusal(url)
+        expected = reason if reason is not None else (_normalize(url), host_of(_normalize(url)))
+        assert screen(url) == expected, url
+
+
+def test_screen_takes_plain_urls_with_ports_in_one_match():
+    from harvester.urls import _plain_normal, screen
+
+    for url, host in (("http://127.0.0.1:8080/p?x=1", "127.0.0.1"), ("https://a.example:8443/", "a.example")):
+        assert _plain_normal(url) is not None and screen(url) == (url, host)
+    # default and zero-padded ports are not the normal form: the general path writes them out
+    assert screen("http://a.example:80/x") == ("http://a.example/x", "a.example")
+    assert screen("https://a.example:0443/x") == ("https://a.example/x", "a.example")
+    assert screen("http://a.example:08080/x") == ("http://a.example:8080/x", "a.example")

@@ -28,7 +28,8 @@ from harvester.pipeline.context import StepContext
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
-SETTINGS = EngineSettings(retry_backoff_seconds=0.01, retry_backoff_max_seconds=0.01)
+# Batches of 49: a kill after the first write stops a 100-page sitemap in the middle.
+SETTINGS = EngineSettings(retry_backoff_seconds=0.01, retry_backoff_max_seconds=0.01, record_batch=49)
 
 
 class Killed(BaseException):

@@ -164,17 +164,39 @@ def link(draw: st.DrawFn, wild: bool) -> str:
     return f"<{name}{separator}{separator.join(attributes)}{end}"
 
 
+#: Prefixes real generators put on a urlset's children (the exact reader goes by local names only).
+PREFIXES = {"image:": ["image:", "image:", "img:", "i:", "ns1:"], "xhtml:": ["xhtml:", "xhtml:", "x:", "html:"]}
+
+
+def prefixed(draw: st.DrawFn, part: str) -> str:
+    """``part`` with its prefixes swapped for others (consistently within each tag pair)."""
+    for usual, others in PREFIXES.items():
+        if usual in part:
+            part = part.replace(usual, draw(st.sampled_from(others)))
+    if draw(st.integers(0, 4)) == 4:  # a prefixed page field, as namespace-minded writers emit
+        for name in ("loc", "lastmod", "changefreq", "priority"):
+            part = part.replace(f"<{name}>", f"<sm:{name}>").replace(f"</{name}>", f"</sm:{name}>")
+    return part
+
+
 @st.composite
 def block(draw: st.DrawFn) -> str:
-    """A ``<url>``: mostly written the canonical way (with all sorts of values), else any way at all."""
-    wild = draw(st.integers(0, 3)) == 3  # (hypothesis draws small numbers most: 0 is the canonical way)
+    """A ``<url>``: mostly written the canonical way (with all sorts of values), else in another order
+    and with other prefixes (as generators write them), else any way at all."""
+    way = draw(st.integers(0, 5))  # (hypothesis draws small numbers most: 0 is the canonical way)
+    wild, reordered = way == 5, way in (3, 4)
     parts = []
     for name, chance in (("loc", 10), ("lastmod", 6), ("changefreq", 4), ("priority", 4)):
         if draw(st.integers(0, 10)) < chance:
             parts.append(draw(leaf(name, wild)))
+    if reordered and draw(st.booleans()):  # a field given twice: the first non-empty text counts
+        parts.append(draw(leaf(draw(st.sampled_from(["loc", "lastmod", "priority"])), False)))
     parts += draw(st.lists(image(wild), max_size=3))
     parts += draw(st.lists(link(wild), max_size=3))
     space = draw(SPACE)
+    if reordered:
+        parts = [prefixed(draw, part) for part in draw(st.permutations(parts))]
+        return "<url>" + space + space.join(parts) + space + "</url>"
     if not wild:
         return "<url>" + space + space.join(parts) + space + "</url>"
     if draw(st.integers(0, 4)) == 4:
@@ -275,6 +297,29 @@ def test_canonical_blocks_are_read_by_the_plain_block_reader():
         assert len(entries) == 300
         assert taken.entries == 300, size  # every block, the first one included, read without callbacks
         assert parser.report.truncated is None
+
+
+def test_blocks_in_any_order_and_with_other_prefixes_are_read_by_the_plain_block_reader():
+    """Links before images, images between fields, prefixed children, a field given twice: all read
+    without callbacks, and read as expat's callbacks read them."""
+    blocks = [
+        f'<url><xhtml:link rel="alternate" hreflang="de" href="https://example.org/de/{i}"/>'
+        f"<img:image><img:title>T{i}</img:title><img:loc>https://example.org/{i}.jpg</img:loc></img:image>"
+        f"<priority>0.{i % 9 + 1}</priority><sm:loc>https://example.org/page/{i}</sm:loc>"
+        f'<x:link rel="alternate" hreflang="fr" href="https://example.org/fr/{i}"/>'
+        f"<lastmod></lastmod><lastmod>2024-01-0{i % 9 + 1}</lastmod><changefreq>daily</changefreq>"
+        f"<loc>https://example.org/second/{i}</loc></url>"
+        for i in range(300)
+    ]
+    document = (ROOT + "\n" + "\n".join(blocks) + "\n</urlset>\n").encode()
+    for size in (len(document), 4096, 97):
+        cuts = list(range(size, len(document), size))
+        entries, report, taken = parse(document, cuts, plain=True)
+        assert taken.entries == 300, size
+        assert (entries, report) == parse(document, cuts, plain=False)[:2]
+    first = entries[0]
+    assert first.url == "https://example.org/page/0" and first.lastmod is not None and first.priority == 0.1
+    assert [a.hreflang for a in first.alternates] == ["de", "fr"] and first.images[0].title == "T0"
 
 
 @pytest.mark.parametrize(

@@ -149,6 +149,11 @@ class JobSnapshot:
 class StateStore(Protocol):
     """Job, loader and per-URL state. Every method is atomic; every counter moves with its record."""
 
+    #: Listed pages a sitemap reading records per ``record_pages`` call: each call is one atomic write (and
+    #: one checkpoint) where the store allows it, so the size is the store's trade of commits against work
+    #: redone after a crash.
+    record_batch: int
+
     # jobs -----------------------------------------------------------------------------------------
     def create_job(self, job: JobRecord) -> JobRecord:
         """Stores a new job, or returns the one already stored under its id (job ids are idempotent)."""
@@ -192,12 +197,14 @@ class StateStore(Protocol):
         lease: Lease,
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
+        enqueued: Checkpoint | None = None,
     ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
         as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
         crawl database of ``site``) and moves the sitemap's ``pages_recorded`` to ``checkpoint``,
         atomically. A crawl record that another writer changed meanwhile makes the write stale: nothing of
         that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
+        With ``enqueued`` (a batch with no task to send), the write also does :meth:`mark_enqueued`'s.
         Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:

@@ -26,9 +26,8 @@ class EngineSettings:
     page_max_bytes: int = PAGE_MAX_BYTES
     #: The most of a robots.txt ``Crawl-delay`` honoured: ten pages of one host fit one page invocation.
     crawl_delay_max: float = 10.0
-    #: Pages registered per atomic write: a DynamoDB transaction holds 100 items, and each page is two (its
-    #: job record and its crawl record), plus the sitemap's checkpoint and a counter shard.
-    record_batch: int = 49
+    #: Pages registered per atomic write; 0 lets the state store choose (see ``StateStore.record_batch``).
+    record_batch: int = 0
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a

@@ -37,14 +37,40 @@ def require_http_url(url: str) -> str:
 #: The URLs nearly every sitemap lists (lower-case http(s), a plain host name, no userinfo): one match tells
 #: that they are acceptable and already in normal form; anything else takes the general path. Proved the
 #: same as the general path by tests/engine/test_urls.py.
-_PLAIN = re.compile(r"https?://[a-z0-9.-]*[a-z0-9](?::([0-9]{1,5}))?(/[^\s?#]*(?:\?[^\s#]+)?)?")
+_PLAIN = re.compile(r"https?://([a-z0-9.-]*[a-z0-9])(?::([0-9]{1,5}))?(/[^\s?#]*(?:\?[^\s#]+)?)?")
 
 
 def refusal(url: str) -> str | None:
     """Why ``url`` cannot be fetched, or None when it can. Cheap: runs on every sitemap entry."""
-    if len(url) <= URL_MAX_LENGTH and (plain := _PLAIN.fullmatch(url)) and int(plain[1] or 0) <= 65535:
+    if len(url) <= URL_MAX_LENGTH and (plain := _PLAIN.fullmatch(url)) and int(plain[2] or 0) <= 65535:
         return None
     return _refusal(url)
+
+
+def screen(url: str) -> tuple[str, str] | str:
+    """An acceptable URL's normal form and host, or the reason it is refused: what a sitemap entry needs,
+    from one match for the URLs nearly every sitemap lists (the general path for the rest)."""
+    plain = _plain_normal(url)
+    if plain is not None:
+        return url, plain[1]
+    reason = _refusal(url)
+    if reason is not None:
+        return reason
+    url = _normalize(url)
+    return url, host_of(url)
+
+
+def _plain_normal(url: str) -> re.Match[str] | None:
+    """The match of a plain URL already in normal form (a path, no default or zero-padded port), or None."""
+    if len(url) > URL_MAX_LENGTH or not (plain := _PLAIN.fullmatch(url)) or not plain[3]:
+        return None
+    port = plain[2]
+    if port is None:
+        return plain
+    number = int(port)
+    if port == str(number) and number <= 65535 and number != (443 if url.startswith("https") else 80):
+        return plain
+    return None
 
 
 def _refusal(url: str) -> str | None:
@@ -71,9 +97,8 @@ def normalize(url: str) -> str:
 
     Path and query are kept byte for byte: servers may treat case and parameter order as significant.
     """
-    plain = _PLAIN.fullmatch(url)
-    if plain and plain[1] is None and plain[2]:
-        return url  # already normal: no port, a path, no fragment, no empty query
+    if _plain_normal(url) is not None:
+        return url  # already normal: a path, no default port, no fragment, no empty query
     return _normalize(url)
 
 
@@ -110,9 +135,13 @@ def in_scope(url: str, site: str, scope: str) -> bool:
     ``same-domain`` treats the site's host without a leading ``www.`` as the domain, so that
     ``www.example.com`` admits ``blog.example.com``; it needs no public-suffix list.
     """
+    return host_in_scope(host_of(url), host_of(site), scope)
+
+
+def host_in_scope(host: str, site_host: str, scope: str) -> bool:
+    """:func:`in_scope` on host names already split off (the per-entry path splits each URL once)."""
     if scope == "any":
         return True
-    host, site_host = host_of(url), host_of(site)
     if scope == "same-host":
         return host == site_host
     domain = site_host.removeprefix("www.")
@@ -150,6 +179,9 @@ class UrlFilter:
     @classmethod
     def of(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> UrlFilter:
         return cls(tuple(include), tuple(exclude))
+
+    def __bool__(self) -> bool:
+        return bool(self.include or self.exclude)
 
     def refusal(self, url: str) -> str | None:
         if self.include and not any(_match(p, url) for p in self.include):

@@ -98,6 +98,19 @@ def new_page(page: SitemapURL) -> JobCounts:
     return JobCounts(urls_total=1) + page_done(page)
 
 
+def new_pages(pages: Iterable[SitemapURL]) -> JobCounts:
+    """:func:`new_page` summed over a batch, counted in one pass (it runs on every listed URL)."""
+    total = succeeded = failed = 0
+    for page in pages:
+        total += 1
+        status = page.status
+        if status is UrlStatus.COMPLETED:
+            succeeded += 1
+        elif status is UrlStatus.FAILED:
+            failed += 1
+    return JobCounts(urls_total=total, urls_succeeded=succeeded, urls_failed=failed)
+
+
 def page_done(page: SitemapURL) -> JobCounts:
     if page.status is UrlStatus.COMPLETED:
         return JobCounts(urls_succeeded=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -24,6 +25,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@lru_cache(maxsize=4096)
 def url_key(url: str) -> str:
     """A fixed-size key for a URL (DynamoDB sort keys stop at 1,024 bytes; URLs may have 2,048 characters)."""
     return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
@@ -96,7 +98,7 @@ class SitemapURL(BaseModel):
 
     @property
     def key(self) -> str:
-        return url_key(self.url)
+        return url_key(self.url)  # cached: a batch asks for its keys several times in a row
 
     def task(self, job_id: str) -> PageTask:
         """The page task that fetches this URL (again)."""

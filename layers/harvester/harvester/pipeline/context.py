@@ -37,6 +37,11 @@ class StepContext:
     def __post_init__(self) -> None:
         self.robots = RobotsRules(self.fetcher)
 
+    @property
+    def record_batch(self) -> int:
+        """Listed pages per atomic write: the setting, or what suits the state store."""
+        return self.settings.record_batch or self.store.record_batch
+
     def job(self, job_id: str) -> JobRecord | None:
         """The job's record, cached: its request never changes, and every step re-checks state by claiming."""
         job = self._jobs.get(job_id)

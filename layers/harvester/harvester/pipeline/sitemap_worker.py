@@ -50,7 +50,7 @@ from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import follow
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
-from harvester.urls import UrlFilter, host_of, in_scope, normalize, refusal
+from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,7 @@ class SitemapReading:
         self.site = job.request.origin
         self.schedule = ctx.settings.schedule
         self.filter = UrlFilter.of(self.request.include, self.request.exclude)
+        self.site_host = host_of(self.request.site)
         self.sitemap_patterns = UrlFilter.of(self.request.sitemap_include, self.request.sitemap_exclude)
         self.chain = {normalize(a) for a in record.ancestors} | {record.url}
         self.dropped: dict[str, int] = {}
@@ -443,18 +444,19 @@ class SitemapReading:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def _take_page(self, entry: Listed) -> None:
-        reason = refusal(entry.url)
-        if reason is not None:
-            self._drop(reason)
+        screened = screen(entry.url)
+        if isinstance(screened, str):
+            self._drop(screened)
             return
-        url = normalize(entry.url)
-        if not in_scope(url, self.request.site, self.request.scope):
+        url, host = screened
+        if host != self.site_host and not host_in_scope(host, self.site_host, self.request.scope):
             self._drop("out_of_scope")
             return
-        reason = self.filter.refusal(url)
-        if reason is not None:
-            self._drop(reason)
-            return
+        if self.filter:
+            reason = self.filter.refusal(url)
+            if reason is not None:
+                self._drop(reason)
+                return
         key = url_key(url)
         if key in self.seen_pages:
             self._drop("duplicate_in_sitemap")
@@ -468,7 +470,7 @@ class SitemapReading:
                 self._reached_checkpoint()
             return  # recorded and sent before a restart
         self.page_batch.append((index, url, entry))
-        if len(self.page_batch) >= self.ctx.settings.record_batch:
+        if len(self.page_batch) >= self.ctx.record_batch:
             self._flush_pages()
 
     def _take_child(self, entry: ChildSitemap) -> None:
@@ -524,7 +526,7 @@ class SitemapReading:
         followed = set(kept)
         chosen = [c for c in children if c.url in followed]
         self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)
-        step = self.ctx.settings.record_batch
+        step = self.ctx.record_batch
         for start in range(0, len(chosen), step):
             self._register(chosen[start : start + step])
 
@@ -556,14 +558,18 @@ class SitemapReading:
         again = {url for index, url, _ in batch if index < self.recorded or self.resend}
         tasks = [self._task(url, entry) for _, url, entry in batch if url in again]
         checkpoint = batch[-1][0] + 1
-        new = self._record([(url, entry) for _, url, entry in batch], checkpoint)
+        sends = self.request.fetch_pages
+        # With nothing to send, the write that records the batch also moves the sending checkpoint.
+        new = self._record([(url, entry) for _, url, entry in batch], checkpoint, enqueue=not sends)
         self.recorded = max(self.recorded, checkpoint)
-        tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING and page.url not in again]
-        if self.request.fetch_pages:
+        if sends:
+            tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING and page.url not in again]
             self.ctx.queue.send(tasks)
-        mark = Checkpoint(enqueued=checkpoint, digest=self.digest.hexdigest(), probes=self.probes)
-        self.ctx.store.mark_enqueued(job_id, self.record.url, mark, self.lease)
+            self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
         self.enqueued = checkpoint
+
+    def _checkpoint(self, enqueued: int) -> Checkpoint:
+        return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes)
 
     def _reached_checkpoint(self) -> None:
         """At the checkpoint of a resumed reading (or at the end of a document shorter than it): the URLs
@@ -574,7 +580,7 @@ class SitemapReading:
         if self.accepted < self.enqueued or (self.accepted == self.enqueued and self.digest.hexdigest() != expected):
             raise _ListingMoved(self.record.url)
 
-    def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int) -> list[SitemapURL]:
+    def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int, *, enqueue: bool) -> list[SitemapURL]:
         """Records a batch with the crawl records it moves; when another job of the site moved one of them
         meanwhile, the batch is decided again on what that job wrote."""
         new: list[SitemapURL] = []
@@ -591,6 +597,7 @@ class SitemapReading:
                 lease=self.lease,
                 site=self.site,
                 crawl={page.url: crawl for page, crawl in decided},
+                enqueued=self._checkpoint(checkpoint) if enqueue else None,
             )
             new += recorded.new
             if not recorded.stale:

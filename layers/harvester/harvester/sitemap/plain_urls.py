@@ -7,12 +7,16 @@ Shopify, most CMS plugins) write every ``<url>`` the same canonical way, so one 
 work of those callbacks.
 
 Why it cannot disagree with the exact reader (:mod:`harvester.sitemap.xml_parser`'s handlers): the pattern
-accepts only a small subset of well-formed XML whose meaning to that reader is fixed. Lower-case element
-names in the canonical order, no attributes but a canonical ``rel/hreflang/href`` link, text holding no
-markup but the five predefined entities, only characters XML allows, and no ``]]>``. Expat would read such
-a block without an error, and the exact reader would build the same entry from it: both go through
-:func:`~harvester.sitemap.builders.page_values`. Any other block (a comment, CDATA, an unknown element,
-``&nbsp;``, another order or prefix) does not match and is left to expat. The XML parser also feeds expat a
+accepts only a small subset of well-formed XML whose meaning to that reader is fixed. Lower-case local
+names (the exact reader ignores prefixes, so ``<img:image>`` or ``<sm:loc>`` are read here too), each end
+tag the same name as its start tag, no attributes but a ``rel/hreflang/href`` link, text holding no markup
+but the five predefined entities, only characters XML allows, and no ``]]>``. Expat would read such a
+block without an error, and the exact reader would build the same entry from it: both go through
+:func:`~harvester.sitemap.builders.page_values`. Two patterns: the canonical order (loc, lastmod,
+changefreq, priority, images, links), whose one match gives the values; and the same children in any order
+and number, images and links interleaved, whose match is then walked child by child, the first value of a
+repeated field winning as it does in the exact reader. Any other block (a comment, CDATA, an unknown
+element, ``&nbsp;``, a prefixed ``<url>``) does not match and is left to expat. The XML parser also feeds expat a
 blank in place of the blocks read here (:func:`blank`: their line breaks, and spaces for the columns),
 so that expat's checks of the rest and the line and column of a later error are exactly what they would
 have been. A hypothesis test compares both readers on generated and mutated documents.
@@ -23,7 +27,7 @@ from __future__ import annotations
 import re
 
 from harvester.sitemap.builders import MORE, Fields, hreflang_alternate, image, new_image, page_values
-from harvester.sitemap.entries import Alternate, Image
+from harvester.sitemap.entries import Alternate, Image, PageEntry, ParseReport
 from harvester.sitemap.sink import Sink
 from harvester.sitemap.values import STRIP_CHARS
 
@@ -54,21 +58,47 @@ def _link(value: str) -> str:
 
 
 _LINK = _link(_VALUE)
-# Each extension is matched twice over: first as the usual single element, captured (one image with only
-# its <image:loc>, one link), else as any number of them, read afterwards by _images / _alternates.
-_BLOCK = re.compile(
+_FIELDS = (
     rf"{_SPACE}<url>{_SPACE}"
     rf"<loc>({_TEXT})</loc>{_SPACE}"
     rf"(?:<lastmod>({_TEXT})</lastmod>{_SPACE})?"
     rf"(?:<changefreq>({_TEXT})</changefreq>{_SPACE})?"
     rf"(?:<priority>({_TEXT})</priority>{_SPACE})?"
+)
+# Each extension is matched twice over: first as the usual single element, captured (one image with only
+# its <image:loc>, one link), else as any number of them, read afterwards by _images / _alternates.
+_IMAGES = (
     rf"(?:<image:image>{_SPACE}<image:loc>({_TEXT})</image:loc>{_SPACE}</image:image>{_SPACE}(?!<image:image>)"
     rf"|((?:{_IMAGE})*))"
-    rf"(?:{_link(f'({_VALUE})')}(?!<xhtml:link)|((?:{_LINK})*))"
-    r"</url>"
 )
+_LINKS = rf"(?:{_link(f'({_VALUE})')}(?!<xhtml:link)|((?:{_LINK})*))"
+_BLOCK = re.compile(rf"{_FIELDS}{_IMAGES}{_LINKS}</url>")
+# The other order generators write (Yoast, among others): the links first, then the images.
+_BLOCK_LINKS_FIRST = re.compile(rf"{_FIELDS}{_LINKS}{_IMAGES}</url>")
 _IMAGE_FIELD = re.compile(rf"<image:({_IMAGE_FIELDS})>({_TEXT})</image:")
 _LINK_VALUES = re.compile(rf'hreflang="({_VALUE})"[ \t\r\n]+href="({_VALUE})"')
+
+# The general block: the same children in any order and number, and any prefix on them (an XML name
+# without a colon, then one). Its named groups only make each end tag match its start tag.
+_PREFIX = r"(?:[A-Za-z_][A-Za-z0-9_.-]*:)?"
+_PAGE_FIELDS = "loc|lastmod|changefreq|priority"
+_ANY_LINK = rf'<{_PREFIX}link[ \t\r\n]+rel="alternate"[ \t\r\n]+hreflang="{_VALUE}"[ \t\r\n]+href="{_VALUE}"{_SPACE}/>'
+_ANY_BLOCK = re.compile(
+    rf"{_SPACE}<url>{_SPACE}"
+    rf"(?:(?:<(?P<f>{_PREFIX}(?:{_PAGE_FIELDS}))>{_TEXT}</(?P=f)>"
+    rf"|<(?P<i>{_PREFIX}image)>{_SPACE}(?:<(?P<g>{_PREFIX}(?:{_IMAGE_FIELDS}))>{_TEXT}</(?P=g)>{_SPACE})+</(?P=i)>"
+    rf"|{_ANY_LINK}){_SPACE})*"  # (not possessive: CPython 3.11's re mishandles groups in a possessive loop)
+    r"</url>"
+)
+# The children of a block _ANY_BLOCK matched, in document order: a field, an image's inside, or a link.
+# (Every "<" in a matched block starts a tag, so a scan from tag to tag cannot start inside a value.)
+_ANY_CHILD = re.compile(
+    rf"<{_PREFIX}({_PAGE_FIELDS})>({_TEXT})<"
+    rf"|<{_PREFIX}image>(.*?)</{_PREFIX}image>"
+    rf'|<{_PREFIX}link[ \t\r\n]+rel="alternate"[ \t\r\n]+hreflang="({_VALUE})"[ \t\r\n]+href="({_VALUE})"',
+    re.DOTALL,
+)
+_ANY_IMAGE_FIELD = re.compile(rf"<{_PREFIX}({_IMAGE_FIELDS})>({_TEXT})<")
 
 
 def decode(data: bytes) -> str | None:
@@ -121,11 +151,12 @@ def _xml_text(text: str) -> str:
 class PlainUrls:
     """Reads consecutive plain ``<url>`` blocks into the sink, counting them against its limit."""
 
-    __slots__ = ("_report", "_sink")
+    __slots__ = ("_links_first", "_report", "_sink")
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
         self._report = sink.report
+        self._links_first = False
 
     def read(self, text: str, start: int, *, plain: bool) -> int:
         """Reads the blocks of ``text`` from ``start`` on, up to the first one that is not plain (or is
@@ -137,11 +168,35 @@ class PlainUrls:
         out = sink.out.append
         count, limit = sink.count, sink.max_entries
         at = start
+        links_first, general = _BLOCK_LINKS_FIRST.match, _ANY_BLOCK.match
         try:
-            while (found := match(text, at)) is not None:
-                url, lastmod, changefreq, priority, image_loc, images_text, _, hreflang, href, links_text = (
-                    found.groups()
-                )
+            while True:
+                # The order the last block had is tried first: a document is written one way throughout.
+                if not self._links_first and (found := match(text, at)) is not None:
+                    url, lastmod, changefreq, priority, image_loc, images_text, _, hreflang, href, links_text = (
+                        found.groups()
+                    )
+                elif (found := links_first(text, at)) is not None:
+                    self._links_first = True
+                    url, lastmod, changefreq, priority, hreflang, href, links_text, image_loc, images_text, _ = (
+                        found.groups()
+                    )
+                elif self._links_first and (found := match(text, at)) is not None:
+                    self._links_first = False
+                    url, lastmod, changefreq, priority, image_loc, images_text, _, hreflang, href, links_text = (
+                        found.groups()
+                    )
+                elif (found := general(text, at)) is not None:
+                    at = found.end()
+                    entry = _any_order(found[0], plain, report)
+                    if entry is not None:
+                        if count >= limit:
+                            raise sink.overflow()
+                        count += 1
+                        out(entry)
+                    continue
+                else:
+                    break
                 if not plain:
                     url = _xml_text(url)
                     lastmod = lastmod and _xml_text(lastmod)
@@ -187,23 +242,59 @@ class PlainUrls:
         return at - start
 
 
-def _images(block: str, plain: bool) -> tuple[Image, ...]:
-    found: list[Image] = []
-    for part in block.split("</image:image>")[:-1]:
-        fields: Fields = {}
-        for name, text in _IMAGE_FIELD.findall(part):
-            if not text:
-                continue  # as with expat: an empty element leaves no field
+def _any_order(block: str, plain: bool, report: ParseReport) -> PageEntry | None:
+    """The page of a block the general pattern matched, built as the exact reader builds it: the first
+    non-empty text of each field, then the images and the links each in document order."""
+    fields: dict[str, str] = {}
+    images: list[Image] = []
+    alternates: list[Alternate] = []
+    for child in _ANY_CHILD.finditer(block, block.index(">") + 1):
+        name, text, inside, hreflang, href = child.groups()
+        if name is not None:
+            if text and name not in fields:
+                fields[name] = text if plain else _xml_text(text)
+        elif inside is not None:
+            made = _image(_ANY_IMAGE_FIELD.findall(inside), plain)
+            if made is not None:
+                images.append(made)
+        else:
             if not plain:
-                text = _xml_text(text)
-            if name in fields:
-                fields.setdefault(name + MORE, []).append(text)
-            else:
-                fields[name] = text
-        made = image(fields)
-        if made is not None:
-            found.append(made)
-    return tuple(found)
+                hreflang, href = _xml_text(hreflang), _xml_text(href)
+            alternate = hreflang_alternate(hreflang, href)
+            if alternate is not None:
+                alternates.append(alternate)
+    get = fields.get
+    return page_values(
+        get("loc"),
+        get("lastmod"),
+        get("changefreq"),
+        get("priority"),
+        tuple(images),
+        (),
+        None,
+        tuple(alternates),
+        report,
+    )
+
+
+def _image(found: list[tuple[str, str]], plain: bool) -> Image | None:
+    """An image from its (field, text) pairs, the first non-empty text of a field winning."""
+    fields: Fields = {}
+    for name, text in found:
+        if not text:
+            continue  # as with expat: an empty element leaves no field
+        if not plain:
+            text = _xml_text(text)
+        if name in fields:
+            fields.setdefault(name + MORE, []).append(text)
+        else:
+            fields[name] = text
+    return image(fields)
+
+
+def _images(block: str, plain: bool) -> tuple[Image, ...]:
+    found = (_image(_IMAGE_FIELD.findall(part), plain) for part in block.split("</image:image>")[:-1])
+    return tuple(made for made in found if made is not None)
 
 
 def _alternates(block: str, plain: bool) -> tuple[Alternate, ...]:

@@ -95,6 +95,10 @@ class TransactionFailed(RuntimeError):
 
 
 class DynamoStateStore:
+    #: A transaction holds 100 items; each page is two (its job record and its crawl record), plus the
+    #: sitemap's checkpoint and a counter shard.
+    record_batch = 49
+
     def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
         self.client = client
         self.table = table
@@ -421,6 +425,7 @@ class DynamoStateStore:
         lease: Lease,
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
+        enqueued: Checkpoint | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         unique = accounting.first_per_url(pages)
@@ -435,6 +440,8 @@ class DynamoStateStore:
             target = checkpoint if n == len(chunks) - 1 else sitemap.pages_recorded
             while True:
                 moved = accounting.recorded_sitemap(sitemap, target, len(chunk))
+                if enqueued is not None and n == len(chunks) - 1:
+                    moved = accounting.enqueued_sitemap(moved, enqueued)
                 items: list[dict[str, Any]] = []
                 roles: list[tuple[str, str]] = []
                 for p in chunk:
@@ -449,7 +456,7 @@ class DynamoStateStore:
                         roles.append(("crawl", p.url))
                 items.append(self._sitemap_update(job_id, moved, lease, keep_lease=True))
                 roles.append(("sitemap", sitemap_url))
-                items.append(self._counter_update(job_id, accounting.total(accounting.new_page(p) for p in chunk)))
+                items.append(self._counter_update(job_id, accounting.new_pages(chunk)))
                 try:
                     self._transact(items)
                 except TransactionFailed as exc:

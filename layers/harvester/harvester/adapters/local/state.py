@@ -39,6 +39,9 @@ _PAGE_SIZE = 1000
 
 
 class SqliteStateStore:
+    #: A commit costs about as much as writing a few hundred rows; a crash redoes at most this many.
+    record_batch = 500
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
@@ -209,6 +212,7 @@ class SqliteStateStore:
         lease: Lease,
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
+        enqueued: Checkpoint | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         with Transaction(self.conn) as db:
@@ -226,8 +230,11 @@ class SqliteStateStore:
                 "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
                 [(job_id, p.key, p.status.value, p.model_dump_json()) for p in fresh],
             )
-            _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh)), lease)
-            self._count(db, job_id, accounting.total(accounting.new_page(p) for p in fresh))
+            moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
+            if enqueued is not None:
+                moved = accounting.enqueued_sitemap(moved, enqueued)
+            _put(db, "sitemaps", job_id, moved, lease)
+            self._count(db, job_id, accounting.new_pages(fresh))
         return Recorded(new=fresh)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
