@@ -9,8 +9,11 @@
 Discovery runs the engine itself — the very code the Lambda functions run — as a discovery-only job
 (``fetch_pages=False``) on a temporary local state, so the tree follows every rule of a real job (robots.txt
 then the known paths, recursion, depth, patterns, one reading per sitemap URL) and USP's
-``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. Pages are handed out as
-each batch of them is recorded, while the other sitemaps are still being read; none is held in memory.
+``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. The run is ephemeral
+(see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and the temporary state
+keeps of each page only its key and status, so de-duplication is on disk and memory stays flat whatever
+the site's size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
+still being read; none is held in memory.
 """
 
 from __future__ import annotations
@@ -262,7 +265,10 @@ class Discovery:
     async def pages(self) -> AsyncIterator[SitemapURL]:
         """The pages, as the sitemaps listing them are read; ``tree`` is set once they are all out."""
         found: asyncio.Queue[list[SitemapURL] | None] = asyncio.Queue()
-        with tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp, LocalHarvest.open(Path(tmp)) as harvest:
+        with (
+            tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
+            LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
+        ):
             harvest.store = _StreamingStore(harvest.store, found.put_nowait)  # type: ignore[assignment]
             runner = LocalRunner(harvest, policy=self.policy, concurrency=self.concurrency, callbacks=self.callbacks)
             run = asyncio.ensure_future(runner.crawl(self.request))

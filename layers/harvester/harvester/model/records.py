@@ -14,11 +14,15 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.urls import require_http_url
+
+#: Validation context of records built from URLs that passed :func:`harvester.urls.screen`: what was
+#: checked at the boundary is not checked again on the per-URL path.
+SCREENED: Any = {"screened": True}
 
 
 def utcnow() -> datetime:
@@ -87,7 +91,9 @@ class SitemapURL(BaseModel):
 
     @field_validator("url")
     @classmethod
-    def _valid_url(cls, url: str) -> str:
+    def _valid_url(cls, url: str, info: ValidationInfo) -> str:
+        if info.context is SCREENED:
+            return url  # a listed URL the sitemap worker checked and normalised already (urls.screen)
         return require_http_url(url)
 
     @model_validator(mode="after")

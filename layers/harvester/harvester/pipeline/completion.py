@@ -73,7 +73,8 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     if not ctx.store.end_job(job_id, status, end_time=end_time, error_message=error):
         return False
     log.info("job ended", extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total})
-    write_result(ctx, job_id)
+    if not ctx.ephemeral:  # (a throwaway run has handed its pages out already, and keeps nothing)
+        write_result(ctx, job_id)
     return True
 
 

@@ -30,6 +30,11 @@ class StepContext:
     clock: Callable[[], datetime] = utcnow
     #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
     callbacks: SitemapCallbacks | None = None
+    #: A throwaway discovery run (the Python API, ``harvest sitemaps``): its pages are handed out as they
+    #: are recorded and nothing outlives it, so it neither reads nor writes the crawl database, keeps no
+    #: sitemap documents or listings and writes no result. What is left per listed URL is what discovery
+    #: itself needs: hygiene, scope, patterns, de-duplication and the count.
+    ephemeral: bool = False
     robots: RobotsRules = field(init=False)
     pacer: HostPacer = field(default_factory=HostPacer)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)

@@ -36,6 +36,7 @@ from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
     FILTERED,
+    SCREENED,
     TOO_DEEP,
     JobRecord,
     SitemapRecord,
@@ -161,6 +162,7 @@ class SitemapReading:
         self.seen_pages: set[str] = set()
         self.seen_children: set[str] = set()
         self.page_batch: list[tuple[int, str, Listed]] = []
+        self.batch_size = ctx.record_batch
         self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
         self.children = 0
@@ -242,7 +244,7 @@ class SitemapReading:
     async def _read(self, *, conditional: bool = True) -> SitemapOutcome:
         url = self.record.url
         limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
-        prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional else None
+        prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
         headers = _validators(prior)
         async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers) as response:
             final_url = normalize(response.url)
@@ -269,7 +271,8 @@ class SitemapReading:
                 self._refresh(prior, response.headers)
                 return replayed
             parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
-            self.listing = ListingWriter()
+            keep = not self.ctx.ephemeral  # the document, its signature and its listing, for the next job
+            self.listing = ListingWriter() if keep else None
             # Without an earlier reading, the sitemap is parsed while it downloads; with one, it is downloaded
             # first, so that the same bytes are recognised by their signature and not parsed again.
             streaming = prior is None
@@ -278,8 +281,9 @@ class SitemapReading:
             with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
                 try:
                     async for chunk in response.iter_bytes():
-                        raw.write(chunk)
-                        digest.update(chunk)
+                        if keep:
+                            raw.write(chunk)
+                            digest.update(chunk)
                         if streaming:
                             self._parse(parser, chunk)
                             if parser.finished:
@@ -305,7 +309,7 @@ class SitemapReading:
                 if broken is None:
                     self._reached_checkpoint()
                 self._flush_pages()
-                document_key = self._store_raw(raw, response.content_type, signature)
+                document_key = self._store_raw(raw, response.content_type, signature) if keep else None
         report = parser.report
         status, error = SitemapStatus.COMPLETED, report.error
         if error:
@@ -326,7 +330,7 @@ class SitemapReading:
             warnings=dict(report.warnings),
             document_key=document_key,
         )
-        if status is SitemapStatus.COMPLETED and broken is None:
+        if status is SitemapStatus.COMPLETED and broken is None and keep:
             self._remember(outcome, response.headers, signature)
         return outcome
 
@@ -470,7 +474,7 @@ class SitemapReading:
                 self._reached_checkpoint()
             return  # recorded and sent before a restart
         self.page_batch.append((index, url, entry))
-        if len(self.page_batch) >= self.ctx.record_batch:
+        if len(self.page_batch) >= self.batch_size:
             self._flush_pages()
 
     def _take_child(self, entry: ChildSitemap) -> None:
@@ -583,6 +587,17 @@ class SitemapReading:
     def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int, *, enqueue: bool) -> list[SitemapURL]:
         """Records a batch with the crawl records it moves; when another job of the site moved one of them
         meanwhile, the batch is decided again on what that job wrote."""
+        if self.ctx.ephemeral:
+            now = self.ctx.clock()
+            recorded = self.ctx.store.record_pages(
+                self.job.job_id,
+                self.record.url,
+                [self._listed_page(url, entry, now) for url, entry in fresh],
+                checkpoint=checkpoint,
+                lease=self.lease,
+                enqueued=self._checkpoint(checkpoint) if enqueue else None,
+            )
+            return recorded.new
         new: list[SitemapURL] = []
         probes = self.probes
         for _ in range(STALE_ATTEMPTS):
@@ -646,6 +661,24 @@ class SitemapReading:
         self.probes += decision.probe
         # The page worker fetches on this snapshot: its validators, its signature, its version.
         return SitemapURL(**base, known=known, fetch_reason=decision.reason, change=change), known
+
+    def _listed_page(self, url: str, entry: Listed, now: datetime) -> SitemapURL:
+        """A page of a throwaway discovery run: what its sitemap says, final at once."""
+        return SitemapURL.model_validate(
+            {
+                "url": url,
+                "last_modified": entry.lastmod,
+                "change_frequency": entry.changefreq,
+                "priority": entry.priority,
+                "sitemap": self.record.url,
+                "extensions": entry.extensions(),
+                "discovered_at": now,
+                "status": UrlStatus.COMPLETED,
+                "finished_at": now,
+                "fetch_reason": "listed",
+            },
+            context=SCREENED,
+        )
 
     def _trusted(self, url: str) -> bool:
         if self._site is None:

@@ -102,15 +102,22 @@ class StateDirError(RuntimeError):
     """The state directory cannot be used (not writable, another version's file, locked)."""
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Opens (creating if needed) the state file. One connection per process, used from one thread."""
+def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
+    """Opens (creating if needed) the state file. One connection per process, used from one thread.
+
+    ``durable=False`` is for a file thrown away after the run (a discovery's): transactions stay atomic
+    (their journal is kept in memory) but nothing is made to survive a crash."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     except sqlite3.Error as exc:
         raise StateDirError(f"cannot open the state file {path}: {exc}") from exc
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    if durable:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    else:
+        conn.execute("PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=OFF")
     conn.executescript(_SCHEMA)
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     if row is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import StateDirError, connect
 from harvester.adapters.local.documents import FolderDocumentStore
@@ -59,15 +60,19 @@ class LocalHarvest:
     documents: FolderDocumentStore
     crawldb: SqliteCrawlDatabase
 
+    #: A throwaway discovery run's state (see StepContext.ephemeral): nothing in it outlives the run.
+    ephemeral: bool = False
+
     @classmethod
     @contextlib.contextmanager
-    def open(cls, state_dir: Path = DEFAULT_STATE_DIR) -> Iterator[LocalHarvest]:
+    def open(cls, state_dir: Path = DEFAULT_STATE_DIR, *, ephemeral: bool = False) -> Iterator[LocalHarvest]:
         state_dir = Path(state_dir)
-        conn = connect(state_dir / DB_NAME)
+        conn = connect(state_dir / DB_NAME, durable=not ephemeral)
         try:
             yield cls(
+                ephemeral=ephemeral,
                 state_dir=state_dir,
-                store=SqliteStateStore(conn),
+                store=SqliteStateStore(conn, keep_pages=not ephemeral),
                 queue=SqliteTaskQueue(conn),
                 documents=FolderDocumentStore(state_dir / DOCUMENTS),
                 crawldb=SqliteCrawlDatabase(conn),
@@ -83,6 +88,7 @@ class LocalHarvest:
             fetcher=fetcher,
             crawldb=self.crawldb,
             settings=settings or EngineSettings.from_env(),
+            ephemeral=self.ephemeral,
         )
 
     def result(self, job_id: str) -> SitemapIngestionResult | None:
@@ -121,7 +127,7 @@ def new_job_id() -> str:
 @dataclass
 class CrawlOutcome:
     job: JobRecord
-    result: SitemapIngestionResult
+    result: SitemapIngestionResult | None  # None for an ephemeral run, which writes none
     resumed: bool
 
 
@@ -149,7 +155,7 @@ class LocalRunner:
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
         harvest = self.harvest
-        with exclusive(harvest.state_dir):
+        with exclusive(harvest.state_dir), collector.relaxed():
             retention = time.time() - self.settings.retention_days * 86400
             if expired := harvest.store.expire_jobs(retention):
                 log.info("per-job records of old jobs expired", extra={"jobs": expired})
@@ -170,8 +176,8 @@ class LocalRunner:
             harvest.queue.purge(job_id)
             harvest.store.close_job(job_id)
             job = harvest.store.get_job(job_id)
-            result = harvest.result(job_id)
-            if job is None or result is None:
+            result = None if harvest.ephemeral else harvest.result(job_id)
+            if job is None or (result is None and not harvest.ephemeral):
                 raise JobStuck(f"job {job_id} ended without a result in {harvest.state_dir}")
             return CrawlOutcome(job=job, result=result, resumed=resumed)
 
@@ -217,14 +223,14 @@ class LocalRunner:
                 if view is not None:
                     self.on_progress(view)
                 last_progress = loop.time()
-            if job.status.final and job.result_key:
+            if job.status.final and (job.result_key or self.harvest.ephemeral):
                 return
             if queue.next_available(job_id) is None and self._busy == 0:
                 resumed = engine.resume(job_id, force=True)
                 job = store.get_job(job_id)
                 assert job is not None
                 nothing_sent = resumed.sitemaps_resent == 0 and resumed.pages_resent == 0
-                if nothing_sent and not (job.status.final and job.result_key):
+                if nothing_sent and not (job.status.final and (job.result_key or self.harvest.ephemeral)):
                     raise JobStuck(f"job {job_id} has open records but no work left: {store.recount(job_id)}")
             await asyncio.sleep(POLL_INTERVAL)
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction, select_in
+from harvester.adapters.local.keyset import KeySet
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
@@ -42,8 +43,12 @@ class SqliteStateStore:
     #: A commit costs about as much as writing a few hundred rows; a crash redoes at most this many.
     record_batch = 500
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
+        """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are recorded
+        and are final at once): pages are counted and de-duplicated by key, and not stored (``pages()``
+        yields none of them), so memory stays flat and the per-URL work small."""
         self.conn = conn
+        self._seen: KeySet | None = None if keep_pages else KeySet()
 
     # jobs -----------------------------------------------------------------------------------------
 
@@ -215,6 +220,8 @@ class SqliteStateStore:
         enqueued: Checkpoint | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
+        if self._seen is not None:
+            return self._count_pages(job_id, sitemap_url, pages, checkpoint, lease, enqueued, self._seen)
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             pages = accounting.first_per_url(pages)
@@ -230,6 +237,29 @@ class SqliteStateStore:
                 "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
                 [(job_id, p.key, p.status.value, p.model_dump_json()) for p in fresh],
             )
+            moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
+            if enqueued is not None:
+                moved = accounting.enqueued_sitemap(moved, enqueued)
+            _put(db, "sitemaps", job_id, moved, lease)
+            self._count(db, job_id, accounting.new_pages(fresh))
+        return Recorded(new=fresh)
+
+    def _count_pages(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[SitemapURL],
+        checkpoint: int,
+        lease: Lease,
+        enqueued: Checkpoint | None,
+        seen: KeySet,
+    ) -> Recorded:
+        """``record_pages`` of a store that does not keep pages: the new ones counted and handed back."""
+        if any(not p.status.final for p in pages):
+            raise ValueError("a store that keeps no pages records only final ones (fetch_pages=False)")
+        with Transaction(self.conn) as db:
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            fresh = [p for p in pages if seen.add(int(p.key, 16))]
             moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
             if enqueued is not None:
                 moved = accounting.enqueued_sitemap(moved, enqueued)
