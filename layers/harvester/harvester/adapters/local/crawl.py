@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 
-from harvester.adapters.local.database import Transaction, select_in
+from harvester.adapters.local.database import Transaction, body_of, select_in
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import url_key
 
@@ -19,7 +19,7 @@ _PAGE_SIZE = 1000
 
 def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
     """One versioned write inside the caller's transaction; False when the stored version moved on."""
-    body = record.model_dump_json()
+    body = body_of(record)
     if record.version == 1:
         cursor = db.execute(
             "INSERT OR IGNORE INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)",
@@ -44,8 +44,8 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> 
 
 def insert_new(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> None:
     """Writes records already checked fresh (see ``stale``) in the caller's transaction, in two statements."""
-    new = [(site, url_key(r.url), r.model_dump_json()) for r in records if r.version == 1]
-    moved = [(r.version, r.model_dump_json(), site, url_key(r.url)) for r in records if r.version > 1]
+    new = [(site, url_key(r.url), body_of(r)) for r in records if r.version == 1]
+    moved = [(r.version, body_of(r), site, url_key(r.url)) for r in records if r.version > 1]
     db.executemany("INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)", new)
     db.executemany("UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ?", moved)
 
@@ -80,9 +80,15 @@ class SqliteCrawlDatabase:
                 yield CrawlRecord.model_validate_json(body)
 
     def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
-        """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps)."""
-        rows = self.conn.execute("SELECT site, body FROM crawl_urls WHERE key = ?", (url_key(url),)).fetchall()
-        return [(site, CrawlRecord.model_validate_json(body)) for site, body in rows]
+        """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps): one
+        lookup per site, since an index by key alone would cost every listed URL a third random insert."""
+        key = url_key(url)
+        found = []
+        for site in self.sites():
+            row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND key = ?", (site, key)).fetchone()
+            if row is not None:
+                found.append((site, CrawlRecord.model_validate_json(row[0])))
+        return found
 
     def sites(self) -> list[str]:
         rows = self.conn.execute(
@@ -102,7 +108,7 @@ class SqliteCrawlDatabase:
                 "INSERT INTO crawl_sitemaps (site, key, fetched_at, body) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (site, key) DO UPDATE SET fetched_at = excluded.fetched_at, body = excluded.body"
                 " WHERE excluded.fetched_at >= crawl_sitemaps.fetched_at",
-                (site, url_key(record.url), record.fetched_at.timestamp(), record.model_dump_json()),
+                (site, url_key(record.url), record.fetched_at.timestamp(), body_of(record)),
             )
             return cursor.rowcount == 1
 
@@ -120,11 +126,11 @@ class SqliteCrawlDatabase:
             if record.version == 1:
                 cursor = db.execute(
                     "INSERT OR IGNORE INTO crawl_sites (site, version, body) VALUES (?, 1, ?)",
-                    (record.site, record.model_dump_json()),
+                    (record.site, body_of(record)),
                 )
             else:
                 cursor = db.execute(
                     "UPDATE crawl_sites SET version = ?, body = ? WHERE site = ? AND version = ?",
-                    (record.version, record.model_dump_json(), record.site, record.version - 1),
+                    (record.version, body_of(record), record.site, record.version - 1),
                 )
             return cursor.rowcount == 1

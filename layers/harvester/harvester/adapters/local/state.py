@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
-from harvester.adapters.local.database import Transaction, select_in
+from harvester.adapters.local.database import Transaction, body_of, select_in
 from harvester.adapters.local.keyset import KeySet
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
@@ -40,8 +40,9 @@ _PAGE_SIZE = 1000
 
 
 class SqliteStateStore:
-    #: A commit costs about as much as writing a few hundred rows; a crash redoes at most this many.
-    record_batch = 500
+    #: A commit rewrites every index page its URLs landed on (hash keys: about one page per URL), so fewer,
+    #: larger commits write less; a crash redoes at most this many.
+    record_batch = 2000
 
     def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
         """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are recorded
@@ -56,7 +57,7 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             inserted = db.execute(
                 "INSERT OR IGNORE INTO jobs (job_id, fingerprint, status, body, created_at) VALUES (?, ?, ?, ?, ?)",
-                (job.job_id, job.request.fingerprint(), job.status.value, job.model_dump_json(), time.time()),
+                (job.job_id, job.request.fingerprint(), job.status.value, body_of(job), time.time()),
             ).rowcount
             if inserted:
                 db.execute("INSERT INTO counters (job_id, updated_at) VALUES (?, ?)", (job.job_id, time.time()))
@@ -71,7 +72,7 @@ class SqliteStateStore:
     def _update_job(self, db: sqlite3.Connection, job: JobRecord) -> None:
         db.execute(
             "UPDATE jobs SET status = ?, body = ? WHERE job_id = ?",
-            (job.status.value, job.model_dump_json(), job.job_id),
+            (job.status.value, body_of(job), job.job_id),
         )
 
     def mark_seeded(self, job_id: str) -> None:
@@ -235,7 +236,7 @@ class SqliteStateStore:
                 crawldb.insert_new(db, site, moved)
             db.executemany(
                 "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                [(job_id, p.key, p.status.value, p.model_dump_json()) for p in fresh],
+                [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
             )
             moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
             if enqueued is not None:
@@ -297,14 +298,19 @@ class SqliteStateStore:
             yield SitemapRecord.model_validate_json(body)
 
     def _bodies(self, table: str, job_id: str, status: str | None) -> Iterator[str]:
-        """Pages through a table by rowid (discovery order), so no cursor stays open across yields."""
+        """Pages through a table by rowid (discovery order), so no cursor stays open across yields.
+
+        Each page is one index range: by (job_id, status, rowid) with a status, else by rowid itself (NOT
+        INDEXED: through the job_id index SQLite would sort all of the job's rows again for every page)."""
         last = 0
-        where = "job_id = ? AND rowid > ?" + (" AND status = ?" if status else "")
+        if status:
+            sql = f"SELECT rowid, body FROM {table} WHERE job_id = ? AND status = ? AND rowid > ?"
+        else:
+            sql = f"SELECT rowid, body FROM {table} NOT INDEXED WHERE rowid > ? AND job_id = ?"
+        sql += f" ORDER BY rowid LIMIT {_PAGE_SIZE}"
         while True:
-            params: tuple[object, ...] = (job_id, last, status) if status else (job_id, last)
-            rows = self.conn.execute(
-                f"SELECT rowid, body FROM {table} WHERE {where} ORDER BY rowid LIMIT {_PAGE_SIZE}", params
-            ).fetchall()
+            params: tuple[object, ...] = (job_id, status, last) if status else (last, job_id)
+            rows = self.conn.execute(sql, params).fetchall()
             if not rows:
                 return
             for rowid, body in rows:
@@ -399,7 +405,7 @@ def _put(
         f"UPDATE {table} SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
         (
             record.status.value,
-            record.model_dump_json(),
+            body_of(record),
             lease.token if lease else None,
             lease.until if lease else 0,
             job_id,
@@ -419,6 +425,6 @@ def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapReco
     return bool(
         db.execute(
             f"INSERT OR IGNORE INTO {table} (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-            (job_id, record.key, record.status.value, record.model_dump_json()),
+            (job_id, record.key, record.status.value, body_of(record)),
         ).rowcount
     )
