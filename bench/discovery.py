@@ -189,6 +189,32 @@ def report(figures: dict[str, dict[str, dict[str, Any]]]) -> None:
         print(line + f"  (target < 100 MiB, +20 MiB at most from the smaller site: {verdict(ok)})")
 
 
+def aws_leg(pages: int) -> dict[str, Any]:
+    """A ``fetch_pages: false`` job over a ``pages``-page site on the AWS path: the requests per listed URL."""
+    from aws_path import aws_path
+
+    from harvester.demo.live import LiveSite
+    from harvester.model.messages import JobRequest
+
+    with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, aws_path() as aws:
+        leg = aws.run(JobRequest(site=site.url("/"), fetch_pages=False))
+        leg["site_requests"] = len(site.hits)
+    return leg
+
+
+def report_aws(leg: dict[str, Any], pages: int) -> None:
+    from aws_path import by_operation
+
+    total = sum(leg["aws"].values())
+    per_url = total / pages
+    print(f"\nAWS path (moto, template.yaml, the real handlers): a fetch_pages=false job over {pages:,} pages")
+    seconds, hits = leg["seconds"], leg["site_requests"]
+    print(f"  {total:,} AWS requests by the handlers in {seconds:.1f} s of moto, {hits} site requests")
+    print(f"  {per_url:.3f} AWS requests per listed URL (target <= 0.2: {verdict(per_url <= 0.2)})")
+    print("\n".join(by_operation(leg["aws"], pages)))
+    print(f"  (Lambda's SQS poller, played by the test harness, made {sum(leg['poller'].values()):,} more)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sites", default="20k,400k")
@@ -196,9 +222,10 @@ def main() -> None:
     parser.add_argument("--aws-pages", type=int, default=20_000)
     args = parser.parse_args()
     figures = local([s for s in args.sites.split(",") if s])
-    report(figures)
+    if figures:
+        report(figures)
     if not args.no_aws:
-        print("\nAWS requests per listed URL (fetch_pages: false): not measured yet (issue 8, next step)")
+        report_aws(aws_leg(args.aws_pages), args.aws_pages)
 
 
 if __name__ == "__main__":

@@ -18,21 +18,17 @@ default because moto, not Harvester, is the slow part there (requests per URL do
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the AWS leg uses the test harness (tests.aws) to deploy the template in moto
+from aws_path import aws_path, by_operation
 
-from harvester.demo.live import LiveSite  # noqa: E402
+from harvester.demo.live import LiveSite
 
 
 def crawl_locally(site: LiveSite, state: Path, concurrency: int) -> dict[str, Any]:
@@ -68,91 +64,15 @@ def local_leg(pages: int, concurrency: int) -> tuple[dict[str, Any], dict[str, A
     return first, second, size
 
 
-class AwsRequests:
-    """Counts the AWS requests made through botocore, by service and operation, except the poller's own."""
-
-    def __init__(self) -> None:
-        self.counts: collections.Counter[str] = collections.Counter()
-        self.poller: collections.Counter[str] = collections.Counter()
-        self.excluded: set[int] = set()
-        self.active = False
-
-    @contextmanager
-    def patched(self) -> Iterator[AwsRequests]:
-        from botocore.client import BaseClient
-
-        original = BaseClient._make_api_call
-        counter = self
-
-        def counted(client: Any, operation: str, params: Any) -> Any:
-            if counter.active:
-                name = f"{client.meta.service_model.service_name}:{operation}"
-                (counter.poller if id(client) in counter.excluded else counter.counts)[name] += 1
-            return original(client, operation, params)
-
-        BaseClient._make_api_call = counted  # type: ignore[method-assign]
-        try:
-            yield self
-        finally:
-            BaseClient._make_api_call = original  # type: ignore[method-assign]
-
-
 def aws_leg(pages: int) -> dict[str, Any]:
-    import os
-
-    os.environ.update(
-        {
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-        }
-    )
-    from moto import mock_aws
-
-    from harvester.adapters.aws.stack import submit_job
     from harvester.model.messages import JobRequest
-    from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
-    from tests.aws.moto_speedups import moto_sqs_speedups
-    from tests.aws.poller import LambdaPoller
-    from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
-    requests = AwsRequests()
-    with (
-        LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site,
-        mock_aws(),
-        moto_sqs_speedups(),
-        moto_dynamodb_speedups(),
-        requests.patched(),
-    ):
-        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
-        poller = LambdaPoller(stack)
-        requests.excluded.add(id(poller.sqs))
+    with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, aws_path() as aws:
         legs = []
         for _ in range(2):
             site.reset_log()
-            requests.counts.clear()
-            requests.poller.clear()
-            job_id = submit_job(JobRequest(site=site.url("/"), rate_limit_delay=0.00001), stack.outputs["JobQueueUrl"])
-            start = time.perf_counter()
-            requests.active = True
-            stats = poller.drain(max_rounds=100_000)
-            requests.active = False
-            seconds = time.perf_counter() - start
-            if stats.failed_invocations:
-                raise SystemExit(f"{stats.failed_invocations} invocations failed: {stats.failures[0].traceback}")
-            legs.append(
-                {
-                    "seconds": seconds,
-                    "site_requests": len(site.hits),
-                    "aws": dict(requests.counts),
-                    "poller": dict(requests.poller),
-                    "job_id": job_id,
-                }
-            )
-        poller.close()
+            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001))
+            legs.append({**leg, "site_requests": len(site.hits)})
     return {"pages": pages, "first": legs[0], "second": legs[1]}
 
 
@@ -194,8 +114,7 @@ def main() -> None:
     second_leg = aws["second"]
     per_url = sum(second_leg["aws"].values()) / aws["pages"]
     print(f"  unchanged re-crawl: {per_url:.3f} AWS requests per listed URL (target <= 0.3: {verdict(per_url <= 0.3)})")
-    for operation, count in sorted(second_leg["aws"].items(), key=lambda item: -item[1]):
-        print(f"    {operation:<40} {count:>7,}  ({count / aws['pages']:.4f} per URL)")
+    print("\n".join(by_operation(second_leg["aws"], aws["pages"])))
     poller = sum(second_leg["poller"].values())
     print(f"  (Lambda's SQS poller, played by the test harness, made {poller:,} more: {second_leg['poller']})")
 

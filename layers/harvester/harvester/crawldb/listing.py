@@ -18,9 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
+from pydantic_core import to_json
+
 from harvester.sitemap import ChildSitemap, PageEntry
 
 SPOOL_IN_MEMORY = 1024 * 1024
+#: Fast compression: a listing is written on every complete reading and read back only when unchanged.
+GZIP_LEVEL = 1
+_LINES_PER_WRITE = 1000
 
 
 @dataclass(slots=True)
@@ -43,7 +48,8 @@ class ListingWriter:
     def __init__(self) -> None:
         # Closed by finish()'s reader or by close(): it outlives this call by design.
         self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115
-        self._gzip = gzip.GzipFile(fileobj=self._spool, mode="wb", mtime=0, compresslevel=6)
+        self._gzip = gzip.GzipFile(fileobj=self._spool, mode="wb", mtime=0, compresslevel=GZIP_LEVEL)
+        self._lines: list[bytes] = []
         self.entries = 0
 
     def add(self, entry: PageEntry | ChildSitemap) -> None:
@@ -55,10 +61,19 @@ class ListingWriter:
                 line["x"] = extensions
         else:
             line = {"s": entry.url, "l": lastmod}
-        self._gzip.write(json.dumps(line, separators=(",", ":")).encode() + b"\n")
+        self._lines.append(to_json(line))
         self.entries += 1
+        if len(self._lines) >= _LINES_PER_WRITE:
+            self._write()
+
+    def _write(self) -> None:
+        """One gzip write per batch of lines: a write per entry cost more than the compression."""
+        if self._lines:
+            self._gzip.write(b"\n".join(self._lines) + b"\n")
+            self._lines = []
 
     def finish(self) -> IO[bytes]:
+        self._write()
         self._gzip.close()
         self._spool.seek(0)
         return self._spool

@@ -23,7 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
-from harvester.model.records import url_key
+from harvester.model.records import body_of, url_key
 
 SHARDS = 16
 _BATCH_GET = 100
@@ -65,7 +65,7 @@ def conditional(write: Callable[[], object]) -> bool:
 
 
 def url_put(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
-    return versioned_put(table, url_item_key(site, record.url), record.model_dump_json(), record.version)
+    return versioned_put(table, url_item_key(site, record.url), body_of(record), record.version)
 
 
 class DynamoCrawlDatabase:
@@ -131,7 +131,7 @@ class DynamoCrawlDatabase:
                     "Item": {
                         "pk": _s(f"CRAWL#{site}"),
                         "sk": _s(f"SITEMAP#{url_key(record.url)}"),
-                        "body": _s(record.model_dump_json()),
+                        "body": _s(body_of(record)),
                         "fetched_at": {"N": fetched},
                     },
                     "ConditionExpression": "attribute_not_exists(pk) OR fetched_at <= :mine",
@@ -159,4 +159,4 @@ class DynamoCrawlDatabase:
 
     def put_site(self, record: SiteCrawl) -> bool:
         key = {"pk": _s(f"CRAWL#{record.site}"), "sk": _s("SITE")}
-        return self._conditional_put(versioned_put(self.table, key, record.model_dump_json(), record.version))
+        return self._conditional_put(versioned_put(self.table, key, body_of(record), record.version))

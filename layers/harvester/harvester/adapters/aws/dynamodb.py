@@ -36,6 +36,7 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
+    body_of,
     url_key,
 )
 from harvester.ports import (
@@ -218,7 +219,7 @@ class DynamoStateStore:
     def create_job(self, job: JobRecord) -> JobRecord:
         item = {
             **self._key(job.job_id, "JOB"),
-            "body": _s(job.model_dump_json()),
+            "body": _s(body_of(job)),
             "status": _s(job.status.value),
             "fingerprint": _s(job.request.fingerprint()),
             "open_pk": _s(ACTIVE_JOBS),
@@ -237,7 +238,7 @@ class DynamoStateStore:
 
     def _move_job(self, job: JobRecord, *, expected: JobStatus | None, still_open: bool) -> bool:
         condition = "attribute_exists(pk)"
-        values: dict[str, Any] = {":body": _s(job.model_dump_json()), ":status": _s(job.status.value)}
+        values: dict[str, Any] = {":body": _s(body_of(job)), ":status": _s(job.status.value)}
         if expected is not None:
             condition = "#status = :expected"
             values[":expected"] = _s(expected.value)
@@ -325,7 +326,7 @@ class DynamoStateStore:
         unique = accounting.first_per_url(sitemaps)
         created = self._create_records(
             job_id,
-            [(f"SITEMAP#{s.key}", s.model_dump_json(), s.status.value, not s.status.final) for s in unique],
+            [(f"SITEMAP#{s.key}", body_of(s), s.status.value, not s.status.final) for s in unique],
             [accounting.new_sitemap(s) for s in unique],
         )
         stored = []
@@ -382,7 +383,7 @@ class DynamoStateStore:
         update = self._record_update(
             job_id,
             sk,
-            record.model_dump_json(),
+            body_of(record),
             record.status.value,
             lease=lease,
             condition="version = :seen",
@@ -408,7 +409,7 @@ class DynamoStateStore:
         return self._record_update(
             job_id,
             f"SITEMAP#{record.key}",
-            record.model_dump_json(),
+            body_of(record),
             record.status.value,
             lease=lease if keep_lease else None,
             condition=condition,
@@ -447,7 +448,7 @@ class DynamoStateStore:
                 for p in chunk:
                     items.append(
                         self._record_put(
-                            job_id, f"URL#{p.key}", p.model_dump_json(), p.status.value, open_item=not p.status.final
+                            job_id, f"URL#{p.key}", body_of(p), p.status.value, open_item=not p.status.final
                         )
                     )
                     roles.append(("page", p.url))
@@ -565,7 +566,7 @@ class DynamoStateStore:
         return self._record_update(
             job_id,
             f"URL#{page.key}",
-            page.model_dump_json(),
+            body_of(page),
             page.status.value,
             lease=None,
             condition=condition,

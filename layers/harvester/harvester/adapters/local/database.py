@@ -12,7 +12,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from harvester.model.records import body_of
+
+__all__ = ["SCHEMA_VERSION", "StateDirError", "Transaction", "body_of", "connect", "select_in"]
 
 SCHEMA_VERSION = 2
 CACHE_KIB = 16 * 1024
@@ -100,12 +102,6 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     failed_at REAL NOT NULL
 );
 """
-
-
-def body_of(record: BaseModel) -> str:
-    """A record as stored: JSON without its empty fields (every optional field defaults to None, so
-    reading it back gives the same record), a third of the bytes each listed URL costs to write."""
-    return record.model_dump_json(exclude_none=True)
 
 
 class StateDirError(RuntimeError):

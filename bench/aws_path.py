@@ -1,0 +1,118 @@
+"""The AWS path for the benches: template.yaml created in moto, the real handlers driven as Lambda's SQS
+poller drives them (the test harness's poller), and the AWS requests the handlers make, counted.
+
+Shared by bench/recrawl.py and bench/discovery.py, whose AWS figures are requests per listed URL.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the test harness (tests.aws) deploys the template in moto
+
+_ENVIRONMENT = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+
+
+class AwsRequests:
+    """Counts the AWS requests made through botocore, by service and operation, except the poller's own."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.poller: collections.Counter[str] = collections.Counter()
+        self.excluded: set[int] = set()
+        self.active = False
+
+    @contextmanager
+    def patched(self) -> Iterator[AwsRequests]:
+        from botocore.client import BaseClient
+
+        original = BaseClient._make_api_call
+        counter = self
+
+        def counted(client: Any, operation: str, params: Any) -> Any:
+            if counter.active:
+                name = f"{client.meta.service_model.service_name}:{operation}"
+                (counter.poller if id(client) in counter.excluded else counter.counts)[name] += 1
+            return original(client, operation, params)
+
+        BaseClient._make_api_call = counted  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            BaseClient._make_api_call = original  # type: ignore[method-assign]
+
+
+class AwsPath:
+    """The stack in moto with its poller; :meth:`run` submits one job and drains it, counting requests."""
+
+    def __init__(self, stack: Any, poller: Any, requests: AwsRequests) -> None:
+        self.stack, self.poller, self.requests = stack, poller, requests
+
+    def run(self, request: Any) -> dict[str, Any]:
+        from harvester.adapters.aws.stack import submit_job
+
+        self.requests.counts.clear()
+        self.requests.poller.clear()
+        job_id = submit_job(request, self.stack.outputs["JobQueueUrl"])
+        start = time.perf_counter()
+        self.requests.active = True
+        logging.disable(logging.INFO)  # the handlers' per-sitemap log lines: not what a bench prints
+        try:
+            stats = self.poller.drain(max_rounds=100_000)
+        finally:
+            logging.disable(logging.NOTSET)
+            self.requests.active = False
+        seconds = time.perf_counter() - start
+        if stats.failed_invocations:
+            raise SystemExit(f"{stats.failed_invocations} invocations failed: {stats.failures[0].traceback}")
+        return {
+            "seconds": seconds,
+            "aws": dict(self.requests.counts),
+            "poller": dict(self.requests.poller),
+            "job_id": job_id,
+        }
+
+
+@contextmanager
+def aws_path() -> Iterator[AwsPath]:
+    os.environ.update(_ENVIRONMENT)
+    from moto import mock_aws
+
+    from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
+    from tests.aws.moto_speedups import moto_sqs_speedups
+    from tests.aws.poller import LambdaPoller
+    from tests.aws.stack import TEMPLATE_PATH, deploy_stack
+
+    requests = AwsRequests()
+    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), requests.patched():
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
+        poller = LambdaPoller(stack)
+        requests.excluded.add(id(poller.sqs))
+        try:
+            yield AwsPath(stack, poller, requests)
+        finally:
+            poller.close()
+
+
+def by_operation(counts: dict[str, int], listed: int) -> list[str]:
+    """The requests of one job, an indented line per operation, with their share per listed URL."""
+    return [
+        f"    {operation:<40} {count:>7,}  ({count / listed:.4f} per URL)"
+        for operation, count in sorted(counts.items(), key=lambda item: -item[1])
+    ]
