@@ -41,7 +41,7 @@ test: lint
 bench: $(STAMP)
 	@test $(VENV)/.installed-bench -nt pyproject.toml || \
 		{ $(BIN)/python -m pip install --quiet -e '.[bench]' && touch $(VENV)/.installed-bench; }
-	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache .ruff_cache .harvest .harvest-demo

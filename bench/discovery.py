@@ -191,7 +191,7 @@ def report(figures: dict[str, dict[str, dict[str, Any]]]) -> None:
 
 def aws_leg(pages: int) -> dict[str, Any]:
     """A ``fetch_pages: false`` job over a ``pages``-page site on the AWS path: the requests per listed URL."""
-    from aws_path import aws_path
+    from _aws_path import aws_path
 
     from harvester.demo.live import LiveSite
     from harvester.model.messages import JobRequest
@@ -203,7 +203,7 @@ def aws_leg(pages: int) -> dict[str, Any]:
 
 
 def report_aws(leg: dict[str, Any], pages: int) -> None:
-    from aws_path import by_operation
+    from _aws_path import by_operation
 
     total = sum(leg["aws"].values())
     per_url = total / pages

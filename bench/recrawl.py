@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aws_path import aws_path, by_operation
+from _aws_path import aws_path, by_operation
 
 from harvester.demo.live import LiveSite
 
