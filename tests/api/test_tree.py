@@ -195,3 +195,60 @@ def test_bad_options_name_the_input():
         Discovery("ftp://example.com/")
     with pytest.raises(ValueError, match=re.escape("300.0.0.0/8")):
         Discovery("https://example.com/", allow_networks=["300.0.0.0/8"])
+
+
+def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consumer(site_factory, monkeypatch):
+    """Ephemeral: no crawl records, no stored documents, no result; and while the consumer is slow, the
+    pages waiting for it stay bounded (the readers wait), so memory does not grow with the site."""
+    import harvester.api.tree as tree_module
+    from harvester.adapters.local.runner import LocalHarvest
+
+    monkeypatch.setattr(tree_module, "_HANDOVER", 20)
+    site = site_factory(pages=4000, broken=0, sitemaps=2)
+    waiting: list[int] = []
+    opened: list[LocalHarvest] = []
+    real_open = LocalHarvest.open.__func__  # type: ignore[attr-defined]
+
+    def spying_open(cls, state_dir, **kwargs):
+        context = real_open(cls, state_dir, **kwargs)
+
+        class Spy:
+            def __enter__(self):
+                harvest = context.__enter__()
+                opened.append(harvest)
+                return harvest
+
+            def __exit__(self, *exc):
+                harvest = opened[-1]
+                waiting.append(sum(1 for _ in harvest.crawldb.site_urls(harvest.store.all_jobs()[0].request.origin)))
+                documents = harvest.state_dir / "documents"
+                waiting.append(sum(1 for f in documents.rglob("*") if f.is_file()) if documents.exists() else 0)
+                return context.__exit__(*exc)
+
+        return Spy()
+
+    monkeypatch.setattr(LocalHarvest, "open", classmethod(spying_open))
+    real_put = tree_module._Handover.put
+    most = [0]
+
+    def put(self, batch):
+        real_put(self, batch)
+        most[0] = max(most[0], self.waiting)
+
+    monkeypatch.setattr(tree_module._Handover, "put", put)
+
+    async def slow_consumer() -> list[str]:
+        urls = []
+        async for page in Discovery(f"{site.base_url}/", **ALLOW).pages():
+            urls.append(page.url)
+            if len(urls) % 25 == 0:
+                await asyncio.sleep(0.001)  # the readers get the loop meanwhile
+        return urls
+
+    urls = asyncio.run(slow_consumer())
+    assert sorted(urls) == sorted(site.page_urls)
+    assert opened and opened[0].ephemeral
+    assert waiting == [0, 0]  # no crawl record, no document (sitemap, listing or result) was written
+    # Bounded by the handover (20) plus a batch from each of the two readers, whatever the number of pages;
+    # without the pauses, every page could be waiting here.
+    assert most[0] <= 20 + 2 * opened[0].store.record_batch < len(urls) / 2

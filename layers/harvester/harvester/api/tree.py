@@ -47,7 +47,7 @@ __all__ = [
     "sitemap_tree_for_homepage",
 ]
 
-_HANDOVER = 1024  # pages waiting between the discovery thread and a slow `iter_pages` consumer
+_HANDOVER = 1024  # pages waiting for a slow consumer before the readers are held back
 
 
 @dataclass
@@ -218,6 +218,33 @@ class _StreamingStore:
         return recorded
 
 
+class _Handover:
+    """The batches of pages recorded and not yet taken by the consumer. Recording cannot wait (it runs
+    inside a sitemap reading), so the readers are held back instead, at their next chunk (``room``),
+    while more than ``_HANDOVER`` pages wait: memory stays flat however fast the sitemaps arrive."""
+
+    def __init__(self) -> None:
+        self.batches: asyncio.Queue[list[SitemapURL] | None] = asyncio.Queue()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.waiting = 0
+
+    def put(self, batch: list[SitemapURL] | None) -> None:
+        self.batches.put_nowait(batch)
+        if batch:
+            self.waiting += len(batch)
+            if self.waiting > _HANDOVER:
+                self.room.clear()
+
+    async def get(self) -> list[SitemapURL] | None:
+        batch = await self.batches.get()
+        if batch:
+            self.waiting -= len(batch)
+            if self.waiting <= _HANDOVER:
+                self.room.set()
+        return batch
+
+
 class Discovery:
     """One discovery run: ``async for page in discovery.pages()`` streams the pages, then ``discovery.tree``.
 
@@ -264,15 +291,21 @@ class Discovery:
 
     async def pages(self) -> AsyncIterator[SitemapURL]:
         """The pages, as the sitemaps listing them are read; ``tree`` is set once they are all out."""
-        found: asyncio.Queue[list[SitemapURL] | None] = asyncio.Queue()
+        found = _Handover()
         with (
             tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
             LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
         ):
-            harvest.store = _StreamingStore(harvest.store, found.put_nowait)  # type: ignore[assignment]
-            runner = LocalRunner(harvest, policy=self.policy, concurrency=self.concurrency, callbacks=self.callbacks)
+            harvest.store = _StreamingStore(harvest.store, found.put)  # type: ignore[assignment]
+            runner = LocalRunner(
+                harvest,
+                policy=self.policy,
+                concurrency=self.concurrency,
+                callbacks=self.callbacks,
+                pause=found.room.wait,
+            )
             run = asyncio.ensure_future(runner.crawl(self.request))
-            run.add_done_callback(lambda _: found.put_nowait(None))
+            run.add_done_callback(lambda _: found.put(None))
             try:
                 while (batch := await found.get()) is not None:
                     for page in batch:

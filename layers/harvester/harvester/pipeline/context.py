@@ -7,7 +7,7 @@ engine (which only composes them) and never import it back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,6 +35,9 @@ class StepContext:
     #: sitemap documents or listings and writes no result. What is left per listed URL is what discovery
     #: itself needs: hygiene, scope, patterns, de-duplication and the count.
     ephemeral: bool = False
+    #: Awaited between the chunks of a sitemap being read: a consumer of the pages as they are recorded
+    #: (``Discovery.pages``) holds the readers back with it while the pages it was handed wait.
+    pause: Callable[[], Awaitable[object]] | None = None
     robots: RobotsRules = field(init=False)
     pacer: HostPacer = field(default_factory=HostPacer)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)

@@ -15,7 +15,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,6 +141,7 @@ class LocalRunner:
         concurrency: int = 16,
         on_progress: Callable[[BulkProcessingJob], None] | None = None,
         callbacks: SitemapCallbacks | None = None,
+        pause: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -150,6 +151,7 @@ class LocalRunner:
         self.concurrency = concurrency
         self.on_progress = on_progress
         self.callbacks = callbacks
+        self.pause = pause
         self._busy = 0
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
@@ -165,6 +167,7 @@ class LocalRunner:
             async with Fetcher(self.policy, max_connections=max(self.concurrency * 2, 10)) as fetcher:
                 engine = harvest.engine(fetcher, self.settings)
                 engine.callbacks = self.callbacks
+                engine.pause = self.pause
                 if resumed:
                     recovered = harvest.queue.recover(job_id)
                     released = harvest.store.release_leases(job_id)

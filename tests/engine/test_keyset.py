@@ -1,0 +1,41 @@
+"""KeySet, the 16-bytes-a-key set of URL keys: exact membership through growth and colliding slots."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harvester.keyset import KeySet
+from harvester.model.records import url_key
+
+
+@given(st.lists(st.integers(0, 2**128 - 1) | st.sampled_from([0, 1, 2**64, 2**64 + 1, 2**127]), max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_add_says_whether_a_key_is_new_exactly_as_a_set_does(keys):
+    seen: set[int] = set()
+    keyset = KeySet()
+    for key in keys:
+        assert keyset.add(key) == (key not in seen), key
+        seen.add(key)
+    assert len(keyset) == len(seen)
+
+
+def test_keys_that_share_a_slot_or_a_half_stay_apart_through_growth():
+    keyset = KeySet()
+    low_twins = [(high << 64) | 7 for high in range(1, 3000)]  # one slot for all of them: probing
+    high_twins = [(5 << 64) | low for low in range(0, 3000 * 4096, 4096)]  # the same high half
+    for key in low_twins + high_twins:
+        assert keyset.add(key)
+    assert all(not keyset.add(key) for key in low_twins + high_twins)
+    assert len(keyset) == 5999
+
+
+def test_url_keys_of_a_large_site():
+    keyset = KeySet()
+    urls = [f"https://example.com/p/{i}" for i in range(100_000)]
+    assert all(keyset.add(int(url_key(u), 16)) for u in urls)
+    random.seed(1)
+    assert not any(keyset.add(int(url_key(u), 16)) for u in random.sample(urls, 1000))
+    assert keyset.add(int(url_key("https://example.com/p/100000"), 16))
