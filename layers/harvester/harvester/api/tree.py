@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _HANDOVER = 1024  # pages waiting for a slow consumer before the readers are held back
+_HANDOVER_BATCHES = 4  # batches waiting between the discovery thread and a slow `iter_pages` consumer
 
 
 @dataclass
@@ -291,6 +292,13 @@ class Discovery:
 
     async def pages(self) -> AsyncIterator[SitemapURL]:
         """The pages, as the sitemaps listing them are read; ``tree`` is set once they are all out."""
+        async for batch in self.page_batches():
+            for page in batch:
+                yield page
+
+    async def page_batches(self) -> AsyncIterator[list[SitemapURL]]:
+        """:meth:`pages` a recorded batch at a time (up to a few hundred): for consumers to whom the
+        per-item cost of an async generator matters (the ``harvest sitemaps`` output, ``iter_pages``)."""
         found = _Handover()
         with (
             tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
@@ -308,8 +316,7 @@ class Discovery:
             run.add_done_callback(lambda _: found.put(None))
             try:
                 while (batch := await found.get()) is not None:
-                    for page in batch:
-                        yield page
+                    yield batch
                 outcome = await run
             finally:
                 if not run.done():
@@ -337,14 +344,15 @@ def aiter_pages(site: str, **options: Any) -> AsyncIterator[SitemapURL]:
 
 def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
     """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own)."""
-    handover: queue.Queue[SitemapURL | BaseException | None] = queue.Queue(maxsize=_HANDOVER)
+    # Batches cross the thread boundary: a queue's locks per page cost as much as the page's discovery.
+    handover: queue.Queue[list[SitemapURL] | BaseException | None] = queue.Queue(maxsize=_HANDOVER_BATCHES)
     stop = threading.Event()
 
     async def produce() -> None:
-        async for page in Discovery(site, **options).pages():
+        async for batch in Discovery(site, **options).page_batches():
             while not stop.is_set():
                 try:
-                    handover.put(page, timeout=0.1)  # a slow consumer holds the discovery back
+                    handover.put(batch, timeout=0.1)  # a slow consumer holds the discovery back
                     break
                 except queue.Full:
                     continue
@@ -365,7 +373,7 @@ def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
         while (item := handover.get()) is not None:
             if isinstance(item, BaseException):
                 raise item
-            yield item
+            yield from item
     finally:
         stop.set()
         while thread.is_alive():  # let the producer see the stop, even if it waits on a full queue

@@ -262,9 +262,9 @@ def run_sitemaps(args: argparse.Namespace) -> int:
 
     async def stream() -> None:
         write = sys.stdout.write
-        async for page in discovery.pages():
-            if args.format == "jsonl":
-                write(to_json(page_line(page)).decode() + "\n")  # (pydantic's encoder: 4x json.dumps)
+        async for batch in discovery.page_batches():
+            if args.format == "jsonl":  # (pydantic's encoder: four times json.dumps)
+                write(b"".join(to_json(page_line(page)) + b"\n" for page in batch).decode())
 
     asyncio.run(stream())
     tree = discovery.tree
