@@ -63,6 +63,17 @@ def test_records_are_kept_per_site_and_read_in_batches(backend):
     assert db.get_urls("https://third.example", urls) == {}
 
 
+def test_the_orphan_pass_reads_only_what_another_job_listed_last(backend):
+    db = backend.crawldb
+    urls = [page(n).url for n in range(30)]
+    db.put_urls(ORIGIN, [crawl_record(u, job_id="job-1") for u in urls])
+    relisted = [crawl_record(u, job_id="job-2", prior=db.get_urls(ORIGIN, [u])[u]) for u in urls[:12]]
+    assert db.put_urls(ORIGIN, relisted) == []
+    assert sorted(r.url for r in db.site_urls(ORIGIN, unless_listed_by="job-2")) == sorted(urls[12:])
+    assert sorted(r.url for r in db.site_urls(ORIGIN, unless_listed_by="job-1")) == sorted(urls[:12])
+    assert len(list(db.site_urls(ORIGIN, unless_listed_by="job-3"))) == 30
+
+
 def test_a_sitemap_reading_is_replaced_only_by_a_later_one(backend):
     db = backend.crawldb
     url = f"{SITE}sitemap-1.xml"

@@ -260,8 +260,10 @@ class CrawlDatabase(Protocol):
         """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
         returns the URLs refused because their record had moved on."""
 
-    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
-        """Every URL record of the site (in no particular order), a page at a time."""
+    def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
+        """Every URL record of the site (in no particular order), a page at a time; with
+        ``unless_listed_by``, without those that job listed last (the orphan pass needs none of them, and
+        on a site's first crawl they are all of them)."""
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 

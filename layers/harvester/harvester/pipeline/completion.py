@@ -183,7 +183,7 @@ def _mark_orphans(
     ]
     rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
     batch: list[CrawlRecord] = []
-    for record in ctx.crawldb.site_urls(site):
+    for record in ctx.crawldb.site_urls(site, unless_listed_by=job.job_id):
         if record.state is CrawlState.ORPHAN and record.orphaned_job == job.job_id:
             removed(record)
         elif rule.orphan(record):

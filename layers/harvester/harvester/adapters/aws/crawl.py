@@ -100,7 +100,7 @@ class DynamoCrawlDatabase:
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         return [r.url for r in records if not self._conditional_put(url_put(self.table, site, r))]
 
-    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
+    def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         paginator = self.client.get_paginator("query")
         for shard in "0123456789abcdef":
             pages = paginator.paginate(
@@ -112,7 +112,9 @@ class DynamoCrawlDatabase:
             )
             for page in pages:
                 for item in page.get("Items", []):
-                    yield CrawlRecord.model_validate_json(item["body"]["S"])
+                    record = CrawlRecord.model_validate_json(item["body"]["S"])
+                    if unless_listed_by is None or record.last_listed_job != unless_listed_by:
+                        yield record
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         item = self.client.get_item(

@@ -66,13 +66,14 @@ class SqliteCrawlDatabase:
         with Transaction(self.conn) as db:
             return [r.url for r in records if not write_url(db, site, r)]
 
-    def site_urls(self, site: str) -> Iterator[CrawlRecord]:
+    def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         last = ""
+        # Left out in SQL, so that the records are not parsed only to be skipped.
+        unlisted = " AND json_extract(body, '$.last_listed_job') IS NOT ?" if unless_listed_by else ""
+        sql = f"SELECT key, body FROM crawl_urls WHERE site = ? AND key > ?{unlisted} ORDER BY key LIMIT {_PAGE_SIZE}"
         while True:
-            rows = self.conn.execute(
-                f"SELECT key, body FROM crawl_urls WHERE site = ? AND key > ? ORDER BY key LIMIT {_PAGE_SIZE}",
-                (site, last),
-            ).fetchall()
+            params = (site, last, unless_listed_by) if unless_listed_by else (site, last)
+            rows = self.conn.execute(sql, params).fetchall()
             if not rows:
                 return
             for key, body in rows:
