@@ -10,9 +10,9 @@ Discovery runs the engine itself — the very code the Lambda functions run — 
 (``fetch_pages=False``) on a temporary local state, so the tree follows every rule of a real job (robots.txt
 then the known paths, recursion, depth, patterns, one reading per sitemap URL) and USP's
 ``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. The run is ephemeral
-(see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and the temporary state
-keeps of each page only its key and status, so de-duplication is on disk and memory stays flat whatever
-the site's size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
+(see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and of each page only
+its 16-byte key is kept (to de-duplicate, harvester/keyset.py), so memory stays flat whatever the site's
+size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
 still being read; none is held in memory.
 """
 

@@ -73,13 +73,17 @@ def sitemap_done(outcome: SitemapOutcome) -> JobCounts:
     return JobCounts(sitemaps_done=1, sitemaps_ok=1 if ok else 0)
 
 
-def recorded_sitemap(record: SitemapRecord, checkpoint: int, new_pages: int) -> SitemapRecord:
-    return record.model_copy(
+def recorded_sitemap(
+    record: SitemapRecord, checkpoint: int, new_pages: int, enqueued: Checkpoint | None = None
+) -> SitemapRecord:
+    """The sitemap after a batch is recorded; with ``enqueued`` (nothing to send), also sent."""
+    moved = record.model_copy(
         update={
             "pages_recorded": max(record.pages_recorded, checkpoint),
             "pages_new": record.pages_new + new_pages,
         }
     )
+    return moved if enqueued is None else enqueued_sitemap(moved, enqueued)
 
 
 def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRecord:

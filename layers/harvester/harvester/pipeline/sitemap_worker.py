@@ -650,15 +650,7 @@ class SitemapReading:
             schedule=self.schedule,
         )
         change = ChangeKind.NEW if prior is None else ChangeKind.BACK if prior.state is CrawlState.ORPHAN else None
-        base: dict[str, Any] = {
-            "url": url,
-            "last_modified": entry.lastmod,
-            "change_frequency": entry.changefreq,
-            "priority": entry.priority,
-            "sitemap": self.record.url,
-            "extensions": entry.extensions(),
-            "discovered_at": now,
-        }
+        base = self._listed_fields(url, entry, now)
         if not self.request.fetch_pages:
             return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
         decision = due(
@@ -678,21 +670,21 @@ class SitemapReading:
 
     def _listed_page(self, url: str, entry: Listed, now: datetime) -> SitemapURL:
         """A page of a throwaway discovery run: what its sitemap says, final at once."""
-        return SitemapURL.model_validate(
-            {
-                "url": url,
-                "last_modified": entry.lastmod,
-                "change_frequency": entry.changefreq,
-                "priority": entry.priority,
-                "sitemap": self.record.url,
-                "extensions": entry.extensions(),
-                "discovered_at": now,
-                "status": UrlStatus.COMPLETED,
-                "finished_at": now,
-                "fetch_reason": "listed",
-            },
-            context=SCREENED,
-        )
+        fields = self._listed_fields(url, entry, now)
+        fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
+        return SitemapURL.model_validate(fields, context=SCREENED)
+
+    def _listed_fields(self, url: str, entry: Listed, now: datetime) -> dict[str, Any]:
+        """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
+        return {
+            "url": url,
+            "last_modified": entry.lastmod,
+            "change_frequency": entry.changefreq,
+            "priority": entry.priority,
+            "sitemap": self.record.url,
+            "extensions": entry.extensions(),
+            "discovered_at": now,
+        }
 
     def _trusted(self, url: str) -> bool:
         if self._site is None:

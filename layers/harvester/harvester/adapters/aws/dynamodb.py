@@ -440,9 +440,8 @@ class DynamoStateStore:
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if n == len(chunks) - 1 else sitemap.pages_recorded
             while True:
-                moved = accounting.recorded_sitemap(sitemap, target, len(chunk))
-                if enqueued is not None and n == len(chunks) - 1:
-                    moved = accounting.enqueued_sitemap(moved, enqueued)
+                last = n == len(chunks) - 1
+                moved = accounting.recorded_sitemap(sitemap, target, len(chunk), enqueued if last else None)
                 items: list[dict[str, Any]] = []
                 roles: list[tuple[str, str]] = []
                 for p in chunk:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 
-from harvester.adapters.local.database import Transaction, body_of, select_in
+from harvester.adapters.local.database import Transaction, select_in
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
-from harvester.model.records import url_key
+from harvester.model.records import body_of, url_key
 
 _PAGE_SIZE = 1000
 

@@ -12,10 +12,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from harvester.model.records import body_of
-
-__all__ = ["SCHEMA_VERSION", "StateDirError", "Transaction", "body_of", "connect", "select_in"]
-
 SCHEMA_VERSION = 2
 CACHE_KIB = 16 * 1024
 WAL_PAGES = 8192  # 32 MiB

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
-from harvester.adapters.local.database import Transaction, body_of, select_in
+from harvester.adapters.local.database import Transaction, select_in
 from harvester.keyset import KeySet
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
@@ -21,6 +21,7 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
+    body_of,
     url_key,
 )
 from harvester.ports import (
@@ -242,12 +243,22 @@ class SqliteStateStore:
                 "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
                 [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
             )
-            moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
-            if enqueued is not None:
-                moved = accounting.enqueued_sitemap(moved, enqueued)
-            _put(db, "sitemaps", job_id, moved, lease)
-            self._count(db, job_id, accounting.new_pages(fresh))
+            self._recorded(db, job_id, sitemap, checkpoint, fresh, enqueued, lease)
         return Recorded(new=fresh)
+
+    def _recorded(
+        self,
+        db: sqlite3.Connection,
+        job_id: str,
+        sitemap: SitemapRecord,
+        checkpoint: int,
+        fresh: Sequence[SitemapURL],
+        enqueued: Checkpoint | None,
+        lease: Lease,
+    ) -> None:
+        """A batch's sitemap checkpoint and counters, in the batch's transaction (kept pages or not)."""
+        _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh), enqueued), lease)
+        self._count(db, job_id, accounting.new_pages(fresh))
 
     def _count_pages(
         self,
@@ -265,11 +276,7 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             fresh = [p for p in pages if seen.add(int(p.key, 16))]
-            moved = accounting.recorded_sitemap(sitemap, checkpoint, len(fresh))
-            if enqueued is not None:
-                moved = accounting.enqueued_sitemap(moved, enqueued)
-            _put(db, "sitemaps", job_id, moved, lease)
-            self._count(db, job_id, accounting.new_pages(fresh))
+            self._recorded(db, job_id, sitemap, checkpoint, fresh, enqueued, lease)
         return Recorded(new=fresh)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
