@@ -16,6 +16,7 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
+    body_of,
 )
 from harvester.ports import Checkpoint, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
 
@@ -172,6 +173,26 @@ def test_pages_recorded_final_are_counted_as_such(backend):
     backend.store.record_pages(job_id, sitemap(1).url, done, checkpoint=3, lease=lease())
     c = counts(backend, job_id)
     assert (c.urls_total, c.urls_succeeded) == (3, 3)
+
+
+def test_a_refused_batch_leaves_its_pages_new_to_the_job(backend):
+    """A batch whose write is refused (here: the lease is someone else's) makes none of its URLs the job's:
+    the next attempt records them, and only then are they de-duplicated."""
+    job_id = new_job(backend, fetch_pages=False)
+    claimed_sitemap(backend, job_id)
+    url = sitemap(1).url
+    done = [page(n, status=UrlStatus.COMPLETED, fetch_reason="listed") for n in range(4)]
+    with pytest.raises(LeaseLost):
+        backend.store.record_pages(job_id, url, done[:3], checkpoint=3, lease=lease("intruder"))
+    assert len(backend.store.record_pages(job_id, url, done[:3], checkpoint=3, lease=lease()).new) == 3
+    again = backend.store.record_pages(job_id, url, [done[1], done[3], done[3]], checkpoint=6, lease=lease())
+    assert [p.url for p in again.new] == [done[3].url]
+    assert counts(backend, job_id).urls_total == 4
+    assert backend.store.get_page(job_id, done[2].url) == done[2]  # a final record is found too
+    bodies = list(backend.store.page_bodies(job_id))
+    by_url = sorted((SitemapURL.model_validate_json(b) for b in bodies), key=lambda p: p.url)
+    assert by_url == done
+    assert sorted(bodies) == sorted(body_of(p) for p in done)  # as stored, nothing re-serialised
 
 
 def test_a_sitemap_finishes_exactly_once(backend):

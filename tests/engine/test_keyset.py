@@ -17,8 +17,10 @@ def test_add_says_whether_a_key_is_new_exactly_as_a_set_does(keys):
     seen: set[int] = set()
     keyset = KeySet()
     for key in keys:
+        assert (key in keyset) == (key in seen), key
         assert keyset.add(key) == (key not in seen), key
         seen.add(key)
+        assert key in keyset
     assert len(keyset) == len(seen)
 
 
@@ -29,6 +31,8 @@ def test_keys_that_share_a_slot_or_a_half_stay_apart_through_growth():
     for key in low_twins + high_twins:
         assert keyset.add(key)
     assert all(not keyset.add(key) for key in low_twins + high_twins)
+    assert all(key in keyset for key in low_twins + high_twins)
+    assert (3001 << 64) | 7 not in keyset and (5 << 64) | 1 not in keyset  # twins never added
     assert len(keyset) == 5999
 
 

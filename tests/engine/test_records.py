@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import get_args
 
@@ -23,6 +24,7 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
+from harvester.pipeline.completion import record_line
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -149,3 +151,35 @@ def test_a_stored_record_reads_back_the_same():
     page = SitemapURL(url="https://example.com/a", last_modified=T0, known=known, extensions={"images": [{"loc": "x"}]})
     body = body_of(page)
     assert "null" not in body and SitemapURL.model_validate_json(body) == page
+
+
+def test_a_url_line_is_its_stored_body_or_the_same_bytes_built_again():
+    """The job's records reuse a stored body as the line where it is one: whichever way a line is made,
+    it is the record without its empty fields and without the crawl database's snapshot."""
+    known = CrawlRecord(
+        url="https://example.com/a",
+        fetch_interval=86400,
+        next_fetch_time=T0,
+        first_listed=T0,
+        last_listed=T0,
+        last_listed_job="j",
+    )
+    pages = [
+        SitemapURL(url="https://example.com/a", last_modified=T0, known=known),
+        SitemapURL(
+            url="https://例え.jp/ä?q=%22known%22:1",
+            priority=0.3,
+            last_modified=T0 + timedelta(microseconds=7),
+            extensions={"images": [{"loc": "https://e.x/i.png", "title": 't "q"'}], "news": {"title": None}},
+            status=UrlStatus.FAILED,
+            error_message='HTTP 500 "known": :null',
+        ),
+        SitemapURL(url="https://example.com/b", status=UrlStatus.COMPLETED, finished_at=T0, fetch_reason="listed"),
+    ]
+    for page in pages:
+        for body in (body_of(page), page.model_dump_json()):  # (a body written before body_of kept its nulls)
+            line = json.loads(record_line(SitemapURL.model_validate_json(body), body))
+            assert "known" not in line and None not in line.values()
+            assert SitemapURL.model_validate(line) == page.model_copy(update={"known": None})
+    plain = body_of(pages[2])
+    assert record_line(pages[2], plain) == plain.encode()  # reused as it is

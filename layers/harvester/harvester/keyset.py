@@ -1,12 +1,13 @@
 """A set of URL keys in 16 bytes each: de-duplication that does not grow memory with the site.
 
-Used for the URLs a sitemap already listed (one reading's "first declaration only") and for the pages of
-a throwaway discovery run. Why not a Python ``set``: a set of 400,000 keys costs about 80 bytes a key (the
-objects and the table), and what is kept per URL is what makes memory grow with the site. Why not the
-state file: an indexed SQLite insert costs more than everything else done for a listed URL. So the 128-bit
-keys (the URL's SHA-256 prefix, the same key the state stores use) sit in one ``array`` as an
-open-addressing hash table: 16 bytes a slot, filled to at most 4/5 before it doubles (linear probing
-stays short enough at that load for keys that are hashes, and the slots are what memory is spent on).
+Used for the URLs a sitemap already listed (one reading's "first declaration only") and for the URLs a
+job recorded (its de-duplication, in the local state store). Why not a Python ``set``: a set of 400,000
+keys costs about 80 bytes a key (the objects and the table), and what is kept per URL is what makes memory
+grow with the site. Why not the state file: an indexed SQLite insert costs more than everything else done
+for a listed URL. So the 128-bit keys (the URL's SHA-256 prefix, the same key the state stores use) sit
+in one ``array`` as an open-addressing hash table: 16 bytes a slot, filled to at most 4/5 before it
+doubles (linear probing stays short enough at that load for keys that are hashes, and the slots are what
+memory is spent on).
 """
 
 from __future__ import annotations
@@ -34,6 +35,21 @@ class KeySet:
 
     def __len__(self) -> int:
         return self._count
+
+    def __contains__(self, key: int) -> bool:
+        if not key:
+            return self._zero
+        high, low = key >> 64, key & _LOW
+        table, mask = self._table, self._mask
+        slot = low & mask
+        while True:
+            at = slot << 1
+            found = table[at]
+            if found == high and table[at + 1] == low:
+                return True
+            if found == 0 and table[at + 1] == 0:
+                return False
+            slot = (slot + 1) & mask
 
     def add(self, key: int) -> bool:
         if not key:

@@ -235,6 +235,11 @@ class StateStore(Protocol):
 
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]: ...
 
+    def page_bodies(self, job_id: str) -> Iterator[str]:
+        """Every URL record of the job as stored (``body_of``; in the store's order, as ``pages``): a job's
+        result is written from these without serialising each record again."""
+        ...
+
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...
 
     # recovery -------------------------------------------------------------------------------------

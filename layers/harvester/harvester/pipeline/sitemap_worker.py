@@ -666,7 +666,8 @@ class SitemapReading:
             return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
         self.probes += decision.probe
         # The page worker fetches on this snapshot: its validators, its signature, its version.
-        return SitemapURL(**base, known=known, fetch_reason=decision.reason, change=change), known
+        base.update(known=known, fetch_reason=decision.reason, change=change)
+        return SitemapURL.model_validate(base, context=SCREENED), known
 
     def _listed_page(self, url: str, entry: Listed, now: datetime) -> SitemapURL:
         """A page of a throwaway discovery run: what its sitemap says, final at once."""
@@ -726,8 +727,7 @@ def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
 def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
     """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
     (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
-    return SitemapURL(
-        **base,
+    base.update(
         status=UrlStatus.COMPLETED,
         finished_at=now,
         fetch_reason=reason,
@@ -743,3 +743,4 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
         document_key=known.document_key,
         fetch_time=known.last_fetch_time,
     )
+    return SitemapURL.model_validate(base, context=SCREENED)

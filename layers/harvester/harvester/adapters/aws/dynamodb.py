@@ -630,6 +630,10 @@ class DynamoStateStore:
         for item in self._records(job_id, "URL#", status.value if status else None):
             yield SitemapURL.model_validate_json(item["body"]["S"])
 
+    def page_bodies(self, job_id: str) -> Iterator[str]:
+        for item in self._records(job_id, "URL#", None):
+            yield item["body"]["S"]
+
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")
         return SitemapURL.model_validate_json(item["body"]["S"]) if item else None

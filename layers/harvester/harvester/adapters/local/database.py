@@ -12,11 +12,26 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
-CACHE_KIB = 16 * 1024
-WAL_PAGES = 8192  # 32 MiB
-#: Versions this one opens, adding what they lack (the schema only ever gains tables).
-_UPGRADES = {1}
+SCHEMA_VERSION = 3
+CACHE_KIB = 8 * 1024
+WAL_PAGES = 32768  # 128 MiB
+#: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` (below).
+_UPGRADES = {1, 2}
+
+#: The job's URL records are found by key only while they are open (the page worker claims and settles
+#: them): a final record is only ever read with all of its job's. So the key index is partial, and a URL
+#: recorded final at once (a job that fetches nothing) costs no random index insert, which was the largest
+#: cost of a durable discovery; a job's de-duplication is the store's (a KeySet). Up to version 2 the table
+#: had a primary key on (job_id, key): such a table is rebuilt, once, rows in the same order.
+_REBUILD_URLS = """
+DROP INDEX IF EXISTS urls_by_status;
+ALTER TABLE urls RENAME TO urls_before_v3;
+"""
+_COPY_URLS = """
+INSERT INTO urls (job_id, key, status, lease_token, lease_until, body)
+    SELECT job_id, key, status, lease_token, lease_until, body FROM urls_before_v3 ORDER BY rowid;
+DROP TABLE urls_before_v3;
+"""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,10 +70,10 @@ CREATE TABLE IF NOT EXISTS urls (
     status TEXT NOT NULL,
     lease_token TEXT,
     lease_until REAL NOT NULL DEFAULT 0,
-    body TEXT NOT NULL,
-    PRIMARY KEY (job_id, key)
+    body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS urls_by_status ON urls (job_id, status);
+CREATE UNIQUE INDEX IF NOT EXISTS urls_open ON urls (job_id, key) WHERE status IN ('pending', 'processing');
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     queue TEXT NOT NULL,
@@ -125,15 +140,34 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
     else:
         conn.execute("PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=OFF")
-    conn.executescript(_SCHEMA)
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-    if row is None:
-        conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-    elif int(row[0]) in _UPGRADES:
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
-    elif int(row[0]) != SCHEMA_VERSION:
-        raise StateDirError(f"{path} was written by schema version {row[0]}; this Harvester reads {SCHEMA_VERSION}")
+    version = int(row[0]) if row else SCHEMA_VERSION
+    if version != SCHEMA_VERSION and version not in _UPGRADES:
+        raise StateDirError(f"{path} was written by schema version {version}; this Harvester reads {SCHEMA_VERSION}")
+    # One transaction: a file is upgraded completely or not at all.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        urls = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'urls'").fetchone()
+        rebuild = urls is not None and "PRIMARY KEY" in urls[0]
+        if rebuild:
+            _script(conn, _REBUILD_URLS)
+        _script(conn, _SCHEMA)
+        if rebuild:
+            _script(conn, _COPY_URLS)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
     return conn
+
+
+def _script(conn: sqlite3.Connection, script: str) -> None:
+    """Runs the statements of ``script`` in the open transaction (``executescript`` would commit it)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 #: Keys per ``IN (...)`` list: below SQLite's bound on host parameters.

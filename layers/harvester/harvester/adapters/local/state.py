@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
-from harvester.adapters.local.database import Transaction, select_in
+from harvester.adapters.local.database import Transaction
 from harvester.keyset import KeySet
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
@@ -37,6 +37,8 @@ from harvester.ports import (
 )
 
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
+#: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.
+_OPEN = "status IN ('pending', 'processing')"
 _PAGE_SIZE = 1000
 
 
@@ -45,14 +47,18 @@ class SqliteStateStore:
     #: larger commits write less, up to about this size (measured: 2,000 was no faster, and eight readers'
     #: batches are what a crawl holds in memory); a crash redoes at most this many. (A store that keeps no
     #: pages hands them out per batch: smaller batches, less held at once.)
-    record_batch = 1000
+    record_batch = 500
 
     def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
         """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are recorded
         and are final at once): pages are counted and de-duplicated by key, and not stored (``pages()``
         yields none of them), so memory stays flat and the per-URL work small."""
         self.conn = conn
-        self._seen: KeySet | None = None if keep_pages else KeySet()
+        self.keep_pages = keep_pages
+        #: The keys each job has recorded (committed), read from its records when first needed: what makes
+        #: a URL new to its job, without a unique index over all of the job's records (see ``urls_open``).
+        #: Right because one process writes a state file (``harvest crawl`` holds its lock).
+        self._recorded_keys: dict[str, KeySet] = {}
         if not keep_pages:
             self.record_batch = 500
 
@@ -118,6 +124,7 @@ class SqliteStateStore:
     def close_job(self, job_id: str) -> None:
         """A local run's last write: the job is over and reported; the same command now starts a new job."""
         self.conn.execute("UPDATE jobs SET closed = 1 WHERE job_id = ?", (job_id,))
+        self._recorded_keys.pop(job_id, None)
 
     def expire_jobs(self, created_before: float) -> int:
         """Drops the URL and sitemap records of closed jobs created before ``created_before`` (epoch seconds):
@@ -136,6 +143,7 @@ class SqliteStateStore:
             for job_id in expired:
                 db.execute("DELETE FROM urls WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
+                self._recorded_keys.pop(job_id, None)
         return len(expired)
 
     def all_jobs(self) -> list[JobRecord]:
@@ -226,25 +234,49 @@ class SqliteStateStore:
         enqueued: Checkpoint | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
-        if self._seen is not None:
-            return self._count_pages(job_id, sitemap_url, pages, checkpoint, lease, enqueued, self._seen)
+        if not self.keep_pages:
+            return self._count_pages(job_id, sitemap_url, pages, checkpoint, lease, enqueued)
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            pages = accounting.first_per_url(pages)
-            known = _known_keys(db, job_id, [p.key for p in pages])
-            fresh = [p for p in pages if p.key not in known]
+            fresh = self._fresh(job_id, pages)
             if site is not None and writes:
-                moved = [writes[p.url] for p in fresh if p.url in writes]
+                moved = [writes[p.url] for _, p in fresh if p.url in writes]
                 stale = crawldb.stale(db, site, moved)
                 if stale:
                     return Recorded(stale=stale)
                 crawldb.insert_new(db, site, moved)
             db.executemany(
                 "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
+                [(job_id, p.key, p.status.value, body_of(p)) for _, p in fresh],
             )
-            self._recorded(db, job_id, sitemap, checkpoint, fresh, enqueued, lease)
-        return Recorded(new=fresh)
+            new = [p for _, p in fresh]
+            self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+        self._remember(job_id, fresh)
+        return Recorded(new=new)
+
+    def _fresh(self, job_id: str, pages: Sequence[SitemapURL]) -> list[tuple[int, SitemapURL]]:
+        """The pages new to the job (the first of each URL), with their keys as numbers."""
+        recorded = self._keys_of(job_id)
+        fresh: dict[int, SitemapURL] = {}
+        for page in pages:
+            key = int(page.key, 16)
+            if key not in recorded and key not in fresh:
+                fresh[key] = page
+        return list(fresh.items())
+
+    def _remember(self, job_id: str, fresh: list[tuple[int, SitemapURL]]) -> None:
+        """After the commit: only now are these URLs the job's (a rolled-back batch is recorded again)."""
+        recorded = self._keys_of(job_id)
+        for key, _ in fresh:
+            recorded.add(key)
+
+    def _keys_of(self, job_id: str) -> KeySet:
+        keys = self._recorded_keys.get(job_id)
+        if keys is None:
+            keys = self._recorded_keys[job_id] = KeySet()
+            for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)):
+                keys.add(int(key, 16))
+        return keys
 
     def _recorded(
         self,
@@ -268,16 +300,17 @@ class SqliteStateStore:
         checkpoint: int,
         lease: Lease,
         enqueued: Checkpoint | None,
-        seen: KeySet,
     ) -> Recorded:
         """``record_pages`` of a store that does not keep pages: the new ones counted and handed back."""
         if any(not p.status.final for p in pages):
             raise ValueError("a store that keeps no pages records only final ones (fetch_pages=False)")
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            fresh = [p for p in pages if seen.add(int(p.key, 16))]
-            self._recorded(db, job_id, sitemap, checkpoint, fresh, enqueued, lease)
-        return Recorded(new=fresh)
+            fresh = self._fresh(job_id, pages)
+            new = [p for _, p in fresh]
+            self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+        self._remember(job_id, fresh)
+        return Recorded(new=new)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         with Transaction(self.conn) as db:
@@ -335,19 +368,19 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             for url in urls:
                 row = db.execute(
-                    "SELECT body, status, lease_until FROM urls WHERE job_id = ? AND key = ?",
+                    f"SELECT body, status, lease_until FROM urls WHERE job_id = ? AND key = ? AND {_OPEN}",
                     (job_id, url_key(url)),
                 ).fetchone()
                 if row is None or not accounting.claimable(row[1], row[2], now):
                     continue
                 page = accounting.claimed(SitemapURL.model_validate_json(row[0]))
-                _put(db, "urls", job_id, page, lease)
+                _put(db, "urls", job_id, page, lease, only=_OPEN)
                 claimed.append(page)
         return claimed
 
     def _leased_page(self, db: sqlite3.Connection, job_id: str, url: str, lease: Lease) -> bool:
         row = db.execute(
-            "SELECT status, lease_token FROM urls WHERE job_id = ? AND key = ?", (job_id, url_key(url))
+            f"SELECT status, lease_token FROM urls WHERE job_id = ? AND key = ? AND {_OPEN}", (job_id, url_key(url))
         ).fetchone()
         return row is not None and row[0] == UrlStatus.PROCESSING.value and row[1] == lease.token
 
@@ -364,7 +397,7 @@ class SqliteStateStore:
                 if site is not None and outcome.crawl is not None and not crawldb.write_url(db, site, outcome.crawl):
                     settled.stale.append(page.url)
                     continue
-                _put(db, "urls", job_id, page, None)
+                _put(db, "urls", job_id, page, None, only=_OPEN)
                 deltas.append(accounting.page_done(page))
                 settled.applied.append(page.url)
             self._count(db, job_id, accounting.total(deltas))
@@ -378,7 +411,7 @@ class SqliteStateStore:
                     continue
                 page = self.get_page(job_id, retry.url)
                 assert page is not None
-                _put(db, "urls", job_id, accounting.retried_page(page, retry), None)
+                _put(db, "urls", job_id, accounting.retried_page(page, retry), None, only=_OPEN)
                 applied.append(retry.url)
             if applied:
                 self._count(db, job_id, JobCounts())  # progress: a retry is activity too
@@ -388,9 +421,22 @@ class SqliteStateStore:
         for body in self._bodies("urls", job_id, status.value if status else None):
             yield SitemapURL.model_validate_json(body)
 
+    def page_bodies(self, job_id: str) -> Iterator[str]:
+        return self._bodies("urls", job_id, None)
+
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
-        row = self.conn.execute("SELECT body FROM urls WHERE job_id = ? AND key = ?", (job_id, url_key(url))).fetchone()
-        return SitemapURL.model_validate_json(row[0]) if row else None
+        """An open record through the key index; a final one by reading the job's final records (no
+        per-URL path asks for those: see ``urls_open``)."""
+        key = url_key(url)
+        row = self.conn.execute(f"SELECT body FROM urls WHERE job_id = ? AND key = ? AND {_OPEN}", (job_id, key))
+        found = (
+            row.fetchone()
+            or self.conn.execute(
+                "SELECT body FROM urls WHERE job_id = ? AND status IN ('completed', 'failed') AND key = ?",
+                (job_id, key),
+            ).fetchone()
+        )
+        return SitemapURL.model_validate_json(found[0]) if found else None
 
     # recovery -------------------------------------------------------------------------------------
 
@@ -409,11 +455,19 @@ class SqliteStateStore:
 
 
 def _put(
-    db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL, lease: Lease | None
+    db: sqlite3.Connection,
+    table: str,
+    job_id: str,
+    record: SitemapRecord | SitemapURL,
+    lease: Lease | None,
+    *,
+    only: str = "1",
 ) -> None:
-    """Rewrites a record with its status (indexed) and its lease (set, or cleared when None)."""
+    """Rewrites a record with its status (indexed) and its lease (set, or cleared when None); ``only``
+    narrows the rows (a page's key is indexed only while it is open)."""
     db.execute(
-        f"UPDATE {table} SET status = ?, body = ?, lease_token = ?, lease_until = ? WHERE job_id = ? AND key = ?",
+        f"UPDATE {table} SET status = ?, body = ?, lease_token = ?, lease_until = ?"
+        f" WHERE job_id = ? AND key = ? AND {only}",
         (
             record.status.value,
             body_of(record),
@@ -423,12 +477,6 @@ def _put(
             record.key,
         ),
     )
-
-
-def _known_keys(db: sqlite3.Connection, job_id: str, keys: list[str]) -> set[str]:
-    """Which of ``keys`` the job has recorded already."""
-    sql = "SELECT key FROM urls WHERE job_id = ? AND key IN ({marks})"
-    return {key for (key,) in select_in(db, sql, (job_id,), keys)}
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:

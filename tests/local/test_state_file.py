@@ -1,0 +1,87 @@
+"""The state file across versions: an older file is upgraded in place, once, losing nothing; a newer one
+is refused with a reason."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harvester.adapters.local.database import SCHEMA_VERSION, StateDirError, connect
+from harvester.adapters.local.state import SqliteStateStore
+from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of
+from harvester.ports import Lease
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+SITE = "https://example.com/"
+#: The urls table as schema version 2 wrote it: one unique index over every record of a job.
+V2_URLS = """
+CREATE TABLE urls (
+    job_id TEXT NOT NULL, key TEXT NOT NULL, status TEXT NOT NULL, lease_token TEXT,
+    lease_until REAL NOT NULL DEFAULT 0, body TEXT NOT NULL, PRIMARY KEY (job_id, key)
+);
+CREATE INDEX urls_by_status ON urls (job_id, status);
+"""
+
+
+def page(n: int, **fields: object) -> SitemapURL:
+    return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=f"{SITE}sitemap.xml", **fields)
+
+
+def version_2_file(path: Path, pages: list[SitemapURL]) -> None:
+    """A state file as version 2 left it: a job with a leased sitemap and URL records, open and final."""
+    conn = connect(path)
+    store = SqliteStateStore(conn)
+    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
+    store.add_sitemaps("j", [SitemapRecord(url=f"{SITE}sitemap.xml", origin=SitemapOrigin.REQUESTED, depth=1)])
+    conn.executescript("DROP TABLE urls;" + V2_URLS)
+    conn.executemany(
+        "INSERT INTO urls (job_id, key, status, body) VALUES ('j', ?, ?, ?)",
+        [(p.key, p.status.value, body_of(p)) for p in pages],
+    )
+    conn.execute("UPDATE meta SET value = '2' WHERE name = 'schema_version'")
+    conn.close()
+
+
+def test_a_version_2_file_is_upgraded_with_every_record_in_its_order(tmp_path):
+    path = tmp_path / "harvest.db"
+    pages = [page(3), page(1, status=UrlStatus.COMPLETED, fetch_reason="listed"), page(2)]
+    version_2_file(path, pages)
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    table = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'urls'").fetchone()[0]
+    assert "PRIMARY KEY" not in table
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'urls' AND type = 'index'")}
+    assert indexes == {"urls_by_status", "urls_open"}
+    store = SqliteStateStore(conn)
+    assert list(store.pages("j")) == pages  # discovery order kept
+    assert store.get_page("j", page(1).url) == pages[1]
+    lease = Lease(token="t", until=T0.timestamp() + 60)
+    claimed = store.claim_pages("j", [page(2).url, page(1).url], lease, now=T0.timestamp())
+    assert [p.url for p in claimed] == [page(2).url]  # the open one; a final record is not claimable
+    # The job's URLs stay its own: recording them again adds nothing.
+    sitemap = store.claim_sitemap("j", f"{SITE}sitemap.xml", lease, now=T0.timestamp())
+    assert sitemap is not None
+    recorded = store.record_pages("j", sitemap.url, [page(1), page(4)], checkpoint=2, lease=lease)
+    assert [p.url for p in recorded.new] == [page(4).url]
+    conn.close()
+    connect(path).close()  # opened again: nothing left to upgrade
+
+
+def test_an_open_record_is_unique_per_job(tmp_path):
+    conn = connect(tmp_path / "harvest.db")
+    row = ("j", page(1).key, "pending", body_of(page(1)))
+    conn.execute("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", row)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", row)
+
+
+def test_a_file_of_a_newer_version_is_refused_with_its_version(tmp_path):
+    path = tmp_path / "harvest.db"
+    connect(path).execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    with pytest.raises(StateDirError, match=rf"{path} was written by schema version 99; this Harvester reads"):
+        connect(path)
