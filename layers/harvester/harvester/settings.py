@@ -28,6 +28,10 @@ class EngineSettings:
     crawl_delay_max: float = 10.0
     #: Pages registered per atomic write; 0 lets the state store choose (see ``StateStore.record_batch``).
     record_batch: int = 0
+    #: Sitemaps one process reads (downloads and parses) at once; the others wait before their bodies.
+    #: Parsing is CPU work in one thread, so more readers at once read no faster: they only hold more
+    #: batches, de-duplication sets and buffers in memory (eight of them were a third of a discovery's).
+    sitemaps_read_at_once: int = 2
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a

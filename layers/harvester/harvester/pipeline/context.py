@@ -7,6 +7,7 @@ engine (which only composes them) and never import it back.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,10 +41,13 @@ class StepContext:
     pause: Callable[[], Awaitable[object]] | None = None
     robots: RobotsRules = field(init=False)
     pacer: HostPacer = field(default_factory=HostPacer)
+    #: Held while a sitemap's body is read (``settings.sitemaps_read_at_once``).
+    reading: asyncio.Semaphore = field(init=False, repr=False)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.robots = RobotsRules(self.fetcher)
+        self.reading = asyncio.Semaphore(max(1, self.settings.sitemaps_read_at_once))
 
     @property
     def record_batch(self) -> int:

@@ -281,38 +281,39 @@ class SitemapReading:
             streaming = prior is None
             digest = hashlib.sha256()
             broken: str | None = None
-            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
-                try:
-                    async for chunk in response.iter_bytes():
-                        if keep:
-                            raw.write(chunk)
-                            digest.update(chunk)
-                        if streaming:
-                            await self._parse_paced(parser, chunk)
-                            if parser.finished:
-                                break
-                except FetchError as exc:
-                    # The body broke off: what arrived whole is recorded either way (a retry resumes after
-                    # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
-                    if not streaming:
+            async with self.ctx.reading:
+                with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
+                    try:
+                        async for chunk in response.iter_bytes():
+                            if keep:
+                                raw.write(chunk)
+                                digest.update(chunk)
+                            if streaming:
+                                await self._parse_paced(parser, chunk)
+                                if parser.finished:
+                                    break
+                    except FetchError as exc:
+                        # The body broke off: what arrived whole is recorded either way (a retry resumes after
+                        # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+                        if not streaming:
+                            self._parse_spooled(parser, raw)
+                        self._flush_pages()
+                        if exc.retryable and self.may_retry:
+                            raise
+                        broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
+                    signature = digest.hexdigest()
+                    if not streaming and broken is None:
+                        if prior is not None and signature == prior.signature and response.complete:
+                            replayed = self._replay(prior, response.status_code, final_url)
+                            if replayed is not None:
+                                self._refresh(prior, response.headers)
+                                return replayed
                         self._parse_spooled(parser, raw)
+                    self._take(self._listed(parser.close(complete=response.complete and not parser.finished)))
+                    if broken is None:
+                        self._reached_checkpoint()
                     self._flush_pages()
-                    if exc.retryable and self.may_retry:
-                        raise
-                    broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
-                signature = digest.hexdigest()
-                if not streaming and broken is None:
-                    if prior is not None and signature == prior.signature and response.complete:
-                        replayed = self._replay(prior, response.status_code, final_url)
-                        if replayed is not None:
-                            self._refresh(prior, response.headers)
-                            return replayed
-                    self._parse_spooled(parser, raw)
-                self._take(self._listed(parser.close(complete=response.complete and not parser.finished)))
-                if broken is None:
-                    self._reached_checkpoint()
-                self._flush_pages()
-                document_key = self._store_raw(raw, response.content_type, signature) if keep else None
+                    document_key = self._store_raw(raw, response.content_type, signature) if keep else None
         report = parser.report
         status, error = SitemapStatus.COMPLETED, report.error
         if error:
