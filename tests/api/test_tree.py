@@ -252,3 +252,30 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
     # Bounded by the handover (20) plus a batch from each of the two readers, whatever the number of pages;
     # without the pauses, every page could be waiting here.
     assert most[0] <= 20 + 2 * opened[0].store.record_batch < len(urls) / 2
+
+
+@pytest.mark.parametrize("at_once", [2, 6])
+def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
+    """Parsing is one thread's work: readers beyond ``sitemaps_read_at_once`` would only hold more in
+    memory, so the others wait for their turn (and with a higher setting they do overlap)."""
+    from harvester.pipeline import sitemap_worker
+
+    monkeypatch.setenv("HARVEST_SITEMAPS_READ_AT_ONCE", str(at_once))
+    site = site_factory(pages=3000, broken=0, sitemaps=6, gzip_last=False)
+    active: set[int] = set()
+    most = [0]
+
+    class Tracked(sitemap_worker.SitemapParser):
+        def feed(self, chunk):  # type: ignore[no-untyped-def]
+            active.add(id(self))
+            most[0] = max(most[0], len(active))
+            return super().feed(chunk)
+
+        def close(self, **kwargs):  # type: ignore[no-untyped-def]
+            active.discard(id(self))
+            return super().close(**kwargs)
+
+    monkeypatch.setattr(sitemap_worker, "SitemapParser", Tracked)
+    urls = [page.url for page in iter_pages(f"{site.base_url}/", **ALLOW)]
+    assert sorted(urls) == sorted(site.page_urls)
+    assert most[0] == 2 if at_once == 2 else most[0] > 2
