@@ -276,6 +276,18 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
             return super().close(**kwargs)
 
     monkeypatch.setattr(sitemap_worker, "SitemapParser", Tracked)
-    urls = [page.url for page in iter_pages(f"{site.base_url}/", **ALLOW)]
+    import harvester.api.tree as tree_module
+
+    monkeypatch.setattr(tree_module, "_HANDOVER", 20)  # readers are held back often: they take turns
+
+    async def slow_consumer() -> list[str]:
+        urls = []
+        async for page in Discovery(f"{site.base_url}/", **ALLOW).pages():
+            urls.append(page.url)
+            if len(urls) % 25 == 0:
+                await asyncio.sleep(0)
+        return urls
+
+    urls = asyncio.run(slow_consumer())
     assert sorted(urls) == sorted(site.page_urls)
     assert most[0] == 2 if at_once == 2 else most[0] > 2

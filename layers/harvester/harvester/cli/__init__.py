@@ -261,10 +261,15 @@ def run_sitemaps(args: argparse.Namespace) -> int:
     discovery.policy = _policy(args)
 
     async def stream() -> None:
-        write = sys.stdout.write
+        sys.stdout.flush()
+        # Bytes straight to the stream under the text layer where there is one (not decoded to be encoded).
+        out = getattr(sys.stdout, "buffer", None)
+        write = out.write if out is not None else (lambda data: sys.stdout.write(data.decode()))
         async for batch in discovery.page_batches():
             if args.format == "jsonl":  # (pydantic's encoder: four times json.dumps)
-                write(b"".join(to_json(page_line(page)) + b"\n" for page in batch).decode())
+                write(b"".join([to_json(page_line(page)) + b"\n" for page in batch]))
+        if out is not None:
+            out.flush()
 
     asyncio.run(stream())
     tree = discovery.tree

@@ -39,6 +39,7 @@ from harvester.ports import (
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
 #: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.
 _OPEN = "status IN ('pending', 'processing')"
+_FINAL = frozenset(s for s in UrlStatus if s.final)
 _PAGE_SIZE = 1000
 
 
@@ -302,7 +303,7 @@ class SqliteStateStore:
         enqueued: Checkpoint | None,
     ) -> Recorded:
         """``record_pages`` of a store that does not keep pages: the new ones counted and handed back."""
-        if any(not p.status.final for p in pages):
+        if any(p.status not in _FINAL for p in pages):
             raise ValueError("a store that keeps no pages records only final ones (fetch_pages=False)")
         with Transaction(self.conn) as db:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
