@@ -1,17 +1,18 @@
-"""KeySet, the 16-bytes-a-key set of URL keys: exact membership through growth and colliding slots."""
+"""KeySet, the 12-bytes-a-key set of URL keys: exact membership through growth and colliding slots."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harvester.keyset import KeySet
+from harvester.keyset import KeySet, bits_of
 from harvester.model.records import url_key
 
 
-@given(st.lists(st.integers(0, 2**128 - 1) | st.sampled_from([0, 1, 2**64, 2**64 + 1, 2**127]), max_size=300))
+@given(st.lists(st.integers(0, 2**96 - 1) | st.sampled_from([0, 1, 2**64, 2**64 + 1, 2**95, 2**96 - 1]), max_size=300))
 @settings(max_examples=300, deadline=None)
 def test_add_says_whether_a_key_is_new_exactly_as_a_set_does(keys):
     seen: set[int] = set()
@@ -39,7 +40,16 @@ def test_keys_that_share_a_slot_or_a_half_stay_apart_through_growth():
 def test_url_keys_of_a_large_site():
     keyset = KeySet()
     urls = [f"https://example.com/p/{i}" for i in range(100_000)]
-    assert all(keyset.add(int(url_key(u), 16)) for u in urls)
+    assert all(keyset.add(bits_of(url_key(u))) for u in urls)
     random.seed(1)
-    assert not any(keyset.add(int(url_key(u), 16)) for u in random.sample(urls, 1000))
-    assert keyset.add(int(url_key("https://example.com/p/100000"), 16))
+    assert not any(keyset.add(bits_of(url_key(u))) for u in random.sample(urls, 1000))
+    assert keyset.add(bits_of(url_key("https://example.com/p/100000")))
+
+
+def test_a_key_beyond_96_bits_is_refused_and_changes_nothing():
+    keyset = KeySet()
+    keyset.add(5)
+    with pytest.raises(OverflowError):
+        keyset.add(2**96 + 7)
+    assert len(keyset) == 1 and 7 not in keyset and 5 in keyset
+    assert bits_of("0123456789abcdef0123456789abcdef") == 0x0123456789ABCDEF01234567

@@ -11,7 +11,7 @@ Discovery runs the engine itself — the very code the Lambda functions run — 
 then the known paths, recursion, depth, patterns, one reading per sitemap URL) and USP's
 ``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. The run is ephemeral
 (see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and of each page only
-its 16-byte key is kept (to de-duplicate, harvester/keyset.py), so memory stays flat whatever the site's
+its 12-byte key is kept (to de-duplicate, harvester/keyset.py), so memory stays flat whatever the site's
 size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
 still being read; none is held in memory.
 """

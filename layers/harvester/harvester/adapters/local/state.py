@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
-from harvester.keyset import KeySet
+from harvester.keyset import KeySet, bits_of
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
@@ -260,7 +260,7 @@ class SqliteStateStore:
         recorded = self._keys_of(job_id)
         fresh: dict[int, SitemapURL] = {}
         for page in pages:
-            key = int(page.key, 16)
+            key = bits_of(page.key)
             if key not in recorded and key not in fresh:
                 fresh[key] = page
         return list(fresh.items())
@@ -276,7 +276,7 @@ class SqliteStateStore:
         if keys is None:
             keys = self._recorded_keys[job_id] = KeySet()
             for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)):
-                keys.add(int(key, 16))
+                keys.add(bits_of(key))
         return keys
 
     def _recorded(
