@@ -129,9 +129,10 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     except sqlite3.Error as exc:
         raise StateDirError(f"cannot open the state file {path}: {exc}") from exc
-    # Listed URLs are written a batch at a time into indexes keyed by hashes, so a commit dirties a page
-    # per URL: a larger cache keeps them from being read back, and a larger WAL from being copied (and
-    # synced) into the database after every commit.
+    # Listed URLs are written a batch at a time into the crawl records' index, keyed by hashes, so a commit
+    # dirties a page per URL: the cache keeps some from being read back (8 MiB: 16 was 3 % faster and 11 MiB
+    # more), and a WAL of 128 MiB keeps them from being copied and synced into the database every few
+    # commits (measured: a third of the write time at 32 MiB).
     conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     if durable:
         conn.execute("PRAGMA journal_mode=WAL")
