@@ -139,8 +139,8 @@ def test_stored_records_lose_nothing_without_their_empty_fields(stored):
             assert not optional or field.is_required() or field.default is None, f"{model.__name__}.{name}"
 
 
-def test_a_stored_record_reads_back_the_same():
-    known = CrawlRecord(
+def crawl_record() -> CrawlRecord:
+    return CrawlRecord(
         url="https://example.com/a",
         fetch_interval=86400,
         next_fetch_time=T0,
@@ -148,6 +148,10 @@ def test_a_stored_record_reads_back_the_same():
         last_listed=T0,
         last_listed_job="j",
     )
+
+
+def test_a_stored_record_reads_back_the_same():
+    known = crawl_record()
     page = SitemapURL(url="https://example.com/a", last_modified=T0, known=known, extensions={"images": [{"loc": "x"}]})
     body = body_of(page)
     assert "null" not in body and SitemapURL.model_validate_json(body) == page
@@ -156,14 +160,7 @@ def test_a_stored_record_reads_back_the_same():
 def test_a_url_line_is_its_stored_body_or_the_same_bytes_built_again():
     """The job's records reuse a stored body as the line where it is one: whichever way a line is made,
     it is the record without its empty fields and without the crawl database's snapshot."""
-    known = CrawlRecord(
-        url="https://example.com/a",
-        fetch_interval=86400,
-        next_fetch_time=T0,
-        first_listed=T0,
-        last_listed=T0,
-        last_listed_job="j",
-    )
+    known = crawl_record()
     pages = [
         SitemapURL(url="https://example.com/a", last_modified=T0, known=known),
         SitemapURL(

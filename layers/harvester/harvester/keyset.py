@@ -24,7 +24,7 @@ assert array("I").itemsize == 4
 
 def bits_of(key: str) -> int:
     """The 96 bits a KeySet keeps of a URL key (``url_key``: 32 hex digits)."""
-    return int(key[:24], 16)
+    return int(key[: KEY_BITS // 4], 16)
 
 
 class KeySet:
@@ -49,16 +49,7 @@ class KeySet:
     def __contains__(self, key: int) -> bool:
         if not key:
             return self._zero
-        high, low = key >> 64, key & _LOW
-        lows, highs, mask = self._low, self._high, self._mask
-        slot = low & mask
-        while True:
-            found = lows[slot]
-            if found == low and highs[slot] == high:
-                return True
-            if found == 0 and highs[slot] == 0:
-                return False
-            slot = (slot + 1) & mask
+        return self._probe(key >> 64, key & _LOW)[1]
 
     def add(self, key: int) -> bool:
         if not key:
@@ -67,19 +58,26 @@ class KeySet:
             self._count += new
             return new
         high, low = key >> 64, key & _LOW
+        slot, found = self._probe(high, low)
+        if found:
+            return False
+        self._high[slot] = high  # first: a key of more than 96 bits raises OverflowError here
+        self._low[slot] = low
+        self._count += 1
+        if self._count > self._limit:
+            self._grow()
+        return True
+
+    def _probe(self, high: int, low: int) -> tuple[int, bool]:
+        """The key's slot and whether it is there, or the empty slot it would take."""
         lows, highs, mask = self._low, self._high, self._mask
         slot = low & mask
         while True:
             found = lows[slot]
             if found == low and highs[slot] == high:
-                return False
+                return slot, True
             if found == 0 and highs[slot] == 0:
-                highs[slot] = high  # first: a key of more than 96 bits raises OverflowError here
-                lows[slot] = low
-                self._count += 1
-                if self._count > self._limit:
-                    self._grow()
-                return True
+                return slot, False
             slot = (slot + 1) & mask
 
     def _grow(self) -> None:

@@ -20,12 +20,12 @@ from typing import IO, Any
 
 from pydantic_core import to_json
 
+from harvester.lines import LineWriter
 from harvester.sitemap import ChildSitemap, PageEntry
 
 SPOOL_IN_MEMORY = 1024 * 1024
 #: Fast compression: a listing is written on every complete reading and read back only when unchanged.
 GZIP_LEVEL = 1
-_LINES_PER_WRITE = 1000
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class ListingWriter:
         # Closed by finish()'s reader or by close(): it outlives this call by design.
         self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115
         self._gzip = gzip.GzipFile(fileobj=self._spool, mode="wb", mtime=0, compresslevel=GZIP_LEVEL)
-        self._lines: list[bytes] = []
+        self._lines = LineWriter(self._gzip)  # (a gzip write per entry cost more than the compression)
         self.entries = 0
 
     def add(self, entry: PageEntry | ChildSitemap) -> None:
@@ -61,19 +61,11 @@ class ListingWriter:
                 line["x"] = extensions
         else:
             line = {"s": entry.url, "l": lastmod}
-        self._lines.append(to_json(line))
+        self._lines.add(to_json(line))
         self.entries += 1
-        if len(self._lines) >= _LINES_PER_WRITE:
-            self._write()
-
-    def _write(self) -> None:
-        """One gzip write per batch of lines: a write per entry cost more than the compression."""
-        if self._lines:
-            self._gzip.write(b"\n".join(self._lines) + b"\n")
-            self._lines = []
 
     def finish(self) -> IO[bytes]:
-        self._write()
+        self._lines.flush()
         self._gzip.close()
         self._spool.seek(0)
         return self._spool

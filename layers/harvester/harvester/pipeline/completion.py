@@ -14,7 +14,6 @@ import logging
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
-from typing import IO
 
 from pydantic_core import to_json
 
@@ -23,6 +22,7 @@ from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.trust import EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
+from harvester.lines import LineWriter
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
 from harvester.model.records import (
     SCREENED,
@@ -105,7 +105,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     changes, evidence = ChangeTally(), EvidenceTally()
     spool = 1024 * 1024
     with tempfile.SpooledTemporaryFile(max_size=spool) as lines, tempfile.SpooledTemporaryFile(max_size=spool) as feed:
-        out, changed = _Lines(lines), _Lines(feed)
+        out, changed = LineWriter(lines), LineWriter(feed)
         for body in store.page_bodies(job_id):
             page = SitemapURL.model_validate_json(body, context=SCREENED)  # (its URL was checked when listed)
             out.add(record_line(page, body))
@@ -183,24 +183,6 @@ def record_line(page: SitemapURL, body: str) -> bytes:
     if '"known":' not in body and ":null" not in body:
         return body.encode()
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
-
-
-class _Lines:
-    """JSON Lines into a file a thousand at a time: a write per line cost more than its serialisation."""
-
-    def __init__(self, file: IO[bytes]) -> None:
-        self.file = file
-        self.pending: list[bytes] = []
-
-    def add(self, line: bytes) -> None:
-        self.pending.append(line)
-        if len(self.pending) >= 1000:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            self.file.write(b"\n".join(self.pending) + b"\n")
-            self.pending = []
 
 
 def _mark_orphans(

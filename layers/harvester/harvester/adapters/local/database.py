@@ -33,8 +33,9 @@ INSERT INTO urls (job_id, key, status, lease_token, lease_until, body)
 DROP TABLE urls_before_v3;
 """
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+_META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_SCHEMA = f"""
+{_META};
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -141,7 +142,7 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
     else:
         conn.execute("PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=OFF")
-    conn.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(_META)  # (the version is read before anything else is created)
     row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
     version = int(row[0]) if row else SCHEMA_VERSION
     if version != SCHEMA_VERSION and version not in _UPGRADES:

@@ -431,7 +431,7 @@ class SqliteStateStore:
         found = (
             row.fetchone()
             or self.conn.execute(
-                "SELECT body FROM urls WHERE job_id = ? AND status IN ('completed', 'failed') AND key = ?",
+                f"SELECT body FROM urls WHERE job_id = ? AND NOT {_OPEN} AND key = ?",
                 (job_id, key),
             ).fetchone()
         )
