@@ -25,6 +25,41 @@ def test_add_says_whether_a_key_is_new_exactly_as_a_set_does(keys):
     assert len(keyset) == len(seen)
 
 
+_CROWDED = (
+    st.integers(0, 40)  # neighbouring home slots: runs
+    | st.builds(lambda high, low: (high << 64) | low, st.integers(1, 9), st.integers(4090, 4095))  # wrapping runs
+    | st.integers(0, 2**96 - 1)
+)
+
+
+@given(st.lists(st.tuples(st.booleans(), _CROWDED), max_size=400))
+@settings(max_examples=300, deadline=None)
+def test_discard_takes_a_key_out_and_leaves_every_other_reachable(steps):
+    """Small keys crowd a few slots, so discards open holes inside long probing runs."""
+    seen: set[int] = set()
+    keyset = KeySet()
+    for add, key in steps:
+        if add:
+            assert keyset.add(key) == (key not in seen)
+            seen.add(key)
+        else:
+            keyset.discard(key)
+            seen.discard(key)
+        assert len(keyset) == len(seen)
+    assert all(key in keyset for key in seen)
+    assert not any(key in keyset for _, key in steps if key not in seen)
+
+
+def test_a_discarded_key_in_the_middle_of_a_run_leaves_the_rest_reachable():
+    keyset = KeySet()
+    twins = [(high << 64) | 7 for high in range(1, 50)]  # one home slot: one long run
+    for key in twins:
+        keyset.add(key)
+    for key in twins[::2]:
+        keyset.discard(key)
+    assert [key in keyset for key in twins] == [i % 2 == 1 for i in range(len(twins))]
+
+
 def test_keys_that_share_a_slot_or_a_half_stay_apart_through_growth():
     keyset = KeySet()
     low_twins = [(high << 64) | 7 for high in range(1, 3000)]  # one slot for all of them: probing

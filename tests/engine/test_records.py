@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import get_args
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest
 from harvester.model.records import (
     BulkProcessingJob,
@@ -25,6 +26,7 @@ from harvester.model.records import (
     body_of,
 )
 from harvester.pipeline.completion import record_line
+from harvester.sitemap import PageEntry, parse_bytes
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -180,3 +182,35 @@ def test_a_url_line_is_its_stored_body_or_the_same_bytes_built_again():
             assert SitemapURL.model_validate(line) == page.model_copy(update={"known": None})
     plain = body_of(pages[2])
     assert record_line(pages[2], plain) == plain.encode()  # reused as it is
+
+
+def test_a_trusted_record_is_the_validated_one():
+    """SitemapURL.trusted skips validation for values the parser and the crawl database already typed: for
+    every kind of entry a sitemap may hold, and with a crawl record's fields, it builds what validation
+    builds (fields, fields set, the JSON), and no two records share their extensions."""
+    fixture = Path(__file__).parent.parent / "sitemap" / "fixtures" / "urlset_extensions.xml"
+    entries, _ = parse_bytes("https://example.com/sitemap.xml", fixture.read_bytes())
+    pages = [e for e in entries if isinstance(e, PageEntry)]
+    assert {"images", "news", "videos", "alternates"} <= {k for p in pages for k in p.extensions()}
+    known = crawl_record()
+    for page in pages:
+        base = {
+            "url": page.url,
+            "last_modified": page.lastmod,
+            "change_frequency": page.changefreq,
+            "priority": page.priority,
+            "sitemap": "https://example.com/sitemap.xml",
+            "extensions": page.extensions(),
+            "discovered_at": T0,
+        }
+        listed = {**base, "status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
+        unfetched = {**listed, "crawl_state": known.state, "next_fetch_time": known.next_fetch_time, "size": 3}
+        pending = {**base, "known": known, "fetch_reason": "new", "change": ChangeKind.NEW}
+        for fields in (base, listed, unfetched, pending, {"url": page.url}):
+            trusted = SitemapURL.trusted(dict(fields))
+            validated = SitemapURL.model_validate(dict(fields))
+            assert trusted == validated and trusted.model_fields_set == validated.model_fields_set
+            assert trusted.model_dump_json() == validated.model_dump_json() and body_of(trusted) == body_of(validated)
+    one, two = SitemapURL.trusted({"url": "https://e.x/1"}), SitemapURL.trusted({"url": "https://e.x/2"})
+    one.extensions["x"] = 1
+    assert two.extensions == {}

@@ -58,15 +58,42 @@ class KeySet:
             self._count += new
             return new
         high, low = key >> 64, key & _LOW
-        slot, found = self._probe(high, low)
-        if found:
-            return False
-        self._high[slot] = high  # first: a key of more than 96 bits raises OverflowError here
-        self._low[slot] = low
+        lows, highs, mask = self._low, self._high, self._mask
+        slot = low & mask
+        while True:  # _probe, inline: add runs two or three times for every URL listed
+            found = lows[slot]
+            if found == low and highs[slot] == high:
+                return False
+            if found == 0 and highs[slot] == 0:
+                break
+            slot = (slot + 1) & mask
+        highs[slot] = high  # first: a key of more than 96 bits raises OverflowError here
+        lows[slot] = low
         self._count += 1
         if self._count > self._limit:
             self._grow()
         return True
+
+    def discard(self, key: int) -> None:
+        """Takes a key out (when the write that added it was rolled back): the keys after it in its run
+        move back into the hole, so that every key stays reachable from its home slot."""
+        if not key:
+            self._count -= self._zero
+            self._zero = False
+            return
+        hole, found = self._probe(key >> 64, key & _LOW)
+        if not found:
+            return
+        lows, highs, mask = self._low, self._high, self._mask
+        slot = (hole + 1) & mask
+        while lows[slot] or highs[slot]:
+            home = lows[slot] & mask
+            if (slot - home) & mask >= (slot - hole) & mask:  # the hole is on this key's way from home
+                lows[hole], highs[hole] = lows[slot], highs[slot]
+                hole = slot
+            slot = (slot + 1) & mask
+        lows[hole] = highs[hole] = 0
+        self._count -= 1
 
     def _probe(self, high: int, low: int) -> tuple[int, bool]:
         """The key's slot and whether it is there, or the empty slot it would take."""

@@ -327,7 +327,7 @@ class Discovery:
             self.tree = SitemapTree.of(self.request.site, records, outcome.job.status)
 
     async def run(self) -> SitemapTree:
-        async for _ in self.pages():
+        async for _ in self.page_batches():  # (not page by page: an async generator's step per page)
             pass
         assert self.tree is not None
         return self.tree

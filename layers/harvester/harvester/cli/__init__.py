@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from orjson import OPT_APPEND_NEWLINE, dumps
 from pydantic import ValidationError
-from pydantic_core import to_json
 
 from harvester import __version__
 from harvester.adapters.local.database import StateDirError
@@ -266,8 +266,8 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         out = getattr(sys.stdout, "buffer", None)
         write = out.write if out is not None else (lambda data: sys.stdout.write(data.decode()))
         async for batch in discovery.page_batches():
-            if args.format == "jsonl":  # (pydantic's encoder: four times json.dumps)
-                write(b"".join([to_json(page_line(page)) + b"\n" for page in batch]))
+            if args.format == "jsonl":  # (orjson: four times pydantic's encoder, sixteen times json.dumps)
+                write(b"".join([dumps(page_line(page), option=OPT_APPEND_NEWLINE) for page in batch]))
         if out is not None:
             out.flush()
 

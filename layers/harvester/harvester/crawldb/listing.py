@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
-from pydantic_core import to_json
+from orjson import dumps, loads
 
 from harvester.lines import LineWriter
 from harvester.sitemap import ChildSitemap, PageEntry
@@ -61,7 +60,7 @@ class ListingWriter:
                 line["x"] = extensions
         else:
             line = {"s": entry.url, "l": lastmod}
-        self._lines.add(to_json(line))
+        self._lines.add(dumps(line))
         self.entries += 1
 
     def finish(self) -> IO[bytes]:
@@ -78,7 +77,7 @@ class ListingWriter:
 def read_listing(body: bytes) -> Iterator[ListedPage | ChildSitemap]:
     with gzip.GzipFile(fileobj=io.BytesIO(body), mode="rb") as lines:
         for raw in lines:
-            line = json.loads(raw)
+            line = loads(raw)
             lastmod = datetime.fromisoformat(line["l"]) if line.get("l") else None
             if "s" in line:
                 yield ChildSitemap(url=line["s"], lastmod=lastmod)

@@ -109,6 +109,22 @@ class SitemapURL(BaseModel):
             raise ValueError(f"{self.url}: a failed URL needs an error_message")
         return self
 
+    @classmethod
+    def trusted(cls, fields: dict[str, Any]) -> SitemapURL:
+        """A record from values that already have the field's type and passed its rule (a screened URL, a
+        parsed entry's lastmod / changefreq / clamped priority, a validated crawl record's fields): built
+        without validating them again, which costs more than everything else done for a listed URL.
+        tests/engine/test_records.py checks it gives what ``model_validate`` gives for every field."""
+        record = _new(cls)
+        values = _DEFAULTS.copy()
+        values["extensions"] = {}  # (the one mutable default: never shared between records)
+        values.update(fields)
+        _set(record, "__dict__", values)
+        _set(record, "__pydantic_fields_set__", set(fields))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
+        return record
+
     @property
     def key(self) -> str:
         return url_key(self.url)  # cached: a batch asks for its keys several times in a row
@@ -124,6 +140,12 @@ class SitemapURL(BaseModel):
             priority=self.priority,
             attempt=self.retries,
         )
+
+
+_new = object.__new__
+_set = object.__setattr__
+#: Every field of a SitemapURL at its default, the start of a trusted record.
+_DEFAULTS: dict[str, Any] = dict(SitemapURL(url="http://defaults.invalid/").__dict__)
 
 
 class JobStatus(StrEnum):

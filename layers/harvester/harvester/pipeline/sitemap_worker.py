@@ -37,7 +37,6 @@ from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
     FILTERED,
-    SCREENED,
     TOO_DEEP,
     JobRecord,
     SitemapRecord,
@@ -454,43 +453,47 @@ class SitemapReading:
     # entries --------------------------------------------------------------------------------------
 
     def _take(self, entries: Iterable[Listed | ChildSitemap]) -> None:
+        """A parsed piece's entries: page URLs pass hygiene, scope, patterns and the first-declaration rule,
+        and are batched for recording. One loop on local names: it runs for every URL a site lists."""
+        site_host, scope, patterns = self.site_host, self.request.scope, self.filter
+        first = self.seen_pages.add
+        digest = self.digest.update
+        drop = self._drop
         for entry in entries:
             if isinstance(entry, ChildSitemap):
                 self._take_child(entry)
-            else:
-                self._take_page(entry)
+                continue
+            screened = screen(entry.url)
+            if isinstance(screened, str):
+                drop(screened)
+                continue
+            url, host = screened
+            if host != site_host and not host_in_scope(host, site_host, scope):
+                drop("out_of_scope")
+                continue
+            if patterns:
+                reason = patterns.refusal(url)
+                if reason is not None:
+                    drop(reason)
+                    continue
+            key = url_key(url)
+            if not first(bits_of(key)):
+                drop("duplicate_in_sitemap")
+                continue
+            index = self.accepted
+            self.accepted = index + 1
+            digest(key.encode() + b"\n")
+            if index < self.enqueued:
+                if index == self.enqueued - 1:
+                    self._reached_checkpoint()
+                continue  # recorded and sent before a restart
+            batch = self.page_batch
+            batch.append((index, url, entry))
+            if len(batch) >= self.batch_size:
+                self._flush_pages()
 
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
-
-    def _take_page(self, entry: Listed) -> None:
-        screened = screen(entry.url)
-        if isinstance(screened, str):
-            self._drop(screened)
-            return
-        url, host = screened
-        if host != self.site_host and not host_in_scope(host, self.site_host, self.request.scope):
-            self._drop("out_of_scope")
-            return
-        if self.filter:
-            reason = self.filter.refusal(url)
-            if reason is not None:
-                self._drop(reason)
-                return
-        key = url_key(url)
-        if not self.seen_pages.add(bits_of(key)):
-            self._drop("duplicate_in_sitemap")
-            return
-        index = self.accepted
-        self.accepted += 1
-        self.digest.update(key.encode() + b"\n")
-        if index < self.enqueued:
-            if index == self.enqueued - 1:
-                self._reached_checkpoint()
-            return  # recorded and sent before a restart
-        self.page_batch.append((index, url, entry))
-        if len(self.page_batch) >= self.batch_size:
-            self._flush_pages()
 
     def _take_child(self, entry: ChildSitemap) -> None:
         reason = refusal(entry.url)
@@ -668,13 +671,13 @@ class SitemapReading:
         self.probes += decision.probe
         # The page worker fetches on this snapshot: its validators, its signature, its version.
         base.update(known=known, fetch_reason=decision.reason, change=change)
-        return SitemapURL.model_validate(base, context=SCREENED), known
+        return SitemapURL.trusted(base), known
 
     def _listed_page(self, url: str, entry: Listed, now: datetime) -> SitemapURL:
         """A page of a throwaway discovery run: what its sitemap says, final at once."""
         fields = self._listed_fields(url, entry, now)
         fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
-        return SitemapURL.model_validate(fields, context=SCREENED)
+        return SitemapURL.trusted(fields)
 
     def _listed_fields(self, url: str, entry: Listed, now: datetime) -> dict[str, Any]:
         """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
@@ -744,4 +747,4 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
         document_key=known.document_key,
         fetch_time=known.last_fetch_time,
     )
-    return SitemapURL.model_validate(base, context=SCREENED)
+    return SitemapURL.trusted(base)

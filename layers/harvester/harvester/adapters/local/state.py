@@ -56,8 +56,9 @@ class SqliteStateStore:
         yields none of them), so memory stays flat and the per-URL work small."""
         self.conn = conn
         self.keep_pages = keep_pages
-        #: The keys each job has recorded (committed), read from its records when first needed: what makes
-        #: a URL new to its job, without a unique index over all of the job's records (see ``urls_open``).
+        #: The keys each job has recorded (and those of the batch being written, forgotten if it does not
+        #: commit), read from its records when first needed: what makes a URL new to its job, without a
+        #: unique index over all of the job's records (see ``urls_open``).
         #: Right because one process writes a state file (``harvest crawl`` holds its lock).
         self._recorded_keys: dict[str, KeySet] = {}
 
@@ -235,39 +236,44 @@ class SqliteStateStore:
         writes = crawl if site is not None and crawl else {}
         if not self.keep_pages:
             return self._count_pages(job_id, sitemap_url, pages, checkpoint, lease, enqueued)
-        with Transaction(self.conn) as db:
-            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            fresh = self._fresh(job_id, pages)
-            if site is not None and writes:
-                moved = [writes[p.url] for _, p in fresh if p.url in writes]
-                stale = crawldb.stale(db, site, moved)
-                if stale:
-                    return Recorded(stale=stale)
-                crawldb.insert_new(db, site, moved)
-            db.executemany(
-                "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                [(job_id, p.key, p.status.value, body_of(p)) for _, p in fresh],
-            )
-            new = [p for _, p in fresh]
-            self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
-        self._remember(job_id, fresh)
+        fresh: list[tuple[int, SitemapURL]] = []
+        try:
+            with Transaction(self.conn) as db:
+                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+                self._fresh(job_id, pages, fresh)
+                if site is not None and writes:
+                    moved = [writes[p.url] for _, p in fresh if p.url in writes]
+                    stale = crawldb.stale(db, site, moved)
+                    if stale:
+                        self._forget(job_id, fresh)
+                        return Recorded(stale=stale)
+                    crawldb.insert_new(db, site, moved)
+                db.executemany(
+                    "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
+                    [(job_id, p.key, p.status.value, body_of(p)) for _, p in fresh],
+                )
+                new = [p for _, p in fresh]
+                self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+        except BaseException:
+            self._forget(job_id, fresh)
+            raise
         return Recorded(new=new)
 
-    def _fresh(self, job_id: str, pages: Sequence[SitemapURL]) -> list[tuple[int, SitemapURL]]:
-        """The pages new to the job (the first of each URL), with their keys as numbers."""
-        recorded = self._keys_of(job_id)
-        fresh: dict[int, SitemapURL] = {}
+    def _fresh(self, job_id: str, pages: Sequence[SitemapURL], fresh: list[tuple[int, SitemapURL]]) -> None:
+        """Puts in ``fresh`` the pages new to the job (the first of each URL), with their keys as numbers,
+        taken as the job's at once: the caller forgets them if the batch's transaction does not commit (one
+        probe a URL, where checking now and adding after the commit took two)."""
+        add = self._keys_of(job_id).add
+        keep = fresh.append
         for page in pages:
-            key = bits_of(page.key)
-            if key not in recorded and key not in fresh:
-                fresh[key] = page
-        return list(fresh.items())
+            if add(key := bits_of(page.key)):
+                keep((key, page))
 
-    def _remember(self, job_id: str, fresh: list[tuple[int, SitemapURL]]) -> None:
-        """After the commit: only now are these URLs the job's (a rolled-back batch is recorded again)."""
-        recorded = self._keys_of(job_id)
+    def _forget(self, job_id: str, fresh: list[tuple[int, SitemapURL]]) -> None:
+        """A batch that did not commit: its URLs are new to the job again (it will be recorded again)."""
+        keys = self._keys_of(job_id)
         for key, _ in fresh:
-            recorded.add(key)
+            keys.discard(key)
 
     def _keys_of(self, job_id: str) -> KeySet:
         keys = self._recorded_keys.get(job_id)
@@ -303,12 +309,16 @@ class SqliteStateStore:
         """``record_pages`` of a store that does not keep pages: the new ones counted and handed back."""
         if any(p.status not in _FINAL for p in pages):
             raise ValueError("a store that keeps no pages records only final ones (fetch_pages=False)")
-        with Transaction(self.conn) as db:
-            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-            fresh = self._fresh(job_id, pages)
-            new = [p for _, p in fresh]
-            self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
-        self._remember(job_id, fresh)
+        fresh: list[tuple[int, SitemapURL]] = []
+        try:
+            with Transaction(self.conn) as db:
+                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+                self._fresh(job_id, pages, fresh)
+                new = [p for _, p in fresh]
+                self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+        except BaseException:
+            self._forget(job_id, fresh)
+            raise
         return Recorded(new=new)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
