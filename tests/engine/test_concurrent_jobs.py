@@ -9,11 +9,12 @@ wrote, and leave records that hold both jobs' changes.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
-from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch
+from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
 from harvester.crawldb.schedule import Schedule
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
@@ -107,6 +108,89 @@ def test_a_listing_that_lost_the_race_is_decided_again_on_the_winners_record(tmp
             assert (after[url].signature, after[url].changes) == ("theirs", before[url].changes + 1)
             assert after[url].last_listed_job == outcome.job.job_id
             assert after[url].version == before[url].version + 2
+
+
+class RaceOnFirstCrawl:
+    """The crawl database of a site's first crawl: empty when the job asks, then the other job lists and
+    fetches ``urls`` first (this job looks none of them up: it saw no record of the site)."""
+
+    def __init__(self, inner: Any, site: str, urls: set[str]) -> None:
+        self._inner, self._site, self._urls = inner, site, urls
+        self.lookups = self.scans = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def count_urls(self, site: str) -> Any:
+        count = self._inner.count_urls(site)
+        for url in sorted(self._urls):
+            listing = listed(
+                None,
+                url=url,
+                lastmod=None,
+                changefreq=None,
+                priority=0.5,
+                sitemap=None,
+                job_id="their-job",
+                now=utcnow(),
+                schedule=Schedule(),
+            )
+            assert self._inner.put_urls(self._site, [listing]) == []
+            assert self._inner.put_urls(self._site, [their_fetch(listing)]) == []
+        self._urls = set()
+        return count
+
+    def get_urls(self, site: str, urls: Any) -> Any:
+        self.lookups += 1
+        return self._inner.get_urls(site, urls)
+
+    def site_urls(self, site: str, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self._inner.site_urls(site, **kwargs)
+
+
+def test_a_first_crawl_looks_up_no_record_and_a_job_that_listed_them_all_scans_none(tmp_path):
+    with LiveSite(pages=6, sitemaps=1).serving() as site:
+        request = JobRequest(site=site.url("/"), fetch_pages=False)
+        spies: list[RaceOnFirstCrawl] = []
+
+        def wrap(harvest: LocalHarvest) -> None:
+            spies.append(RaceOnFirstCrawl(harvest.crawldb, site.base, set()))
+            harvest.crawldb = spies[-1]  # type: ignore[assignment]
+
+        crawl(tmp_path, request, wrap)
+        crawl(tmp_path, request, wrap)
+        assert [spy.lookups for spy in spies] == [0, 1]
+        # Each job listed every record of the site: no orphan pass reads them again.
+        assert [spy.scans for spy in spies] == [0, 0]
+        assert all(r.version == 2 for r in records(tmp_path, site.base).values())
+
+
+def test_a_first_crawl_raced_by_another_job_is_decided_again_on_its_records(tmp_path, caplog):
+    """A site's first crawl looks up no record per listed URL; the other job's records, written after it
+    saw the site empty, refuse its inserts, and the batch is decided again on them."""
+    with LiveSite(pages=6, sitemaps=1).serving() as site:
+        request = JobRequest(site=site.url("/"), fetch_pages=False)
+        raced = {site.url(p) for p in site.page_paths()[:3]}
+        spies: list[RaceOnFirstCrawl] = []
+
+        def wrap(harvest: LocalHarvest) -> None:
+            spies.append(RaceOnFirstCrawl(harvest.crawldb, site.base, raced))
+            harvest.crawldb = spies[0]  # type: ignore[assignment]
+
+        with caplog.at_level(logging.INFO, logger="harvester.pipeline.sitemap_worker"):
+            outcome = crawl(tmp_path, request, wrap)
+
+        after = records(tmp_path, site.base)
+        assert outcome.result.total_urls == 6 and len(after) == 6
+        assert "crawl records moved meanwhile; deciding again" in caplog.messages
+        assert spies[0].lookups == 1  # the one batch, decided again after its insert was refused
+        for url, record in after.items():
+            assert record.last_listed_job == outcome.job.job_id
+            if url in raced:  # their listing and fetch stand, and this job listed the URL on top of them
+                assert (record.signature, record.version) == ("theirs", 3)
+            else:
+                assert (record.signature, record.version) == (None, 1)  # listed by this job alone
 
 
 def test_a_fetch_that_lost_the_race_is_settled_again_on_the_winners_record(tmp_path):

@@ -270,6 +270,11 @@ class CrawlDatabase(Protocol):
         ``unless_listed_by``, without those that job listed last (the orphan pass needs none of them, and
         on a site's first crawl they are all of them)."""
 
+    def count_urls(self, site: str) -> int | None:
+        """How many URL records the site has, when the backend can tell without reading them all (None
+        otherwise): a site with none is on its first crawl (nothing to look up per listed URL), and a job
+        that listed as many as there are leaves none unlisted (no orphan pass)."""
+
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:

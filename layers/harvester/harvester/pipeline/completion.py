@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from datetime import timedelta
 
-from pydantic_core import to_json
+from orjson import dumps
 
 from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
@@ -96,7 +96,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     job = store.get_job(job_id)
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
-    succeeded = failed = omitted = 0
+    succeeded = failed = omitted = listed = 0
     errors: list[ErrorDetail] = []
     sitemaps = list(store.sitemaps(job_id))
     for sitemap in sitemaps:
@@ -108,6 +108,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         out, changed = LineWriter(lines), LineWriter(feed)
         for body in store.page_bodies(job_id):
             page = SitemapURL.model_validate_json(body, context=SCREENED)  # (its URL was checked when listed)
+            listed += 1
             out.add(record_line(page, body))
             if not page.status.final:
                 log.error("job ended with an open URL", extra={"job_id": job_id, "url": page.url})
@@ -124,14 +125,14 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             evidence.add(page)
             line = feed_line(page)
             if line is not None:
-                changed.add(to_json(line))
+                changed.add(dumps(line))
 
         def removed(record: CrawlRecord) -> None:
             changes.add(ChangeKind.REMOVED)
-            changed.add(to_json(removed_line(record)))
+            changed.add(dumps(removed_line(record)))
 
         if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
-            _mark_orphans(ctx, job, sitemaps, removed)
+            _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
         out.flush()
         changed.flush()
         lines.seek(0)
@@ -186,11 +187,20 @@ def record_line(page: SitemapURL, body: str) -> bytes:
 
 
 def _mark_orphans(
-    ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], removed: Callable[[CrawlRecord], None]
+    ctx: StepContext,
+    job: JobRecord,
+    sitemaps: list[SitemapRecord],
+    removed: Callable[[CrawlRecord], None],
+    *,
+    listed: int,
 ) -> None:
     """Marks orphan the site's URLs this job shows are no longer listed (see crawldb.orphans), reporting
-    each to ``removed``, with those an earlier run of this same end already marked."""
+    each to ``removed``, with those an earlier run of this same end already marked. ``listed``: the job's
+    URLs, each with its record in the site's crawl database, listed by this job."""
     site = job.request.origin
+    known = ctx.crawldb.count_urls(site)
+    if known is not None and known <= listed:
+        return  # every record of the site is one this job listed: none is unlisted (a first crawl's case)
     read_before = [
         s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
     ]

@@ -44,6 +44,7 @@ class StepContext:
     #: Held while a sitemap's body is read (``settings.sitemaps_read_at_once``).
     reading: asyncio.Semaphore = field(init=False, repr=False)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)
+    _first_crawls: dict[str, bool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.robots = RobotsRules(self.fetcher)
@@ -53,6 +54,16 @@ class StepContext:
     def record_batch(self) -> int:
         """Listed pages per atomic write: the setting, or what suits the state store."""
         return self.settings.record_batch or self.store.record_batch
+
+    def first_crawl(self, job: JobRecord) -> bool:
+        """Whether the job's site had no URL record when this process first asked, for this job. Then every
+        record of the site is one this job wrote here (those it needs no lookup for: they are its own URLs,
+        not new to it) or one another job wrote meanwhile (whose insert is then refused as stale, and the
+        batch is decided again with lookups). False when the backend cannot tell cheaply."""
+        first = self._first_crawls.get(job.job_id)
+        if first is None:
+            first = self._first_crawls[job.job_id] = self.crawldb.count_urls(job.request.origin) == 0
+        return first
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job's record, cached: its request never changes, and every step re-checks state by claiming."""

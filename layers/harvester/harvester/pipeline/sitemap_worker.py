@@ -618,9 +618,11 @@ class SitemapReading:
             return recorded.new
         new: list[SitemapURL] = []
         probes = self.probes
-        for _ in range(STALE_ATTEMPTS):
+        first_crawl = self.ctx.first_crawl(self.job)
+        for attempt in range(STALE_ATTEMPTS):
             self.probes = probes
-            priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh])
+            lookup = attempt > 0 or not first_crawl
+            priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
             decided = [self._page(url, entry, priors.get(url)) for url, entry in fresh]
             recorded = self.ctx.store.record_pages(
                 self.job.job_id,

@@ -116,6 +116,9 @@ class DynamoCrawlDatabase:
                     if unless_listed_by is None or record.last_listed_job != unless_listed_by:
                         yield record
 
+    def count_urls(self, site: str) -> int | None:
+        return None  # (a COUNT query reads, and pays for, every record it counts)
+
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         item = self.client.get_item(
             TableName=self.table,

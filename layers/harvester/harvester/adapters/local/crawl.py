@@ -80,6 +80,9 @@ class SqliteCrawlDatabase:
                 last = key
                 yield CrawlRecord.model_validate_json(body)
 
+    def count_urls(self, site: str) -> int | None:
+        return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
+
     def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
         """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps): one
         lookup per site, since an index by key alone would cost every listed URL a third random insert."""
