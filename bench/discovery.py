@@ -167,8 +167,11 @@ def _count(out: str) -> int:
 
 
 def local(names: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
-    # Imported once before any timing: the first run after an edit would otherwise compile the bytecode.
-    subprocess.run([sys.executable, "-c", "import harvester.cli, harvester.api, usp.tree"], check=True)
+    # Imported once before any timing, bytecode written (even where PYTHONDONTWRITEBYTECODE is set, as on
+    # some CI images): an installed package has its .pyc files, and each contender would otherwise compile
+    # the modules edited since (an editable install is never compiled ahead).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", "import harvester.cli, harvester.api, usp.tree"], check=True, env=env)
     figures: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:

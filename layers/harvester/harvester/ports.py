@@ -198,6 +198,7 @@ class StateStore(Protocol):
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
         enqueued: Checkpoint | None = None,
+        keys: Sequence[int] | None = None,
     ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
         as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
@@ -205,7 +206,8 @@ class StateStore(Protocol):
         atomically. A crawl record that another writer changed meanwhile makes the write stale: nothing of
         that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
         With ``enqueued`` (a batch with no task to send), the write also does :meth:`mark_enqueued`'s.
-        Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+        ``keys``: the pages' ``bits_of(page.key)`` when the caller has them (a store that de-duplicates in
+        memory need not work them out again). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         """Moves the checkpoint on (never back: a reading that started over keeps the further one)."""

@@ -163,7 +163,7 @@ class SitemapReading:
         self.invalid_children: dict[str, str] = {}
         self.seen_pages = KeySet()  # (a 50,000-URL sitemap: 1 MiB, not 7 as a set of strings)
         self.seen_children: set[str] = set()
-        self.page_batch: list[tuple[int, str, Listed]] = []
+        self.page_batch: list[tuple[int, str, Listed, int]] = []  # (position, URL, entry, key bits)
         self.batch_size = ctx.record_batch
         self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
@@ -477,7 +477,8 @@ class SitemapReading:
                     drop(reason)
                     continue
             key = url_key(url)
-            if not first(bits_of(key)):
+            bits = bits_of(key)
+            if not first(bits):
                 drop("duplicate_in_sitemap")
                 continue
             index = self.accepted
@@ -488,7 +489,7 @@ class SitemapReading:
                     self._reached_checkpoint()
                 continue  # recorded and sent before a restart
             batch = self.page_batch
-            batch.append((index, url, entry))
+            batch.append((index, url, entry, bits))
             if len(batch) >= self.batch_size:
                 self._flush_pages()
 
@@ -577,12 +578,13 @@ class SitemapReading:
         # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task). Recorded
         # again too: the job's records keep the ones recorded before, and if the sitemap changed meanwhile,
         # the entries at those positions now may be others.
-        again = {url for index, url, _ in batch if index < self.recorded or self.resend}
-        tasks = [self._task(url, entry) for _, url, entry in batch if url in again]
+        again = {url for index, url, _, _ in batch if index < self.recorded or self.resend}
+        tasks = [self._task(url, entry) for _, url, entry, _ in batch if url in again]
         checkpoint = batch[-1][0] + 1
         sends = self.request.fetch_pages
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
-        new = self._record([(url, entry) for _, url, entry in batch], checkpoint, enqueue=not sends)
+        fresh = [(url, entry) for _, url, entry, _ in batch]
+        new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
         self.recorded = max(self.recorded, checkpoint)
         if sends:
             tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING and page.url not in again]
@@ -602,9 +604,12 @@ class SitemapReading:
         if self.accepted < self.enqueued or (self.accepted == self.enqueued and self.digest.hexdigest() != expected):
             raise _ListingMoved(self.record.url)
 
-    def _record(self, fresh: list[tuple[str, Listed]], checkpoint: int, *, enqueue: bool) -> list[SitemapURL]:
-        """Records a batch with the crawl records it moves; when another job of the site moved one of them
-        meanwhile, the batch is decided again on what that job wrote."""
+    def _record(
+        self, fresh: list[tuple[str, Listed]], keys: list[int], checkpoint: int, *, enqueue: bool
+    ) -> list[SitemapURL]:
+        """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
+        moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
+        that job wrote."""
         if self.ctx.ephemeral:
             now = self.ctx.clock()
             recorded = self.ctx.store.record_pages(
@@ -614,6 +619,7 @@ class SitemapReading:
                 checkpoint=checkpoint,
                 lease=self.lease,
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
+                keys=keys,
             )
             return recorded.new
         new: list[SitemapURL] = []
@@ -633,6 +639,7 @@ class SitemapReading:
                 site=self.site,
                 crawl={page.url: crawl for page, crawl in decided},
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
+                keys=keys,
             )
             new += recorded.new
             if not recorded.stale:

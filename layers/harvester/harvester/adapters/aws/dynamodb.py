@@ -427,6 +427,7 @@ class DynamoStateStore:
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
         enqueued: Checkpoint | None = None,
+        keys: Sequence[int] | None = None,  # (conditional writes de-duplicate here, on the full key)
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         unique = accounting.first_per_url(pages)

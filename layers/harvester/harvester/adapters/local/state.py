@@ -232,15 +232,18 @@ class SqliteStateStore:
         site: str | None = None,
         crawl: Mapping[str, CrawlRecord] | None = None,
         enqueued: Checkpoint | None = None,
+        keys: Sequence[int] | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
+        if keys is None:
+            keys = [bits_of(p.key) for p in pages]
         if not self.keep_pages:
-            return self._count_pages(job_id, sitemap_url, pages, checkpoint, lease, enqueued)
+            return self._count_pages(job_id, sitemap_url, pages, keys, checkpoint, lease, enqueued)
         fresh: list[tuple[int, SitemapURL]] = []
         try:
             with Transaction(self.conn) as db:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-                self._fresh(job_id, pages, fresh)
+                self._fresh(job_id, pages, keys, fresh)
                 if site is not None and writes:
                     moved = [writes[p.url] for _, p in fresh if p.url in writes]
                     stale = crawldb.stale(db, site, moved)
@@ -259,14 +262,16 @@ class SqliteStateStore:
             raise
         return Recorded(new=new)
 
-    def _fresh(self, job_id: str, pages: Sequence[SitemapURL], fresh: list[tuple[int, SitemapURL]]) -> None:
+    def _fresh(
+        self, job_id: str, pages: Sequence[SitemapURL], keys: Sequence[int], fresh: list[tuple[int, SitemapURL]]
+    ) -> None:
         """Puts in ``fresh`` the pages new to the job (the first of each URL), with their keys as numbers,
         taken as the job's at once: the caller forgets them if the batch's transaction does not commit (one
         probe a URL, where checking now and adding after the commit took two)."""
         add = self._keys_of(job_id).add
         keep = fresh.append
-        for page in pages:
-            if add(key := bits_of(page.key)):
+        for key, page in zip(keys, pages, strict=True):
+            if add(key):
                 keep((key, page))
 
     def _forget(self, job_id: str, fresh: list[tuple[int, SitemapURL]]) -> None:
@@ -302,6 +307,7 @@ class SqliteStateStore:
         job_id: str,
         sitemap_url: str,
         pages: Sequence[SitemapURL],
+        keys: Sequence[int],
         checkpoint: int,
         lease: Lease,
         enqueued: Checkpoint | None,
@@ -313,7 +319,7 @@ class SqliteStateStore:
         try:
             with Transaction(self.conn) as db:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-                self._fresh(job_id, pages, fresh)
+                self._fresh(job_id, pages, keys, fresh)
                 new = [p for _, p in fresh]
                 self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
         except BaseException:
