@@ -231,8 +231,8 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
     real_put = tree_module._Handover.put
     most = [0]
 
-    def put(self, batch):
-        real_put(self, batch)
+    def put(self, batch, pages):
+        real_put(self, batch, pages)
         most[0] = max(most[0], self.waiting)
 
     monkeypatch.setattr(tree_module._Handover, "put", put)

@@ -14,14 +14,14 @@ address never sees a request, a sitemap is read once, retries are bounded.
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
+
+from harvester.demo.site import QuietServer
 
 XML = "application/xml"
 HTML = "text/html; charset=utf-8"
@@ -78,7 +78,7 @@ class RouteServer:
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = _QuietServer((host, 0), _handler_for(self))
+        self._httpd = QuietServer((host, 0), _handler_for(self))
         self.host = host
         self.port = self._httpd.server_address[1]
         self.base = f"http://{host}:{self.port}"
@@ -148,16 +148,6 @@ class RouteServer:
     def _leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
-
-
-class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up (a crawler stopping a download at a limit) are normal here, not errors."""
-
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:

@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,37 @@ def test_sitemaps_jsonl_lists_every_page_with_what_its_sitemap_says(site_factory
     assert first["lastmod"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
     with_images = [p for p in pages if "images" in p]
     assert with_images and all(p["images"][0]["loc"].endswith(".jpg") for p in with_images)
+
+
+def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_path):
+    """The CLI makes its lines straight from the entries, the API its records: both say the same of every
+    kind of entry (images, news, videos, alternates; entities; any lastmod)."""
+    from harvester import iter_pages
+
+    root = tmp_path / "site"
+    root.mkdir()
+    fixture = Path(__file__).parent.parent / "sitemap" / "fixtures" / "urlset_extensions.xml"
+    base = served_dir(root)
+    text = fixture.read_text()
+    for host in ("shop", "news", "video"):  # (its pages are on three hosts: all on the served one here)
+        text = text.replace(f"https://{host}.example.org", base)
+    (root / "sitemap.xml").write_text(text)
+    (root / "robots.txt").write_text(f"Sitemap: {base}/sitemap.xml\n")
+    run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", "jsonl")
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    records = [
+        {
+            "url": page.url,
+            "lastmod": page.last_modified.isoformat() if page.last_modified else None,
+            "changefreq": page.change_frequency,
+            "priority": page.priority,
+            "sitemap": page.sitemap,
+            **page.extensions,
+        }
+        for page in iter_pages(f"{base}/", allow_networks=[LOOPBACK])
+    ]
+    assert len(lines) >= 3 and {"images", "news", "videos", "alternates"} <= {k for line in lines for k in line}
+    assert sorted(lines, key=lambda line: line["url"]) == sorted(records, key=lambda line: line["url"])
 
 
 def test_sitemaps_lists_invalid_sitemaps_with_their_reason(served_dir, tmp_path):

@@ -85,3 +85,30 @@ def test_a_file_of_a_newer_version_is_refused_with_its_version(tmp_path):
     connect(path).execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
     with pytest.raises(StateDirError, match=rf"{path} was written by schema version 99; this Harvester reads"):
         connect(path)
+
+
+def test_a_throwaway_store_counts_pages_by_key_and_forgets_a_batch_that_did_not_commit(tmp_path):
+    """count_pages (a throwaway run's store keeps no page): new keys counted as succeeded, a key counted
+    once across and within batches, and a batch refused (a lost lease) left new for its next attempt."""
+    from harvester.adapters.local.runner import LocalHarvest
+    from harvester.keyset import bits_of
+    from harvester.ports import LeaseLost
+    from tests.contract.conftest import Backend
+    from tests.contract.test_state_store import claimed_sitemap, counts, lease, new_job, page, sitemap
+
+    with LocalHarvest.open(tmp_path / "state", ephemeral=True) as harvest:
+        backend = Backend("local", harvest.store, harvest.queue, harvest.documents, lambda _: [], {}, harvest.crawldb)
+        job_id = new_job(backend, fetch_pages=False)
+        claimed_sitemap(backend, job_id)
+        url = sitemap(1).url
+        keys = [bits_of(page(n).key) for n in range(5)]
+        with pytest.raises(LeaseLost):
+            harvest.store.count_pages(job_id, url, keys[:3], checkpoint=3, lease=lease("intruder"))
+        assert harvest.store.count_pages(job_id, url, keys[:3], checkpoint=3, lease=lease()) == [0, 1, 2]
+        again = [keys[1], keys[3], keys[3], keys[4]]
+        assert harvest.store.count_pages(job_id, url, again, checkpoint=7, lease=lease()) == [1, 3]
+        c = counts(backend, job_id)
+        assert (c.urls_total, c.urls_succeeded) == (5, 5)
+        assert harvest.store.get_sitemap(job_id, url).pages_recorded == 7
+        with pytest.raises(ValueError, match="count_pages"):
+            harvest.store.record_pages(job_id, url, [page(9)], checkpoint=8, lease=lease())

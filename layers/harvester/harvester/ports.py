@@ -252,6 +252,26 @@ class StateStore(Protocol):
         """The counts recomputed from the records themselves: what the counters must always equal."""
 
 
+class PageCounter(Protocol):
+    """The state of a throwaway discovery run (``StepContext.counter``): it keeps no page, so a listed URL
+    costs it only its key (12 bytes, harvester/keyset.py) and a count."""
+
+    def count_pages(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        keys: Sequence[int],
+        *,
+        checkpoint: int,
+        lease: Lease,
+        enqueued: Checkpoint | None = None,
+    ) -> list[int]:
+        """``record_pages`` for pages final at once, given by their ``bits_of(page.key)``: counts those new to
+        the job as succeeded and moves the sitemap's checkpoint (and, with ``enqueued``, its sending one),
+        atomically; returns the positions in ``keys`` of the new ones. Raises :class:`LeaseLost` if the
+        sitemap's lease is not ours."""
+
+
 class CrawlDatabase(Protocol):
     """The crawl database: each site's memory of its URLs and sitemaps, kept across jobs (never expired).
 

@@ -27,16 +27,17 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.fetch import policy_for
 from harvester.model.messages import JobRequest
-from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL, utcnow
+from harvester.pipeline.context import Listed
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
-from harvester.ports import Recorded
+from harvester.pipeline.sitemap_worker import listed_page
 
 __all__ = [
     "Discovery",
@@ -47,6 +48,7 @@ __all__ = [
     "sitemap_tree_for_homepage",
 ]
 
+T = TypeVar("T")
 _HANDOVER = 1024  # pages waiting for a slow consumer before the readers are held back
 _HANDOVER_BATCHES = 4  # batches waiting between the discovery thread and a slow `iter_pages` consumer
 
@@ -202,47 +204,34 @@ def _label(node: SitemapNode) -> str:
     return "  ".join(parts)
 
 
-class _StreamingStore:
-    """The state store, handing every page it records for the first time to ``emit``."""
-
-    def __init__(self, inner: Any, emit: Callable[[list[SitemapURL]], None]) -> None:
-        self._inner = inner
-        self._emit = emit
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def record_pages(self, *args: Any, **kwargs: Any) -> Recorded:
-        recorded = self._inner.record_pages(*args, **kwargs)
-        if recorded.new:
-            self._emit(recorded.new)
-        return recorded
-
-
-class _Handover:
-    """The batches of pages recorded and not yet taken by the consumer. Recording cannot wait (it runs
-    inside a sitemap reading), so the readers are held back instead, at their next chunk (``room``),
+class _Handover(Generic[T]):
+    """The batches made of the pages counted and not yet taken by the consumer. Counting cannot wait (it
+    runs inside a sitemap reading), so the readers are held back instead, at their next chunk (``room``),
     while more than ``_HANDOVER`` pages wait: memory stays flat however fast the sitemaps arrive."""
 
     def __init__(self) -> None:
-        self.batches: asyncio.Queue[list[SitemapURL] | None] = asyncio.Queue()
+        self.batches: asyncio.Queue[tuple[T, int] | None] = asyncio.Queue()
         self.room = asyncio.Event()
         self.room.set()
         self.waiting = 0
 
-    def put(self, batch: list[SitemapURL] | None) -> None:
-        self.batches.put_nowait(batch)
-        if batch:
-            self.waiting += len(batch)
-            if self.waiting > _HANDOVER:
-                self.room.clear()
+    def put(self, batch: T, pages: int) -> None:
+        self.batches.put_nowait((batch, pages))
+        self.waiting += pages
+        if self.waiting > _HANDOVER:
+            self.room.clear()
 
-    async def get(self) -> list[SitemapURL] | None:
-        batch = await self.batches.get()
-        if batch:
-            self.waiting -= len(batch)
-            if self.waiting <= _HANDOVER:
-                self.room.set()
+    def end(self) -> None:
+        self.batches.put_nowait(None)
+
+    async def get(self) -> T | None:
+        item = await self.batches.get()
+        if item is None:
+            return None
+        batch, pages = item
+        self.waiting -= pages
+        if self.waiting <= _HANDOVER:
+            self.room.set()
         return batch
 
 
@@ -297,23 +286,35 @@ class Discovery:
                 yield page
 
     async def page_batches(self) -> AsyncIterator[list[SitemapURL]]:
-        """:meth:`pages` a recorded batch at a time (up to a few hundred): for consumers to whom the
-        per-item cost of an async generator matters (the ``harvest sitemaps`` output, ``iter_pages``)."""
-        found = _Handover()
+        """:meth:`pages` a counted batch at a time (up to a few hundred): for consumers to whom the
+        per-item cost of an async generator matters (``iter_pages``)."""
+        async for batch in self.batches(_records):
+            yield batch
+
+    async def batches(self, make: Callable[[str, list[tuple[str, Listed]]], T]) -> AsyncIterator[T]:
+        """What ``make`` builds of each batch of pages new to the run, given the sitemap listing them and
+        each page's URL (normal form) and entry: the records :meth:`page_batches` hands out, or whatever a
+        consumer writes (``harvest sitemaps`` makes its JSON lines straight from the entries). ``make`` runs
+        as the batch is counted; ``tree`` is set once every batch is out."""
+        found: _Handover[T] = _Handover()
+
+        def counted(sitemap: str, listed: list[tuple[str, Listed]]) -> None:
+            found.put(make(sitemap, listed), len(listed))
+
         with (
             tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
             LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
         ):
-            harvest.store = _StreamingStore(harvest.store, found.put)  # type: ignore[assignment]
             runner = LocalRunner(
                 harvest,
                 policy=self.policy,
                 concurrency=self.concurrency,
                 callbacks=self.callbacks,
                 pause=found.room.wait,
+                found=counted,
             )
             run = asyncio.ensure_future(runner.crawl(self.request))
-            run.add_done_callback(lambda _: found.put(None))
+            run.add_done_callback(lambda _: found.end())
             try:
                 while (batch := await found.get()) is not None:
                     yield batch
@@ -331,6 +332,11 @@ class Discovery:
             pass
         assert self.tree is not None
         return self.tree
+
+
+def _records(sitemap: str, listed: list[tuple[str, Listed]]) -> list[SitemapURL]:
+    now = utcnow()
+    return [listed_page(url, entry, sitemap, now) for url, entry in listed]
 
 
 def sitemap_tree_for_homepage(homepage: str, **options: Any) -> SitemapTree:

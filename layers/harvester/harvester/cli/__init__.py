@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from orjson import OPT_APPEND_NEWLINE, dumps
 from pydantic import ValidationError
 
 from harvester import __version__
@@ -26,7 +25,7 @@ from harvester.cli.progress import ProgressLine
 from harvester.cli.reporting import (
     CRAWL_CSV_FIELDS,
     dump_json,
-    page_line,
+    listed_lines,
     site_view,
     summary_text,
     write_changes,
@@ -37,6 +36,7 @@ from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.messages import JobRequest, Unprocessable
 from harvester.model.records import JobStatus, LoaderState, utcnow
 from harvester.pipeline.completion import changes_key
+from harvester.pipeline.context import Listed
 from harvester.urls import normalize, origin_of, require_http_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -265,9 +265,8 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         # Bytes straight to the stream under the text layer where there is one (not decoded to be encoded).
         out = getattr(sys.stdout, "buffer", None)
         write = out.write if out is not None else (lambda data: sys.stdout.write(data.decode()))
-        async for batch in discovery.page_batches():
-            if args.format == "jsonl":  # (orjson: four times pydantic's encoder, sixteen times json.dumps)
-                write(b"".join([dumps(page_line(page), option=OPT_APPEND_NEWLINE) for page in batch]))
+        async for lines in discovery.batches(listed_lines if args.format == "jsonl" else _no_lines):
+            write(lines)
         if out is not None:
             out.flush()
 
@@ -279,6 +278,10 @@ def run_sitemaps(args: argparse.Namespace) -> int:
     elif args.format == "tree":
         print(tree.render(show_absent=args.show_absent))
     return EXIT_OK if tree.status is JobStatus.COMPLETED else EXIT_FAILED
+
+
+def _no_lines(sitemap: str, listed: list[tuple[str, Listed]]) -> bytes:
+    return b""
 
 
 def run_parse(args: argparse.Namespace) -> int:

@@ -8,10 +8,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from orjson import OPT_APPEND_NEWLINE, dumps
 from pydantic import BaseModel
 
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
-from harvester.model.records import SitemapIngestionResult, SitemapURL
+from harvester.model.records import SitemapIngestionResult
+from harvester.pipeline.context import Listed
 from harvester.ports import CrawlDatabase
 from harvester.urls import host_of
 
@@ -142,16 +144,25 @@ def site_view(site: str, records: Iterable[CrawlRecord], crawldb: CrawlDatabase,
     }
 
 
-def page_line(record: SitemapURL) -> dict[str, Any]:
-    """One page as `harvest sitemaps --format jsonl` prints it: what its sitemap said about it."""
-    return {
-        "url": record.url,
-        "lastmod": record.last_modified.isoformat() if record.last_modified else None,
-        "changefreq": record.change_frequency,
-        "priority": record.priority,
-        "sitemap": record.sitemap,
-        **record.extensions,
-    }
+def listed_lines(sitemap: str, listed: list[tuple[str, Listed]]) -> bytes:
+    """Pages as `harvest sitemaps --format jsonl` prints them, a line each: what their sitemap said about
+    them. Made straight from the entries (orjson: four times pydantic's encoder, sixteen times json.dumps)."""
+    return b"".join(
+        [
+            dumps(
+                {
+                    "url": url,
+                    "lastmod": entry.lastmod.isoformat() if entry.lastmod else None,
+                    "changefreq": entry.changefreq,
+                    "priority": entry.priority,
+                    "sitemap": sitemap,
+                    **entry.extensions(),
+                },
+                option=OPT_APPEND_NEWLINE,
+            )
+            for url, entry in listed
+        ]
+    )
 
 
 _CHANGE_ORDER = ("new", "changed", "unchanged", "notmodified", "gone", "failed", "back", "removed", "not_due", "listed")

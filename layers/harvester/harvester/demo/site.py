@@ -121,6 +121,9 @@ class QuietServer(ThreadingHTTPServer):
     """A crawler that exits leaves keep-alive connections to reset: normal here, not an error to print."""
 
     daemon_threads = True
+    #: Connections waiting to be accepted (socketserver's default is 5): a crawler opens eight at once, and a
+    #: connection beyond the backlog waits a second for its SYN to be sent again.
+    request_queue_size = 64
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):

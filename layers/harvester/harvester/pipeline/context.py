@@ -12,12 +12,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from harvester.crawldb.listing import ListedPage
 from harvester.fetch import Fetcher, RobotsRules
 from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.politeness import HostPacer
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
-from harvester.ports import CrawlDatabase, DocumentStore, StateStore, TaskQueue
+from harvester.ports import CrawlDatabase, DocumentStore, PageCounter, StateStore, TaskQueue
 from harvester.settings import EngineSettings
+from harvester.sitemap import PageEntry
+
+#: A page entry as parsed, or as read back from the listing of an unchanged sitemap.
+Listed = PageEntry | ListedPage
 
 
 @dataclass
@@ -31,11 +36,14 @@ class StepContext:
     clock: Callable[[], datetime] = utcnow
     #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
     callbacks: SitemapCallbacks | None = None
-    #: A throwaway discovery run (the Python API, ``harvest sitemaps``): its pages are handed out as they
-    #: are recorded and nothing outlives it, so it neither reads nor writes the crawl database, keeps no
-    #: sitemap documents or listings and writes no result. What is left per listed URL is what discovery
-    #: itself needs: hygiene, scope, patterns, de-duplication and the count.
-    ephemeral: bool = False
+    #: The state of a throwaway discovery run (the Python API, ``harvest sitemaps``), which makes the run
+    #: ephemeral: its pages go to ``found`` as they are counted and nothing outlives it, so it neither reads
+    #: nor writes the crawl database, keeps no sitemap documents or listings and writes no result. What is
+    #: left per listed URL is what discovery itself needs: hygiene, scope, patterns, de-duplication and the
+    #: count; the consumer builds what it hands out (a record, a line) from the entry, and only once.
+    counter: PageCounter | None = None
+    #: Given the pages new to a throwaway run's job as they are counted: the sitemap, then (URL, entry).
+    found: Callable[[str, list[tuple[str, Listed]]], None] | None = None
     #: Awaited between the chunks of a sitemap being read: a consumer of the pages as they are recorded
     #: (``Discovery.pages``) holds the readers back with it while the pages it was handed wait.
     pause: Callable[[], Awaitable[object]] | None = None
@@ -49,6 +57,10 @@ class StepContext:
     def __post_init__(self) -> None:
         self.robots = RobotsRules(self.fetcher)
         self.reading = asyncio.Semaphore(max(1, self.settings.sitemaps_read_at_once))
+
+    @property
+    def ephemeral(self) -> bool:
+        return self.counter is not None
 
     @property
     def record_batch(self) -> int:

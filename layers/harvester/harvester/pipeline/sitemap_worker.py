@@ -28,7 +28,7 @@ from typing import Any
 
 from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import listing_key, sitemap_key
-from harvester.crawldb.listing import ListedPage, ListingWriter, read_listing
+from harvester.crawldb.listing import ListingWriter, read_listing
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, is_transient
 from harvester.keyset import KeySet, bits_of
@@ -46,7 +46,7 @@ from harvester.model.records import (
     url_key,
 )
 from harvester.pipeline.completion import maybe_complete
-from harvester.pipeline.context import StepContext
+from harvester.pipeline.context import Listed, StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import follow
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
@@ -54,9 +54,6 @@ from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
 from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
 
 log = logging.getLogger(__name__)
-
-#: A page entry as parsed, or as read back from the listing of an unchanged sitemap.
-Listed = PageEntry | ListedPage
 
 SPOOL_IN_MEMORY = 1024 * 1024
 PARSE_CHUNK = 64 * 1024
@@ -610,18 +607,19 @@ class SitemapReading:
         """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
         moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
         that job wrote."""
-        if self.ctx.ephemeral:
-            now = self.ctx.clock()
-            recorded = self.ctx.store.record_pages(
+        counter = self.ctx.counter
+        if counter is not None:  # a throwaway run: its consumer makes what it hands out of the new ones
+            new = counter.count_pages(
                 self.job.job_id,
                 self.record.url,
-                [self._listed_page(url, entry, now) for url, entry in fresh],
+                keys,
                 checkpoint=checkpoint,
                 lease=self.lease,
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
-                keys=keys,
             )
-            return recorded.new
+            if new and self.ctx.found is not None:
+                self.ctx.found(self.record.url, [fresh[i] for i in new])
+            return []  # (nothing to send: a throwaway run fetches no page)
         new: list[SitemapURL] = []
         probes = self.probes
         first_crawl = self.ctx.first_crawl(self.job)
@@ -682,23 +680,8 @@ class SitemapReading:
         base.update(known=known, fetch_reason=decision.reason, change=change)
         return SitemapURL.trusted(base), known
 
-    def _listed_page(self, url: str, entry: Listed, now: datetime) -> SitemapURL:
-        """A page of a throwaway discovery run: what its sitemap says, final at once."""
-        fields = self._listed_fields(url, entry, now)
-        fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
-        return SitemapURL.trusted(fields)
-
     def _listed_fields(self, url: str, entry: Listed, now: datetime) -> dict[str, Any]:
-        """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
-        return {
-            "url": url,
-            "last_modified": entry.lastmod,
-            "change_frequency": entry.changefreq,
-            "priority": entry.priority,
-            "sitemap": self.record.url,
-            "extensions": entry.extensions(),
-            "discovered_at": now,
-        }
+        return listed_fields(url, entry, self.record.url, now)
 
     def _trusted(self, url: str) -> bool:
         if self._site is None:
@@ -725,6 +708,26 @@ class SitemapReading:
             metadata={"url": self.record.url, "job-id": self.job.job_id},
         )
         return key
+
+
+def listed_fields(url: str, entry: Listed, sitemap: str, now: datetime) -> dict[str, Any]:
+    """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
+    return {
+        "url": url,
+        "last_modified": entry.lastmod,
+        "change_frequency": entry.changefreq,
+        "priority": entry.priority,
+        "sitemap": sitemap,
+        "extensions": entry.extensions(),
+        "discovered_at": now,
+    }
+
+
+def listed_page(url: str, entry: Listed, sitemap: str, now: datetime) -> SitemapURL:
+    """A page of a throwaway discovery run: what its sitemap says, final at once."""
+    fields = listed_fields(url, entry, sitemap, now)
+    fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
+    return SitemapURL.trusted(fields)
 
 
 def _validators(prior: SitemapCrawl | None) -> dict[str, str]:

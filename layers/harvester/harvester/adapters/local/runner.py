@@ -33,6 +33,7 @@ from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
 from harvester.pipeline.completion import result_key
+from harvester.pipeline.context import Listed
 from harvester.pipeline.jobs import conflict
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.settings import EngineSettings
@@ -88,7 +89,7 @@ class LocalHarvest:
             fetcher=fetcher,
             crawldb=self.crawldb,
             settings=settings or EngineSettings.from_env(),
-            ephemeral=self.ephemeral,
+            counter=self.store if self.ephemeral else None,
         )
 
     def result(self, job_id: str) -> SitemapIngestionResult | None:
@@ -142,6 +143,7 @@ class LocalRunner:
         on_progress: Callable[[BulkProcessingJob], None] | None = None,
         callbacks: SitemapCallbacks | None = None,
         pause: Callable[[], Awaitable[object]] | None = None,
+        found: Callable[[str, list[tuple[str, Listed]]], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -152,6 +154,7 @@ class LocalRunner:
         self.on_progress = on_progress
         self.callbacks = callbacks
         self.pause = pause
+        self.found = found
         self._busy = 0
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
@@ -168,6 +171,7 @@ class LocalRunner:
                 engine = harvest.engine(fetcher, self.settings)
                 engine.callbacks = self.callbacks
                 engine.pause = self.pause
+                engine.found = self.found
                 if resumed:
                     recovered = harvest.queue.recover(job_id)
                     released = harvest.store.release_leases(job_id)

@@ -39,7 +39,6 @@ from harvester.ports import (
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
 #: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.
 _OPEN = "status IN ('pending', 'processing')"
-_FINAL = frozenset(s for s in UrlStatus if s.final)
 _PAGE_SIZE = 1000
 
 
@@ -51,9 +50,9 @@ class SqliteStateStore:
     record_batch = 500
 
     def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
-        """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are recorded
-        and are final at once): pages are counted and de-duplicated by key, and not stored (``pages()``
-        yields none of them), so memory stays flat and the per-URL work small."""
+        """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are counted
+        and are final at once): pages are counted and de-duplicated by key with ``count_pages`` (the
+        PageCounter port), never stored, so memory stays flat and the per-URL work small."""
         self.conn = conn
         self.keep_pages = keep_pages
         #: The keys each job has recorded (and those of the batch being written, forgotten if it does not
@@ -235,10 +234,10 @@ class SqliteStateStore:
         keys: Sequence[int] | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
+        if not self.keep_pages:
+            raise ValueError("a store that keeps no pages counts them (count_pages)")
         if keys is None:
             keys = [bits_of(p.key) for p in pages]
-        if not self.keep_pages:
-            return self._count_pages(job_id, sitemap_url, pages, keys, checkpoint, lease, enqueued)
         fresh: list[tuple[int, SitemapURL]] = []
         try:
             with Transaction(self.conn) as db:
@@ -302,30 +301,33 @@ class SqliteStateStore:
         _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh), enqueued), lease)
         self._count(db, job_id, accounting.new_pages(fresh))
 
-    def _count_pages(
+    def count_pages(
         self,
         job_id: str,
         sitemap_url: str,
-        pages: Sequence[SitemapURL],
         keys: Sequence[int],
+        *,
         checkpoint: int,
         lease: Lease,
-        enqueued: Checkpoint | None,
-    ) -> Recorded:
-        """``record_pages`` of a store that does not keep pages: the new ones counted and handed back."""
-        if any(p.status not in _FINAL for p in pages):
-            raise ValueError("a store that keeps no pages records only final ones (fetch_pages=False)")
-        fresh: list[tuple[int, SitemapURL]] = []
+        enqueued: Checkpoint | None = None,
+    ) -> list[int]:
+        recorded = self._keys_of(job_id)
+        fresh: list[int] = []
         try:
             with Transaction(self.conn) as db:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-                self._fresh(job_id, pages, keys, fresh)
-                new = [p for _, p in fresh]
-                self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+                add, keep = recorded.add, fresh.append
+                for position, key in enumerate(keys):
+                    if add(key):
+                        keep(position)
+                n = len(fresh)
+                _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, n, enqueued), lease)
+                self._count(db, job_id, JobCounts(urls_total=n, urls_succeeded=n))
         except BaseException:
-            self._forget(job_id, fresh)
+            for position in fresh:
+                recorded.discard(keys[position])
             raise
-        return Recorded(new=new)
+        return fresh
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         with Transaction(self.conn) as db:
