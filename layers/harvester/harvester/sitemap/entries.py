@@ -90,7 +90,12 @@ class PageEntry:
         """The extension fields that are present, JSON-ready (used by page tasks and ``--format jsonl``)."""
         out: dict[str, Any] = {}
         if self.images:
-            out["images"] = [{"loc": i.loc} if _only_loc(i) else _json_ready(i) for i in self.images]
+            out["images"] = [
+                {"loc": i.loc}  # the usual image (the one the plain-block reader builds): a loc alone
+                if i.caption is None and i.title is None and i.geo_location is None and i.license is None
+                else _json_ready(i)
+                for i in self.images
+            ]
         if self.news is not None:
             out["news"] = _json_ready(self.news)
         if self.videos:
@@ -134,11 +139,6 @@ class ParseReport:
 
     def warn(self, reason: str) -> None:
         self.warnings[reason] = self.warnings.get(reason, 0) + 1
-
-
-def _only_loc(image: Image) -> bool:
-    """The usual image (the one the plain-block reader builds): a loc and nothing else."""
-    return image.caption is None and image.title is None and image.geo_location is None and image.license is None
 
 
 def _json_ready(obj: Any) -> dict[str, Any]:
