@@ -291,3 +291,23 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
     urls = asyncio.run(slow_consumer())
     assert sorted(urls) == sorted(site.page_urls)
     assert most[0] == 2 if at_once == 2 else most[0] > 2
+
+
+def test_a_batch_its_consumer_cannot_make_ends_the_discovery_with_that_error(site_factory):
+    """The pages are counted before the consumer makes its batch: if it cannot, the discovery ends with the
+    error rather than finishing with those pages missing from what it handed out."""
+    site = site_factory(pages=1200, broken=0, sitemaps=1)  # batches of 500: three of them
+    made: list[int] = []
+
+    def make(sitemap: str, listed: list) -> int:
+        if made:
+            raise RuntimeError(f"cannot make a batch of {len(listed)} pages of {sitemap}")
+        made.append(len(listed))
+        return len(listed)
+
+    async def consume() -> list[int]:
+        return [n async for n in Discovery(f"{site.base_url}/", **ALLOW).batches(make)]
+
+    with pytest.raises(RuntimeError, match="cannot make a batch of"):
+        asyncio.run(consume())
+    assert made  # the first batch was made and handed out before the failing one

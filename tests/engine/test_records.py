@@ -10,6 +10,7 @@ from typing import get_args
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from harvester.crawldb.listing import ListedPage
 from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest
 from harvester.model.records import (
@@ -214,3 +215,7 @@ def test_a_trusted_record_is_the_validated_one():
     one, two = SitemapURL.trusted({"url": "https://e.x/1"}), SitemapURL.trusted({"url": "https://e.x/2"})
     one.extensions["x"] = 1
     assert two.extensions == {}
+    replayed = ListedPage("https://e.x/3", None, None, 0.5, {"images": [{"loc": "https://e.x/i.png"}]})
+    three = SitemapURL.trusted({"url": replayed.url, "extensions": replayed.extensions()})
+    three.extensions["x"] = 1  # (a listing's entry keeps its own, as validation would have copied it)
+    assert replayed.extensions() == {"images": [{"loc": "https://e.x/i.png"}]}

@@ -183,3 +183,35 @@ def test_two_crawls_cannot_share_a_state_directory(tmp_path):
         held.flush()
         run = harvest("crawl", "https://e.x/", "--state-dir", str(state), "--quiet")
     assert run.returncode == 1 and "in use by a running harvest crawl (pid 4242)" in run.stderr
+
+
+BIG_VIEWS = """<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+        xmlns:video="http://www.google.com/schemas/sitemap-video/1.1">
+  <url><loc>{base}/a</loc>
+    <video:video><video:title>t</video:title><video:view_count>100000000000000000000</video:view_count></video:video>
+  </url>
+  <url><loc>{base}/b</loc></url>
+</urlset>
+"""
+
+
+def test_a_number_beyond_64_bits_is_written_as_it_is_read(served_dir, tmp_path):
+    """A sitemap may give a video any view count: orjson refuses integers beyond 64 bits, so the lines fall
+    back to pydantic's encoder (the same bytes otherwise), and the listing replayed on the next crawl keeps
+    the number exact."""
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    (root / "sitemap.xml").write_text(BIG_VIEWS.format(base=base))
+    (root / "robots.txt").write_text(f"Sitemap: {base}/sitemap.xml\n")
+    run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", "jsonl")
+    lines = {line["url"]: line for line in map(json.loads, run.stdout.splitlines())}
+    assert run.returncode == 0 and sorted(lines) == [f"{base}/a", f"{base}/b"]
+    assert '"view_count":100000000000000000000' in run.stdout  # (an int: a float would say 1e+20)
+    state = tmp_path / "state"
+    for _ in range(2):  # the second crawl replays the first one's listing (the sitemap did not change)
+        result = harvest_json("crawl", f"{base}/", *ALLOW, "--state-dir", str(state), "--no-pages")
+        assert result["status"] == "completed" and result["total_urls"] == 2
+        records = Path(result["processed_urls"]).read_text()
+        assert records.count("\n") == 2 and '"view_count":100000000000000000000' in records

@@ -210,7 +210,7 @@ class _Handover(Generic[T]):
     while more than ``_HANDOVER`` pages wait: memory stays flat however fast the sitemaps arrive."""
 
     def __init__(self) -> None:
-        self.batches: asyncio.Queue[tuple[T, int] | None] = asyncio.Queue()
+        self.batches: asyncio.Queue[tuple[T, int] | BaseException | None] = asyncio.Queue()
         self.room = asyncio.Event()
         self.room.set()
         self.waiting = 0
@@ -224,10 +224,16 @@ class _Handover(Generic[T]):
     def end(self) -> None:
         self.batches.put_nowait(None)
 
+    def fail(self, error: BaseException) -> None:
+        """The consumer gets ``error`` instead of the batches still to come."""
+        self.batches.put_nowait(error)
+
     async def get(self) -> T | None:
         item = await self.batches.get()
         if item is None:
             return None
+        if isinstance(item, BaseException):
+            raise item
         batch, pages = item
         self.waiting -= pages
         if self.waiting <= _HANDOVER:
@@ -299,7 +305,14 @@ class Discovery:
         found: _Handover[T] = _Handover()
 
         def counted(sitemap: str, listed: list[tuple[str, Listed]]) -> None:
-            found.put(make(sitemap, listed), len(listed))
+            # The pages are counted already (their sitemap's checkpoint moved past them): a batch ``make``
+            # cannot make ends the run with its error rather than with pages missing from what it handed out.
+            try:
+                batch = make(sitemap, listed)
+            except Exception as exc:
+                found.fail(exc)
+                raise
+            found.put(batch, len(listed))
 
         with (
             tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,

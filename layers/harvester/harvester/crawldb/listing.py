@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
-from orjson import dumps, loads
-
-from harvester.lines import LineWriter
+from harvester.lines import LineWriter, json_bytes
 from harvester.sitemap import ChildSitemap, PageEntry
 
 SPOOL_IN_MEMORY = 1024 * 1024
@@ -38,7 +37,7 @@ class ListedPage:
     _extensions: dict[str, Any] = field(default_factory=dict)
 
     def extensions(self) -> dict[str, Any]:
-        return self._extensions
+        return dict(self._extensions)  # (a record's own, as a parsed entry's are)
 
 
 class ListingWriter:
@@ -60,7 +59,7 @@ class ListingWriter:
                 line["x"] = extensions
         else:
             line = {"s": entry.url, "l": lastmod}
-        self._lines.add(dumps(line))
+        self._lines.add(json_bytes(line))
         self.entries += 1
 
     def finish(self) -> IO[bytes]:
@@ -77,7 +76,7 @@ class ListingWriter:
 def read_listing(body: bytes) -> Iterator[ListedPage | ChildSitemap]:
     with gzip.GzipFile(fileobj=io.BytesIO(body), mode="rb") as lines:
         for raw in lines:
-            line = loads(raw)
+            line = json.loads(raw)  # (not orjson's, which reads an integer beyond 64 bits as a float)
             lastmod = datetime.fromisoformat(line["l"]) if line.get("l") else None
             if "s" in line:
                 yield ChildSitemap(url=line["s"], lastmod=lastmod)

@@ -15,14 +15,12 @@ import tempfile
 from collections.abc import Callable
 from datetime import timedelta
 
-from orjson import dumps
-
 from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.trust import EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
-from harvester.lines import LineWriter
+from harvester.lines import LineWriter, json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
 from harvester.model.records import (
     SCREENED,
@@ -125,11 +123,11 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             evidence.add(page)
             line = feed_line(page)
             if line is not None:
-                changed.add(dumps(line))
+                changed.add(json_bytes(line))
 
         def removed(record: CrawlRecord) -> None:
             changes.add(ChangeKind.REMOVED)
-            changed.add(dumps(removed_line(record)))
+            changed.add(json_bytes(removed_line(record)))
 
         if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
             _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
