@@ -238,46 +238,68 @@ class SqliteStateStore:
             raise ValueError("a store that keeps no pages counts them (count_pages)")
         if keys is None:
             keys = [bits_of(p.key) for p in pages]
-        fresh: list[tuple[int, SitemapURL]] = []
+        taken: list[int] = []
         try:
             with Transaction(self.conn) as db:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-                self._fresh(job_id, pages, keys, fresh)
+                self._take_new(job_id, keys, taken)
+                fresh = [pages[i] for i in taken]
                 if site is not None and writes:
-                    moved = [writes[p.url] for _, p in fresh if p.url in writes]
+                    moved = [writes[p.url] for p in fresh if p.url in writes]
                     stale = crawldb.stale(db, site, moved)
                     if stale:
-                        self._forget(job_id, fresh)
+                        self._forget(job_id, keys, taken)
                         return Recorded(stale=stale)
                     crawldb.insert_new(db, site, moved)
                 db.executemany(
                     "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                    [(job_id, p.key, p.status.value, body_of(p)) for _, p in fresh],
+                    [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
                 )
-                new = [p for _, p in fresh]
-                self._recorded(db, job_id, sitemap, checkpoint, new, enqueued, lease)
+                self._recorded(db, job_id, sitemap, checkpoint, accounting.new_pages(fresh), enqueued, lease)
         except BaseException:
-            self._forget(job_id, fresh)
+            self._forget(job_id, keys, taken)
             raise
-        return Recorded(new=new)
+        return Recorded(new=fresh)
 
-    def _fresh(
-        self, job_id: str, pages: Sequence[SitemapURL], keys: Sequence[int], fresh: list[tuple[int, SitemapURL]]
-    ) -> None:
-        """Puts in ``fresh`` the pages new to the job (the first of each URL), with their keys as numbers,
-        taken as the job's at once: the caller forgets them if the batch's transaction does not commit (one
-        probe a URL, where checking now and adding after the commit took two)."""
+    def count_pages(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        keys: Sequence[int],
+        *,
+        checkpoint: int,
+        lease: Lease,
+        enqueued: Checkpoint | None = None,
+    ) -> list[int]:
+        taken: list[int] = []
+        try:
+            with Transaction(self.conn) as db:
+                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+                self._take_new(job_id, keys, taken)
+                new = len(taken)
+                self._recorded(
+                    db, job_id, sitemap, checkpoint, JobCounts(urls_total=new, urls_succeeded=new), enqueued, lease
+                )
+        except BaseException:
+            self._forget(job_id, keys, taken)
+            raise
+        return taken
+
+    def _take_new(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
+        """Puts in ``taken`` the positions of the keys new to the job (the first of each), taking them as the
+        job's at once: the caller forgets them if the batch's transaction does not commit (one probe a
+        URL, where checking now and adding after the commit took two)."""
         add = self._keys_of(job_id).add
-        keep = fresh.append
-        for key, page in zip(keys, pages, strict=True):
+        keep = taken.append
+        for position, key in enumerate(keys):
             if add(key):
-                keep((key, page))
+                keep(position)
 
-    def _forget(self, job_id: str, fresh: list[tuple[int, SitemapURL]]) -> None:
+    def _forget(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
         """A batch that did not commit: its URLs are new to the job again (it will be recorded again)."""
-        keys = self._keys_of(job_id)
-        for key, _ in fresh:
-            keys.discard(key)
+        recorded = self._keys_of(job_id)
+        for position in taken:
+            recorded.discard(keys[position])
 
     def _keys_of(self, job_id: str) -> KeySet:
         keys = self._recorded_keys.get(job_id)
@@ -293,41 +315,14 @@ class SqliteStateStore:
         job_id: str,
         sitemap: SitemapRecord,
         checkpoint: int,
-        fresh: Sequence[SitemapURL],
+        new: JobCounts,
         enqueued: Checkpoint | None,
         lease: Lease,
     ) -> None:
-        """A batch's sitemap checkpoint and counters, in the batch's transaction (kept pages or not)."""
-        _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, len(fresh), enqueued), lease)
-        self._count(db, job_id, accounting.new_pages(fresh))
-
-    def count_pages(
-        self,
-        job_id: str,
-        sitemap_url: str,
-        keys: Sequence[int],
-        *,
-        checkpoint: int,
-        lease: Lease,
-        enqueued: Checkpoint | None = None,
-    ) -> list[int]:
-        recorded = self._keys_of(job_id)
-        fresh: list[int] = []
-        try:
-            with Transaction(self.conn) as db:
-                sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
-                add, keep = recorded.add, fresh.append
-                for position, key in enumerate(keys):
-                    if add(key):
-                        keep(position)
-                n = len(fresh)
-                _put(db, "sitemaps", job_id, accounting.recorded_sitemap(sitemap, checkpoint, n, enqueued), lease)
-                self._count(db, job_id, JobCounts(urls_total=n, urls_succeeded=n))
-        except BaseException:
-            for position in fresh:
-                recorded.discard(keys[position])
-            raise
-        return fresh
+        """A batch's sitemap checkpoint and counters (``new``: its pages new to the job), in its transaction."""
+        moved = accounting.recorded_sitemap(sitemap, checkpoint, new.urls_total, enqueued)
+        _put(db, "sitemaps", job_id, moved, lease)
+        self._count(db, job_id, new)
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         with Transaction(self.conn) as db:
