@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.listing import ListedPage
-from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.crawldb.schedule import Schedule
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest
 from harvester.model.records import (
     BulkProcessingJob,
@@ -219,3 +221,74 @@ def test_a_trusted_record_is_the_validated_one():
     three = SitemapURL.trusted({"url": replayed.url, "extensions": replayed.extensions()})
     three.extensions["x"] = 1  # (a listing's entry keeps its own, as validation would have copied it)
     assert replayed.extensions() == {"images": [{"loc": "https://e.x/i.png"}]}
+
+
+def test_a_stored_body_is_pydantics_json_whichever_encoder_wrote_it():
+    """body_of writes the two per-URL records with orjson: the bytes pydantic writes, for every kind of
+    entry, every field of a crawl record, datetimes of any offset, and a value orjson refuses (an integer
+    beyond 64 bits, written by pydantic then)."""
+    fixture = Path(__file__).parent.parent / "sitemap" / "fixtures" / "urlset_extensions.xml"
+    entries, _ = parse_bytes("https://example.com/sitemap.xml", fixture.read_bytes())
+    full = CrawlRecord(
+        url='https://example.com/a?q="é"',
+        state=CrawlState.ORPHAN,
+        retries=2,
+        fetch_interval=3600.5,
+        next_fetch_time=T0 + timedelta(microseconds=1),
+        last_fetch_time=T0,
+        http_status=200,
+        signature="s",
+        etag='W/"e"',
+        last_modified="Sun, 01 Nov 2026 00:00:00 GMT",
+        content_type="text/html",
+        size=0,
+        document_key="d",
+        lastmod=datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=-5))),
+        fetched_lastmod=T0,
+        changefreq="daily",
+        priority=1.0,
+        sitemap="https://example.com/sitemap.xml",
+        first_listed=T0,
+        last_listed=T0,
+        last_listed_job="j",
+        changes=3,
+        orphan_of=CrawlState.FETCHED,
+        orphaned_job="k",
+        version=7,
+    )
+    records: list[BaseModel] = [crawl_record(), full]
+    for entry in entries:
+        if isinstance(entry, PageEntry):
+            records.append(SitemapURL(url=entry.url, last_modified=entry.lastmod, extensions=entry.extensions()))
+            records.append(
+                SitemapURL(url=entry.url, priority=0.0, status=UrlStatus.FAILED, error_message="x", known=full)
+            )
+    huge = SitemapURL(url="https://example.com/v", extensions={"videos": [{"view_count": 2**70, "rating": 4.5}]})
+    records.append(huge)
+    for record in records:
+        assert body_of(record) == record.model_dump_json(exclude_none=True), record.url
+    assert str(2**70) in body_of(huge)
+
+
+def test_a_trusted_crawl_record_is_the_validated_one():
+    """A new URL's crawl record is built without validation (crawl_state.listed): for every changefreq a
+    schedule knows (or none), with or without a lastmod, it is the record validation builds, field for
+    field and byte for byte."""
+    schedule = Schedule(min_interval=60, max_interval=86400 * 365)  # (integers where floats are expected)
+    for changefreq in (None, "always", "hourly", "daily", "weekly", "monthly", "yearly", "never", "bogus"):
+        for lastmod in (None, T0 - timedelta(days=3, microseconds=5)):
+            record = listed(
+                None,
+                url="https://example.com/a",
+                lastmod=lastmod,
+                changefreq=changefreq,
+                priority=0.3,
+                sitemap="https://example.com/s.xml",
+                job_id="j",
+                now=T0,
+                schedule=schedule,
+            )
+            fields = {name: getattr(record, name) for name in record.model_fields_set}
+            validated = CrawlRecord.model_validate(fields)
+            assert record == validated and record.model_fields_set == validated.model_fields_set
+            assert body_of(record) == body_of(validated) == validated.model_dump_json(exclude_none=True)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harvester.model.trusted import trusted_builder
 
 
 class CrawlState(StrEnum):
@@ -97,6 +99,15 @@ class CrawlRecord(BaseModel):
     orphan_of: CrawlState | None = None
     orphaned_job: str | None = None
     version: int = Field(default=1, ge=1)
+
+    @classmethod
+    def trusted(cls, fields: dict[str, Any]) -> CrawlRecord:
+        """A new URL's record from values the parser, the URL screen and the schedule already typed and
+        checked, without validating them again (see harvester.model.trusted)."""
+        return _trusted_record(fields)
+
+
+_trusted_record = trusted_builder(CrawlRecord)
 
 
 class SitemapCrawl(BaseModel):

@@ -35,19 +35,29 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
 
 def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> list[str]:
     """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
-    500 records, since a sitemap's batch of listed URLs is checked at once."""
+    500 records."""
     keyed = {url_key(r.url): r for r in records}
     sql = "SELECT key, version FROM crawl_urls WHERE site = ? AND key IN ({marks})"
     stored: dict[str, int] = dict(select_in(db, sql, (site,), list(keyed)))
     return [r.url for key, r in keyed.items() if stored.get(key, 0) != r.version - 1]
 
 
-def insert_new(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> None:
-    """Writes records already checked fresh (see ``stale``) in the caller's transaction, in two statements."""
+def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> bool:
+    """Writes the crawl records a batch of listed URLs moves, in the caller's transaction, each conditioned
+    on the version it was decided on (an INSERT for a new record, an UPDATE of the version before): False
+    when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked
+    after the writes, not before: a conflict is rare, and a read of every record first was a query per
+    500 URLs on every batch (5 % of a durable discovery)."""
     new = [(site, url_key(r.url), body_of(r)) for r in records if r.version == 1]
-    moved = [(r.version, body_of(r), site, url_key(r.url)) for r in records if r.version > 1]
-    db.executemany("INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)", new)
-    db.executemany("UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ?", moved)
+    moved = [(r.version, body_of(r), site, url_key(r.url), r.version - 1) for r in records if r.version > 1]
+    applied = 0
+    if new:
+        insert = "INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING"
+        applied += db.executemany(insert, new).rowcount
+    if moved:
+        update = "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ? AND version = ?"
+        applied += db.executemany(update, moved).rowcount
+    return applied == len(records)
 
 
 class SqliteCrawlDatabase:

@@ -42,6 +42,10 @@ _OPEN = "status IN ('pending', 'processing')"
 _PAGE_SIZE = 1000
 
 
+class _Moved(Exception):
+    """A batch's crawl record moved on under it (another job wrote it): the batch is rolled back."""
+
+
 class SqliteStateStore:
     #: Listed URLs per transaction. A commit rewrites every page of the crawl records' index its URLs landed
     #: on (hash keys: about one page per URL), so larger batches write little less (1,000 was ~3 % faster
@@ -246,16 +250,18 @@ class SqliteStateStore:
                 fresh = [pages[i] for i in taken]
                 if site is not None and writes:
                     moved = [writes[p.url] for p in fresh if p.url in writes]
-                    stale = crawldb.stale(db, site, moved)
-                    if stale:
-                        self._forget(job_id, keys, taken)
-                        return Recorded(stale=stale)
-                    crawldb.insert_new(db, site, moved)
+                    if not crawldb.write_listed(db, site, moved):
+                        raise _Moved  # (rolls the batch back)
                 db.executemany(
                     "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
                     [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
                 )
                 self._recorded(db, job_id, sitemap, checkpoint, accounting.new_pages(fresh), enqueued, lease)
+        except _Moved:
+            self._forget(job_id, keys, taken)
+            assert site is not None  # (for the type checker: only a batch with crawl records moves)
+            # Read after the rollback: versions only grow, so every record that did not apply shows as moved.
+            return Recorded(stale=crawldb.stale(self.conn, site, moved) or [r.url for r in moved])
         except BaseException:
             self._forget(job_id, keys, taken)
             raise
