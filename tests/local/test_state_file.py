@@ -12,7 +12,7 @@ import pytest
 from harvester.adapters.local.database import SCHEMA_VERSION, StateDirError, connect
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of, url_key
 from harvester.ports import Lease
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -112,3 +112,53 @@ def test_a_throwaway_store_counts_pages_by_key_and_forgets_a_batch_that_did_not_
         assert harvest.store.get_sitemap(job_id, url).pages_recorded == 7
         with pytest.raises(ValueError, match="count_pages"):
             harvest.store.record_pages(job_id, url, [page(9)], checkpoint=8, lease=lease())
+
+
+#: The crawl records' table as schema version 3 wrote it: keyed by a hash of the URL.
+V3_CRAWL_URLS = """
+CREATE TABLE crawl_urls (
+    site TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (site, key)
+);
+"""
+
+
+def test_a_version_3_file_keeps_every_crawl_record_found_by_its_url(tmp_path):
+    """Version 4 finds a site's crawl records by URL: a version 3 file's records (hash-keyed) are all there
+    after the upgrade, readable, writable from the version they had, and listed in URL order."""
+    from harvester.adapters.local.crawl import SqliteCrawlDatabase
+    from harvester.model.crawl import CrawlRecord
+
+    path = tmp_path / "harvest.db"
+    records = [
+        CrawlRecord(
+            url=f"{SITE}page-{n}.html",
+            fetch_interval=86400,
+            next_fetch_time=T0,
+            first_listed=T0,
+            last_listed=T0,
+            last_listed_job="j",
+            version=n,
+        )
+        for n in (3, 1, 2)
+    ]
+    conn = connect(path)
+    conn.executescript("DROP TABLE crawl_urls;" + V3_CRAWL_URLS)
+    conn.executemany(
+        "INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, ?, ?)",
+        [(SITE, url_key(r.url), r.version, body_of(r)) for r in records],
+    )
+    conn.execute("UPDATE meta SET value = '3' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert "url TEXT" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'crawl_urls'").fetchone()[0]
+    crawldb = SqliteCrawlDatabase(conn)
+    assert crawldb.get_urls(SITE, [r.url for r in records]) == {r.url: r for r in records}
+    assert [r.url for r in crawldb.site_urls(SITE)] == sorted(r.url for r in records)
+    assert crawldb.count_urls(SITE) == 3 and crawldb.find_url(records[0].url) == [(SITE, records[0])]
+    moved = records[1].model_copy(update={"version": 2, "changes": 1})
+    assert crawldb.put_urls(SITE, [moved, records[2].model_copy(update={"version": 2})]) == [records[2].url]
+    assert crawldb.get_urls(SITE, [moved.url])[moved.url] == moved
+    conn.close()
+    connect(path).close()  # opened again: nothing left to upgrade

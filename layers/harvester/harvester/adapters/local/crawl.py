@@ -1,8 +1,9 @@
 """The crawl database in the state file: three tables beside the jobs', never cleared by a job.
 
-``crawl_urls`` (one row per site and URL, with its version), ``crawl_sitemaps`` (the last complete
-reading of each sitemap) and ``crawl_sites`` (lastmod trust). A versioned write is one UPDATE conditioned on
-the version read (or an INSERT for a new record), so a write that lost a race changes nothing and says so.
+``crawl_urls`` (one row per site and URL, found by the URL itself (see database.py), with its version),
+``crawl_sitemaps`` (the last complete reading of each sitemap) and ``crawl_sites`` (lastmod trust). A
+versioned write is one UPDATE conditioned on the version read (or an INSERT for a new record), so a write
+that lost a race changes nothing and says so.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
     body = body_of(record)
     if record.version == 1:
         cursor = db.execute(
-            "INSERT OR IGNORE INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?)",
-            (site, url_key(record.url), body),
+            "INSERT OR IGNORE INTO crawl_urls (site, url, version, body) VALUES (?, ?, 1, ?)",
+            (site, record.url, body),
         )
     else:
         cursor = db.execute(
-            "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ? AND version = ?",
-            (record.version, body, site, url_key(record.url), record.version - 1),
+            "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?",
+            (record.version, body, site, record.url, record.version - 1),
         )
     return cursor.rowcount == 1
 
@@ -36,10 +37,9 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
 def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> list[str]:
     """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
     500 records."""
-    keyed = {url_key(r.url): r for r in records}
-    sql = "SELECT key, version FROM crawl_urls WHERE site = ? AND key IN ({marks})"
-    stored: dict[str, int] = dict(select_in(db, sql, (site,), list(keyed)))
-    return [r.url for key, r in keyed.items() if stored.get(key, 0) != r.version - 1]
+    sql = "SELECT url, version FROM crawl_urls WHERE site = ? AND url IN ({marks})"
+    stored: dict[str, int] = dict(select_in(db, sql, (site,), list({r.url: r for r in records})))
+    return [r.url for r in records if stored.get(r.url, 0) != r.version - 1]
 
 
 def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> bool:
@@ -48,14 +48,14 @@ def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecor
     when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked
     after the writes, not before: a conflict is rare, and a read of every record first was a query per
     500 URLs on every batch (5 % of a durable discovery)."""
-    new = [(site, url_key(r.url), body_of(r)) for r in records if r.version == 1]
-    moved = [(r.version, body_of(r), site, url_key(r.url), r.version - 1) for r in records if r.version > 1]
+    new = [(site, r.url, body_of(r)) for r in records if r.version == 1]
+    moved = [(r.version, body_of(r), site, r.url, r.version - 1) for r in records if r.version > 1]
     applied = 0
     if new:
-        insert = "INSERT INTO crawl_urls (site, key, version, body) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING"
+        insert = "INSERT INTO crawl_urls (site, url, version, body) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING"
         applied += db.executemany(insert, new).rowcount
     if moved:
-        update = "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND key = ? AND version = ?"
+        update = "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?"
         applied += db.executemany(update, moved).rowcount
     return applied == len(records)
 
@@ -65,9 +65,9 @@ class SqliteCrawlDatabase:
         self.conn = conn
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        sql = "SELECT body FROM crawl_urls WHERE site = ? AND key IN ({marks})"
+        sql = "SELECT body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
         found: dict[str, CrawlRecord] = {}
-        for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(url_key(u) for u in urls))):
+        for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(urls))):
             record = CrawlRecord.model_validate_json(body)
             found[record.url] = record
         return found
@@ -80,14 +80,14 @@ class SqliteCrawlDatabase:
         last = ""
         # Left out in SQL, so that the records are not parsed only to be skipped.
         unlisted = " AND json_extract(body, '$.last_listed_job') IS NOT ?" if unless_listed_by else ""
-        sql = f"SELECT key, body FROM crawl_urls WHERE site = ? AND key > ?{unlisted} ORDER BY key LIMIT {_PAGE_SIZE}"
+        sql = f"SELECT url, body FROM crawl_urls WHERE site = ? AND url > ?{unlisted} ORDER BY url LIMIT {_PAGE_SIZE}"
         while True:
             params = (site, last, unless_listed_by) if unless_listed_by else (site, last)
             rows = self.conn.execute(sql, params).fetchall()
             if not rows:
                 return
-            for key, body in rows:
-                last = key
+            for url, body in rows:
+                last = url
                 yield CrawlRecord.model_validate_json(body)
 
     def count_urls(self, site: str) -> int | None:
@@ -95,11 +95,10 @@ class SqliteCrawlDatabase:
 
     def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
         """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps): one
-        lookup per site, since an index by key alone would cost every listed URL a third random insert."""
-        key = url_key(url)
+        lookup per site, since an index by URL alone would cost every listed URL a second index insert."""
         found = []
         for site in self.sites():
-            row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND key = ?", (site, key)).fetchone()
+            row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND url = ?", (site, url)).fetchone()
             if row is not None:
                 found.append((site, CrawlRecord.model_validate_json(row[0])))
         return found
