@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 
+import pytest
+
 
 def test_bytes_and_streams_round_trip(backend):
     big = os.urandom(3 * 1024 * 1024 + 17)
@@ -32,3 +34,25 @@ def test_a_stream_is_read_from_its_current_position(backend):
     stream.seek(7)
     backend.documents.put("k", stream)
     assert backend.documents.get("k") == b"keep"
+
+
+def _write_and_die(documents, key):
+    with documents.writer(key) as out:
+        out.write(b"half")
+        raise RuntimeError("the writer died")
+
+
+def test_a_writer_stores_its_document_when_the_block_ends_well_and_not_otherwise(backend):
+    big = os.urandom(9 * 1024 * 1024 + 5)  # (beyond what S3's writer keeps in memory)
+    with backend.documents.writer("jobs/j/urls.jsonl", content_type="application/x-ndjson") as out:
+        out.write(big[:100])
+        out.write(big[100:])
+        assert not backend.documents.exists("jobs/j/urls.jsonl")  # (nothing shows before the end)
+    assert backend.documents.get("jobs/j/urls.jsonl") == big
+    with pytest.raises(RuntimeError, match="the writer died"):
+        _write_and_die(backend.documents, "jobs/j/urls.jsonl")
+    assert backend.documents.get("jobs/j/urls.jsonl") == big  # the document before, whole
+    with pytest.raises(RuntimeError, match="the writer died"):
+        _write_and_die(backend.documents, "jobs/k/changes.jsonl")
+    assert not backend.documents.exists("jobs/k/changes.jsonl")
+    assert list(backend.documents.keys("jobs/")) == ["jobs/j/urls.jsonl"]  # (no temporary file listed)

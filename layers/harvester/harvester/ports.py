@@ -11,6 +11,7 @@ both adapters keep them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import BinaryIO, Protocol
@@ -50,6 +51,11 @@ class DocumentStore(Protocol):
         metadata: dict[str, str] | None = None,
     ) -> str:
         """Stores the body (a file object is read from its current position) and returns its location."""
+
+    def writer(self, key: str, *, content_type: str | None = None) -> AbstractContextManager[BinaryIO]:
+        """A file to write a large document into (a job's records): stored under ``key`` when the block
+        ends without an error, not at all otherwise. A folder writes it in place, where a spooled copy
+        handed to ``put`` was written twice."""
 
     def get(self, key: str) -> bytes: ...
 

@@ -9,6 +9,7 @@ consumer can act on a line without reading anything else.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState
@@ -22,8 +23,8 @@ def kind_of(record: SitemapURL) -> ChangeKind:
     return ChangeKind.CHANGED if record.status.value == "completed" else ChangeKind.FAILED
 
 
-def _iso(value: Any) -> Any:
-    return value.isoformat() if value is not None and hasattr(value, "isoformat") else value
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def feed_line(record: SitemapURL) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -101,9 +100,10 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
             errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
     changes, evidence = ChangeTally(), EvidenceTally()
-    spool = 1024 * 1024
-    with tempfile.SpooledTemporaryFile(max_size=spool) as lines, tempfile.SpooledTemporaryFile(max_size=spool) as feed:
-        out, changed = LineWriter(lines), LineWriter(feed)
+    records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
+    feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
+    with records as lines, feed as feed_lines:  # (each stored when the block ends well)
+        out, changed = LineWriter(lines), LineWriter(feed_lines)
         for body in store.page_bodies(job_id):
             page = SitemapURL.model_validate_json(body, context=SCREENED)  # (its URL was checked when listed)
             listed += 1
@@ -133,10 +133,6 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
         out.flush()
         changed.flush()
-        lines.seek(0)
-        documents.put(records_key(job_id), lines, content_type="application/x-ndjson")
-        feed.seek(0)
-        documents.put(changes_key(job_id), feed, content_type="application/x-ndjson")
     trust = _count_evidence(ctx, job, evidence)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()

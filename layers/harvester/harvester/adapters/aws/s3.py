@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
 from botocore.exceptions import ClientError
+
+_SPOOL = 8 * 1024 * 1024
 
 
 class S3DocumentStore:
@@ -33,6 +37,14 @@ class S3DocumentStore:
         else:
             self.client.upload_fileobj(body, self.bucket, key, ExtraArgs=extra)
         return self.location(key)
+
+    @contextmanager
+    def writer(self, key: str, *, content_type: str | None = None) -> Iterator[BinaryIO]:
+        """A spooled file (in memory up to 8 MiB), uploaded at the end."""
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as out:
+            yield out  # type: ignore[misc]
+            out.seek(0)
+            self.put(key, out, content_type=content_type)  # type: ignore[arg-type]
 
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,20 +30,26 @@ class FolderDocumentStore:
         metadata: dict[str, str] | None = None,
     ) -> str:
         # Content type and metadata live in the URL records here; S3 keeps them on the object as well.
+        with self.writer(key) as out:
+            if isinstance(body, bytes):
+                out.write(body)
+            else:
+                shutil.copyfileobj(body, out, 1024 * 1024)
+        return str(self._path(key))
+
+    @contextmanager
+    def writer(self, key: str, *, content_type: str | None = None) -> Iterator[BinaryIO]:
+        """A temporary file beside the document, renamed onto it at the end: a reader never sees half."""
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as out:
-                if isinstance(body, bytes):
-                    out.write(body)
-                else:
-                    shutil.copyfileobj(body, out, 1024 * 1024)
+                yield out
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return str(path)
 
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
