@@ -55,10 +55,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@lru_cache(maxsize=4096)
-def url_key(url: str) -> str:
+def key_of(url: str) -> str:
     """A fixed-size key for a URL (DynamoDB sort keys stop at 1,024 bytes; URLs may have 2,048 characters)."""
     return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
+
+
+#: ``key_of``, remembered for the URLs of the latest batches: a durable store asks for a listed URL's key
+#: several times in a row (its job record, its crawl record); a throwaway run asks once, and calls key_of.
+url_key = lru_cache(maxsize=4096)(key_of)
 
 
 class UrlStatus(StrEnum):

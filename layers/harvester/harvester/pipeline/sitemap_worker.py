@@ -43,6 +43,7 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
+    key_of,
     url_key,
 )
 from harvester.pipeline.completion import maybe_complete
@@ -456,6 +457,7 @@ class SitemapReading:
         first = self.seen_pages.add
         digest = self.digest.update
         drop = self._drop
+        keyed = url_key if self.ctx.counter is None else key_of  # (see url_key)
         for entry in entries:
             if isinstance(entry, ChildSitemap):
                 self._take_child(entry)
@@ -473,7 +475,7 @@ class SitemapReading:
                 if reason is not None:
                     drop(reason)
                     continue
-            key = url_key(url)
+            key = keyed(url)
             bits = bits_of(key)
             if not first(bits):
                 drop("duplicate_in_sitemap")
