@@ -17,3 +17,6 @@ URL_MAX_LENGTH = 2048
 MAX_REDIRECTS = 5
 #: Depth of the sitemap tree below the site node (USP stops at 11, Crawlee at 10).
 MAX_DEPTH = 10
+#: What a document being written (a fetched body, a listing, a job's records) keeps in memory before
+#: it spills to a temporary file.
+SPOOL_IN_MEMORY = 1 * MiB

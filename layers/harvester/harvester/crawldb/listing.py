@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
 
+from harvester.limits import SPOOL_IN_MEMORY
 from harvester.lines import LineWriter, json_bytes
 from harvester.sitemap import ChildSitemap, PageEntry
 
-SPOOL_IN_MEMORY = 1024 * 1024
 #: Fast compression: a listing is written on every complete reading and read back only when unchanged.
 GZIP_LEVEL = 1
 

@@ -60,8 +60,9 @@ def key_of(url: str) -> str:
     return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
 
 
-#: ``key_of``, remembered for the URLs of the latest batches: a durable store asks for a listed URL's key
-#: several times in a row (its job record, its crawl record); a throwaway run asks once, and calls key_of.
+#: ``key_of``, remembered for the URLs of the latest batches: a durable run asks for a listed URL's key
+#: again after its reading did (its job record; on DynamoDB its crawl record too); a throwaway run asks
+#: once, and calls key_of.
 url_key = lru_cache(maxsize=4096)(key_of)
 
 

@@ -24,6 +24,7 @@ from datetime import timedelta
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
 from harvester.fetch import FetchError, FetchResponse, is_transient
+from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
@@ -34,7 +35,6 @@ from harvester.urls import normalize
 
 log = logging.getLogger(__name__)
 
-SPOOL_IN_MEMORY = 1024 * 1024
 #: Times an outcome is settled again when other jobs keep moving its crawl record.
 STALE_ATTEMPTS = 8
 

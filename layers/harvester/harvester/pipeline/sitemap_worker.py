@@ -32,7 +32,7 @@ from harvester.crawldb.listing import ListingWriter, read_listing
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, is_transient
 from harvester.keyset import KeySet, bits_of
-from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
+from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
@@ -56,7 +56,6 @@ from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal
 
 log = logging.getLogger(__name__)
 
-SPOOL_IN_MEMORY = 1024 * 1024
 PARSE_CHUNK = 64 * 1024
 #: Bytes of a sitemap parsed at a time when the pages are handed out as they are read (see _parse_paced).
 PACED_PIECE = 4 * 1024

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
-_SPOOL = 8 * 1024 * 1024
+from harvester.limits import SPOOL_IN_MEMORY
 
 
 class S3DocumentStore:
@@ -40,8 +40,8 @@ class S3DocumentStore:
 
     @contextmanager
     def writer(self, key: str, *, content_type: str | None = None) -> Iterator[BinaryIO]:
-        """A spooled file (in memory up to 8 MiB), uploaded at the end."""
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as out:
+        """A spooled file, uploaded at the end."""
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as out:
             yield out  # type: ignore[misc]
             out.seek(0)
             self.put(key, out, content_type=content_type)  # type: ignore[arg-type]

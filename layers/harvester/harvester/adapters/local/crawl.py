@@ -38,7 +38,7 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> 
     """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
     500 records."""
     sql = "SELECT url, version FROM crawl_urls WHERE site = ? AND url IN ({marks})"
-    stored: dict[str, int] = dict(select_in(db, sql, (site,), list({r.url: r for r in records})))
+    stored: dict[str, int] = dict(select_in(db, sql, (site,), list(dict.fromkeys(r.url for r in records))))
     return [r.url for r in records if stored.get(r.url, 0) != r.version - 1]
 
 

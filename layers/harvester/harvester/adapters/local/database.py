@@ -164,7 +164,7 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
     # One transaction: a file is upgraded completely or not at all.
     conn.execute("BEGIN IMMEDIATE")
     try:
-        rebuild = _table(conn, "urls") is not None and "PRIMARY KEY" in _table(conn, "urls")
+        rebuild = "PRIMARY KEY" in (_table(conn, "urls") or "")
         rebuild_crawl = "key TEXT" in (_table(conn, "crawl_urls") or "url TEXT")
         if rebuild:
             _script(conn, _REBUILD_URLS)
