@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,16 @@ from harvester.crawldb.schedule import Schedule
 from harvester.crawldb.trust import EvidenceTally, apply, evidence_of
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+from harvester.model.records import (
+    TOO_DEEP,
+    JobRecord,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+    body_of,
+)
+from harvester.pipeline.completion import stored_record
 from harvester.sitemap import ChildSitemap, Image, NewsStory, PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -162,6 +172,11 @@ def test_a_sitemap_read_before_that_is_missing_now_keeps_its_urls():
 # the change feed ------------------------------------------------------------------------------------
 
 
+def stored(page: SitemapURL, *, nulls: bool = False) -> dict[str, Any]:
+    """A job record as the job's end reads it back: its stored body, parsed."""
+    return stored_record(page.model_dump_json() if nulls else body_of(page))
+
+
 def test_feed_lines_keep_the_previous_and_the_new_values():
     record = known()
     page = SitemapURL(
@@ -174,21 +189,53 @@ def test_feed_lines_keep_the_previous_and_the_new_values():
         signature="s2",
         crawl_state=CrawlState.FETCHED,
     )
-    line = feed_line(page)
-    assert line == {
-        "url": record.url,
-        "change": "changed",
-        "reason": "due",
-        "previous_state": "fetched",
-        "state": "fetched",
-        "previous_status": 200,
-        "status": 200,
-        "previous_signature": "s1",
-        "signature": "s2",
-    }
+    line = feed_line(stored(page))
+    assert (
+        line
+        == feed_line(stored(page, nulls=True))
+        == {
+            "url": record.url,
+            "change": "changed",
+            "reason": "due",
+            "previous_state": "fetched",
+            "state": "fetched",
+            "previous_status": 200,
+            "status": 200,
+            "previous_signature": "s1",
+            "signature": "s2",
+        }
+    )
     not_due = page.model_copy(update={"change": ChangeKind.NOT_DUE})
-    assert feed_line(not_due) is None and kind_of(not_due) is ChangeKind.NOT_DUE
+    assert feed_line(stored(not_due)) is None and kind_of(stored(not_due)) is ChangeKind.NOT_DUE
     removed = removed_line(orphaned(record, job_id="j2"))
     assert (removed["change"], removed["previous_state"], removed["state"]) == ("removed", "fetched", "orphan")
     # Records written before the crawl database have no change: counted by their outcome.
-    assert kind_of(page.model_copy(update={"change": None})) is ChangeKind.CHANGED
+    assert kind_of(stored(page.model_copy(update={"change": None}))) is ChangeKind.CHANGED
+    failed = page.model_copy(update={"change": None, "status": UrlStatus.FAILED, "error_message": "HTTP 500"})
+    assert kind_of(stored(failed)) is ChangeKind.FAILED
+
+
+@pytest.mark.parametrize(
+    "lastmod",
+    [
+        datetime(2024, 5, 1, tzinfo=UTC),
+        datetime(2024, 5, 1, 12, 30, 5, 120, tzinfo=UTC),
+        datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=-5))),
+    ],
+)
+def test_feed_lines_write_times_as_isoformat_whatever_the_stored_form(lastmod):
+    """Stored records say Z for UTC; the feed has always written times as datetime.isoformat (+00:00), and
+    a consumer comparing lines across jobs must not see every line change."""
+    page = SitemapURL(
+        url=f"{SITE}/t",
+        last_modified=lastmod,
+        status=UrlStatus.COMPLETED,
+        change=ChangeKind.NEW,
+        fetch_reason="new",
+        fetch_time=lastmod,
+    )
+    for nulls in (False, True):
+        line = feed_line(stored(page, nulls=nulls))
+        assert line is not None
+        assert line["lastmod"] == line["fetch_time"] == lastmod.isoformat()
+        assert "previous_state" not in line and line["state"] == CrawlState.UNFETCHED.value

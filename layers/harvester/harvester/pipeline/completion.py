@@ -14,10 +14,12 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
-from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
+import orjson
+
+from harvester.crawldb.changes import ChangeTally, Stored, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
-from harvester.crawldb.trust import EvidenceTally
+from harvester.crawldb.trust import UNFETCHED, EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
 from harvester.lines import LineWriter, json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 #: Times a write to the crawl database is judged again when other jobs keep changing its record.
 STALE_ATTEMPTS = 8
 ORPHAN_BATCH = 100
+_FINAL = frozenset(s.value for s in UrlStatus if s.final)
 
 
 def result_key(job_id: str) -> str:
@@ -105,23 +108,28 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     with records as lines, feed as feed_lines:  # (each stored when the block ends well)
         out, changed = LineWriter(lines), LineWriter(feed_lines)
         for body in store.page_bodies(job_id):
-            page = SitemapURL.model_validate_json(body, context=SCREENED)  # (its URL was checked when listed)
+            stored = stored_record(body)
             listed += 1
-            out.add(record_line(page, body))
-            if not page.status.final:
-                log.error("job ended with an open URL", extra={"job_id": job_id, "url": page.url})
+            out.add(record_line(body))
+            status = stored.get("status")
+            if status not in _FINAL:
+                log.error("job ended with an open URL", extra={"job_id": job_id, "url": stored.get("url")})
                 continue
-            if page.status is UrlStatus.COMPLETED:
+            if status == UrlStatus.COMPLETED.value:
                 succeeded += 1
             else:
                 failed += 1
                 if len(errors) < ctx.settings.max_error_details:
-                    errors.append(ErrorDetail(url=page.url, kind="page", error=page.error_message or "unknown"))
+                    error = stored.get("error_message") or "unknown"
+                    errors.append(ErrorDetail(url=stored["url"], kind="page", error=error))
                 else:
                     omitted += 1
-            changes.add(kind_of(page))
-            evidence.add(page)
-            line = feed_line(page)
+            kind = kind_of(stored)
+            changes.add(kind)
+            reason = stored.get("fetch_reason")
+            if reason is not None and reason not in UNFETCHED:  # (a URL the job did not fetch is no evidence)
+                evidence.add(SitemapURL.model_validate_json(body, context=SCREENED))
+            line = feed_line(stored)
             if line is not None:
                 changed.add(json_bytes(line))
 
@@ -170,14 +178,24 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
 _NOT_IN_RECORDS = {"known"}
 
 
-def record_line(page: SitemapURL, body: str) -> bytes:
+def record_line(body: str) -> bytes:
     """A URL's line in the job's records. The stored body is that line already when the record carries no
     snapshot and no empty field (``body_of``; bodies written before it kept their nulls): re-serialising
     400,000 records was a tenth of a durable discovery. (A ``"known":`` or ``:null`` inside a URL only
     sends the record the long way.)"""
     if '"known":' not in body and ":null" not in body:
         return body.encode()
+    page = SitemapURL.model_validate_json(body, context=SCREENED)
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
+
+
+def stored_record(body: str) -> Stored:
+    """A job record's stored body as the values the job's end counts and writes its feed from: parsed, not
+    validated (what the state store holds was a validated record, or one built from checked values)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:  # (orjson refuses what it cannot read exactly: read slowly, but read)
+        return json.loads(body)
 
 
 def _mark_orphans(
