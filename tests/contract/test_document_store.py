@@ -6,6 +6,7 @@ import io
 import os
 
 import pytest
+from botocore.exceptions import ClientError
 
 
 def test_bytes_and_streams_round_trip(backend):
@@ -56,3 +57,16 @@ def test_a_writer_stores_its_document_when_the_block_ends_well_and_not_otherwise
         _write_and_die(backend.documents, "jobs/k/changes.jsonl")
     assert not backend.documents.exists("jobs/k/changes.jsonl")
     assert list(backend.documents.keys("jobs/")) == ["jobs/j/urls.jsonl"]  # (no temporary file listed)
+
+
+def test_a_reader_gives_the_document_in_pieces(backend):
+    big = os.urandom(2 * 1024 * 1024 + 3)
+    backend.documents.put("sites/s/sitemaps/x/1", big)
+    pieces = []
+    with backend.documents.reader("sites/s/sitemaps/x/1") as body:
+        while piece := body.read(256 * 1024):
+            assert len(piece) <= 256 * 1024
+            pieces.append(piece)
+    assert len(pieces) > 1 and b"".join(pieces) == big
+    with pytest.raises((FileNotFoundError, ClientError)), backend.documents.reader("sites/s/sitemaps/x/missing"):
+        pass  # (as get does: the caller reads the sitemap again instead)

@@ -9,7 +9,6 @@ import pytest
 
 from harvester.crawldb.changes import feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
-from harvester.crawldb.listing import ListedPage, ListingWriter, read_listing
 from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.schedule import Schedule
 from harvester.crawldb.trust import EvidenceTally, apply, evidence_of
@@ -25,7 +24,6 @@ from harvester.model.records import (
     body_of,
 )
 from harvester.pipeline.completion import stored_record
-from harvester.sitemap import ChildSitemap, Image, NewsStory, PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SITE = "https://example.com"
@@ -39,33 +37,6 @@ def known(url: str = f"{SITE}/a", *, job: str = "j0", at: datetime = T0, sitemap
     )
     answer = Fetched(FetchResult.SUCCESS, 200, signature="s1", document_key="d1", lastmod=at)
     return after_fetch(record, answer, now=at, schedule=schedule)
-
-
-# listings -------------------------------------------------------------------------------------------
-
-
-def test_a_listing_gives_back_every_entry_as_parsed_in_order():
-    entries = [
-        PageEntry(f"{SITE}/a", lastmod=T0, changefreq="daily", priority=0.8, images=(Image(loc=f"{SITE}/i.jpg"),)),
-        ChildSitemap(f"{SITE}/child.xml", lastmod=T0),
-        PageEntry(f"{SITE}/b", news=NewsStory(title="T", publication_date=T0)),
-        PageEntry(f"{SITE}/c"),
-    ]
-    writer = ListingWriter()
-    for entry in entries:
-        writer.add(entry)
-    assert writer.entries == 4
-    body = writer.finish().read()
-    writer.close()
-
-    back = list(read_listing(body))
-
-    assert [type(e) for e in back] == [ListedPage, ChildSitemap, ListedPage, ListedPage]
-    for original, replayed in zip(entries, back, strict=True):
-        assert (replayed.url, replayed.lastmod) == (original.url, original.lastmod)
-        if isinstance(original, PageEntry):
-            assert (replayed.changefreq, replayed.priority) == (original.changefreq, original.priority)
-            assert replayed.extensions() == original.extensions()
 
 
 # lastmod trust --------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from harvester.crawldb.crawl_state import listed
-from harvester.crawldb.listing import ListedPage
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest
@@ -29,7 +28,7 @@ from harvester.model.records import (
     body_of,
 )
 from harvester.pipeline.completion import record_line
-from harvester.sitemap import PageEntry, parse_bytes
+from harvester.sitemap import Image, PageEntry, parse_bytes
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -217,10 +216,10 @@ def test_a_trusted_record_is_the_validated_one():
     one, two = SitemapURL.trusted({"url": "https://e.x/1"}), SitemapURL.trusted({"url": "https://e.x/2"})
     one.extensions["x"] = 1
     assert two.extensions == {}
-    replayed = ListedPage("https://e.x/3", None, None, 0.5, {"images": [{"loc": "https://e.x/i.png"}]})
-    three = SitemapURL.trusted({"url": replayed.url, "extensions": replayed.extensions()})
-    three.extensions["x"] = 1  # (a listing's entry keeps its own, as validation would have copied it)
-    assert replayed.extensions() == {"images": [{"loc": "https://e.x/i.png"}]}
+    entry = PageEntry("https://e.x/3", images=(Image(loc="https://e.x/i.png"),))
+    three = SitemapURL.trusted({"url": entry.url, "extensions": entry.extensions()})
+    three.extensions["images"].append({"loc": "https://e.x/j.png"})  # (an entry's are made for each record)
+    assert entry.extensions() == {"images": [{"loc": "https://e.x/i.png"}]}
 
 
 def test_a_stored_body_is_pydantics_json_whichever_encoder_wrote_it():

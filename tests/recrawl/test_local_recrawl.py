@@ -62,6 +62,27 @@ def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(liv
     assert records[site.url(mutation.touched_304)]["http_status"] == 304
 
 
+def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_that_is_gone(live_site, tmp_path):
+    """A 304 is answered from the document the last complete reading stored: the job lists the same URLs.
+    Without that copy (a cleaned document folder), the sitemap is asked again without validators."""
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    crawl(site, state)
+    second = crawl(site, state)
+    scenario.check_crawl_2(site, second)  # every sitemap answered 304, every URL listed again
+    copies = state / "documents" / site_prefix(site.base, "sitemaps")
+    assert len([p for p in copies.rglob("*") if p.is_file()]) == len(scenario.SITEMAP_PATHS)
+    shutil.rmtree(copies)
+
+    third = crawl(site, state)
+    assert (third["total_urls"], third["changes"]["not_due"], third["sitemaps_ok"]) == (40, 40, second["sitemaps_ok"])
+    hits = scenario.sitemap_hits(site)
+    for path in scenario.SITEMAP_PATHS:
+        asked = [(h.conditional, h.status) for h in hits if h.path == path]
+        assert asked[:2] == [(True, 304), (False, 200)], (path, asked)
+    assert len([p for p in copies.rglob("*") if p.is_file()]) == len(scenario.SITEMAP_PATHS)  # stored again
+
+
 def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):
     site = scenario.build(live_site())
     state = tmp_path / "state"

@@ -1,7 +1,7 @@
-"""JSON Lines written a thousand at a time: the job's records, its change feed and a sitemap's listing.
+"""JSON Lines written a thousand at a time: the job's records, its change feed, ``harvest sitemaps``'s pages.
 
-A ``write`` per line cost more than serialising the line (for a gzipped listing, more than compressing it),
-so lines are joined and written in batches; :meth:`LineWriter.flush` writes what is left.
+A ``write`` per line cost more than serialising the line, so lines are joined and written in batches;
+:meth:`LineWriter.flush` writes what is left.
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ class DocumentStore(Protocol):
 
     def get(self, key: str) -> bytes: ...
 
+    def reader(self, key: str) -> AbstractContextManager[BinaryIO]:
+        """The document as a file read in pieces (a stored sitemap parsed again may inflate to 50 MiB: no
+        reader holds it whole). Raises as ``get`` does when the key is not there."""
+
     def exists(self, key: str) -> bool: ...
 
     def keys(self, prefix: str) -> Iterator[str]: ...

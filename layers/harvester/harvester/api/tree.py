@@ -35,9 +35,9 @@ from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.fetch import policy_for
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL, utcnow
-from harvester.pipeline.context import Listed
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
 from harvester.pipeline.sitemap_worker import listed_page
+from harvester.sitemap import PageEntry
 
 __all__ = [
     "Discovery",
@@ -297,14 +297,14 @@ class Discovery:
         async for batch in self.batches(_records):
             yield batch
 
-    async def batches(self, make: Callable[[str, list[tuple[str, Listed]]], T]) -> AsyncIterator[T]:
+    async def batches(self, make: Callable[[str, list[tuple[str, PageEntry]]], T]) -> AsyncIterator[T]:
         """What ``make`` builds of each batch of pages new to the run, given the sitemap listing them and
         each page's URL (normal form) and entry: the records :meth:`page_batches` hands out, or whatever a
         consumer writes (``harvest sitemaps`` makes its JSON lines straight from the entries). ``make`` runs
         as the batch is counted; ``tree`` is set once every batch is out."""
         found: _Handover[T] = _Handover()
 
-        def counted(sitemap: str, listed: list[tuple[str, Listed]]) -> None:
+        def counted(sitemap: str, listed: list[tuple[str, PageEntry]]) -> None:
             # The pages are counted already (their sitemap's checkpoint moved past them): a batch ``make``
             # cannot make ends the run with its error rather than with pages missing from what it handed out.
             try:
@@ -347,7 +347,7 @@ class Discovery:
         return self.tree
 
 
-def _records(sitemap: str, listed: list[tuple[str, Listed]]) -> list[SitemapURL]:
+def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapURL]:
     now = utcnow()
     return [listed_page(url, entry, sitemap, now) for url, entry in listed]
 

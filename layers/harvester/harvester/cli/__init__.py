@@ -36,7 +36,7 @@ from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.messages import JobRequest, Unprocessable
 from harvester.model.records import JobStatus, LoaderState, utcnow
 from harvester.pipeline.completion import changes_key
-from harvester.pipeline.context import Listed
+from harvester.sitemap import PageEntry
 from harvester.urls import normalize, origin_of, require_http_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -280,7 +280,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
     return EXIT_OK if tree.status is JobStatus.COMPLETED else EXIT_FAILED
 
 
-def _no_lines(sitemap: str, listed: list[tuple[str, Listed]]) -> bytes:
+def _no_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:
     return b""
 
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from harvester.lines import json_bytes
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
 from harvester.model.records import SitemapIngestionResult
-from harvester.pipeline.context import Listed
 from harvester.ports import CrawlDatabase
+from harvester.sitemap import PageEntry
 from harvester.urls import host_of
 
 CSV_FIELDS = (
@@ -144,7 +144,7 @@ def site_view(site: str, records: Iterable[CrawlRecord], crawldb: CrawlDatabase,
     }
 
 
-def listed_lines(sitemap: str, listed: list[tuple[str, Listed]]) -> bytes:
+def listed_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:
     """Pages as `harvest sitemaps --format jsonl` prints them, a line each: what their sitemap said about
     them. Made straight from the entries."""
     return b"".join(

@@ -27,9 +27,5 @@ def sitemap_key(origin: str, url: str, signature: str) -> str:
     return f"sites/{site_slug(origin)}/sitemaps/{url_key(url)}/{signature[:32]}"
 
 
-def listing_key(origin: str, url: str, signature: str) -> str:
-    return f"sites/{site_slug(origin)}/listings/{url_key(url)}/{signature[:32]}.jsonl.gz"
-
-
 def site_prefix(origin: str, kind: str = "pages") -> str:
     return f"sites/{site_slug(origin)}/{kind}/"

@@ -113,8 +113,9 @@ _trusted_record = trusted_builder(CrawlRecord)
 class SitemapCrawl(BaseModel):
     """What the last complete reading of one sitemap (or robots.txt) left, to read it conditionally next time.
 
-    ``listing_key`` names the document holding every entry the reading produced, in order, before any job's
-    patterns: replaying it gives a job exactly what parsing the unchanged document would.
+    ``document_key`` names the document as it was read: a 304 next time is answered by parsing it again, so a
+    job sees exactly what parsing the unchanged document would. (``listing_key``: the gzipped entries that
+    readings before schema 4 stored beside it for the same end; no longer written or read.)
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,7 +128,7 @@ class SitemapCrawl(BaseModel):
     last_modified: str | None = None
     signature: str
     document_key: str
-    listing_key: str
+    listing_key: str | None = None
     kind: str | None = None
     truncated: str | None = None
     warnings: dict[str, int] = Field(default_factory=dict)

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from harvester.crawldb.listing import ListedPage
 from harvester.fetch import Fetcher, RobotsRules
 from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.politeness import HostPacer
@@ -20,9 +19,6 @@ from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.ports import CrawlDatabase, DocumentStore, PageCounter, StateStore, TaskQueue
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
-
-#: A page entry as parsed, or as read back from the listing of an unchanged sitemap.
-Listed = PageEntry | ListedPage
 
 
 @dataclass
@@ -43,7 +39,7 @@ class StepContext:
     #: count; the consumer builds what it hands out (a record, a line) from the entry, and only once.
     counter: PageCounter | None = None
     #: Given the pages new to a throwaway run's job as they are counted: the sitemap, then (URL, entry).
-    found: Callable[[str, list[tuple[str, Listed]]], None] | None = None
+    found: Callable[[str, list[tuple[str, PageEntry]]], None] | None = None
     #: Awaited between the chunks of a sitemap being read: a consumer of the pages as they are recorded
     #: (``Discovery.pages``) holds the readers back with it while the pages it was handed wait.
     pause: Callable[[], Awaitable[object]] | None = None

@@ -21,14 +21,14 @@ import hashlib
 import logging
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from harvester.crawldb.crawl_state import http_error, listed
-from harvester.crawldb.documents import listing_key, sitemap_key
-from harvester.crawldb.listing import ListingWriter, read_listing
+from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, is_transient
 from harvester.keyset import KeySet, bits_of
@@ -47,7 +47,7 @@ from harvester.model.records import (
     url_key,
 )
 from harvester.pipeline.completion import maybe_complete
-from harvester.pipeline.context import Listed, StepContext
+from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import follow
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
@@ -160,7 +160,7 @@ class SitemapReading:
         self.invalid_children: dict[str, str] = {}
         self.seen_pages = KeySet()  # (a 50,000-URL sitemap: 1 MiB, not 7 as a set of strings)
         self.seen_children: set[str] = set()
-        self.page_batch: list[tuple[int, str, Listed, int]] = []  # (position, URL, entry, key bits)
+        self.page_batch: list[tuple[int, str, PageEntry, int]] = []  # (position, URL, entry, key bits)
         self.batch_size = ctx.record_batch
         self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
@@ -170,7 +170,7 @@ class SitemapReading:
         self.enqueued = record.pages_enqueued
         self.resend = False  # started over on a changed sitemap: every pending page's task is sent again
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
-        self.listing: ListingWriter | None = None  # the entries as parsed, kept to replay an unchanged sitemap
+        self.entries = 0  # entries the reading produced, children included
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
         self._site: SiteCrawl | None = None
 
@@ -203,9 +203,6 @@ class SitemapReading:
                 return Retry(reason)
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
             outcome = SitemapOutcome(status=status, error_message=self._final_reason(reason, exc.retryable))
-        finally:
-            if self.listing is not None:
-                self.listing.close()
         transient = outcome.http_status is not None and is_transient(outcome.http_status)
         if transient and outcome.status is SitemapStatus.FAILED:
             if self.may_retry:
@@ -227,12 +224,9 @@ class SitemapReading:
         """Forgets the skipped reading: every entry is judged again. The job's records absorb the URLs recorded
         before (``record_pages`` counts only new ones); their tasks are sent again, since the positions that
         said which were sent no longer mean anything."""
-        if self.listing is not None:
-            self.listing.close()
-            self.listing = None
         self.dropped, self.invalid_children, self.found, self.declared = {}, {}, [], []
         self.seen_pages, self.seen_children = KeySet(), set()
-        self.accepted = self.children = self.recorded = self.enqueued = 0
+        self.accepted = self.children = self.recorded = self.enqueued = self.entries = 0
         self.page_batch = []
         self.digest = hashlib.blake2b(digest_size=16)
         self.resend = True
@@ -262,54 +256,74 @@ class SitemapReading:
             if redirected is not None:
                 redirected.http_status = response.status_code
                 return redirected
+            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
             if not_modified:
                 assert prior is not None
-                replayed = self._replay(prior, response.status_code, final_url)
-                if replayed is None:
+                if not await self._replay(prior, parser):
                     return await self._read(conditional=False)
                 self._refresh(prior, response.headers)
-                return replayed
-            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
-            keep = not self.ctx.ephemeral  # the document, its signature and its listing, for the next job
-            self.listing = ListingWriter() if keep else None
-            # Without an earlier reading, the sitemap is parsed while it downloads; with one, it is downloaded
-            # first, so that the same bytes are recognised by their signature and not parsed again.
-            streaming = prior is None
+                return self._outcome(
+                    parser, final_url, response.status_code, document_key=prior.document_key, not_modified=True
+                )
+            keep = not self.ctx.ephemeral  # the document and its signature, for the next job
             digest = hashlib.sha256()
             broken: str | None = None
             async with self.ctx.reading:
+                # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
                 with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
                     try:
                         async for chunk in response.iter_bytes():
                             if keep:
                                 raw.write(chunk)
                                 digest.update(chunk)
-                            if streaming:
-                                await self._parse_paced(parser, chunk)
-                                if parser.finished:
-                                    break
+                            await self._parse_paced(parser, chunk)
+                            if parser.finished:
+                                break
                     except FetchError as exc:
                         # The body broke off: what arrived whole is recorded either way (a retry resumes after
                         # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
-                        if not streaming:
-                            self._parse_spooled(parser, raw)
                         self._flush_pages()
                         if exc.retryable and self.may_retry:
                             raise
                         broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
                     signature = digest.hexdigest()
-                    if not streaming and broken is None:
-                        if prior is not None and signature == prior.signature and response.complete:
-                            replayed = self._replay(prior, response.status_code, final_url)
-                            if replayed is not None:
-                                self._refresh(prior, response.headers)
-                                return replayed
-                        self._parse_spooled(parser, raw)
-                    self._take(self._listed(parser.close(complete=response.complete and not parser.finished)))
+                    self._take(parser.close(complete=response.complete and not parser.finished))
                     if broken is None:
                         self._reached_checkpoint()
                     self._flush_pages()
-                    document_key = self._store_raw(raw, response.content_type, signature) if keep else None
+                    unchanged = prior is not None and signature == prior.signature and broken is None
+                    document_key = None
+                    if keep and prior is not None and unchanged:
+                        document_key = prior.document_key  # (stored already: its key is its signature)
+                    elif keep:
+                        document_key = self._store_raw(raw, response.content_type, signature)
+        outcome = self._outcome(
+            parser,
+            final_url,
+            response.status_code,
+            document_key=document_key,
+            not_modified=unchanged,
+            broken=broken,
+            truncated=response.truncated,
+        )
+        if outcome.status is SitemapStatus.COMPLETED and broken is None and keep:
+            if prior is not None and unchanged:
+                self._refresh(prior, response.headers)
+            else:
+                self._remember(outcome, response.headers, signature)
+        return outcome
+
+    def _outcome(
+        self,
+        parser: SitemapParser,
+        final_url: str,
+        http_status: int,
+        *,
+        document_key: str | None,
+        not_modified: bool,
+        broken: str | None = None,
+        truncated: str | None = None,
+    ) -> SitemapOutcome:
         report = parser.report
         status, error = SitemapStatus.COMPLETED, report.error
         if error:
@@ -319,23 +333,21 @@ class SitemapReading:
                 status = SitemapStatus.INVALID
             if self.is_probe:
                 status = SitemapStatus.ABSENT
-        outcome = SitemapOutcome(
+        return SitemapOutcome(
             status=status,
             kind=report.kind.value if report.kind else None,
             error_message=error,
             # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
-            truncated=broken or response.truncated or report.truncated,
+            truncated=broken or truncated or report.truncated,
             final_url=final_url,
-            http_status=response.status_code,
+            http_status=http_status,
             warnings=dict(report.warnings),
             document_key=document_key,
+            not_modified=not_modified,
         )
-        if status is SitemapStatus.COMPLETED and broken is None and keep:
-            self._remember(outcome, response.headers, signature)
-        return outcome
 
     def _parse(self, parser: SitemapParser, chunk: bytes) -> None:
-        self._take(self._listed(parser.feed(chunk)))
+        self._take(parser.feed(chunk))
 
     async def _parse_paced(self, parser: SitemapParser, chunk: bytes) -> None:
         """``_parse`` in pieces, letting ``ctx.pause`` hold the reading back after each: a 64 KiB chunk of a
@@ -349,46 +361,26 @@ class SitemapReading:
             if parser.finished:
                 return
 
-    def _parse_spooled(self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes]) -> None:
-        raw.seek(0)
-        while not parser.finished and (chunk := raw.read(PARSE_CHUNK)):
-            self._parse(parser, chunk)
-        raw.seek(0, 2)
-
-    def _listed(self, entries: list[PageEntry | ChildSitemap]) -> list[PageEntry | ChildSitemap]:
-        if self.listing is not None:
-            for entry in entries:
-                self.listing.add(entry)
-        return entries
-
-    def _replay(self, prior: SitemapCrawl, http_status: int, final_url: str) -> SitemapOutcome | None:
-        """The sitemap did not change: its last complete reading's entries, instead of parsing it again.
-        None when that listing is not in the document store any more (the sitemap is then read in full)."""
-        try:
-            body = self.ctx.documents.get(prior.listing_key)
-        except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
-            log.warning(
-                "listing of an unchanged sitemap unreadable; reading it in full",
-                extra={"url": self.record.url, "listing": prior.listing_key, "error": repr(exc)},
-            )
-            return None
-        if self.listing is not None:
-            self.listing.close()
-            self.listing = None
-        for entry in read_listing(body):
-            self._take([entry])
-        self._reached_checkpoint()
-        self._flush_pages()
-        return SitemapOutcome(
-            status=SitemapStatus.COMPLETED,
-            kind=prior.kind,
-            truncated=prior.truncated,
-            final_url=final_url,
-            http_status=http_status,
-            warnings=dict(prior.warnings),
-            document_key=prior.document_key,
-            not_modified=True,
-        )
+    async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
+        """The sitemap did not change (304): the document its last complete reading stored is parsed instead,
+        so a job sees the same URLs, in the same order, as if it had been sent again. False when that
+        document is not in the store any more (the sitemap is then read in full)."""
+        with ExitStack() as stack:
+            try:
+                document = stack.enter_context(self.ctx.documents.reader(prior.document_key))
+            except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
+                log.warning(
+                    "stored copy of an unchanged sitemap unreadable; reading it in full",
+                    extra={"url": self.record.url, "document": prior.document_key, "error": repr(exc)},
+                )
+                return False
+            async with self.ctx.reading:
+                while not parser.finished and (chunk := document.read(PARSE_CHUNK)):
+                    await self._parse_paced(parser, chunk)
+                self._take(parser.close(complete=not parser.finished))
+                self._reached_checkpoint()
+                self._flush_pages()
+        return True
 
     def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str]) -> None:
         """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
@@ -402,10 +394,7 @@ class SitemapReading:
 
     def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
         """Keeps what the next job needs to read this sitemap conditionally and replay it if unchanged."""
-        assert self.listing is not None and outcome.document_key is not None and outcome.http_status is not None
-        key = listing_key(self.site, self.record.url, signature)
-        entries = self.listing.entries
-        self.ctx.documents.put(key, self.listing.finish(), content_type="application/gzip")
+        assert outcome.document_key is not None and outcome.http_status is not None
         self.ctx.crawldb.put_sitemap(
             self.site,
             SitemapCrawl(
@@ -417,11 +406,10 @@ class SitemapReading:
                 last_modified=headers.get("last-modified"),
                 signature=signature,
                 document_key=outcome.document_key,
-                listing_key=key,
                 kind=outcome.kind,
                 truncated=outcome.truncated,
                 warnings=outcome.warnings,
-                entries=entries,
+                entries=self.entries,
             ),
         )
 
@@ -449,9 +437,10 @@ class SitemapReading:
 
     # entries --------------------------------------------------------------------------------------
 
-    def _take(self, entries: Iterable[Listed | ChildSitemap]) -> None:
+    def _take(self, entries: Sequence[PageEntry | ChildSitemap]) -> None:
         """A parsed piece's entries: page URLs pass hygiene, scope, patterns and the first-declaration rule,
         and are batched for recording. One loop on local names: it runs for every URL a site lists."""
+        self.entries += len(entries)
         site_host, scope, patterns = self.site_host, self.request.scope, self.filter
         first = self.seen_pages.add
         digest = self.digest.update
@@ -603,7 +592,7 @@ class SitemapReading:
             raise _ListingMoved(self.record.url)
 
     def _record(
-        self, fresh: list[tuple[str, Listed]], keys: list[int], checkpoint: int, *, enqueue: bool
+        self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
     ) -> list[SitemapURL]:
         """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
         moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
@@ -646,7 +635,7 @@ class SitemapReading:
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
 
-    def _page(self, url: str, entry: Listed, prior: CrawlRecord | None) -> tuple[SitemapURL, CrawlRecord]:
+    def _page(self, url: str, entry: PageEntry, prior: CrawlRecord | None) -> tuple[SitemapURL, CrawlRecord]:
         """The job's record of a listed URL (to be fetched: pending, with the reason; or not due), and the
         URL's crawl record as this listing leaves it."""
         now = self.ctx.clock()
@@ -681,7 +670,7 @@ class SitemapReading:
         base.update(known=known, fetch_reason=decision.reason, change=change)
         return SitemapURL.trusted(base), known
 
-    def _listed_fields(self, url: str, entry: Listed, now: datetime) -> dict[str, Any]:
+    def _listed_fields(self, url: str, entry: PageEntry, now: datetime) -> dict[str, Any]:
         return listed_fields(url, entry, self.record.url, now)
 
     def _trusted(self, url: str) -> bool:
@@ -689,7 +678,7 @@ class SitemapReading:
             self._site = self.ctx.crawldb.get_site(self.site) or SiteCrawl(site=self.site)
         return self._site.trust(host_of(url)).trusted
 
-    def _task(self, url: str, entry: Listed) -> PageTask:
+    def _task(self, url: str, entry: PageEntry) -> PageTask:
         return PageTask(
             job_id=self.job.job_id,
             url=url,
@@ -711,7 +700,7 @@ class SitemapReading:
         return key
 
 
-def listed_fields(url: str, entry: Listed, sitemap: str, now: datetime) -> dict[str, Any]:
+def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime) -> dict[str, Any]:
     """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
     return {
         "url": url,
@@ -724,7 +713,7 @@ def listed_fields(url: str, entry: Listed, sitemap: str, now: datetime) -> dict[
     }
 
 
-def listed_page(url: str, entry: Listed, sitemap: str, now: datetime) -> SitemapURL:
+def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
     """A page of a throwaway discovery run: what its sitemap says, final at once."""
     fields = listed_fields(url, entry, sitemap, now)
     fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")

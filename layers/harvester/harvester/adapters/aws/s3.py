@@ -49,6 +49,15 @@ class S3DocumentStore:
     def get(self, key: str) -> bytes:
         return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
+    @contextmanager
+    def reader(self, key: str) -> Iterator[BinaryIO]:
+        """The object's body as it streams in."""
+        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        try:
+            yield body
+        finally:
+            body.close()
+
     def exists(self, key: str) -> bool:
         try:
             self.client.head_object(Bucket=self.bucket, Key=key)

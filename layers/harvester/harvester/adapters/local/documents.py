@@ -54,6 +54,11 @@ class FolderDocumentStore:
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
+    @contextmanager
+    def reader(self, key: str) -> Iterator[BinaryIO]:
+        with self._path(key).open("rb") as file:
+            yield file
+
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 

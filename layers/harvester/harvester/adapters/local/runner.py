@@ -33,10 +33,10 @@ from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
 from harvester.pipeline.completion import result_key
-from harvester.pipeline.context import Listed
 from harvester.pipeline.jobs import conflict
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.settings import EngineSettings
+from harvester.sitemap import PageEntry
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class LocalRunner:
         on_progress: Callable[[BulkProcessingJob], None] | None = None,
         callbacks: SitemapCallbacks | None = None,
         pause: Callable[[], Awaitable[object]] | None = None,
-        found: Callable[[str, list[tuple[str, Listed]]], None] | None = None,
+        found: Callable[[str, list[tuple[str, PageEntry]]], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
