@@ -617,7 +617,8 @@ class SitemapReading:
             self.probes = probes
             lookup = attempt > 0 or not first_crawl
             priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
-            decided = [self._page(url, entry, priors.get(url)) for url, entry in fresh]
+            now = self.ctx.clock()  # (one time for a batch: it is one write)
+            decided = [self._page(url, entry, priors.get(url), now) for url, entry in fresh]
             recorded = self.ctx.store.record_pages(
                 self.job.job_id,
                 self.record.url,
@@ -635,10 +636,11 @@ class SitemapReading:
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
 
-    def _page(self, url: str, entry: PageEntry, prior: CrawlRecord | None) -> tuple[SitemapURL, CrawlRecord]:
+    def _page(
+        self, url: str, entry: PageEntry, prior: CrawlRecord | None, now: datetime
+    ) -> tuple[SitemapURL, CrawlRecord]:
         """The job's record of a listed URL (to be fetched: pending, with the reason; or not due), and the
         URL's crawl record as this listing leaves it."""
-        now = self.ctx.clock()
         known = listed(
             prior,
             url=url,
@@ -740,13 +742,16 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
         change=change,
         crawl_state=known.state,
         next_fetch_time=known.next_fetch_time,
-        http_status=known.http_status,
-        content_type=known.content_type,
-        size=known.size,
-        signature=known.signature,
-        etag=known.etag,
-        last_modified_header=known.last_modified,
-        document_key=known.document_key,
-        fetch_time=known.last_fetch_time,
     )
+    if known.last_fetch_time is not None or known.signature is not None:  # (a URL never fetched has none of these)
+        base.update(
+            http_status=known.http_status,
+            content_type=known.content_type,
+            size=known.size,
+            signature=known.signature,
+            etag=known.etag,
+            last_modified_header=known.last_modified,
+            document_key=known.document_key,
+            fetch_time=known.last_fetch_time,
+        )
     return SitemapURL.trusted(base)
