@@ -162,3 +162,54 @@ def test_a_version_3_file_keeps_every_crawl_record_found_by_its_url(tmp_path):
     assert crawldb.get_urls(SITE, [moved.url])[moved.url] == moved
     conn.close()
     connect(path).close()  # opened again: nothing left to upgrade
+
+
+def test_a_version_4_jobs_final_records_stay_beside_the_batches_written_after_the_upgrade(tmp_path):
+    """Version 5 keeps the records a listing makes final at once as one row per batch. A version 4 file's
+    final records, one row each, are read with them after the upgrade: in the job's records, by URL, in
+    its counts by status, and in its de-duplication (a URL listed again by a resumed job is not new)."""
+    from tests.contract.test_state_store import lease
+
+    path = tmp_path / "harvest.db"
+    done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
+    before = [page(0, **done), page(1, **done), page(2)]  # (page 2: open, to be fetched)
+    conn = connect(path)
+    store = SqliteStateStore(conn)
+    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
+    sitemap_url = f"{SITE}sitemap.xml"
+    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    conn.executemany(
+        "INSERT INTO urls (job_id, key, status, body) VALUES ('j', ?, ?, ?)",
+        [(p.key, p.status.value, body_of(p)) for p in before],
+    )
+    conn.executescript("DROP TABLE url_batches;")
+    conn.execute("UPDATE meta SET value = '4' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    store = SqliteStateStore(conn)
+    assert store.claim_sitemap("j", sitemap_url, lease(), now=0) is not None
+    after = [page(1, **done), page(3, **done), page(4, **done), page(5)]  # (page 1 again: not new)
+    recorded = store.record_pages("j", sitemap_url, after, checkpoint=4, lease=lease())
+    assert [p.url for p in recorded.new] == [p.url for p in after[1:]]
+    assert conn.execute("SELECT count(*) FROM url_batches").fetchone()[0] == 1  # pages 3 and 4, one row
+
+    everyone = [*before, *after[1:]]
+    assert sorted(SitemapURL.model_validate_json(b).url for b in store.page_bodies("j")) == sorted(
+        p.url for p in everyone
+    )
+    for p in everyone:
+        assert store.get_page("j", p.url) == p
+    assert store.get_page("j", f"{SITE}never.html") is None
+    completed = {p.url for p in store.pages("j", status=UrlStatus.COMPLETED)}
+    assert completed == {p.url for p in everyone if p.status is UrlStatus.COMPLETED}
+    assert {p.url for p in store.pages("j", status=UrlStatus.PENDING)} == {page(2).url, page(5).url}
+    conn.close()
+
+    restarted = SqliteStateStore(connect(path))  # the job's keys read again, from both kinds of rows
+    assert restarted.claim_sitemap("j", sitemap_url, lease("again"), now=10**10) is not None
+    again = restarted.record_pages(
+        "j", sitemap_url, [page(0, **done), page(3, **done), page(6, **done)], checkpoint=7, lease=lease("again")
+    )
+    assert [p.url for p in again.new] == [page(6).url]

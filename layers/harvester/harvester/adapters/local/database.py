@@ -12,18 +12,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3}
+_UPGRADES = {1, 2, 3, 4}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
-#: them): a final record is only ever read with all of its job's. So the key index is partial, and a URL
-#: recorded final at once (a job that fetches nothing) costs no random index insert, which was the largest
-#: cost of a durable discovery; a job's de-duplication is the store's (a KeySet). Up to version 2 the table
-#: had a primary key on (job_id, key): such a table is rebuilt, once, rows in the same order.
+#: them): a final record is only ever read with all of its job's. So the key index is partial, and the
+#: records a listing makes final at once (a job that fetches nothing, a URL not due) are not rows here at
+#: all but one ``url_batches`` row per batch (since version 5); a job's de-duplication is the store's (a
+#: KeySet). Up to version 2 the table had a primary key on (job_id, key): such a table is rebuilt, once,
+#: rows in the same order.
 _REBUILD_URLS = """
 DROP INDEX IF EXISTS urls_by_status;
 ALTER TABLE urls RENAME TO urls_before_v3;
@@ -89,6 +90,12 @@ CREATE TABLE IF NOT EXISTS urls (
 );
 CREATE INDEX IF NOT EXISTS urls_by_status ON urls (job_id, status);
 CREATE UNIQUE INDEX IF NOT EXISTS urls_open ON urls (job_id, key) WHERE status IN ('pending', 'processing');
+CREATE TABLE IF NOT EXISTS url_batches (
+    job_id TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    bodies TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS url_batches_by_job ON url_batches (job_id);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     queue TEXT NOT NULL,

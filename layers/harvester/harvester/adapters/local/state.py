@@ -140,12 +140,14 @@ class SqliteStateStore:
                 for row in db.execute(
                     "SELECT job_id FROM jobs WHERE closed = 1 AND created_at < ?"
                     " AND EXISTS (SELECT 1 FROM urls WHERE urls.job_id = jobs.job_id"
+                    " UNION ALL SELECT 1 FROM url_batches WHERE url_batches.job_id = jobs.job_id"
                     " UNION ALL SELECT 1 FROM sitemaps WHERE sitemaps.job_id = jobs.job_id)",
                     (created_before,),
                 ).fetchall()
             ]
             for job_id in expired:
                 db.execute("DELETE FROM urls WHERE job_id = ?", (job_id,))
+                db.execute("DELETE FROM url_batches WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
                 self._recorded_keys.pop(job_id, None)
         return len(expired)
@@ -253,10 +255,7 @@ class SqliteStateStore:
                     moved = [writes[p.url] for p in fresh if p.url in writes]
                     if not crawldb.write_listed(db, site, moved):
                         raise _Moved  # (rolls the batch back)
-                db.executemany(
-                    "INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)",
-                    [(job_id, p.key, p.status.value, body_of(p)) for p in fresh],
-                )
+                _insert_pages(db, job_id, fresh)
                 self._recorded(db, job_id, sitemap, checkpoint, accounting.new_pages(fresh), enqueued, lease)
         except _Moved:
             self._forget(job_id, keys, taken)
@@ -314,6 +313,9 @@ class SqliteStateStore:
             keys = self._recorded_keys[job_id] = KeySet()
             for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)):
                 keys.add(bits_of(key))
+            for (batch,) in self.conn.execute("SELECT keys FROM url_batches WHERE job_id = ?", (job_id,)):
+                for key in batch.split("\n"):
+                    keys.add(bits_of(key))
         return keys
 
     def _recorded(
@@ -439,13 +441,28 @@ class SqliteStateStore:
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
         for body in self._bodies("urls", job_id, status.value if status else None):
             yield SitemapURL.model_validate_json(body)
+        if status is None or status.final:
+            for body in self._batched_bodies(job_id):
+                page = SitemapURL.model_validate_json(body)
+                if status is None or page.status is status:
+                    yield page
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
-        return self._bodies("urls", job_id, None)
+        yield from self._bodies("urls", job_id, None)
+        yield from self._batched_bodies(job_id)
+
+    def _batched_bodies(self, job_id: str) -> Iterator[str]:
+        """The records batches made final at once, in the order they were listed: a batch at a time."""
+        last = 0
+        sql = "SELECT rowid, bodies FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
+        while (row := self.conn.execute(sql, (job_id, last)).fetchone()) is not None:
+            last = row[0]
+            yield from row[1].split("\n")
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         """An open record through the key index; a final one by reading the job's final records (no
-        per-URL path asks for those: see ``urls_open``)."""
+        per-URL path asks for those: see ``urls_open``), then its batches' keys (a key is 32 hexadecimal
+        digits a line: only a whole key matches)."""
         key = url_key(url)
         row = self.conn.execute(f"SELECT body FROM urls WHERE job_id = ? AND key = ? AND {_OPEN}", (job_id, key))
         found = (
@@ -455,7 +472,14 @@ class SqliteStateStore:
                 (job_id, key),
             ).fetchone()
         )
-        return SitemapURL.model_validate_json(found[0]) if found else None
+        if found:
+            return SitemapURL.model_validate_json(found[0])
+        batch = self.conn.execute(
+            "SELECT keys, bodies FROM url_batches WHERE job_id = ? AND instr(keys, ?) > 0", (job_id, key)
+        ).fetchone()
+        if batch is None:
+            return None
+        return SitemapURL.model_validate_json(batch[1].split("\n")[batch[0].split("\n").index(key)])
 
     # recovery -------------------------------------------------------------------------------------
 
@@ -496,6 +520,29 @@ def _put(
             record.key,
         ),
     )
+
+
+def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[SitemapURL]) -> None:
+    """A batch's records new to the job: one row each for the open ones (the page worker claims and settles
+    them by key), one row for all of those final at once. A row per final record and its index entry were
+    half of what a durable discovery wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them,
+    2.6 s without), for records only ever read all together, at the job's end."""
+    open_rows: list[tuple[str, str, str, str]] = []
+    keys: list[str] = []
+    bodies: list[str] = []
+    for page in pages:
+        if page.status.final:
+            keys.append(page.key)
+            bodies.append(body_of(page))  # (JSON: no raw line break in it)
+        else:
+            open_rows.append((job_id, page.key, page.status.value, body_of(page)))
+    if open_rows:
+        db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", open_rows)
+    if bodies:
+        db.execute(
+            "INSERT INTO url_batches (job_id, keys, bodies) VALUES (?, ?, ?)",
+            (job_id, "\n".join(keys), "\n".join(bodies)),
+        )
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:
