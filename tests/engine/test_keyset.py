@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harvester.keyset import KeySet, bits_of
+from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.model.records import url_key
 
 
@@ -88,3 +88,11 @@ def test_a_key_beyond_96_bits_is_refused_and_changes_nothing():
         keyset.add(2**96 + 7)
     assert len(keyset) == 1 and 7 not in keyset and 5 in keyset
     assert bits_of("0123456789abcdef0123456789abcdef") == 0x0123456789ABCDEF01234567
+
+
+def test_a_urls_bits_made_without_its_key_are_its_keys_bits():
+    """A throwaway run de-duplicates on url_bits (no key text made); a durable one on bits_of(url_key(...)):
+    the same 96 bits for any URL, so both de-duplicate alike."""
+    for url in ["https://example.com/", "https://例え.jp/ä?q=1#x", "http://127.0.0.1:8080/p/" + "z" * 2000]:
+        raw = url_bits(url)
+        assert len(raw) == 12 and int.from_bytes(raw) == bits_of(url_key(url))

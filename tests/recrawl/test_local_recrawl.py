@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from harvester.adapters.local.database import connect
+from harvester.adapters.local.state import SqliteStateStore
 from harvester.crawldb.documents import site_prefix
 from harvester.demo.live import LiveSite
+from harvester.limits import ROBOTS_MAX_BYTES
 from tests.recrawl import scenario
 from tests.support import LOOPBACK, crawl_database, harvest, harvest_json, jsonl
 
@@ -81,6 +84,46 @@ def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_
         asked = [(h.conditional, h.status) for h in hits if h.path == path]
         assert asked[:2] == [(True, 304), (False, 200)], (path, asked)
     assert len([p for p in copies.rglob("*") if p.is_file()]) == len(scenario.SITEMAP_PATHS)  # stored again
+
+    urlset = site.url("/sitemaps/0.xml")
+    (copy,) = [p for p in copies.rglob("*") if p.is_file() and p.read_bytes() == site._documents()["/sitemaps/0.xml"]]
+    copy.write_bytes(copy.read_bytes()[:300])  # damaged: cut inside its entries
+    fourth = crawl(site, state)
+    assert (fourth["total_urls"], fourth["changes"]["not_due"]) == (40, 40)
+    asked = [(h.conditional, h.status) for h in scenario.sitemap_hits(site) if site.url(h.path) == urlset]
+    assert asked == [(True, 304), (False, 200)]
+    records = jsonl(Path(fourth["processed_urls"]))
+    assert len(records) == len({r["url"] for r in records}) == 40
+
+
+class CutRobots(LiveSite):
+    """robots.txt beyond the 512 KiB a reading keeps, its last Sitemap: line cut inside its URL."""
+
+    def _build(self) -> dict[str, bytes]:
+        built = super()._build()
+        robots, cut = built["/robots.txt"], f"Sitemap: {self.url('/sitemaps/ex')}".encode()
+        filler = b"# " + b"x" * (ROBOTS_MAX_BYTES - len(robots) - len(cut) - 3) + b"\n"
+        built["/robots.txt"] = robots + filler + cut + b"tra.xml\n"
+        assert len(robots + filler + cut) == ROBOTS_MAX_BYTES
+        return built
+
+
+def test_a_304_for_a_document_cut_at_its_size_limit_lists_what_the_cut_reading_listed(tmp_path):
+    """The stored copy of a reading cut at the size limit ends inside an entry: parsed again for a 304, it
+    is closed as that reading was, so the partial entry (a valid-looking URL) is not followed."""
+    with CutRobots(pages=10).serving() as site:
+        state = tmp_path / "state"
+        first = crawl(site, state)
+        second = crawl(site, state)
+        assert next((h.conditional, h.status) for h in site.hits if h.path == "/robots.txt") == (True, 304)
+        assert not [h for h in site.hits if h.path.startswith("/sitemaps/ex")]
+        assert (second["sitemaps_total"], second["total_urls"]) == (first["sitemaps_total"], first["total_urls"])
+        robots = [
+            s
+            for s in SqliteStateStore(connect(state / "harvest.db")).sitemaps(second["job_id"])
+            if s.url.endswith("/robots.txt")
+        ]
+        assert robots[0].not_modified and robots[0].truncated  # the cut is still said
 
 
 def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):

@@ -15,6 +15,7 @@ memory was what kept a 400,000-URL discovery within its bound.
 from __future__ import annotations
 
 from array import array
+from hashlib import sha256
 
 _LOW = (1 << 64) - 1
 _MIN_SLOTS = 1 << 12
@@ -25,6 +26,12 @@ assert array("I").itemsize == 4
 def bits_of(key: str) -> int:
     """The 96 bits a KeySet keeps of a URL key (``url_key``: 32 hex digits)."""
     return int(key[: KEY_BITS // 4], 16)
+
+
+def url_bits(url: str) -> bytes:
+    """``bits_of(url_key(url))`` as its 12 bytes, made without the key's text (a throwaway run needs no key,
+    and ``int.from_bytes`` of these is a third faster than the hex key parsed)."""
+    return sha256(url.encode("utf-8")).digest()[: KEY_BITS // 8]
 
 
 class KeySet:

@@ -61,8 +61,8 @@ def key_of(url: str) -> str:
 
 
 #: ``key_of``, remembered for the URLs of the latest batches: a durable run asks for a listed URL's key
-#: again after its reading did (its job record; on DynamoDB its crawl record too); a throwaway run asks
-#: once, and calls key_of.
+#: again after its reading did (its job record; on DynamoDB its crawl record too). (A throwaway run's
+#: reading needs no key, only its bits: ``keyset.url_bits``.)
 url_key = lru_cache(maxsize=4096)(key_of)
 
 

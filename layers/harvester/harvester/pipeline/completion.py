@@ -129,7 +129,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             reason = stored.get("fetch_reason")
             if reason is not None and reason not in UNFETCHED:  # (a URL the job did not fetch is no evidence)
                 evidence.add(SitemapURL.model_validate_json(body, context=SCREENED))
-            line = feed_line(stored)
+            line = feed_line(stored, kind)
             if line is not None:
                 changed.add(json_bytes(line))
 

@@ -31,7 +31,7 @@ from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, is_transient
-from harvester.keyset import KeySet, bits_of
+from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
@@ -43,7 +43,6 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
-    key_of,
     url_key,
 )
 from harvester.pipeline.completion import maybe_complete
@@ -263,7 +262,12 @@ class SitemapReading:
                     return await self._read(conditional=False)
                 self._refresh(prior, response.headers)
                 return self._outcome(
-                    parser, final_url, response.status_code, document_key=prior.document_key, not_modified=True
+                    parser,
+                    final_url,
+                    response.status_code,
+                    document_key=prior.document_key,
+                    not_modified=True,
+                    truncated=prior.truncated,
                 )
             keep = not self.ctx.ephemeral  # the document and its signature, for the next job
             digest = hashlib.sha256()
@@ -276,8 +280,11 @@ class SitemapReading:
                             if keep:
                                 raw.write(chunk)
                                 digest.update(chunk)
-                            await self._parse_paced(parser, chunk)
-                            if parser.finished:
+                            if not parser.finished:
+                                await self._parse_paced(parser, chunk)
+                            if parser.finished and prior is None:
+                                # (with an earlier reading, the rest is downloaded all the same: the bytes are
+                                # recognised by the signature of the whole body, wherever the parser stopped)
                                 break
                     except FetchError as exc:
                         # The body broke off: what arrived whole is recorded either way (a retry resumes after
@@ -293,7 +300,7 @@ class SitemapReading:
                     self._flush_pages()
                     unchanged = prior is not None and signature == prior.signature and broken is None
                     document_key = None
-                    if keep and prior is not None and unchanged:
+                    if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
                         document_key = prior.document_key  # (stored already: its key is its signature)
                     elif keep:
                         document_key = self._store_raw(raw, response.content_type, signature)
@@ -363,24 +370,42 @@ class SitemapReading:
 
     async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
         """The sitemap did not change (304): the document its last complete reading stored is parsed instead,
-        so a job sees the same URLs, in the same order, as if it had been sent again. False when that
-        document is not in the store any more (the sitemap is then read in full)."""
+        closed as that reading was (a document cut at the size limit was stored as it arrived: its last,
+        partial entry is not one), so a job sees the same URLs, in the same order, as if it had been sent
+        again. False when that copy is gone or cannot be read whole: the sitemap is then read in full (what
+        the copy gave so far is judged again, as after a changed checkpoint)."""
         with ExitStack() as stack:
             try:
                 document = stack.enter_context(self.ctx.documents.reader(prior.document_key))
             except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
-                log.warning(
-                    "stored copy of an unchanged sitemap unreadable; reading it in full",
-                    extra={"url": self.record.url, "document": prior.document_key, "error": repr(exc)},
-                )
-                return False
+                return self._unreadable_copy(prior, repr(exc))
             async with self.ctx.reading:
-                while not parser.finished and (chunk := document.read(PARSE_CHUNK)):
+                while not parser.finished:
+                    try:
+                        chunk = document.read(PARSE_CHUNK)
+                    except Exception as exc:  # (a stream broken off: S3's read timeout, a damaged file)
+                        return self._unreadable_copy(prior, repr(exc))
+                    if not chunk:
+                        break
                     await self._parse_paced(parser, chunk)
-                self._take(parser.close(complete=not parser.finished))
+                self._take(parser.close(complete=not parser.finished and prior.truncated is None))
+                report = parser.report
+                if report.error or (report.truncated and not prior.truncated) or self.entries != prior.entries:
+                    # Not what the stored reading gave (an error, a cut, another count): a damaged copy, or
+                    # one a parser of another version reads otherwise. Read in full, it is stored again.
+                    return self._unreadable_copy(prior, report.error or report.truncated or "entries differ")
                 self._reached_checkpoint()
                 self._flush_pages()
         return True
+
+    def _unreadable_copy(self, prior: SitemapCrawl, error: str) -> bool:
+        log.warning(
+            "stored copy of an unchanged sitemap unreadable; reading it in full",
+            extra={"url": self.record.url, "document": prior.document_key, "error": error},
+        )
+        if self.entries:  # (some of the copy was taken already)
+            self._start_over()
+        return False
 
     def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str]) -> None:
         """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
@@ -445,7 +470,8 @@ class SitemapReading:
         first = self.seen_pages.add
         digest = self.digest.update
         drop = self._drop
-        keyed = url_key if self.ctx.counter is None else key_of  # (see url_key)
+        durable = self.ctx.counter is None  # (a throwaway run needs no URL key: its store keeps only bits)
+        from_bytes = int.from_bytes
         for entry in entries:
             if isinstance(entry, ChildSitemap):
                 self._take_child(entry)
@@ -463,14 +489,19 @@ class SitemapReading:
                 if reason is not None:
                     drop(reason)
                     continue
-            key = keyed(url)
-            bits = bits_of(key)
+            if durable:
+                key = url_key(url)
+                bits = bits_of(key)
+                raw = key.encode() + b"\n"
+            else:
+                raw = url_bits(url)
+                bits = from_bytes(raw)
             if not first(bits):
                 drop("duplicate_in_sitemap")
                 continue
             index = self.accepted
             self.accepted = index + 1
-            digest(key.encode() + b"\n")
+            digest(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
             if index < self.enqueued:
                 if index == self.enqueued - 1:
                     self._reached_checkpoint()

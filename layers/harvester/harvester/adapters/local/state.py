@@ -448,6 +448,8 @@ class SqliteStateStore:
                     yield page
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
+        """The job's URL records: those that were open (fetched, or to be), then those final when listed,
+        each kind in the order it was listed."""
         yield from self._bodies("urls", job_id, None)
         yield from self._batched_bodies(job_id)
 
