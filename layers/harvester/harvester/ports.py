@@ -263,13 +263,13 @@ class StateStore(Protocol):
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]: ...
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
-        """Every URL record of the job as stored (``body_of``; in the store's order, as ``pages``)."""
+        """Every URL record of the job as stored (``body_of``; in the store's order, as ``pages``): a job's
+        result is written from these without serialising each record again."""
         ...
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
-        """What ``page_bodies`` gives, for the job's end (which writes the records from these without
-        serialising each again): a store that keeps the records final when listed a batch at a time hands
-        those over as such (their bodies are in no other item)."""
+        """What ``page_bodies`` gives, for the job's end: a store that keeps the records final when listed
+        a batch at a time hands those over as such (their bodies are in no other item)."""
         ...
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...
