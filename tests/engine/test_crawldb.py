@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from harvester.crawldb.changes import feed_line, kind_of, removed_line, summarise
+from harvester.crawldb.changes import feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.schedule import Schedule
 from harvester.crawldb.trust import EvidenceTally, apply, evidence_of
-from harvester.lines import json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import (
@@ -185,36 +184,6 @@ def test_feed_lines_keep_the_previous_and_the_new_values():
     assert kind_of(stored(page.model_copy(update={"change": None}))) is ChangeKind.CHANGED
     failed = page.model_copy(update={"change": None, "status": UrlStatus.FAILED, "error_message": "HTTP 500"})
     assert kind_of(stored(failed)) is ChangeKind.FAILED
-
-
-def test_a_batch_summarised_when_listed_gives_what_its_stored_records_give():
-    """Records a listing made final are summarised when recorded (feed lines, counts by kind) from their own
-    values; the job's end would have made the same from their stored bodies, byte for byte."""
-    record = known()
-    listed_at = {"status": UrlStatus.COMPLETED, "finished_at": T0, "discovered_at": T0}
-    pages = [
-        SitemapURL(url=f"{SITE}/n", last_modified=T0, change=ChangeKind.NEW, fetch_reason="listed", **listed_at),
-        SitemapURL(
-            url=f"{SITE}/b",
-            last_modified=datetime(2024, 5, 1, 12, 30, 5, 120, tzinfo=timezone(timedelta(hours=-5))),
-            change=ChangeKind.BACK,
-            fetch_reason="not_due",
-            http_status=200,
-            signature="s1",
-            crawl_state=CrawlState.FETCHED,
-            fetch_time=T0 + timedelta(microseconds=3),
-            **listed_at,
-        ),
-        SitemapURL(url=f"{SITE}/d", change=ChangeKind.NOT_DUE, fetch_reason="not_due", **listed_at),
-        SitemapURL(url=f"{SITE}/l", change=ChangeKind.LISTED, fetch_reason="listed", **listed_at),
-    ]
-    feed, kinds = summarise(pages)
-    expected = [feed_line(stored(p)) for p in pages]
-    assert feed == b"\n".join(json_bytes(line) for line in expected if line is not None)
-    assert len(feed.splitlines()) == 2
-    assert kinds == {"new": 1, "back": 1, "not_due": 1, "listed": 1}
-    with pytest.raises(ValueError, match="snapshot"):
-        summarise([pages[0].model_copy(update={"known": record})])
 
 
 @pytest.mark.parametrize(

@@ -148,21 +148,6 @@ class SitemapOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedBatch:
-    """Records a listing made final at once (not fetched), kept together with what their job's end takes
-    of them, made when they were recorded (``crawldb.changes.summarise``): the end copies them instead of
-    reading each record again."""
-
-    #: The records as stored (``body_of``), one per line.
-    bodies: str
-    #: Their change-feed lines (JSON), one per line; empty when none is in the feed.
-    feed: bytes
-    #: How many there are of each change kind.
-    kinds: dict[str, int]
-    count: int
-
-
-@dataclass(frozen=True, slots=True)
 class JobSnapshot:
     """A job and its counters read at one instant, so that a completion check cannot see a torn state."""
 
@@ -265,11 +250,6 @@ class StateStore(Protocol):
     def page_bodies(self, job_id: str) -> Iterator[str]:
         """Every URL record of the job as stored (``body_of``; in the store's order, as ``pages``): a job's
         result is written from these without serialising each record again."""
-        ...
-
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
-        """What ``page_bodies`` gives, for the job's end: a store that keeps the records final when listed
-        a batch at a time hands those over as such (their bodies are in no other item)."""
         ...
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...

@@ -11,13 +11,12 @@ consumer can act on a line without reading anything else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from harvester.lines import json_bytes
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState
-from harvester.model.records import SitemapURL, UrlStatus
+from harvester.model.records import UrlStatus
 
 #: A job record as read back at the job's end: its stored JSON, parsed (``SitemapURL``'s field names;
 #: times as the stored text; no empty field, or null where a body written before ``body_of`` kept it).
@@ -39,14 +38,12 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _stored_time(value: str | datetime | None) -> str | None:
-    """A time as the feed writes times, as ``datetime.isoformat`` does: a stored record says ``Z`` for UTC
-    (pydantic's and orjson's form), the feed has always said ``+00:00``. (A record's own value is a datetime.)"""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if value is not None and value[-1:] == "Z":
-        return value[:-1] + "+00:00"
-    return value
+def _stored_time(text: str | None) -> str | None:
+    """A stored time as the feed writes times, as ``datetime.isoformat`` does: a record says ``Z`` for UTC
+    (pydantic's and orjson's form), the feed has always said ``+00:00``."""
+    if text is not None and text[-1:] == "Z":
+        return text[:-1] + "+00:00"
+    return text
 
 
 def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] | None:
@@ -84,25 +81,6 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
 _UNFETCHED = CrawlState.UNFETCHED.value
 
 
-def summarise(pages: Sequence[SitemapURL]) -> tuple[bytes, dict[str, int]]:
-    """The change-feed lines and the counts by kind of records a listing made final at once (no fetch, so
-    no snapshot and no lastmod evidence), made from the records' own values when they are recorded, as the
-    job's end would make them from their stored bodies (tests/engine/test_crawldb.py compares the two):
-    for 400,000 listed URLs, reading every record back at the end was a sixth of a durable discovery."""
-    lines: list[bytes] = []
-    kinds: dict[str, int] = {}
-    for page in pages:
-        if page.known is not None:
-            raise ValueError(f"{page.url}: a record with a crawl snapshot is summarised at its job's end")
-        values = page.__dict__
-        kind = kind_of(values)
-        kinds[kind.value] = kinds.get(kind.value, 0) + 1
-        line = feed_line(values, kind)
-        if line is not None:
-            lines.append(json_bytes(line))
-    return b"\n".join(lines), kinds
-
-
 def _put(line: dict[str, Any], name: str, value: object) -> None:
     if value is not None:
         line[name] = value
@@ -129,10 +107,6 @@ class ChangeTally:
 
     def add(self, kind: ChangeKind) -> None:
         self.counts[kind.value] = self.counts.get(kind.value, 0) + 1
-
-    def add_counts(self, kinds: Mapping[str, int]) -> None:
-        for kind, count in kinds.items():
-            self.counts[kind] = self.counts.get(kind, 0) + count
 
     def result(self) -> ChangeCounts:
         return ChangeCounts(**self.counts)

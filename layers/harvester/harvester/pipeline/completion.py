@@ -37,7 +37,6 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.pipeline.context import StepContext
-from harvester.ports import ListedBatch
 
 log = logging.getLogger(__name__)
 
@@ -108,18 +107,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
     with records as lines, feed as feed_lines:  # (each stored when the block ends well)
         out, changed = LineWriter(lines), LineWriter(feed_lines)
-        for item in store.job_records(job_id):
-            if isinstance(item, ListedBatch):  # (made final when listed: summarised then, copied now)
-                listed += item.count
-                succeeded += item.count
-                changes.add_counts(item.kinds)
-                out.flush()
-                lines.write(record_lines(item.bodies) + b"\n")
-                if item.feed:
-                    changed.flush()
-                    feed_lines.write(item.feed + b"\n")
-                continue
-            body = item
+        for body in store.page_bodies(job_id):
             stored = stored_record(body)
             listed += 1
             out.add(record_line(body))
@@ -199,13 +187,6 @@ def record_line(body: str) -> bytes:
         return body.encode()
     page = SitemapURL.model_validate_json(body, context=SCREENED)
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
-
-
-def record_lines(bodies: str) -> bytes:
-    """``record_line`` of each of ``bodies`` (one per line), in one piece when none needs it."""
-    if '"known":' not in bodies and ":null" not in bodies:
-        return bodies.encode()
-    return b"\n".join(record_line(body) for body in bodies.split("\n"))
 
 
 def stored_record(body: str) -> Stored:

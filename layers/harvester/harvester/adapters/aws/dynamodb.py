@@ -635,9 +635,6 @@ class DynamoStateStore:
         for item in self._records(job_id, "URL#", None):
             yield item["body"]["S"]
 
-    def job_records(self, job_id: str) -> Iterator[str]:
-        return self.page_bodies(job_id)  # (an item per URL: DynamoDB writes them 25 a request anyway)
-
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")
         return SitemapURL.model_validate_json(item["body"]["S"]) if item else None

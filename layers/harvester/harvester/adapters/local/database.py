@@ -93,9 +93,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS urls_open ON urls (job_id, key) WHERE status I
 CREATE TABLE IF NOT EXISTS url_batches (
     job_id TEXT NOT NULL,
     keys TEXT NOT NULL,
-    bodies TEXT NOT NULL,
-    feed BLOB NOT NULL,
-    kinds TEXT NOT NULL
+    bodies TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS url_batches_by_job ON url_batches (job_id);
 CREATE TABLE IF NOT EXISTS messages (

@@ -3,7 +3,6 @@ commit together or not at all, and a killed crawl resumes from exactly what was 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,8 +10,6 @@ from datetime import UTC, datetime
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
-from harvester.crawldb.changes import summarise
-from harvester.crawldb.trust import UNFETCHED
 from harvester.keyset import KeySet, bits_of
 from harvester.model import accounting
 from harvester.model.crawl import CrawlRecord
@@ -32,7 +29,6 @@ from harvester.ports import (
     JobSnapshot,
     Lease,
     LeaseLost,
-    ListedBatch,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -457,22 +453,13 @@ class SqliteStateStore:
         yield from self._bodies("urls", job_id, None)
         yield from self._batched_bodies(job_id)
 
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
-        yield from self._bodies("urls", job_id, None)
-        yield from self._listed_batches(job_id)
-
     def _batched_bodies(self, job_id: str) -> Iterator[str]:
-        for batch in self._listed_batches(job_id):
-            yield from batch.bodies.split("\n")
-
-    def _listed_batches(self, job_id: str) -> Iterator[ListedBatch]:
         """The records batches made final at once, in the order they were listed: a batch at a time."""
         last = 0
-        sql = "SELECT rowid, bodies, feed, kinds FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
+        sql = "SELECT rowid, bodies FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
         while (row := self.conn.execute(sql, (job_id, last)).fetchone()) is not None:
-            last, bodies, feed, kinds = row
-            counts = json.loads(kinds)
-            yield ListedBatch(bodies=bodies, feed=feed, kinds=counts, count=sum(counts.values()))
+            last = row[0]
+            yield from row[1].split("\n")
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         """An open record through the key index; a final one by reading the job's final records (no
@@ -538,31 +525,25 @@ def _put(
 
 
 def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[SitemapURL]) -> None:
-    """A batch's records new to the job: one row each for those the page worker will claim and settle by
-    key, one row for all of those the listing made final (not fetched), with what the job's end takes of
-    them (``summarise``). A row per final record and its index entry were half of what a durable discovery
-    wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them, 2.6 s without), for records only
-    ever read all together, at the job's end."""
-    rows: list[tuple[str, str, str, str]] = []
-    listed: list[SitemapURL] = []
+    """A batch's records new to the job: one row each for the open ones (the page worker claims and settles
+    them by key), one row for all of those final at once. A row per final record and its index entry were
+    half of what a durable discovery wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them,
+    2.6 s without), for records only ever read all together, at the job's end."""
+    open_rows: list[tuple[str, str, str, str]] = []
+    keys: list[str] = []
+    bodies: list[str] = []
     for page in pages:
-        if page.status is UrlStatus.COMPLETED and page.fetch_reason in UNFETCHED and page.known is None:
-            listed.append(page)
+        if page.status.final:
+            keys.append(page.key)
+            bodies.append(body_of(page))  # (JSON: no raw line break in it)
         else:
-            rows.append((job_id, page.key, page.status.value, body_of(page)))
-    if rows:
-        db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", rows)
-    if listed:
-        feed, kinds = summarise(listed)
+            open_rows.append((job_id, page.key, page.status.value, body_of(page)))
+    if open_rows:
+        db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", open_rows)
+    if bodies:
         db.execute(
-            "INSERT INTO url_batches (job_id, keys, bodies, feed, kinds) VALUES (?, ?, ?, ?, ?)",
-            (
-                job_id,
-                "\n".join(p.key for p in listed),
-                "\n".join(body_of(p) for p in listed),  # (JSON: no raw line break in it)
-                feed,
-                json.dumps(kinds),
-            ),
+            "INSERT INTO url_batches (job_id, keys, bodies) VALUES (?, ?, ?)",
+            (job_id, "\n".join(keys), "\n".join(bodies)),
         )
 
 
