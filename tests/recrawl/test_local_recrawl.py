@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +119,8 @@ def test_a_304_for_a_document_cut_at_its_size_limit_lists_what_the_cut_reading_l
         assert next((h.conditional, h.status) for h in site.hits if h.path == "/robots.txt") == (True, 304)
         assert not [h for h in site.hits if h.path.startswith("/sitemaps/ex")]
         assert (second["sitemaps_total"], second["total_urls"]) == (first["sitemaps_total"], first["total_urls"])
-        robots = [
-            s
-            for s in SqliteStateStore(connect(state / "harvest.db")).sitemaps(second["job_id"])
-            if s.url.endswith("/robots.txt")
-        ]
+        with closing(connect(state / "harvest.db")) as conn:
+            robots = [s for s in SqliteStateStore(conn).sitemaps(second["job_id"]) if s.url.endswith("/robots.txt")]
         assert robots[0].not_modified and robots[0].truncated  # the cut is still said
 
 

@@ -54,23 +54,26 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
     if not kind.in_feed:
         return None
     get = record.get
-    line: dict[str, Any] = {"url": record["url"], "change": kind.value}
-    _put(line, "reason", get("fetch_reason"))
-    _put(line, "sitemap", get("sitemap"))
-    _put(line, "lastmod", _stored_time(get("last_modified")))
+    previous_state = previous_status = previous_signature = None
     if kind is not ChangeKind.NEW:
         # What was known before this job: the snapshot a fetch worked on, or, for a URL the job did not
         # fetch (back, but not due), what its record shows, which the job did not change.
         before = get("known")
-        previous = CrawlState.ORPHAN.value if kind is ChangeKind.BACK else before.get("state") if before else None
-        _put(line, "previous_state", previous)
-        line["state"] = get("crawl_state", _UNFETCHED)
-        _put(line, "previous_status", (before or record).get("http_status"))
-        _put(line, "status", get("http_status"))
-        _put(line, "previous_signature", (before or record).get("signature"))
-    else:
-        line["state"] = get("crawl_state", _UNFETCHED)
-        _put(line, "status", get("http_status"))
+        if kind is ChangeKind.BACK:
+            previous_state = CrawlState.ORPHAN.value
+        elif before:
+            previous_state = before.get("state")
+        previous_status = (before or record).get("http_status")
+        previous_signature = (before or record).get("signature")
+    line: dict[str, Any] = {"url": record["url"], "change": kind.value}
+    _put(line, "reason", get("fetch_reason"))
+    _put(line, "sitemap", get("sitemap"))
+    _put(line, "lastmod", _stored_time(get("last_modified")))
+    _put(line, "previous_state", previous_state)
+    line["state"] = get("crawl_state", _UNFETCHED)
+    _put(line, "previous_status", previous_status)
+    _put(line, "status", get("http_status"))
+    _put(line, "previous_signature", previous_signature)
     _put(line, "signature", get("signature"))
     _put(line, "document_key", get("document_key"))
     _put(line, "fetch_time", _stored_time(get("fetch_time")))
