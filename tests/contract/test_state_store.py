@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from harvester.crawldb.crawl_state import listed
+from harvester.crawldb.schedule import Schedule
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import (
     JobCounts,
@@ -18,7 +20,9 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
-from harvester.ports import Checkpoint, Lease, LeaseLost, PageOutcome, PageRetry, SitemapOutcome
+from harvester.pipeline.listed_rows import first_listings
+from harvester.ports import Checkpoint, Lease, LeaseLost, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
+from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -193,6 +197,62 @@ def test_a_refused_batch_leaves_its_pages_new_to_the_job(backend):
     by_url = sorted((SitemapURL.model_validate_json(b) for b in bodies), key=lambda p: p.url)
     assert by_url == done
     assert sorted(bodies) == sorted(body_of(p) for p in done)  # as stored, nothing re-serialised
+
+
+def test_records_written_straight_as_json_are_recorded_and_read_like_the_others(backend):
+    """A first listing in a job that fetches nothing arrives serialised already (``ListedRow``,
+    ``CrawlRow``), beside records built as models: both count the same, both crawl records are written,
+    every record reads back as stored, and the job's end gets them all (a store that keeps the rows a
+    batch at a time hands them over whole, with their feed lines and counts by kind)."""
+    job_id = new_job(backend, fetch_pages=False)
+    claimed_sitemap(backend, job_id)
+    url = sitemap(1).url
+    entries = [PageEntry(page(n).url, lastmod=T0, changefreq="daily", priority=0.75) for n in range(3)]
+    rows = [
+        r
+        for r in first_listings([(e.url, e) for e in entries], sitemap=url, job_id=job_id, now=T0, schedule=Schedule())
+        if r
+    ]
+    models = [page(3, status=UrlStatus.COMPLETED, fetch_reason="listed"), page(4)]  # (page 4: open)
+    known = listed(
+        None,
+        url=page(3).url,
+        lastmod=None,
+        changefreq=None,
+        priority=0.5,
+        sitemap=url,
+        job_id=job_id,
+        now=T0,
+        schedule=Schedule(),
+    )
+    recorded = backend.store.record_pages(
+        job_id,
+        url,
+        [rows[0][0], models[0], rows[1][0], models[1], rows[2][0], rows[0][0]],
+        checkpoint=6,
+        lease=lease(),
+        site=SITE,
+        crawl={**{row.url: crawl for row, crawl in rows}, known.url: known},
+    )
+    assert [p.url for p in recorded.new] == [page(n).url for n in (0, 3, 1, 4, 2)]
+    c = counts(backend, job_id)
+    assert (c.urls_total, c.urls_succeeded, c.urls_failed) == (5, 4, 0)
+    stored = backend.crawldb.get_urls(SITE, [page(n).url for n in range(4)])
+    for row, crawl in rows:
+        assert body_of(stored[row.url]) == crawl.body
+        assert backend.store.get_page(job_id, row.url) == SitemapURL.model_validate_json(row.body)
+    assert stored[known.url] == known
+    bodies = list(backend.store.page_bodies(job_id))
+    assert sorted(bodies) == sorted([*(row.body for row, _ in rows), *(body_of(p) for p in models)])
+    flat: list[str] = []
+    for item in backend.store.job_records(job_id):
+        if isinstance(item, ListedBatch):
+            flat += item.bodies.split("\n")
+            assert item.kinds == {"new": item.count} and item.count == len(item.bodies.split("\n"))
+            assert item.feed.split(b"\n") == [r.feed for r, _ in rows if r.body in item.bodies]
+        else:
+            flat.append(item)
+    assert sorted(flat) == sorted(bodies)
 
 
 def test_a_sitemap_finishes_exactly_once(backend):

@@ -11,9 +11,12 @@ import pytest
 
 from harvester.adapters.local.database import SCHEMA_VERSION, StateDirError, connect
 from harvester.adapters.local.state import SqliteStateStore
+from harvester.crawldb.schedule import Schedule
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of, url_key
-from harvester.ports import Lease
+from harvester.pipeline.listed_rows import first_listings
+from harvester.ports import Lease, ListedBatch
+from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SITE = "https://example.com/"
@@ -213,3 +216,50 @@ def test_a_version_4_jobs_final_records_stay_beside_the_batches_written_after_th
         "j", sitemap_url, [page(0, **done), page(3, **done), page(6, **done)], checkpoint=7, lease=lease("again")
     )
     assert [p.url for p in again.new] == [page(6).url]
+
+
+def test_a_version_5_jobs_batches_are_read_one_by_one_beside_the_summarised_ones(tmp_path):
+    """Version 6 keeps, beside a batch of records written straight as JSON, their feed lines and counts by
+    kind. A version 5 file's batches have none: after the upgrade the job's end reads their records one by
+    one, and the batches written since come whole, with their summary."""
+    from tests.contract.test_state_store import lease
+
+    path = tmp_path / "harvest.db"
+    done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
+    before = [page(0, **done), page(1, **done)]
+    conn = connect(path)
+    store = SqliteStateStore(conn)
+    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
+    sitemap_url = f"{SITE}sitemap.xml"
+    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    conn.executescript(
+        "DROP TABLE url_batches;"
+        "CREATE TABLE url_batches (job_id TEXT NOT NULL, keys TEXT NOT NULL, bodies TEXT NOT NULL);"
+    )
+    conn.execute(
+        "INSERT INTO url_batches VALUES ('j', ?, ?)",
+        ("\n".join(p.key for p in before), "\n".join(body_of(p) for p in before)),
+    )
+    conn.execute("UPDATE meta SET value = '5' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    store = SqliteStateStore(conn)
+    assert store.claim_sitemap("j", sitemap_url, lease(), now=0) is not None
+    entries = [PageEntry(page(n).url, priority=0.25) for n in (1, 2, 3)]  # (page 1 again: not new)
+    rows = first_listings([(e.url, e) for e in entries], sitemap=sitemap_url, job_id="j", now=T0, schedule=Schedule())
+    recorded = store.record_pages("j", sitemap_url, [r[0] for r in rows if r], checkpoint=3, lease=lease())
+    assert [p.url for p in recorded.new] == [page(2).url, page(3).url]
+
+    items = list(store.job_records("j"))
+    assert items[:2] == [body_of(p) for p in before]  # the version 5 batch: one by one
+    assert len(items) == 3 and isinstance(items[2], ListedBatch)
+    assert items[2].kinds == {"new": 2} and items[2].count == 2
+    assert items[2].bodies.split("\n") == [r[0].body for r in rows[1:] if r]
+    assert items[2].feed.split(b"\n") == [r[0].feed for r in rows[1:] if r]
+    assert sorted(SitemapURL.model_validate_json(b).url for b in store.page_bodies("j")) == [
+        page(n).url for n in range(4)
+    ]
+    assert store.get_page("j", page(3).url) == SitemapURL.model_validate_json(rows[2][0].body)  # type: ignore[index]
+    conn.close()

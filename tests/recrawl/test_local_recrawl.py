@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 
 from harvester.adapters.local.database import connect
+from harvester.adapters.local.runner import LocalHarvest
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.crawldb.documents import site_prefix
 from harvester.demo.live import LiveSite
 from harvester.limits import ROBOTS_MAX_BYTES
+from harvester.pipeline.completion import write_result
+from harvester.pipeline.context import StepContext
 from tests.recrawl import scenario
 from tests.support import LOOPBACK, crawl_database, harvest, harvest_json, jsonl
 
@@ -333,3 +336,40 @@ def test_old_jobs_records_expire_locally_as_on_aws_and_the_crawl_database_stays(
     assert second["changes"]["not_due"] == 12  # the crawl database was not touched
     current = harvest("report", second["job_id"], "--state-dir", str(state), "--format", "jsonl")
     assert len(current.stdout.splitlines()) == 12  # the running job's own records are not expired
+
+
+def test_a_jobs_end_writes_the_same_from_summarised_batches_as_from_every_record(live_site, tmp_path):
+    """URLs a job that fetches nothing lists for the first time are kept a batch at a time with their feed
+    lines and counts (``ListedBatch``), which the job's end copies. Made to read every record instead (the
+    summaries taken away), the same end writes the same records, feed and counts, byte for byte: on a first
+    crawl (every URL new) and on the next, with URLs added and removed (new ones beside known ones)."""
+    site = scenario.build(live_site())
+    state = tmp_path / "state"
+    for crawl_number in (1, 2):
+        if crawl_number == 2:
+            scenario.Mutation().apply(site)
+        result = crawl(site, state, "--no-pages")
+        records, feed = Path(str(result["processed_urls"])), Path(str(result["changes_location"]))
+        written = records.read_bytes(), feed.read_bytes()
+        assert len(jsonl(records)) == result["total_urls"] and len(jsonl(feed)) >= 2
+        with closing(sqlite3.connect(state / "harvest.db")) as db, db:
+            taken = db.execute(
+                "UPDATE url_batches SET feed = NULL, kinds = NULL WHERE job_id = ? AND kinds IS NOT NULL",
+                (result["job_id"],),
+            ).rowcount
+        assert taken >= 1
+        with LocalHarvest.open(state) as local:
+            context = StepContext(
+                store=local.store,
+                queue=local.queue,
+                documents=local.documents,
+                fetcher=None,  # type: ignore[arg-type]  # the end fetches nothing
+                crawldb=local.crawldb,
+            )
+            again = write_result(context, str(result["job_id"]))
+        assert (records.read_bytes(), feed.read_bytes()) == written, crawl_number
+        assert again.changes.model_dump() == result["changes"]
+        assert (again.total_urls, again.successful_processing) == (
+            result["total_urls"],
+            result["successful_processing"],
+        )

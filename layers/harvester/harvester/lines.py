@@ -35,6 +35,12 @@ class LineWriter:
         if len(self._pending) >= LINES_PER_WRITE:
             self.flush()
 
+    def add_block(self, lines: bytes) -> None:
+        """Lines joined already (without the last newline), written at once after those pending."""
+        self.flush()
+        self.file.write(lines)
+        self.file.write(b"\n")
+
     def flush(self) -> None:
         if self._pending:
             self.file.write(b"\n".join(self._pending) + b"\n")

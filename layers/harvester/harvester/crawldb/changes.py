@@ -111,5 +111,9 @@ class ChangeTally:
     def add(self, kind: ChangeKind) -> None:
         self.counts[kind.value] = self.counts.get(kind.value, 0) + 1
 
+    def add_counts(self, kinds: Mapping[str, int]) -> None:
+        for kind, count in kinds.items():
+            self.counts[kind] = self.counts.get(kind, 0) + count
+
     def result(self) -> ChangeCounts:
         return ChangeCounts(**self.counts)

@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from harvester.model.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+from harvester.model.records import (
+    JobCounts,
+    ListedRow,
+    PageRecord,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+)
 from harvester.ports import Checkpoint, PageRetry, SitemapOutcome
 
 ROBOTS_KIND = "robots"
-R = TypeVar("R", SitemapRecord, SitemapURL)
+R = TypeVar("R", SitemapRecord, SitemapURL, ListedRow)
 
 
 def first_per_url(records: Iterable[R]) -> list[R]:
@@ -102,7 +110,7 @@ def new_page(page: SitemapURL) -> JobCounts:
     return JobCounts(urls_total=1) + page_done(page)
 
 
-def new_pages(pages: Iterable[SitemapURL]) -> JobCounts:
+def new_pages(pages: Iterable[PageRecord]) -> JobCounts:
     """:func:`new_page` summed over a batch, counted in one pass (it runs on every listed URL)."""
     total = succeeded = failed = 0
     for page in pages:

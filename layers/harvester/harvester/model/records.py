@@ -9,6 +9,7 @@ checked here holds for what DynamoDB and SQLite hold too.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
@@ -27,7 +28,7 @@ from harvester.urls import require_http_url
 SCREENED: Any = {"screened": True}
 
 
-def body_of(record: BaseModel) -> str:
+def body_of(record: BaseModel | ListedRow | CrawlRow) -> str:
     """A record as the state stores keep it: JSON without its empty fields. Every optional field of the
     stored models defaults to None (tests/engine/test_records.py checks), so reading it back gives the same
     record; it is a third of the bytes a listed URL costs to write (and, on DynamoDB, to pay for).
@@ -36,8 +37,12 @@ def body_of(record: BaseModel) -> str:
     orjson writes as pydantic does (strings, numbers, enums, UTC datetimes, dicts and lists of them): they
     are written by orjson from their fields, five times faster; a value orjson refuses (an integer beyond
     64 bits in a sitemap's extension) sends the record to pydantic. The same bytes either way:
-    tests/engine/test_records.py compares them for every kind of entry."""
-    if type(record) in _PLAIN_BODIES:
+    tests/engine/test_records.py compares them for every kind of entry. A row (``ListedRow``, ``CrawlRow``)
+    is serialised already."""
+    kind = type(record)
+    if kind is ListedRow or kind is CrawlRow:
+        return record.body  # type: ignore[union-attr]
+    if kind in _PLAIN_BODIES:
         try:
             return dumps(_without_none(record), default=_without_none, option=OPT_UTC_Z).decode()
         except TypeError:
@@ -159,6 +164,42 @@ class SitemapURL(BaseModel):
 _trusted_url = trusted_builder(SitemapURL)
 #: The models body_of writes with orjson (see there): no field of theirs holds a type it writes otherwise.
 _PLAIN_BODIES = (SitemapURL, CrawlRecord)
+
+
+@dataclass(slots=True, frozen=True)
+class ListedRow:
+    """A ``SitemapURL`` serialised already: a record a listing makes final at once (the job does not fetch
+    the URL). Such a record is only written, never read back by the step that made it, and building it as a
+    model only to serialise it was half of a durable discovery's time. Built only by
+    ``harvester.pipeline.listed_rows``, whose bytes tests/engine/test_listed_rows.py compares with the
+    model's."""
+
+    url: str
+    body: str
+    #: What the job's end takes of it, made with it: its change kind and its change-feed line (None for
+    #: a kind only counted).
+    change: str
+    feed: bytes | None
+    status: UrlStatus = UrlStatus.COMPLETED
+
+    @property
+    def key(self) -> str:
+        return url_key(self.url)
+
+
+@dataclass(slots=True, frozen=True)
+class CrawlRow:
+    """A ``CrawlRecord`` serialised already, at ``version`` (see ``ListedRow``)."""
+
+    url: str
+    body: str
+    version: int = 1
+
+
+#: What a state store records for a listed URL: its job record, as a model or serialised already.
+PageRecord = SitemapURL | ListedRow
+#: What the crawl database writes for a listed URL: its crawl record, as a model or serialised already.
+CrawlWrite = CrawlRecord | CrawlRow
 
 
 class JobStatus(StrEnum):

@@ -37,6 +37,7 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.pipeline.context import StepContext
+from harvester.ports import ListedBatch
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,17 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
     with records as lines, feed as feed_lines:  # (each stored when the block ends well)
         out, changed = LineWriter(lines), LineWriter(feed_lines)
-        for body in store.page_bodies(job_id):
+        for item in store.job_records(job_id):
+            if isinstance(item, ListedBatch):  # (written straight as JSON, summarised then: copied now)
+                count = item.count
+                listed += count
+                succeeded += count
+                changes.add_counts(item.kinds)
+                out.add_block(item.bodies.encode())
+                if item.feed:
+                    changed.add_block(item.feed)
+                continue
+            body = item
             stored = stored_record(body)
             listed += 1
             out.add(record_line(body))

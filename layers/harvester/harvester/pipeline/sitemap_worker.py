@@ -38,7 +38,9 @@ from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTa
 from harvester.model.records import (
     FILTERED,
     TOO_DEEP,
+    CrawlRow,
     JobRecord,
+    ListedRow,
     SitemapRecord,
     SitemapStatus,
     SitemapURL,
@@ -48,6 +50,7 @@ from harvester.model.records import (
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
+from harvester.pipeline.listed_rows import first_listings
 from harvester.pipeline.sitemap_filter import follow
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
@@ -605,7 +608,11 @@ class SitemapReading:
         new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
         self.recorded = max(self.recorded, checkpoint)
         if sends:
-            tasks += [page.task(job_id) for page in new if page.status is UrlStatus.PENDING and page.url not in again]
+            tasks += [
+                page.task(job_id)
+                for page in new
+                if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
+            ]
             self.ctx.queue.send(tasks)
             self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
         self.enqueued = checkpoint
@@ -624,7 +631,7 @@ class SitemapReading:
 
     def _record(
         self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
-    ) -> list[SitemapURL]:
+    ) -> list[SitemapURL | ListedRow]:
         """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
         moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
         that job wrote."""
@@ -641,7 +648,7 @@ class SitemapReading:
             if new and self.ctx.found is not None:
                 self.ctx.found(self.record.url, [fresh[i] for i in new])
             return []  # (nothing to send: a throwaway run fetches no page)
-        new: list[SitemapURL] = []
+        new: list[SitemapURL | ListedRow] = []
         probes = self.probes
         first_crawl = self.ctx.first_crawl(self.job)
         for attempt in range(STALE_ATTEMPTS):
@@ -649,7 +656,7 @@ class SitemapReading:
             lookup = attempt > 0 or not first_crawl
             priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
             now = self.ctx.clock()  # (one time for a batch: it is one write)
-            decided = [self._page(url, entry, priors.get(url), now) for url, entry in fresh]
+            decided = self._decide(fresh, priors, now)
             recorded = self.ctx.store.record_pages(
                 self.job.job_id,
                 self.record.url,
@@ -666,6 +673,29 @@ class SitemapReading:
                 return new
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
+
+    def _decide(
+        self, fresh: list[tuple[str, PageEntry]], priors: Mapping[str, CrawlRecord], now: datetime
+    ) -> list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow]]:
+        """Each URL's job record and crawl record as this listing leaves them; those of a URL new to the
+        site in a job that fetches nothing written straight as JSON (``listed_rows``)."""
+        if self.request.fetch_pages:
+            return [self._page(url, entry, priors.get(url), now) for url, entry in fresh]
+        firsts = iter(
+            first_listings(
+                [(url, entry) for url, entry in fresh if url not in priors],
+                sitemap=self.record.url,
+                job_id=self.job.job_id,
+                now=now,
+                schedule=self.schedule,
+            )
+        )
+        decided: list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow]] = []
+        for url, entry in fresh:
+            prior = priors.get(url)
+            rows = next(firsts) if prior is None else None
+            decided.append(rows if rows is not None else self._page(url, entry, prior, now))
+        return decided
 
     def _page(
         self, url: str, entry: PageEntry, prior: CrawlRecord | None, now: datetime

@@ -23,7 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
-from harvester.model.records import body_of, url_key
+from harvester.model.records import CrawlWrite, body_of, url_key
 
 SHARDS = 16
 _BATCH_GET = 100
@@ -64,7 +64,7 @@ def conditional(write: Callable[[], object]) -> bool:
     return True
 
 
-def url_put(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
+def url_put(table: str, site: str, record: CrawlWrite) -> dict[str, Any]:
     return versioned_put(table, url_item_key(site, record.url), body_of(record), record.version)
 
 

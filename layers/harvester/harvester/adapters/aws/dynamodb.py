@@ -27,11 +27,12 @@ from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.crawl import conditional, url_put
 from harvester.model import accounting
-from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
+    CrawlWrite,
     JobCounts,
     JobRecord,
     JobStatus,
+    PageRecord,
     SitemapRecord,
     SitemapStatus,
     SitemapURL,
@@ -44,6 +45,7 @@ from harvester.ports import (
     JobSnapshot,
     Lease,
     LeaseLost,
+    ListedBatch,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -420,12 +422,12 @@ class DynamoStateStore:
         self,
         job_id: str,
         sitemap_url: str,
-        pages: Sequence[SitemapURL],
+        pages: Sequence[PageRecord],
         *,
         checkpoint: int,
         lease: Lease,
         site: str | None = None,
-        crawl: Mapping[str, CrawlRecord] | None = None,
+        crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,  # (conditional writes de-duplicate here, on the full key)
     ) -> Recorded:
@@ -634,6 +636,9 @@ class DynamoStateStore:
     def page_bodies(self, job_id: str) -> Iterator[str]:
         for item in self._records(job_id, "URL#", None):
             yield item["body"]["S"]
+
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
+        return self.page_bodies(job_id)  # (an item per URL: DynamoDB writes them 25 a request anyway)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from harvester.adapters.local.database import Transaction, select_in
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
-from harvester.model.records import body_of, url_key
+from harvester.model.records import CrawlWrite, body_of, url_key
 
 _PAGE_SIZE = 1000
 
@@ -34,7 +34,7 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
     return cursor.rowcount == 1
 
 
-def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> list[str]:
     """The URLs of ``records`` that cannot be written now (the stored version moved on): one query per
     500 records."""
     sql = "SELECT url, version FROM crawl_urls WHERE site = ? AND url IN ({marks})"
@@ -42,7 +42,7 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> 
     return [r.url for r in records if stored.get(r.url, 0) != r.version - 1]
 
 
-def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlRecord]) -> bool:
+def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> bool:
     """Writes the crawl records a batch of listed URLs moves, in the caller's transaction, each conditioned
     on the version it was decided on (an INSERT for a new record, an UPDATE of the version before): False
     when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked

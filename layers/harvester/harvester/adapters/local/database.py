@@ -12,19 +12,21 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4}
+_UPGRADES = {1, 2, 3, 4, 5}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
 #: records a listing makes final at once (a job that fetches nothing, a URL not due) are not rows here at
 #: all but one ``url_batches`` row per batch (since version 5); a job's de-duplication is the store's (a
 #: KeySet). Up to version 2 the table had a primary key on (job_id, key): such a table is rebuilt, once,
-#: rows in the same order.
+#: rows in the same order. Since version 6 a batch of records written straight as JSON (``ListedRow``)
+#: keeps their change-feed lines and counts by kind beside them (``feed``, ``kinds``; NULL for the others
+#: and for batches of version 5, whose records the job's end reads one by one).
 _REBUILD_URLS = """
 DROP INDEX IF EXISTS urls_by_status;
 ALTER TABLE urls RENAME TO urls_before_v3;
@@ -46,6 +48,11 @@ _COPY_CRAWL_URLS = """
 INSERT INTO crawl_urls (site, url, version, body)
     SELECT site, json_extract(body, '$.url'), version, body FROM crawl_urls_before_v4 ORDER BY rowid;
 DROP TABLE crawl_urls_before_v4;
+"""
+
+_SUMMARY_COLUMNS = """
+ALTER TABLE url_batches ADD COLUMN feed BLOB;
+ALTER TABLE url_batches ADD COLUMN kinds TEXT
 """
 
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -93,7 +100,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS urls_open ON urls (job_id, key) WHERE status I
 CREATE TABLE IF NOT EXISTS url_batches (
     job_id TEXT NOT NULL,
     keys TEXT NOT NULL,
-    bodies TEXT NOT NULL
+    bodies TEXT NOT NULL,
+    feed BLOB,
+    kinds TEXT
 );
 CREATE INDEX IF NOT EXISTS url_batches_by_job ON url_batches (job_id);
 CREATE TABLE IF NOT EXISTS messages (
@@ -173,6 +182,9 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
     try:
         rebuild = "PRIMARY KEY" in (_table(conn, "urls") or "")
         rebuild_crawl = "key TEXT" in (_table(conn, "crawl_urls") or "url TEXT")
+        batches = _table(conn, "url_batches")
+        if batches is not None and "kinds TEXT" not in batches:
+            _script(conn, _SUMMARY_COLUMNS)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:

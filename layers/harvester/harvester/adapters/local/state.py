@@ -3,6 +3,7 @@ commit together or not at all, and a killed crawl resumes from exactly what was 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,11 +13,13 @@ from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
 from harvester.keyset import KeySet, bits_of
 from harvester.model import accounting
-from harvester.model.crawl import CrawlRecord
 from harvester.model.records import (
+    CrawlWrite,
     JobCounts,
     JobRecord,
     JobStatus,
+    ListedRow,
+    PageRecord,
     SitemapRecord,
     SitemapStatus,
     SitemapURL,
@@ -29,6 +32,7 @@ from harvester.ports import (
     JobSnapshot,
     Lease,
     LeaseLost,
+    ListedBatch,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -231,12 +235,12 @@ class SqliteStateStore:
         self,
         job_id: str,
         sitemap_url: str,
-        pages: Sequence[SitemapURL],
+        pages: Sequence[PageRecord],
         *,
         checkpoint: int,
         lease: Lease,
         site: str | None = None,
-        crawl: Mapping[str, CrawlRecord] | None = None,
+        crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
     ) -> Recorded:
@@ -453,13 +457,26 @@ class SqliteStateStore:
         yield from self._bodies("urls", job_id, None)
         yield from self._batched_bodies(job_id)
 
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
+        yield from self._bodies("urls", job_id, None)
+        for bodies, feed, kinds in self._batches(job_id):
+            if kinds is None:
+                yield from bodies.split("\n")
+            else:
+                yield ListedBatch(bodies=bodies, feed=feed, kinds=json.loads(kinds))
+
     def _batched_bodies(self, job_id: str) -> Iterator[str]:
-        """The records batches made final at once, in the order they were listed: a batch at a time."""
+        for bodies, _, _ in self._batches(job_id):
+            yield from bodies.split("\n")
+
+    def _batches(self, job_id: str) -> Iterator[tuple[str, bytes, str | None]]:
+        """The records batches made final at once (with their summary, if any), in the order they were
+        listed: a batch at a time."""
         last = 0
-        sql = "SELECT rowid, bodies FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
+        sql = "SELECT rowid, bodies, feed, kinds FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
         while (row := self.conn.execute(sql, (job_id, last)).fetchone()) is not None:
             last = row[0]
-            yield from row[1].split("\n")
+            yield row[1], row[2], row[3]
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         """An open record through the key index; a final one by reading the job's final records (no
@@ -524,27 +541,35 @@ def _put(
     )
 
 
-def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[SitemapURL]) -> None:
+def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[PageRecord]) -> None:
     """A batch's records new to the job: one row each for the open ones (the page worker claims and settles
-    them by key), one row for all of those final at once. A row per final record and its index entry were
-    half of what a durable discovery wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them,
-    2.6 s without), for records only ever read all together, at the job's end."""
+    them by key), one row for all of those final at once (with, for those written straight as JSON, what the
+    job's end takes of them: ``ListedBatch``). A row per final record and its index entry were half of what
+    a durable discovery wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them, 2.6 s without),
+    for records only ever read all together, at the job's end."""
     open_rows: list[tuple[str, str, str, str]] = []
-    keys: list[str] = []
-    bodies: list[str] = []
+    rows: list[ListedRow] = []
+    final: list[PageRecord] = []
     for page in pages:
-        if page.status.final:
-            keys.append(page.key)
-            bodies.append(body_of(page))  # (JSON: no raw line break in it)
+        if type(page) is ListedRow:
+            rows.append(page)
+        elif page.status.final:
+            final.append(page)
         else:
             open_rows.append((job_id, page.key, page.status.value, body_of(page)))
     if open_rows:
         db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", open_rows)
-    if bodies:
-        db.execute(
-            "INSERT INTO url_batches (job_id, keys, bodies) VALUES (?, ?, ?)",
-            (job_id, "\n".join(keys), "\n".join(bodies)),
-        )
+    insert = "INSERT INTO url_batches (job_id, keys, bodies, feed, kinds) VALUES (?, ?, ?, ?, ?)"
+    if final:  # (JSON: no raw line break in a body)
+        keys, bodies = "\n".join(p.key for p in final), "\n".join(body_of(p) for p in final)
+        db.execute(insert, (job_id, keys, bodies, None, None))
+    if rows:
+        kinds: dict[str, int] = {}
+        for row in rows:
+            kinds[row.change] = kinds.get(row.change, 0) + 1
+        feed = b"\n".join([row.feed for row in rows if row.feed is not None])
+        keys, bodies = "\n".join(r.key for r in rows), "\n".join(r.body for r in rows)
+        db.execute(insert, (job_id, keys, bodies, feed, json.dumps(kinds)))
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:

@@ -1,0 +1,84 @@
+"""The records of a URL listed for the first time by a job that fetches nothing, written straight as JSON.
+
+Such a URL is final when listed: its job record (completed, ``listed``, change ``new``) and its new crawl
+record (unfetched, due now) follow in full from the parsed entry, the sitemap, the job and the time. They
+are the same bytes ``body_of`` makes of the records ``crawl_state.listed`` and the sitemap worker's
+``_unfetched`` build (tests/engine/test_listed_rows.py compares them for every kind of entry), without
+the two models per URL that made up half of a durable discovery's time. Anything else a listing decides
+(a URL the site knows, a URL to fetch) takes the model path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from orjson import OPT_UTC_Z, dumps
+
+from harvester.crawldb.schedule import Schedule
+from harvester.model.crawl import ChangeKind, CrawlState
+from harvester.model.records import CrawlRow, ListedRow, UrlStatus
+from harvester.sitemap import PageEntry
+
+_COMPLETED = UrlStatus.COMPLETED.value
+_UNFETCHED = CrawlState.UNFETCHED.value
+_NEW = ChangeKind.NEW.value
+_LISTED = "listed"
+
+
+def first_listings(
+    fresh: Sequence[tuple[str, PageEntry]], *, sitemap: str, job_id: str, now: datetime, schedule: Schedule
+) -> list[tuple[ListedRow, CrawlRow] | None]:
+    """For each (screened URL, entry): its job record (with its feed line) and crawl record, or None where
+    orjson cannot write the entry exactly as pydantic would (an integer beyond 64 bits in an extension):
+    the caller builds that one as models."""
+    at = _text(now)  # (one time for the batch, written once)
+    intervals: dict[str | None, float] = {}
+    rows: list[tuple[ListedRow, CrawlRow] | None] = []
+    keep = rows.append
+    for url, entry in fresh:
+        changefreq, lastmod = entry.changefreq, entry.lastmod
+        interval = intervals.get(changefreq)
+        if interval is None:
+            interval = intervals[changefreq] = float(schedule.initial(changefreq))
+        # Both in the models' field order, without their empty fields (as body_of writes them); the feed
+        # line as changes.feed_line makes it of the stored record.
+        page: dict[str, object] = {"url": url}
+        crawl: dict[str, object] = {
+            "url": url,
+            "state": _UNFETCHED,
+            "retries": 0,
+            "fetch_interval": interval,
+            "next_fetch_time": at,
+        }
+        line: dict[str, object] = {"url": url, "change": _NEW, "reason": _LISTED, "sitemap": sitemap}
+        if lastmod is not None:
+            page["last_modified"] = crawl["lastmod"] = stored = _text(lastmod)
+            line["lastmod"] = stored[:-1] + "+00:00" if stored[-1] == "Z" else stored
+        if changefreq is not None:
+            page["change_frequency"] = crawl["changefreq"] = changefreq
+        page["priority"] = crawl["priority"] = entry.priority
+        page["status"] = _COMPLETED
+        page["sitemap"] = crawl["sitemap"] = sitemap
+        page["extensions"] = entry.extensions()
+        page["crawl_state"] = line["state"] = _UNFETCHED
+        page["retries"] = page["attempts"] = 0
+        page["next_fetch_time"] = page["discovered_at"] = page["finished_at"] = at
+        page["fetch_reason"] = _LISTED
+        page["change"] = _NEW
+        crawl["first_listed"] = crawl["last_listed"] = at
+        crawl["last_listed_job"] = job_id
+        crawl["changes"] = 0
+        crawl["version"] = 1
+        try:
+            page_body = dumps(page, option=OPT_UTC_Z).decode()
+        except TypeError:
+            keep(None)
+            continue
+        keep((ListedRow(url, page_body, _NEW, dumps(line)), CrawlRow(url, dumps(crawl).decode())))
+    return rows
+
+
+def _text(moment: datetime) -> str:
+    """A time as the stored records write it (orjson's form, ``Z`` for UTC)."""
+    return dumps(moment, option=OPT_UTC_Z).decode()[1:-1]
