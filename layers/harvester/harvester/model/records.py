@@ -166,7 +166,7 @@ _trusted_url = trusted_builder(SitemapURL)
 _PLAIN_BODIES = (SitemapURL, CrawlRecord)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ListedRow:
     """A ``SitemapURL`` serialised already: a record a listing makes final at once (the job does not fetch
     the URL). Such a record is only written, never read back by the step that made it, and building it as a
@@ -187,7 +187,7 @@ class ListedRow:
         return url_key(self.url)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CrawlRow:
     """A ``CrawlRecord`` serialised already, at ``version`` (see ``ListedRow``)."""
 

@@ -33,7 +33,26 @@ def first_listings(
     orjson cannot write the entry exactly as pydantic would (an integer beyond 64 bits in an extension):
     the caller builds that one as models."""
     at = _text(now)  # (one time for the batch, written once)
+    # Each record is its URL's values, then those it shares with the whole batch, serialised once: the
+    # JSON of the first part without its closing brace, and the second part's members after it.
+    page_tail = _members(
+        {
+            "crawl_state": _UNFETCHED,
+            "retries": 0,
+            "attempts": 0,
+            "next_fetch_time": at,
+            "discovered_at": at,
+            "finished_at": at,
+            "fetch_reason": _LISTED,
+            "change": _NEW,
+        }
+    )
+    crawl_tail = _members(
+        {"first_listed": at, "last_listed": at, "last_listed_job": job_id, "changes": 0, "version": 1}
+    )
+    line_tail = _members({"state": _UNFETCHED})
     intervals: dict[str | None, float] = {}
+    texts: dict[datetime, str] = {}
     rows: list[tuple[ListedRow, CrawlRow] | None] = []
     keep = rows.append
     for url, entry in fresh:
@@ -41,8 +60,8 @@ def first_listings(
         interval = intervals.get(changefreq)
         if interval is None:
             interval = intervals[changefreq] = float(schedule.initial(changefreq))
-        # Both in the models' field order, without their empty fields (as body_of writes them); the feed
-        # line as changes.feed_line makes it of the stored record.
+        # In the models' field order, without their empty fields (as body_of writes them); the feed line as
+        # changes.feed_line makes it of the stored record.
         page: dict[str, object] = {"url": url}
         crawl: dict[str, object] = {
             "url": url,
@@ -53,7 +72,10 @@ def first_listings(
         }
         line: dict[str, object] = {"url": url, "change": _NEW, "reason": _LISTED, "sitemap": sitemap}
         if lastmod is not None:
-            page["last_modified"] = crawl["lastmod"] = stored = _text(lastmod)
+            stored = texts.get(lastmod)
+            if stored is None:
+                stored = texts[lastmod] = _text(lastmod)
+            page["last_modified"] = crawl["lastmod"] = stored
             line["lastmod"] = stored[:-1] + "+00:00" if stored[-1] == "Z" else stored
         if changefreq is not None:
             page["change_frequency"] = crawl["changefreq"] = changefreq
@@ -61,22 +83,19 @@ def first_listings(
         page["status"] = _COMPLETED
         page["sitemap"] = crawl["sitemap"] = sitemap
         page["extensions"] = entry.extensions()
-        page["crawl_state"] = line["state"] = _UNFETCHED
-        page["retries"] = page["attempts"] = 0
-        page["next_fetch_time"] = page["discovered_at"] = page["finished_at"] = at
-        page["fetch_reason"] = _LISTED
-        page["change"] = _NEW
-        crawl["first_listed"] = crawl["last_listed"] = at
-        crawl["last_listed_job"] = job_id
-        crawl["changes"] = 0
-        crawl["version"] = 1
         try:
-            page_body = dumps(page, option=OPT_UTC_Z).decode()
+            page_body = (dumps(page, option=OPT_UTC_Z)[:-1] + page_tail).decode()
         except TypeError:
             keep(None)
             continue
-        keep((ListedRow(url, page_body, _NEW, dumps(line)), CrawlRow(url, dumps(crawl).decode())))
+        crawl_body = (dumps(crawl)[:-1] + crawl_tail).decode()
+        keep((ListedRow(url, page_body, _NEW, dumps(line)[:-1] + line_tail), CrawlRow(url, crawl_body)))
     return rows
+
+
+def _members(values: dict[str, object]) -> bytes:
+    """``values`` as members to put after others in a JSON object: ``,"a":1,"b":2}``."""
+    return b"," + dumps(values)[1:]
 
 
 def _text(moment: datetime) -> str:
