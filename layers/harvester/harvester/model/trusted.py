@@ -32,7 +32,8 @@ def trusted_builder(model: type[M]) -> Callable[[dict[str, Any]], M]:
         record = _new(model)
         values = template.copy()
         for name, factory in factories.items():
-            values[name] = factory()
+            if name not in fields:
+                values[name] = factory()
         values.update(fields)
         _set(record, "__dict__", values)
         _set(record, "__pydantic_fields_set__", set(fields))

@@ -778,9 +778,20 @@ def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime) -> di
 
 def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
     """A page of a throwaway discovery run: what its sitemap says, final at once."""
-    fields = listed_fields(url, entry, sitemap, now)
-    fields.update(status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
-    return SitemapURL.trusted(fields)
+    return SitemapURL.trusted(
+        {
+            "url": url,
+            "last_modified": entry.lastmod,
+            "change_frequency": entry.changefreq,
+            "priority": entry.priority,
+            "sitemap": sitemap,
+            "extensions": entry.extensions(),
+            "discovered_at": now,
+            "status": UrlStatus.COMPLETED,
+            "finished_at": now,
+            "fetch_reason": "listed",
+        }
+    )
 
 
 def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
