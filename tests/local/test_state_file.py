@@ -4,12 +4,13 @@ is refused with a reason."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from harvester.adapters.local.database import SCHEMA_VERSION, StateDirError, connect
+from harvester.adapters.local.database import SCHEMA_VERSION, Checkpointer, StateDirError, connect
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.crawldb.schedule import Schedule
 from harvester.model.messages import JobRequest, SitemapOrigin
@@ -262,4 +263,27 @@ def test_a_version_5_jobs_batches_are_read_one_by_one_beside_the_summarised_ones
         page(n).url for n in range(4)
     ]
     assert store.get_page("j", page(3).url) == SitemapURL.model_validate_json(rows[2][0].body)  # type: ignore[index]
+    conn.close()
+
+
+def test_the_wal_is_copied_into_the_state_file_by_a_thread_of_its_own(tmp_path):
+    """While a crawl writes, its WAL is checkpointed by the Checkpointer's own connection and thread (the
+    writer's own checkpoints are off here): the state file grows to hold what was committed, and the
+    thread is gone when the block ends."""
+    path = tmp_path / "harvest.db"
+    conn = connect(path)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE filler (body TEXT NOT NULL)")
+    with conn:
+        conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 1000,) for _ in range(2000)])
+    before = path.stat().st_size
+    assert before < 1_000_000  # (committed, in the WAL only)
+    checkpointer = Checkpointer(path, every=0.01)
+    with checkpointer:
+        deadline = time.monotonic() + 10
+        while path.stat().st_size <= before and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert path.stat().st_size > 2_000_000
+    assert not checkpointer._thread.is_alive()
+    assert conn.execute("SELECT count(*) FROM filler").fetchone()[0] == 2000
     conn.close()

@@ -763,8 +763,9 @@ class SitemapReading:
         return key
 
 
-def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime) -> dict[str, Any]:
-    """What a listed URL's job record takes from its sitemap entry, whatever the job does with it."""
+def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime, **more: Any) -> dict[str, Any]:
+    """What a listed URL's job record takes from its sitemap entry, whatever the job does with it (and
+    ``more``: one dict, built once, on the per-URL path)."""
     return {
         "url": url,
         "last_modified": entry.lastmod,
@@ -773,24 +774,14 @@ def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime) -> di
         "sitemap": sitemap,
         "extensions": entry.extensions(),
         "discovered_at": now,
+        **more,
     }
 
 
 def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
     """A page of a throwaway discovery run: what its sitemap says, final at once."""
     return SitemapURL.trusted(
-        {
-            "url": url,
-            "last_modified": entry.lastmod,
-            "change_frequency": entry.changefreq,
-            "priority": entry.priority,
-            "sitemap": sitemap,
-            "extensions": entry.extensions(),
-            "discovered_at": now,
-            "status": UrlStatus.COMPLETED,
-            "finished_at": now,
-            "fetch_reason": "listed",
-        }
+        listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
     )
 
 

@@ -7,10 +7,14 @@ the queue hands out again on the next run. WAL mode lets ``harvest report`` read
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 6
 CACHE_KIB = 8 * 1024
@@ -239,3 +243,43 @@ class Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+class Checkpointer:
+    """``with Checkpointer(path):`` copies the state file's WAL into the database on a thread of its own, with
+    a connection of its own, while the block runs.
+
+    Left to the writing connection (``wal_autocheckpoint``), that copy and its sync run inside whichever
+    commit fills the WAL, on the one thread that also parses and decides: in a 400,000-URL discovery, the
+    commits were an eighth of the run. A PASSIVE checkpoint takes no lock a writer waits for, and SQLite
+    runs it without the GIL, so here it overlaps the crawl's own work. The writer's autocheckpoint stays as
+    the bound on the WAL should this thread fall behind or stop."""
+
+    def __init__(self, path: Path, *, every: float = 0.2) -> None:
+        self.path = path
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="harvest-checkpoint", daemon=True)
+
+    def __enter__(self) -> Checkpointer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as exc:
+            log.warning("no checkpoints on a thread of their own", extra={"path": str(self.path), "error": str(exc)})
+            return
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            while not self._stop.wait(self.every):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:  # (the writer's own checkpoints carry on)
+            log.warning("checkpoints on their own thread stopped", extra={"path": str(self.path), "error": str(exc)})
+        finally:
+            conn.close()

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
-from harvester.adapters.local.database import StateDirError, connect
+from harvester.adapters.local.database import Checkpointer, StateDirError, connect
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
@@ -70,14 +70,15 @@ class LocalHarvest:
         state_dir = Path(state_dir)
         conn = connect(state_dir / DB_NAME, durable=not ephemeral)
         try:
-            yield cls(
-                ephemeral=ephemeral,
-                state_dir=state_dir,
-                store=SqliteStateStore(conn, keep_pages=not ephemeral),
-                queue=SqliteTaskQueue(conn),
-                documents=FolderDocumentStore(state_dir / DOCUMENTS),
-                crawldb=SqliteCrawlDatabase(conn),
-            )
+            with contextlib.nullcontext() if ephemeral else Checkpointer(state_dir / DB_NAME):
+                yield cls(
+                    ephemeral=ephemeral,
+                    state_dir=state_dir,
+                    store=SqliteStateStore(conn, keep_pages=not ephemeral),
+                    queue=SqliteTaskQueue(conn),
+                    documents=FolderDocumentStore(state_dir / DOCUMENTS),
+                    crawldb=SqliteCrawlDatabase(conn),
+                )
         finally:
             conn.close()
 
