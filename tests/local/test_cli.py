@@ -210,8 +210,12 @@ def test_a_number_beyond_64_bits_is_written_as_it_is_read(served_dir, tmp_path):
     assert run.returncode == 0 and sorted(lines) == [f"{base}/a", f"{base}/b"]
     assert '"view_count":100000000000000000000' in run.stdout  # (an int: a float would say 1e+20)
     state = tmp_path / "state"
-    for _ in range(2):  # the second crawl replays the first one's listing (the sitemap did not change)
+    for crawl in range(2):  # the second crawl replays the first one's listing (the sitemap did not change)
         result = harvest_json("crawl", f"{base}/", *ALLOW, "--state-dir", str(state), "--no-pages")
         assert result["status"] == "completed" and result["total_urls"] == 2
         records = Path(result["processed_urls"]).read_text()
         assert records.count("\n") == 2 and '"view_count":100000000000000000000' in records
+        # First listed: /a built as models (orjson cannot write it), /b written straight as JSON, in one batch.
+        feed = [json.loads(line) for line in Path(result["changes_location"]).read_text().splitlines()]
+        assert result["changes"]["new"] == (2 if crawl == 0 else 0)
+        assert sorted(line["url"] for line in feed) == ([f"{base}/a", f"{base}/b"] if crawl == 0 else [])
