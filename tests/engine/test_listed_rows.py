@@ -29,10 +29,12 @@ def _entries() -> list[PageEntry]:
     parsed, _ = parse_bytes(SITEMAP, FIXTURE.read_bytes())
     entries = [e for e in parsed if isinstance(e, PageEntry)]
     assert {"images", "news", "videos", "alternates"} <= {k for e in entries for k in e.extensions()}
-    lastmods = (
+    lastmods = (  # (the last three: one instant in three offsets, equal as datetimes, written apart)
         None,
         datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
         datetime(2026, 1, 1, tzinfo=timezone(-timedelta(hours=5))),
+        datetime(2026, 1, 1, 5, tzinfo=UTC),
+        datetime(2026, 1, 1, 6, tzinfo=timezone(timedelta(hours=1))),
     )
     changefreqs = (None, "always", "hourly", "daily", "weekly", "monthly", "yearly", "never")
     n = 0

@@ -287,3 +287,33 @@ def test_the_wal_is_copied_into_the_state_file_by_a_thread_of_its_own(tmp_path):
     assert not checkpointer._thread.is_alive()
     assert conn.execute("SELECT count(*) FROM filler").fetchone()[0] == 2000
     conn.close()
+
+
+def test_records_final_at_once_keep_the_order_listed_whatever_made_them(tmp_path):
+    """A batch that mixes records built as models with records written straight as JSON is kept as runs
+    of one kind, a row each, in the order listed: the job's records (after the open ones) and its end see
+    them in that order."""
+    from tests.contract.test_state_store import lease
+
+    store = SqliteStateStore(connect(tmp_path / "harvest.db"))
+    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
+    sitemap_url = f"{SITE}sitemap.xml"
+    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    assert store.claim_sitemap("j", sitemap_url, lease(), now=0) is not None
+    done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
+    made = first_listings(
+        [(page(n).url, PageEntry(page(n).url)) for n in (1, 3, 4)],
+        sitemap=sitemap_url,
+        job_id="j",
+        now=T0,
+        schedule=Schedule(),
+    )
+    rows = [r[0] for r in made if r is not None]
+    batch = [page(0, **done), rows[0], page(2, **done), rows[1], rows[2], page(5)]  # (page 5: open)
+    store.record_pages("j", sitemap_url, batch, checkpoint=6, lease=lease())
+    listed = [SitemapURL.model_validate_json(b).url for b in store.page_bodies("j")]
+    assert listed == [page(n).url for n in (5, 0, 1, 2, 3, 4)]
+    items = list(store.job_records("j"))
+    assert [type(i).__name__ for i in items] == ["str", "str", "ListedBatch", "str", "ListedBatch"]
+    assert [i.count for i in items if isinstance(i, ListedBatch)] == [1, 2]
+    store.conn.close()

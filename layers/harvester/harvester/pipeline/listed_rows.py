@@ -11,7 +11,7 @@ the two models per URL that made up half of a durable discovery's time. Anything
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from orjson import OPT_UTC_Z, dumps
 
@@ -52,7 +52,8 @@ def first_listings(
     )
     line_tail = _members({"state": _UNFETCHED})
     intervals: dict[str | None, float] = {}
-    texts: dict[datetime, str] = {}
+    # (Keyed with the offset too: two lastmods of one instant in other offsets are equal datetimes.)
+    texts: dict[tuple[datetime, timedelta | None], str] = {}
     rows: list[tuple[ListedRow, CrawlRow] | None] = []
     keep = rows.append
     for url, entry in fresh:
@@ -72,9 +73,10 @@ def first_listings(
         }
         line: dict[str, object] = {"url": url, "change": _NEW, "reason": _LISTED, "sitemap": sitemap}
         if lastmod is not None:
-            stored = texts.get(lastmod)
+            instant = (lastmod, lastmod.utcoffset())
+            stored = texts.get(instant)
             if stored is None:
-                stored = texts[lastmod] = _text(lastmod)
+                stored = texts[instant] = _text(lastmod)
             page["last_modified"] = crawl["lastmod"] = stored
             line["lastmod"] = stored[:-1] + "+00:00" if stored[-1] == "Z" else stored
         if changefreq is not None:

@@ -543,32 +543,33 @@ def _put(
 
 def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[PageRecord]) -> None:
     """A batch's records new to the job: one row each for the open ones (the page worker claims and settles
-    them by key), one row for all of those final at once (with, for those written straight as JSON, what the
-    job's end takes of them: ``ListedBatch``). A row per final record and its index entry were half of what
-    a durable discovery wrote to SQLite (measured: 400,000 URLs, 4.9 s of writes with them, 2.6 s without),
-    for records only ever read all together, at the job's end."""
+    them by key), one row for each run of those final at once, in the order listed (a run of records
+    written straight as JSON with what the job's end takes of them: ``ListedBatch``). A row per final
+    record and its index entry were half of what a durable discovery wrote to SQLite (measured: 400,000
+    URLs, 4.9 s of writes with them, 2.6 s without), for records only ever read all together, at the job's
+    end."""
     open_rows: list[tuple[str, str, str, str]] = []
-    rows: list[ListedRow] = []
-    final: list[PageRecord] = []
+    runs: list[list[PageRecord]] = []
     for page in pages:
-        if type(page) is ListedRow:
-            rows.append(page)
-        elif page.status.final:
-            final.append(page)
+        if type(page) is ListedRow or page.status.final:
+            if not runs or (type(runs[-1][0]) is ListedRow) is not (type(page) is ListedRow):
+                runs.append([])
+            runs[-1].append(page)
         else:
             open_rows.append((job_id, page.key, page.status.value, body_of(page)))
     if open_rows:
         db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", open_rows)
     insert = "INSERT INTO url_batches (job_id, keys, bodies, feed, kinds) VALUES (?, ?, ?, ?, ?)"
-    if final:  # (JSON: no raw line break in a body)
-        keys, bodies = "\n".join(p.key for p in final), "\n".join(body_of(p) for p in final)
-        db.execute(insert, (job_id, keys, bodies, None, None))
-    if rows:
+    for run in runs:  # (JSON: no raw line break in a body)
+        keys, bodies = "\n".join(p.key for p in run), "\n".join(body_of(p) for p in run)
+        if type(run[0]) is not ListedRow:
+            db.execute(insert, (job_id, keys, bodies, None, None))
+            continue
+        rows: list[ListedRow] = run  # type: ignore[assignment]
         kinds: dict[str, int] = {}
         for row in rows:
             kinds[row.change] = kinds.get(row.change, 0) + 1
         feed = b"\n".join([row.feed for row in rows if row.feed is not None])
-        keys, bodies = "\n".join(r.key for r in rows), "\n".join(r.body for r in rows)
         db.execute(insert, (job_id, keys, bodies, feed, json.dumps(kinds)))
 
 
