@@ -21,6 +21,7 @@ from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SITE = "https://example.com/"
+SITEMAP = f"{SITE}sitemap.xml"
 #: The urls table as schema version 2 wrote it: one unique index over every record of a job.
 V2_URLS = """
 CREATE TABLE urls (
@@ -32,15 +33,21 @@ CREATE INDEX urls_by_status ON urls (job_id, status);
 
 
 def page(n: int, **fields: object) -> SitemapURL:
-    return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=f"{SITE}sitemap.xml", **fields)
+    return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=SITEMAP, **fields)
+
+
+def job_with_sitemap(conn: sqlite3.Connection) -> SqliteStateStore:
+    """A store on ``conn`` holding job ``j`` and its one sitemap, ``SITEMAP``."""
+    store = SqliteStateStore(conn)
+    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
+    store.add_sitemaps("j", [SitemapRecord(url=SITEMAP, origin=SitemapOrigin.REQUESTED, depth=1)])
+    return store
 
 
 def version_2_file(path: Path, pages: list[SitemapURL]) -> None:
     """A state file as version 2 left it: a job with a leased sitemap and URL records, open and final."""
     conn = connect(path)
-    store = SqliteStateStore(conn)
-    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
-    store.add_sitemaps("j", [SitemapRecord(url=f"{SITE}sitemap.xml", origin=SitemapOrigin.REQUESTED, depth=1)])
+    job_with_sitemap(conn)
     conn.executescript("DROP TABLE urls;" + V2_URLS)
     conn.executemany(
         "INSERT INTO urls (job_id, key, status, body) VALUES ('j', ?, ?, ?)",
@@ -178,10 +185,8 @@ def test_a_version_4_jobs_final_records_stay_beside_the_batches_written_after_th
     done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
     before = [page(0, **done), page(1, **done), page(2)]  # (page 2: open, to be fetched)
     conn = connect(path)
-    store = SqliteStateStore(conn)
-    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
-    sitemap_url = f"{SITE}sitemap.xml"
-    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    store = job_with_sitemap(conn)
+    sitemap_url = SITEMAP
     conn.executemany(
         "INSERT INTO urls (job_id, key, status, body) VALUES ('j', ?, ?, ?)",
         [(p.key, p.status.value, body_of(p)) for p in before],
@@ -229,10 +234,8 @@ def test_a_version_5_jobs_batches_are_read_one_by_one_beside_the_summarised_ones
     done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
     before = [page(0, **done), page(1, **done)]
     conn = connect(path)
-    store = SqliteStateStore(conn)
-    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
-    sitemap_url = f"{SITE}sitemap.xml"
-    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    store = job_with_sitemap(conn)
+    sitemap_url = SITEMAP
     conn.executescript(
         "DROP TABLE url_batches;"
         "CREATE TABLE url_batches (job_id TEXT NOT NULL, keys TEXT NOT NULL, bodies TEXT NOT NULL);"
@@ -295,10 +298,8 @@ def test_records_final_at_once_keep_the_order_listed_whatever_made_them(tmp_path
     them in that order."""
     from tests.contract.test_state_store import lease
 
-    store = SqliteStateStore(connect(tmp_path / "harvest.db"))
-    store.create_job(JobRecord(job_id="j", request=JobRequest(site=SITE), start_time=T0))
-    sitemap_url = f"{SITE}sitemap.xml"
-    store.add_sitemaps("j", [SitemapRecord(url=sitemap_url, origin=SitemapOrigin.REQUESTED, depth=1)])
+    store = job_with_sitemap(connect(tmp_path / "harvest.db"))
+    sitemap_url = SITEMAP
     assert store.claim_sitemap("j", sitemap_url, lease(), now=0) is not None
     done = {"status": UrlStatus.COMPLETED, "finished_at": T0, "fetch_reason": "listed"}
     made = first_listings(

@@ -38,7 +38,7 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
-def _stored_time(text: str | None) -> str | None:
+def feed_time(text: str | None) -> str | None:
     """A stored time as the feed writes times, as ``datetime.isoformat`` does: a record says ``Z`` for UTC
     (pydantic's and orjson's form), the feed has always said ``+00:00``."""
     if text is not None and text[-1:] == "Z":
@@ -68,7 +68,7 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
     line: dict[str, Any] = {"url": record["url"], "change": kind.value}
     _put(line, "reason", get("fetch_reason"))
     _put(line, "sitemap", get("sitemap"))
-    _put(line, "lastmod", _stored_time(get("last_modified")))
+    _put(line, "lastmod", feed_time(get("last_modified")))
     _put(line, "previous_state", previous_state)
     line["state"] = get("crawl_state", _UNFETCHED)
     _put(line, "previous_status", previous_status)
@@ -76,7 +76,7 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
     _put(line, "previous_signature", previous_signature)
     _put(line, "signature", get("signature"))
     _put(line, "document_key", get("document_key"))
-    _put(line, "fetch_time", _stored_time(get("fetch_time")))
+    _put(line, "fetch_time", feed_time(get("fetch_time")))
     _put(line, "error", get("error_message"))
     return line
 

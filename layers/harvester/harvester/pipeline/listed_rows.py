@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from orjson import OPT_UTC_Z, dumps
 
+from harvester.crawldb.changes import feed_time
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import ChangeKind, CrawlState
 from harvester.model.records import CrawlRow, ListedRow, UrlStatus
@@ -52,8 +53,9 @@ def first_listings(
     )
     line_tail = _members({"state": _UNFETCHED})
     intervals: dict[str | None, float] = {}
-    # (Keyed with the offset too: two lastmods of one instant in other offsets are equal datetimes.)
-    texts: dict[tuple[datetime, timedelta | None], str] = {}
+    # A lastmod's text as records and as the feed write it, once per lastmod. (Keyed with the offset too:
+    # two lastmods of one instant in other offsets are equal datetimes.)
+    texts: dict[tuple[datetime, timedelta | None], tuple[str, str | None]] = {}
     rows: list[tuple[ListedRow, CrawlRow] | None] = []
     keep = rows.append
     for url, entry in fresh:
@@ -74,11 +76,12 @@ def first_listings(
         line: dict[str, object] = {"url": url, "change": _NEW, "reason": _LISTED, "sitemap": sitemap}
         if lastmod is not None:
             instant = (lastmod, lastmod.utcoffset())
-            stored = texts.get(instant)
-            if stored is None:
-                stored = texts[instant] = _text(lastmod)
-            page["last_modified"] = crawl["lastmod"] = stored
-            line["lastmod"] = stored[:-1] + "+00:00" if stored[-1] == "Z" else stored
+            known = texts.get(instant)
+            if known is None:
+                stored = _text(lastmod)
+                known = texts[instant] = (stored, feed_time(stored))
+            page["last_modified"] = crawl["lastmod"] = known[0]
+            line["lastmod"] = known[1]
         if changefreq is not None:
             page["change_frequency"] = crawl["changefreq"] = changefreq
         page["priority"] = crawl["priority"] = entry.priority

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import groupby
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
@@ -549,28 +551,25 @@ def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[PageRecor
     URLs, 4.9 s of writes with them, 2.6 s without), for records only ever read all together, at the job's
     end."""
     open_rows: list[tuple[str, str, str, str]] = []
-    runs: list[list[PageRecord]] = []
+    final: list[PageRecord] = []
     for page in pages:
         if type(page) is ListedRow or page.status.final:
-            if not runs or (type(runs[-1][0]) is ListedRow) is not (type(page) is ListedRow):
-                runs.append([])
-            runs[-1].append(page)
+            final.append(page)
         else:
             open_rows.append((job_id, page.key, page.status.value, body_of(page)))
     if open_rows:
         db.executemany("INSERT INTO urls (job_id, key, status, body) VALUES (?, ?, ?, ?)", open_rows)
     insert = "INSERT INTO url_batches (job_id, keys, bodies, feed, kinds) VALUES (?, ?, ?, ?, ?)"
-    for run in runs:  # (JSON: no raw line break in a body)
+    for written, group in groupby(final, key=lambda page: type(page) is ListedRow):
+        run = list(group)  # (a line each: JSON holds no raw line break)
         keys, bodies = "\n".join(p.key for p in run), "\n".join(body_of(p) for p in run)
-        if type(run[0]) is not ListedRow:
+        if not written:
             db.execute(insert, (job_id, keys, bodies, None, None))
             continue
         rows: list[ListedRow] = run  # type: ignore[assignment]
-        kinds: dict[str, int] = {}
-        for row in rows:
-            kinds[row.change] = kinds.get(row.change, 0) + 1
         feed = b"\n".join([row.feed for row in rows if row.feed is not None])
-        db.execute(insert, (job_id, keys, bodies, feed, json.dumps(kinds)))
+        kinds = json.dumps(Counter(row.change for row in rows))
+        db.execute(insert, (job_id, keys, bodies, feed, kinds))
 
 
 def _insert(db: sqlite3.Connection, table: str, job_id: str, record: SitemapRecord | SitemapURL) -> bool:
