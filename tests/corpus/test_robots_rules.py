@@ -122,7 +122,8 @@ def test_an_unreachable_robots_txt_forbids_everything_for_now_then_gives_up(craw
         record = crawl.record(server, path)
         assert record["status"] == "failed"
         assert record["error_message"].startswith(f"robots.txt unreachable ({status})")
-        assert record["error_message"].endswith("(gave up after 3 attempts)")
+        assert record["error_message"].endswith("(gave up after 3 deliveries)")
+        assert record["attempts"] == 0  # no request was sent for the page itself
     assert {h.path for h in server.hits} == {"/robots.txt"}
     assert len(server.hits) <= 3 * 3
 

@@ -82,7 +82,7 @@ class TwiceQueue:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def send(self, messages: Any, *, delay_seconds: int = 0) -> None:
+    def send(self, messages: Any, *, delay_seconds: float = 0) -> None:
         self._inner.send(list(messages) * 2, delay_seconds=delay_seconds)
 
 

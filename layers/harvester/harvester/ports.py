@@ -37,8 +37,9 @@ Message = JobRequest | SitemapTask | PageTask
 class TaskQueue(Protocol):
     """Fan-out: sends job requests, sitemap tasks and page tasks to their queues, in batches."""
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: int = 0) -> None:
-        """Sends every message or raises; a message may be delivered more than once, never lost."""
+    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+        """Sends every message or raises; a message may be delivered more than once, never lost. It is not
+        delivered before ``delay_seconds`` (at most 900; SQS rounds up to whole seconds)."""
 
 
 class DocumentStore(Protocol):
@@ -119,6 +120,9 @@ class PageRetry:
     retries: int
     error_message: str
     not_before: datetime
+    #: No request was sent for it in this delivery (robots.txt could not be read, the host's gate said
+    #: later): the try its claim counted is taken back, so ``attempts`` stays the requests sent.
+    untried: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,8 @@ class SitemapOutcome:
     finished_at: datetime | None = None
     #: Unchanged since the last complete reading (a 304, or the same bytes): replayed, not parsed.
     not_modified: bool = False
+    #: Requests sent for the sitemap by the job, when the reading counted them (else the claims' count).
+    attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +251,12 @@ class StateStore(Protocol):
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""
 
-    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+    def release_sitemap(
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+    ) -> bool:
         """processing → pending, giving the lease up, to be read again later (a transient failure).
-        Its checkpoint stays, so the next reading skips what was recorded. False when not ours."""
+        Its checkpoint stays, so the next reading skips what was recorded; ``attempts``, the requests sent
+        so far, replaces the claims' count. False when not ours."""
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]: ...
 

@@ -95,19 +95,30 @@ class Fetcher:
         await self._client.aclose()
 
     def open(
-        self, url: str, *, max_bytes: int, headers: Mapping[str, str] | None = None
+        self,
+        url: str,
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        retries: int | None = None,
     ) -> AbstractAsyncContextManager[FetchResponse]:
         """GET ``url``: redirects followed, retries done; the body is read from the yielded response.
 
         Raises a FetchError subclass when no response could be had. A 4xx/5xx is a response, not an error
         (after retries for 408, 429 and 5xx); so is a 3xx that is not followed (300, 304, 305, no Location).
+        ``retries`` overrides the policy's for this fetch: a page is tried once per delivery (0), because
+        its retries go through the queue, past the host's gate, on the URL's one retry budget.
         """
         if max_bytes < 0:
             raise ValueError("max_bytes must not be negative")
-        return self._open(url, max_bytes, dict(headers or {}))
+        if retries is not None and retries < 0:
+            raise ValueError("retries must not be negative")
+        return self._open(url, max_bytes, dict(headers or {}), self.policy.retries if retries is None else retries)
 
     @asynccontextmanager
-    async def _open(self, url: str, max_bytes: int, headers: dict[str, str]) -> AsyncIterator[FetchResponse]:
+    async def _open(
+        self, url: str, max_bytes: int, headers: dict[str, str], retries: int
+    ) -> AsyncIterator[FetchResponse]:
         check_url(url)
         deadline = time.monotonic() + self.policy.total_timeout
         attempt = 0
@@ -115,14 +126,15 @@ class Fetcher:
             try:
                 response, redirects = await self._follow(url, headers, deadline)
             except FetchError as exc:
-                if not exc.retryable or attempt >= self.policy.retries:
+                exc.attempts = attempt + 1
+                if not exc.retryable or attempt >= retries:
                     raise
                 if not await self._pause(self._backoff(attempt), deadline):
                     raise
                 attempt += 1
                 continue
             status = response.status_code
-            if attempt < self.policy.retries and is_transient(status):
+            if attempt < retries and is_transient(status):
                 delay = self._retry_delay(response, attempt)
                 if delay is not None and time.monotonic() + delay < deadline:
                     await _discard(response)

@@ -31,6 +31,8 @@ class FetchError(Exception):
         self.reason = reason
         self.retryable = self.retryable_by_default if retryable is None else retryable
         self.redirects = redirects
+        #: Tries the fetcher made before giving up (each one request, plus the redirects it followed).
+        self.attempts = 1
 
     def explain(self, requested: str) -> str:
         """The reason for a report about ``requested``: naming the redirect hop it failed at, if another."""

@@ -47,7 +47,9 @@ def new_sitemap(record: SitemapRecord) -> JobCounts:
 
 
 def claimed(record: R) -> R:
-    """A claimed sitemap or page: in progress, one attempt more (past ``max_attempts`` it is failed)."""
+    """A claimed sitemap or page: in progress, one attempt more. A claim is taken just before a fetch, so
+    the attempt is counted before it is made (a worker that dies fetching has made it); a delivery that
+    ends without a request takes it back."""
     status = type(record.status)("processing")  # SitemapStatus or UrlStatus: model_copy does not validate
     return record.model_copy(update={"status": status, "attempts": record.attempts + 1})
 
@@ -68,12 +70,16 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "document_key": outcome.document_key or record.document_key,
             "not_modified": outcome.not_modified,
             "finished_at": outcome.finished_at,
+            "attempts": record.attempts if outcome.attempts is None else outcome.attempts,
         }
     )
 
 
-def released_sitemap(record: SitemapRecord, error_message: str) -> SitemapRecord:
-    return record.model_copy(update={"status": SitemapStatus.PENDING, "error_message": error_message})
+def released_sitemap(record: SitemapRecord, error_message: str, attempts: int | None = None) -> SitemapRecord:
+    update: dict[str, object] = {"status": SitemapStatus.PENDING, "error_message": error_message}
+    if attempts is not None:
+        update["attempts"] = attempts
+    return record.model_copy(update=update)
 
 
 def sitemap_done(outcome: SitemapOutcome) -> JobCounts:
@@ -136,6 +142,7 @@ def retried_page(page: SitemapURL, retry: PageRetry) -> SitemapURL:
         update={
             "status": UrlStatus.PENDING,
             "retries": retry.retries,
+            "attempts": page.attempts - 1 if retry.untried and page.attempts else page.attempts,
             "error_message": retry.error_message,
             "next_fetch_time": retry.not_before,
         }

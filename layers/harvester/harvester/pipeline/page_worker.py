@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import tempfile
 import uuid
 from collections import defaultdict
@@ -23,7 +24,7 @@ from datetime import timedelta
 
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
-from harvester.fetch import FetchError, FetchResponse, is_transient
+from harvester.fetch import FetchError, FetchResponse, is_transient, parse_retry_after
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
@@ -88,12 +89,12 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
             result.failed.append(record.url)
     if retries:
         retried = set(store.retry_pages(job.job_id, retries, lease))
-        by_delay: dict[int, list[PageTask]] = defaultdict(list)
+        by_delay: dict[float, list[PageTask]] = defaultdict(list)
         tasks_by_url = {normalize(t.url): t for t in tasks}
         for retry in retries:
             if retry.url not in retried:
                 continue
-            delay = max(0, min(900, int((retry.not_before - ctx.clock()).total_seconds())))
+            delay = math.ceil(max(0.0, min(900.0, (retry.not_before - ctx.clock()).total_seconds())) * 10) / 10
             base = tasks_by_url[retry.url]
             by_delay[delay].append(base.model_copy(update={"url": retry.url, "attempt": retry.retries}))
             result.retried.append(retry.url)
@@ -125,26 +126,37 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
 async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL) -> PageOutcome | PageRetry:
     """Fetches one claimed page and decides what becomes of it. Never raises for a fetch problem."""
     settings = ctx.settings
-    if record.attempts > settings.max_attempts:
-        return _failed(ctx, record, f"gave up after {record.attempts - 1} deliveries without an outcome", None)
+    if record.attempts > min(settings.max_attempts, settings.retry_max):
+        # The claims before this one counted tries that never reported back (their workers died): the
+        # budget is spent, and this delivery sends nothing.
+        spent = record.attempts - 1
+        return _failed(ctx, _untried(record), f"gave up after {spent} attempts without an outcome", None)
     if not job.request.fetch_pages:
-        return PageOutcome(record.model_copy(update={"status": UrlStatus.COMPLETED}))
+        return PageOutcome(_untried(record).model_copy(update={"status": UrlStatus.COMPLETED}))
     try:
         if not await ctx.robots.allowed(record.url):
             robots = await ctx.robots.entry(record.url)
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
-                return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})")
-            return _failed(ctx, record, "forbidden by robots.txt", Fetched(FetchResult.GONE))
+                return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})", tried=False)
+            return _failed(ctx, _untried(record), "forbidden by robots.txt", Fetched(FetchResult.GONE))
         # The job's rate_limit_delay, or the site's Crawl-delay when it asks for more (bounded).
         crawl_delay = min(await ctx.robots.crawl_delay(record.url) or 0.0, settings.crawl_delay_max)
         await ctx.pacer.wait(record.url, max(job.request.rate_limit_delay, crawl_delay))
         headers = _validators(record.known)
-        async with ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers) as response:
+        # One request per delivery: a transient failure comes back through the queue, so that every
+        # request of the URL is on its one budget (retry_max) and passes the host's gate.
+        fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
+        async with fetch as response:
             return await _settle_response(ctx, job, record, response, conditional=bool(headers))
     except FetchError as exc:
         if exc.retryable:
             return _retry_or_fail(ctx, record, exc.explain(record.url))
         return _failed(ctx, record, exc.explain(record.url), Fetched(FetchResult.GONE))
+
+
+def _untried(record: SitemapURL) -> SitemapURL:
+    """The record of a delivery that sent no request: its claim's try taken back."""
+    return record.model_copy(update={"attempts": max(0, record.attempts - 1)})
 
 
 def _validators(known: CrawlRecord | None) -> dict[str, str]:
@@ -175,7 +187,8 @@ async def _settle_response(
     outcome = classify_status(code)
     if outcome is FetchResult.RETRY:
         if is_transient(code):
-            return _retry_or_fail(ctx, record, http_error(code))
+            wait = parse_retry_after(response.headers.get("retry-after")) or 0.0
+            return _retry_or_fail(ctx, record, http_error(code), wait=wait)
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
         return _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
     validators = {"etag": record.etag, "last_modified": record.last_modified_header, "lastmod": record.last_modified}
@@ -267,15 +280,22 @@ def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basi
     return PageOutcome(record.model_copy(update=update), crawl=after, fetched=fetched)
 
 
-def _retry_or_fail(ctx: StepContext, record: SitemapURL, reason: str) -> PageOutcome | PageRetry:
-    """A failure that may pass: tried again by this job after a back-off, up to ``retry_max`` times; then
-    final for the job, and one retry more toward gone in the crawl database."""
+def _retry_or_fail(
+    ctx: StepContext, record: SitemapURL, reason: str, *, tried: bool = True, wait: float = 0.0
+) -> PageOutcome | PageRetry:
+    """A failure that may pass: tried again by this job after a back-off (or the ``wait`` the server asked
+    for, if longer) while the URL's budget lasts: ``retry_max`` requests in all, whichever delivery sent
+    them. Then final for the job, and one retry more toward gone in the crawl database."""
     settings = ctx.settings
     retries = record.retries + 1
-    if retries < settings.retry_max:
+    sent = record.attempts if tried else max(0, record.attempts - 1)
+    if sent < settings.retry_max and retries < settings.retry_max:
         delay = min(settings.retry_backoff_seconds * 2 ** (retries - 1), settings.retry_backoff_max_seconds)
-        not_before = ctx.clock() + timedelta(seconds=delay)
-        return PageRetry(url=record.url, retries=retries, error_message=reason, not_before=not_before)
-    gave_up = record.model_copy(update={"retries": retries})
+        not_before = ctx.clock() + timedelta(seconds=max(delay, min(wait, settings.retry_backoff_max_seconds)))
+        return PageRetry(
+            url=record.url, retries=retries, error_message=reason, not_before=not_before, untried=not tried
+        )
+    gave_up = record.model_copy(update={"retries": retries, "attempts": sent})
     fetched = Fetched(FetchResult.RETRY, http_status=record.http_status)
-    return _failed(ctx, gave_up, f"{reason} (gave up after {retries} attempts)", fetched)
+    spent = f"{sent} attempts" if tried else f"{retries} deliveries"
+    return _failed(ctx, gave_up, f"{reason} (gave up after {spent})", fetched)

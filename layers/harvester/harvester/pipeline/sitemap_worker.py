@@ -30,7 +30,7 @@ from typing import Any
 from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
-from harvester.fetch import FetchError, is_transient
+from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
@@ -112,8 +112,8 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
             ctx.settings.retry_backoff_max_seconds,
         )
-        if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason):
-            ctx.queue.send([task_for(job.job_id, record)], delay_seconds=int(delay))
+        if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason, attempts=outcome.attempts):
+            ctx.queue.send([task_for(job.job_id, record)], delay_seconds=delay)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
         return store.get_sitemap(job.job_id, url)
     outcome.finished_at = ctx.clock()
@@ -136,6 +136,7 @@ class Retry:
     """The reading failed for a reason that may pass (the sitemap goes back to pending, delayed)."""
 
     reason: str
+    attempts: int | None = None  # requests sent for the sitemap so far
 
 
 class _ListingMoved(Exception):
@@ -174,6 +175,7 @@ class SitemapReading:
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
         self.entries = 0  # entries the reading produced, children included
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
+        self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
         self._site: SiteCrawl | None = None
 
     @property
@@ -185,8 +187,14 @@ class SitemapReading:
         return self.record.origin is SitemapOrigin.KNOWN_PATH
 
     @property
+    def spent(self) -> int:
+        """Requests sent for this sitemap by this job so far: the claim counted this delivery's first one
+        before it was made, the fetcher's retries are added as they happen."""
+        return self.record.attempts - 1 + max(1, self.tries)
+
+    @property
     def may_retry(self) -> bool:
-        return self.record.attempts < self.ctx.settings.retry_max
+        return self.spent < self.ctx.settings.retry_max
 
     async def run(self) -> SitemapOutcome | Retry:
         try:
@@ -202,13 +210,13 @@ class SitemapReading:
         except FetchError as exc:
             reason = exc.explain(self.record.url)
             if exc.retryable and self.may_retry:
-                return Retry(reason)
+                return Retry(reason, self.spent)
             status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
             outcome = SitemapOutcome(status=status, error_message=self._final_reason(reason, exc.retryable))
         transient = outcome.http_status is not None and is_transient(outcome.http_status)
         if transient and outcome.status is SitemapStatus.FAILED:
             if self.may_retry:
-                return Retry(outcome.error_message or f"HTTP {outcome.http_status}")
+                return Retry(outcome.error_message or f"HTTP {outcome.http_status}", self.spent)
             outcome.error_message = self._final_reason(outcome.error_message or "", True)
         # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
         parents = {a for a in self.record.ancestors if a != site_node(self.request)} | {self.record.url}
@@ -218,6 +226,7 @@ class SitemapReading:
             probes = known_path_probes(self.request, self.declared, now=self.ctx.clock())
             self._follow(probes, level=0, parents=set())
         outcome.children = self.children
+        outcome.attempts = self.spent
         outcome.dropped = self.dropped
         outcome.invalid_children = self.invalid_children
         return outcome
@@ -234,79 +243,96 @@ class SitemapReading:
         self.resend = True
 
     def _final_reason(self, reason: str, transient: bool) -> str:
-        return f"{reason} (gave up after {self.record.attempts} attempts)" if transient else reason
+        return f"{reason} (gave up after {self.spent} attempts)" if transient else reason
 
     async def _read(self, *, conditional: bool = True) -> SitemapOutcome:
         url = self.record.url
         limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
         prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
         headers = _validators(prior)
-        async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers) as response:
-            final_url = normalize(response.url)
-            not_modified = response.status_code == 304 and prior is not None and bool(headers)
-            if not (200 <= response.status_code < 300 or not_modified):
-                quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
-                if quiet and prior is not None and prior.absent_since is None:
-                    self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={"absent_since": self.ctx.clock()}))
-                return SitemapOutcome(
-                    status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
-                    error_message=http_error(response.status_code),
-                    http_status=response.status_code,
-                    final_url=final_url,
-                )
-            redirected = self._redirect_verdict(final_url)
-            if redirected is not None:
-                redirected.http_status = response.status_code
-                return redirected
-            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
-            if not_modified:
-                assert prior is not None
-                if not await self._replay(prior, parser):
-                    return await self._read(conditional=False)
-                self._refresh(prior, response.headers)
-                return self._outcome(
-                    parser,
-                    final_url,
-                    response.status_code,
-                    document_key=prior.document_key,
-                    not_modified=True,
-                    truncated=prior.truncated,
-                )
-            keep = not self.ctx.ephemeral  # the document and its signature, for the next job
-            digest = hashlib.sha256()
-            broken: str | None = None
-            async with self.ctx.reading:
-                # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
-                with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
-                    try:
-                        async for chunk in response.iter_bytes():
-                            if keep:
-                                raw.write(chunk)
-                                digest.update(chunk)
-                            if not parser.finished:
-                                await self._parse_paced(parser, chunk)
-                            if parser.finished and prior is None:
-                                # (with an earlier reading, the rest is downloaded all the same: the bytes are
-                                # recognised by the signature of the whole body, wherever the parser stopped)
-                                break
-                    except FetchError as exc:
-                        # The body broke off: what arrived whole is recorded either way (a retry resumes after
-                        # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
-                        self._flush_pages()
-                        if exc.retryable and self.may_retry:
-                            raise
-                        broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
-                    signature = digest.hexdigest()
-                    self._take(parser.close(complete=response.complete and not parser.finished))
-                    if broken is None:
-                        self._reached_checkpoint()
+        # The fetcher retries a transient failure at once, within what is left of the sitemap's budget
+        # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
+        retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))
+        entered = False
+        try:
+            async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
+                entered = True
+                self.tries += response.attempts
+                return await self._read_response(response, prior, headers)
+        except FetchError as exc:
+            if not entered:  # no response: the tries the fetcher made are on the error
+                self.tries += exc.attempts
+            raise
+
+    async def _read_response(
+        self, response: FetchResponse, prior: SitemapCrawl | None, headers: dict[str, str]
+    ) -> SitemapOutcome:
+        limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
+        final_url = normalize(response.url)
+        not_modified = response.status_code == 304 and prior is not None and bool(headers)
+        if not (200 <= response.status_code < 300 or not_modified):
+            quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
+            if quiet and prior is not None and prior.absent_since is None:
+                self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={"absent_since": self.ctx.clock()}))
+            return SitemapOutcome(
+                status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
+                error_message=http_error(response.status_code),
+                http_status=response.status_code,
+                final_url=final_url,
+            )
+        redirected = self._redirect_verdict(final_url)
+        if redirected is not None:
+            redirected.http_status = response.status_code
+            return redirected
+        parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+        if not_modified:
+            assert prior is not None
+            if not await self._replay(prior, parser):
+                return await self._read(conditional=False)
+            self._refresh(prior, response.headers)
+            return self._outcome(
+                parser,
+                final_url,
+                response.status_code,
+                document_key=prior.document_key,
+                not_modified=True,
+                truncated=prior.truncated,
+            )
+        keep = not self.ctx.ephemeral  # the document and its signature, for the next job
+        digest = hashlib.sha256()
+        broken: str | None = None
+        async with self.ctx.reading:
+            # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
+            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
+                try:
+                    async for chunk in response.iter_bytes():
+                        if keep:
+                            raw.write(chunk)
+                            digest.update(chunk)
+                        if not parser.finished:
+                            await self._parse_paced(parser, chunk)
+                        if parser.finished and prior is None:
+                            # (with an earlier reading, the rest is downloaded all the same: the bytes are
+                            # recognised by the signature of the whole body, wherever the parser stopped)
+                            break
+                except FetchError as exc:
+                    # The body broke off: what arrived whole is recorded either way (a retry resumes after
+                    # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
                     self._flush_pages()
-                    unchanged = prior is not None and signature == prior.signature and broken is None
-                    document_key = None
-                    if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
-                        document_key = prior.document_key  # (stored already: its key is its signature)
-                    elif keep:
-                        document_key = self._store_raw(raw, response.content_type, signature)
+                    if exc.retryable and self.may_retry:
+                        raise
+                    broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
+                signature = digest.hexdigest()
+                self._take(parser.close(complete=response.complete and not parser.finished))
+                if broken is None:
+                    self._reached_checkpoint()
+                self._flush_pages()
+                unchanged = prior is not None and signature == prior.signature and broken is None
+                document_key = None
+                if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
+                    document_key = prior.document_key  # (stored already: its key is its signature)
+                elif keep:
+                    document_key = self._store_raw(raw, response.content_type, signature)
         outcome = self._outcome(
             parser,
             final_url,

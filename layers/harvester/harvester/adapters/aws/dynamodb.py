@@ -507,12 +507,14 @@ class DynamoStateStore:
             raise
         return True
 
-    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+    def release_sitemap(
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+    ) -> bool:
         try:
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
         except LeaseLost:
             return False
-        released = accounting.released_sitemap(sitemap, error_message)
+        released = accounting.released_sitemap(sitemap, error_message, attempts)
         try:
             self._transact(
                 [

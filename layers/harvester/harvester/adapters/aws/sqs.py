@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ class SqsTaskQueue:
         self.client = client
         self.urls = {JobRequest: job_queue_url, SitemapTask: sitemap_queue_url, PageTask: page_queue_url}
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: int = 0) -> None:
+    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         by_queue: dict[str, list[str]] = defaultdict(list)
         for message in messages:
             by_queue[self.urls[type(message)]].append(message.model_dump_json(exclude_none=True))
@@ -31,11 +32,9 @@ class SqsTaskQueue:
             for start in range(0, len(bodies), BATCH):
                 self._send_batch(queue_url, bodies[start : start + BATCH], delay_seconds)
 
-    def _send_batch(self, queue_url: str, bodies: list[str], delay_seconds: int) -> None:
-        entries = [
-            {"Id": str(i), "MessageBody": body, "DelaySeconds": max(0, min(900, delay_seconds))}
-            for i, body in enumerate(bodies)
-        ]
+    def _send_batch(self, queue_url: str, bodies: list[str], delay_seconds: float) -> None:
+        delay = max(0, min(900, math.ceil(delay_seconds)))  # never sooner than asked
+        entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay} for i, body in enumerate(bodies)]
         for attempt in range(_SEND_ATTEMPTS):
             response = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
             failed = {f["Id"]: f for f in response.get("Failed", [])}

@@ -46,7 +46,7 @@ class SqliteTaskQueue:
         self.visibility_timeout = visibility_timeout
         self.max_receives = max_receives
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: int = 0) -> None:
+    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         if not messages:
             return
         available = time.time() + delay_seconds

@@ -354,13 +354,15 @@ class SqliteStateStore:
             self._count(db, job_id, accounting.sitemap_done(outcome))
             return True
 
-    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str) -> bool:
+    def release_sitemap(
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+    ) -> bool:
         with Transaction(self.conn) as db:
             try:
                 sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             except LeaseLost:
                 return False
-            _put(db, "sitemaps", job_id, accounting.released_sitemap(sitemap, error_message), None)
+            _put(db, "sitemaps", job_id, accounting.released_sitemap(sitemap, error_message, attempts), None)
             self._count(db, job_id, JobCounts())  # activity, for the stall detection
             return True
 
