@@ -1,16 +1,15 @@
-"""Page queue consumer: fetch the pages of a batch concurrently, store them, record each outcome once."""
+"""Page queue consumer: the pages of a batch together, fetched concurrently and stored, each outcome recorded
+once; their claims, their turns at the host's gate and their settlement are written a batch at a time."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
-from harvester.adapters.aws.lambda_runtime import sqs_handler
+from harvester.adapters.aws.lambda_runtime import sqs_batch_handler
 from harvester.engine import Engine
 from harvester.model.messages import PageTask
 
 
-async def fetch_page(engine: Engine, task: PageTask, record: SQSRecord) -> None:
-    await engine.process_pages([task])
+async def fetch_pages(engine: Engine, tasks: list[PageTask]) -> None:
+    await engine.process_pages(tasks)
 
 
-handler = sqs_handler(PageTask, fetch_page, dead_letter="page")
+handler = sqs_batch_handler(PageTask, fetch_pages, dead_letter="page")

@@ -26,7 +26,8 @@ flight visible at once (ChangeMessageVisibility 0, as if the visibility timeout 
 ``drain()`` does both only when nothing else is deliverable, so retries come after fresh work, as they
 would in real time.
 
-What is not simulated: concurrency (invocations run one at a time), the batching window (a batch is
+What is not simulated here: concurrency (a poller's invocations run one at a time; several pollers in
+threads are tests.aws.concurrent's), the batching window (a batch is
 whatever one receive returns), Lambda's own retries of throttled invocations, and the X-Ray trace
 header. ``LAMBDA_TASK_ROOT``/``AWS_EXECUTION_ENV`` are deliberately not set, so that Powertools' Tracer
 stays disabled (as under ``sam local``). Isolation is per handler module only: each poller imports
@@ -120,6 +121,7 @@ class Invocation:
     timed_out: bool = False
     invalid_response: str | None = None
     duration: float = 0.0
+    started_at: float = 0.0  # time.monotonic() when the handler was called
 
     @property
     def failed(self) -> bool:
@@ -263,6 +265,9 @@ class LambdaPoller:
         self._modules: list[str] = []
         self._in_flight: dict[str, dict[str, str]] = {}  # queue url -> message id -> latest receipt handle
         self._observers: list[Stats] = [self.stats]
+        #: Whether each invocation sets the function's environment itself. Invocations run side by side
+        #: (``tests.aws.concurrent``) cannot each patch os.environ: their runner sets it once around them.
+        self.patch_environment = True
 
     # ------------------------------------------------------------------ handlers and environment
 
@@ -286,6 +291,9 @@ class LambdaPoller:
     @contextmanager
     def lambda_environment(self, function_logical_id: str) -> Iterator[None]:
         """os.environ and sys.path as the function sees them, restored afterwards."""
+        if not self.patch_environment:
+            yield
+            return
         function = self.stack.function(function_logical_id)
         code_dir = str(self.code_dir(function_logical_id))
         with mock.patch.dict(os.environ, self.function_environment(function)):
@@ -397,6 +405,7 @@ class LambdaPoller:
             invocation.error = error
             invocation.traceback = traceback.format_exc()
         invocation.duration = time.monotonic() - started
+        invocation.started_at = started
         invocation.timed_out = invocation.error is None and invocation.duration > function.timeout
 
         if invocation.error is not None or invocation.timed_out:

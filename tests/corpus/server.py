@@ -75,6 +75,8 @@ class RouteServer:
         self.routes: dict[str, Route | list[Route]] = {}
         self.prefixes: dict[str, Route] = {}
         self.hits: list[Hit] = []
+        #: Asked first for every request: a route to answer with instead of the table's (a 429 storm).
+        self.override: Callable[[Hit], Route | None] | None = None
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -161,7 +163,8 @@ def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
             hit = Hit(path=self.path, at=time.monotonic(), headers=dict(self.headers.items()))
             server._enter(hit)
             try:
-                self._answer(server._route_for(self.path), hit)
+                route = server.override(hit) if server.override else None
+                self._answer(route or server._route_for(self.path), hit)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             finally:

@@ -30,6 +30,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
+from harvester.politeness.gate import GateRules, Grant, HostReport
 
 Message = JobRequest | SitemapTask | PageTask
 
@@ -352,6 +353,21 @@ class CrawlDatabase(Protocol):
 
     def put_site(self, record: SiteCrawl) -> bool:
         """Versioned like the URL records; False when the stored one moved on."""
+
+
+class HostGate(Protocol):
+    """The per-host gate every worker of every job asks before a request (see harvester.politeness.gate):
+    one state per host, shared through the state store, so politeness holds however many workers run."""
+
+    rules: GateRules
+
+    def acquire(self, host: str, want: int, *, spacing: float, now: float, token: str | None = None) -> Grant:
+        """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
+        and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
+        that grant (a turn taken again) instead of making a new one."""
+
+    def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
+        """Frees the grant's slots and tells the host what its requests came to (its slow-down moves)."""
 
 
 class LeaseLost(RuntimeError):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 
 from harvester.crawldb.schedule import Schedule
 from harvester.limits import PAGE_MAX_BYTES
+from harvester.politeness.gate import GateRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,14 @@ class EngineSettings:
     page_max_bytes: int = PAGE_MAX_BYTES
     #: The most of a robots.txt ``Crawl-delay`` honoured: ten pages of one host fit one page invocation.
     crawl_delay_max: float = 10.0
+    #: Requests to one host in flight at once, across every worker and job (see harvester.politeness).
+    host_max_in_flight: int = 8
+    #: The longest a worker waits for its turn at a host; a later turn is deferred through the queue.
+    host_wait_max: float = 2.0
+    #: The most a 429 / 503 slow-down spaces one host's requests, and the longest Retry-After honoured for
+    #: the whole host.
+    host_slowdown_max: float = 60.0
+    host_retry_after_max: float = 600.0
     #: Pages registered per atomic write; 0 lets the state store choose (see ``StateStore.record_batch``).
     record_batch: int = 0
     #: Sitemaps one process reads (downloads and parses) at once; the others wait before their bodies.
@@ -52,6 +61,17 @@ class EngineSettings:
     lastmod_trust_threshold: float = 0.5
     #: URLs per sitemap whose advanced lastmod is fetched anyway on an untrusted host, to test it again.
     lastmod_probes: int = 5
+
+    @property
+    def gate(self) -> GateRules:
+        """The host gate's rules; a grant lapses with the page lease (its worker is gone by then)."""
+        return GateRules(
+            max_in_flight=self.host_max_in_flight,
+            horizon=self.host_wait_max,
+            slot_seconds=self.page_lease_seconds,
+            slowdown_max=self.host_slowdown_max,
+            retry_after_max=self.host_retry_after_max,
+        )
 
     @property
     def schedule(self) -> Schedule:

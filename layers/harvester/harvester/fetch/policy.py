@@ -23,6 +23,12 @@ DEFAULT_USER_AGENT = f"Harvester/{__version__} (+https://github.com/harvester-cr
 #: Environment variables read by :meth:`FetchPolicy.from_env` (also the AWS template parameters' targets).
 ENV_ALLOW_NETWORKS = "HARVEST_ALLOW_NETWORKS"
 ENV_USER_AGENT = "HARVEST_USER_AGENT"
+#: Time limits (seconds) read from the environment: the Lambda functions' settings, and the CLI's.
+ENV_TIMEOUTS = {
+    "connect_timeout": "HARVEST_CONNECT_TIMEOUT",
+    "read_timeout": "HARVEST_READ_TIMEOUT",
+    "total_timeout": "HARVEST_TOTAL_TIMEOUT",
+}
 
 _SEPARATORS = re.compile(r"[\s,]+")
 
@@ -96,7 +102,8 @@ class FetchPolicy:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> FetchPolicy:
-        """The policy set by ``HARVEST_ALLOW_NETWORKS`` and ``HARVEST_USER_AGENT``, then ``overrides``."""
+        """The policy set by ``HARVEST_ALLOW_NETWORKS``, ``HARVEST_USER_AGENT`` and the time limits
+        (``HARVEST_CONNECT_TIMEOUT``, ``HARVEST_READ_TIMEOUT``, ``HARVEST_TOTAL_TIMEOUT``), then ``overrides``."""
         values: dict[str, Any] = {}
         networks = environ.get(ENV_ALLOW_NETWORKS, "").strip()
         if networks:
@@ -107,6 +114,13 @@ class FetchPolicy:
         user_agent = environ.get(ENV_USER_AGENT, "").strip()
         if user_agent:
             values["user_agent"] = user_agent
+        for name, variable in ENV_TIMEOUTS.items():
+            raw = environ.get(variable, "").strip()
+            if raw:
+                try:
+                    values[name] = float(raw)
+                except ValueError:
+                    raise ValueError(f"{variable}={raw!r} is not a number of seconds") from None
         values.update(overrides)
         return cls(**values)
 

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from harvester.fetch import Fetcher, RobotsRules
 from harvester.model.records import JobRecord, utcnow
-from harvester.pipeline.politeness import HostPacer
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
-from harvester.ports import CrawlDatabase, DocumentStore, PageCounter, StateStore, TaskQueue
+from harvester.politeness import MemoryHostGate
+from harvester.ports import CrawlDatabase, DocumentStore, HostGate, PageCounter, StateStore, TaskQueue
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
 
@@ -43,8 +43,11 @@ class StepContext:
     #: Awaited between the chunks of a sitemap being read: a consumer of the pages as they are recorded
     #: (``Discovery.pages``) holds the readers back with it while the pages it was handed wait.
     pause: Callable[[], Awaitable[object]] | None = None
+    #: The per-host gate every request passes, shared through the state store (``gate``: this, or one in
+    #: memory when none is given).
+    host_gate: HostGate | None = None
+    gate: HostGate = field(init=False)
     robots: RobotsRules = field(init=False)
-    pacer: HostPacer = field(default_factory=HostPacer)
     #: Held while a sitemap's body is read (``settings.sitemaps_read_at_once``).
     reading: asyncio.Semaphore = field(init=False, repr=False)
     _jobs: dict[str, JobRecord] = field(default_factory=dict, init=False, repr=False)
@@ -52,6 +55,7 @@ class StepContext:
 
     def __post_init__(self) -> None:
         self.robots = RobotsRules(self.fetcher)
+        self.gate = self.host_gate or MemoryHostGate(self.settings.gate)
         self.reading = asyncio.Semaphore(max(1, self.settings.sitemaps_read_at_once))
 
     @property

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 import tempfile
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
@@ -29,6 +29,7 @@ from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
+from harvester.pipeline.admission import Admission, admit, ceil_tenth
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.ports import Lease, PageOutcome, PageRetry
@@ -48,6 +49,7 @@ class PageBatch:
     failed: list[str] = field(default_factory=list)
     retried: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already final, or claimed elsewhere
+    deferred: list[str] = field(default_factory=list)  # not their host's turn yet: sent back, delayed
 
 
 async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatch:
@@ -67,15 +69,25 @@ async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatc
 
 async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[PageTask], result: PageBatch) -> None:
     store, settings = ctx.store, ctx.settings
+    by_url: dict[str, PageTask] = {}
+    for task in tasks:
+        by_url.setdefault(normalize(task.url), task)
+    urls = list(by_url)
     now = ctx.clock()
     lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
-    urls = list(dict.fromkeys(normalize(t.url) for t in tasks))
     claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
     claimed_urls = {r.url for r in claimed}
     result.skipped.extend(u for u in urls if u not in claimed_urls)
     if not claimed:
         return
-    settled = await asyncio.gather(*(_settle(ctx, job, record) for record in claimed))
+    # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
+    # time, and one taken before a slow write would be missed.
+    admission = await admit(ctx, job, claimed)
+    try:
+        settled = await asyncio.gather(*(_settle(ctx, job, record, admission) for record in claimed))
+    finally:
+        admission.release(ctx)
+    result.deferred.extend(admission.deferred)
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
     applied = set(_finish(ctx, job, outcomes, lease))
@@ -90,12 +102,11 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
     if retries:
         retried = set(store.retry_pages(job.job_id, retries, lease))
         by_delay: dict[float, list[PageTask]] = defaultdict(list)
-        tasks_by_url = {normalize(t.url): t for t in tasks}
         for retry in retries:
             if retry.url not in retried:
                 continue
-            delay = math.ceil(max(0.0, min(900.0, (retry.not_before - ctx.clock()).total_seconds())) * 10) / 10
-            base = tasks_by_url[retry.url]
+            delay = ceil_tenth((retry.not_before - ctx.clock()).total_seconds())
+            base = by_url[retry.url]
             by_delay[delay].append(base.model_copy(update={"url": retry.url, "attempt": retry.retries}))
             result.retried.append(retry.url)
         for delay, delayed in by_delay.items():
@@ -123,7 +134,9 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
     return applied
 
 
-async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL) -> PageOutcome | PageRetry:
+async def _settle(
+    ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Admission
+) -> PageOutcome | PageRetry:
     """Fetches one claimed page and decides what becomes of it. Never raises for a fetch problem."""
     settings = ctx.settings
     if record.attempts > min(settings.max_attempts, settings.retry_max):
@@ -139,17 +152,25 @@ async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL) -> PageO
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
                 return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})", tried=False)
             return _failed(ctx, _untried(record), "forbidden by robots.txt", Fetched(FetchResult.GONE))
-        # The job's rate_limit_delay, or the site's Crawl-delay when it asks for more (bounded).
-        crawl_delay = min(await ctx.robots.crawl_delay(record.url) or 0.0, settings.crawl_delay_max)
-        await ctx.pacer.wait(record.url, max(job.request.rate_limit_delay, crawl_delay))
+        if not await admission.turn(ctx, record.url):  # the gate has no turn for it soon: back to the queue
+            not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
+            return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
         headers = _validators(record.known)
         # One request per delivery: a transient failure comes back through the queue, so that every
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
         fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
+        sent = time.monotonic()
         async with fetch as response:
+            admission.observe(
+                record.url,
+                status=response.status_code,
+                latency=time.monotonic() - sent,
+                retry_after=response.headers.get("retry-after"),
+            )
             return await _settle_response(ctx, job, record, response, conditional=bool(headers))
     except FetchError as exc:
-        if exc.retryable:
+        if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
+            admission.observe(record.url, status=None, latency=0.0)
             return _retry_or_fail(ctx, record, exc.explain(record.url))
         return _failed(ctx, record, exc.explain(record.url), Fetched(FetchResult.GONE))
 
@@ -221,7 +242,10 @@ async def _settle_response(
         else:
             key = page_key(job.request.origin, record.url, signature)
             body.seek(0)
-            ctx.documents.put(
+            # In a thread: a store's call (an S3 PUT) must not hold up the pages of the batch waiting for their
+            # turn at the host, which would then start late and crowd the turns after theirs.
+            await asyncio.to_thread(
+                ctx.documents.put,
                 key,
                 body,
                 content_type=response.content_type,

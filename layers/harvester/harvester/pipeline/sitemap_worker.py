@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -47,6 +48,7 @@ from harvester.model.records import (
     UrlStatus,
     url_key,
 )
+from harvester.pipeline.admission import turn
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
@@ -254,15 +256,20 @@ class SitemapReading:
         # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
         retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))
         entered = False
-        try:
-            async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
-                entered = True
-                self.tries += response.attempts
-                return await self._read_response(response, prior, headers)
-        except FetchError as exc:
-            if not entered:  # no response: the tries the fetcher made are on the error
-                self.tries += exc.attempts
-            raise
+        async with turn(self.ctx, url, self.request.rate_limit_delay) as host:
+            sent = time.monotonic()
+            try:
+                async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
+                    entered = True
+                    self.tries += response.attempts
+                    host.observe(url, status=response.status_code, latency=time.monotonic() - sent)
+                    return await self._read_response(response, prior, headers)
+            except FetchError as exc:
+                if not entered:  # no response: the tries the fetcher made are on the error
+                    self.tries += exc.attempts
+                    if exc.retryable:
+                        host.observe(url, status=None, latency=0.0)
+                raise
 
     async def _read_response(
         self, response: FetchResponse, prior: SitemapCrawl | None, headers: dict[str, str]

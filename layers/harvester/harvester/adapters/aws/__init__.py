@@ -15,6 +15,7 @@ from botocore.config import Config
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.host_gate import DynamoHostGate
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
 
@@ -67,6 +68,7 @@ class AwsAdapters:
     queue: SqsTaskQueue
     documents: S3DocumentStore
     crawldb: DynamoCrawlDatabase
+    gate: DynamoHostGate
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:
@@ -86,4 +88,5 @@ class AwsAdapters:
             ),
             documents=S3DocumentStore(session.client("s3", config=BOTO_CONFIG), resources.document_bucket),
             crawldb=DynamoCrawlDatabase(dynamodb, resources.state_table),
+            gate=DynamoHostGate(dynamodb, resources.state_table),
         )

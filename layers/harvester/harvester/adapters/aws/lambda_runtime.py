@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ class LambdaRuntime:
     settings: EngineSettings
     _loop: asyncio.AbstractEventLoop | None = None
     _engine: Engine | None = None
+    _batch_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
@@ -65,6 +67,7 @@ class LambdaRuntime:
             loop = None
         if self._engine is None or (loop is not None and loop is not self._loop):
             previous = self._engine
+            self.adapters.gate.rules = self.settings.gate
             self._engine = Engine(
                 store=self.adapters.store,
                 queue=self.adapters.queue,
@@ -72,11 +75,23 @@ class LambdaRuntime:
                 fetcher=Fetcher(self.policy),
                 crawldb=self.adapters.crawldb,
                 settings=self.settings,
+                host_gate=self.adapters.gate,
             )
             if previous is not None:  # what the container learnt of robots.txt outlives the loop
                 self._engine.robots = previous.robots.rebound(self._engine.fetcher)
             self._loop = loop
         return self._engine
+
+    def run(self, step: Callable[[Engine], Awaitable[None]]) -> None:
+        """Runs ``step`` on the container's own event loop, kept across invocations: the engine (its fetcher
+        and keep-alive connections) is built for a loop, and a loop per invocation would build one each time."""
+        if self._batch_loop is None or self._batch_loop.is_closed():
+            self._batch_loop = asyncio.new_event_loop()
+
+        async def with_engine() -> None:
+            await step(self.engine())
+
+        self._batch_loop.run_until_complete(with_engine())
 
     def parse(self, record: SQSRecord, model: type[Model], dead_letter_url: str | None) -> Model | None:
         """The record's body as ``model``, or None after dead-lettering a body that can never be valid."""
@@ -110,16 +125,19 @@ def _short(exc: Exception) -> str:
     return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 3] + "..."
 
 
-_current: tuple[tuple[tuple[str, str], ...], LambdaRuntime] | None = None
+#: One runtime per thread: a Lambda container runs one invocation at a time on one thread, so this is one
+#: per container there; where several invocations run side by side in one process (the tests' concurrent
+#: pollers, as Lambda runs several containers), each keeps its own event loop, fetcher and caches.
+_local = threading.local()
 
 
 def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
     """The container's runtime, rebuilt if the Harvester settings in the environment change."""
-    global _current
     key = tuple(sorted((k, v) for k, v in environ.items() if k.startswith(("HARVEST_", "AWS_REGION"))))
-    if _current is None or _current[0] != key:
-        _current = (key, LambdaRuntime.from_env(environ))
-    return _current[1]
+    held: tuple[tuple[tuple[str, str], ...], LambdaRuntime] | None = getattr(_local, "runtime", None)
+    if held is None or held[0] != key:
+        held = _local.runtime = (key, LambdaRuntime.from_env(environ))
+    return held[1]
 
 
 Step = Callable[[Engine, Model, SQSRecord], Awaitable[None]]
@@ -158,5 +176,38 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
         return async_process_partial_response(
             event=event, record_handler=record_handler, processor=processor, context=context
         )
+
+    return handler
+
+
+BatchStep = Callable[[Engine, list[Model]], Awaitable[None]]
+
+
+def sqs_batch_handler(model: type[Model], step: BatchStep[Model], *, dead_letter: str) -> Handler:
+    """The Lambda handler of an SQS queue whose records are one unit of work: each record is validated as
+    ``model`` (an invalid one goes to the ``<dead_letter>_dlq_url`` queue at once, alone), and ``step`` gets
+    the valid ones together, so that their writes are batched (one claim, one settlement, one turn at the
+    host's gate per batch). A ``step`` that raises reports every one of them failed: they come back after
+    the visibility timeout, and their claims keep a redelivery from doing twice what was done."""
+    logger = structured_logger()
+
+    @logger.inject_lambda_context
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        runtime = current()
+        dead_letter_url = getattr(runtime.resources, f"{dead_letter}_dlq_url")
+        valid: list[tuple[Model, SQSRecord]] = []
+        for raw in event.get("Records", []):
+            record = SQSRecord(raw)
+            message = runtime.parse(record, model, dead_letter_url)
+            if message is not None:
+                valid.append((message, record))
+        if not valid:
+            return {"batchItemFailures": []}
+        try:
+            runtime.run(lambda engine: step(engine, [message for message, _ in valid]))
+        except Exception:
+            log.exception("batch failed; its messages come back", extra={"records": len(valid)})
+            return {"batchItemFailures": [{"itemIdentifier": record.message_id} for _, record in valid]}
+        return {"batchItemFailures": []}
 
     return handler

@@ -26,6 +26,7 @@ from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirError, connect
 from harvester.adapters.local.documents import FolderDocumentStore
+from harvester.adapters.local.host_gate import SqliteHostGate
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.engine import Engine
@@ -60,6 +61,7 @@ class LocalHarvest:
     queue: SqliteTaskQueue
     documents: FolderDocumentStore
     crawldb: SqliteCrawlDatabase
+    gate: SqliteHostGate
 
     #: A throwaway discovery run's state (see StepContext.ephemeral): nothing in it outlives the run.
     ephemeral: bool = False
@@ -78,19 +80,23 @@ class LocalHarvest:
                     queue=SqliteTaskQueue(conn),
                     documents=FolderDocumentStore(state_dir / DOCUMENTS),
                     crawldb=SqliteCrawlDatabase(conn),
+                    gate=SqliteHostGate(conn),
                 )
         finally:
             conn.close()
 
     def engine(self, fetcher: Fetcher, settings: EngineSettings | None = None) -> Engine:
+        settings = settings or EngineSettings.from_env()
+        self.gate.rules = settings.gate
         return Engine(
             store=self.store,
             queue=self.queue,
             documents=self.documents,
             fetcher=fetcher,
             crawldb=self.crawldb,
-            settings=settings or EngineSettings.from_env(),
+            settings=settings,
             counter=self.store if self.ephemeral else None,
+            host_gate=self.gate,
         )
 
     def result(self, job_id: str) -> SitemapIngestionResult | None:

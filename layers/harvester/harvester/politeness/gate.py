@@ -1,0 +1,167 @@
+"""The per-host gate: when the next request to a host may start, and how many may be in flight at once.
+
+Pure moves on one host's state, so that every store keeps the same rules with its own primitives (a
+conditional write on a DynamoDB item, a table in the local state file): :func:`admit` hands out start
+times for some requests, :func:`settle` gives their slots back with what the responses said.
+
+Why a shared state: on AWS twenty page functions at once each kept their own pacing, so a host got twenty
+times the rate its job asked for. Here every worker of every job asks the one host state: request starts are
+``spacing`` apart (the job's ``rate_limit_delay`` or the site's ``Crawl-delay``, or the host's slow-down when
+longer) and at most ``max_in_flight`` are out at once (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN). A grant
+holds its slots until settled or, if its worker died, until ``slot_seconds`` pass.
+
+The slow-down is AutoThrottle's rule with errors as its signal: a 429 or 503 doubles it (at least to one
+second, at most ``slowdown_max``) and pushes the next start past the ``Retry-After`` asked for; healthy
+responses halve its distance to the latency target (latency over the allowed concurrency) and, once there,
+switch it off. Other failures (a 500, a timeout) neither slow nor speed the host: they may be the page's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+#: A slow-down below this is switched off: the host is back to its job's own pace.
+_SLOWDOWN_OFF = 0.001
+#: The least a 429 or 503 slows a host to, whatever its pace before.
+SLOWDOWN_FLOOR = 1.0
+#: How soon a request refused for want of a free slot asks again (its slot's end is unknown).
+RECHECK_SECONDS = 0.5
+#: A turn missed by more than this (the worker was busy when it came) is not taken: firing late would
+#: crowd the next holder's turn. The worker asks for another.
+LATE_MAX = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class GateRules:
+    #: Requests to one host in flight at once, across every worker and job.
+    max_in_flight: int = 8
+    #: Starts are granted at most this far ahead: a worker waits that long at most; later ones are deferred
+    #: through the queue (a Lambda bills the time it sleeps).
+    horizon: float = 2.0
+    #: A grant not settled after this long is taken to be lost (its worker died) and its slots freed.
+    slot_seconds: float = 240.0
+    #: The most a slow-down spaces requests to one host.
+    slowdown_max: float = 60.0
+    #: The longest ``Retry-After`` honoured for the whole host.
+    retry_after_max: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {self.max_in_flight}")
+        for name in ("horizon", "slot_seconds", "slowdown_max", "retry_after_max"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)!r}")
+
+
+@dataclass(slots=True)
+class HostState:
+    """One host's gate as stored. ``grants``: token → [slots, epoch seconds they lapse at]."""
+
+    next_start: float = 0.0
+    slowdown: float = 0.0
+    grants: dict[str, list[float]] = field(default_factory=dict)
+    #: 429/503 answers seen, for reports.
+    throttled: int = 0
+    #: When the slow-down last grew: a 429 to a request granted before then was sent at the old pace, and
+    #: does not make it grow again (a burst of concurrent 429s is one signal, not one per request).
+    slowed_at: float = 0.0
+
+    def in_flight(self, now: float) -> int:
+        return int(sum(count for count, until in self.grants.values() if until > now))
+
+    def dumps(self) -> str:
+        data = {"n": self.next_start, "s": self.slowdown, "g": self.grants, "t": self.throttled, "a": self.slowed_at}
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str) -> HostState:
+        data = json.loads(text)
+        return cls(data["n"], data["s"], data["g"], data.get("t", 0), data.get("a", 0.0))
+
+    def copy(self) -> HostState:
+        grants = {k: list(v) for k, v in self.grants.items()}
+        return HostState(self.next_start, self.slowdown, grants, self.throttled, self.slowed_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What the gate allowed of ``want`` requests: a start time for each of the first ``len(starts)``, and
+    when the others may ask again (``later``; None when all were granted)."""
+
+    token: str
+    starts: tuple[float, ...] = ()
+    later: float | None = None
+    #: When it was granted (the ``now`` it was granted at).
+    at: float = 0.0
+
+
+@dataclass(slots=True)
+class HostReport:
+    """What the requests of one grant came to, for the host's slow-down."""
+
+    sent: int = 0
+    #: 429 and 503 answers, and the longest Retry-After among them (seconds).
+    throttled: int = 0
+    retry_after: float = 0.0
+    #: Other failures (5xx, timeouts, broken connections): no speed-up on their account.
+    errors: int = 0
+    #: Seconds from request to response headers, summed over the healthy answers.
+    latency: float = 0.0
+    #: When the grant was made (epoch seconds; None: not known): a 429 to a request granted before the
+    #: host last slowed down was sent at the old pace.
+    granted_at: float | None = None
+
+    def add(self, other: HostReport) -> None:
+        self.sent += other.sent
+        self.throttled += other.throttled
+        self.retry_after = max(self.retry_after, other.retry_after)
+        self.errors += other.errors
+        self.latency += other.latency
+        if other.granted_at is not None:
+            mine = self.granted_at
+            self.granted_at = other.granted_at if mine is None else min(mine, other.granted_at)
+
+
+def admit(state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules) -> Grant:
+    """Grants start times to up to ``want`` requests, each ``spacing`` (or the slow-down) after the last one
+    granted, within the horizon and the free slots; records the grant under ``token``."""
+    _expire(state, now)
+    room = max(0, rules.max_in_flight - state.in_flight(now))
+    step = max(spacing, state.slowdown)
+    start = max(now, state.next_start)
+    starts: list[float] = []
+    while len(starts) < min(want, room) and start <= now + rules.horizon:
+        starts.append(start)
+        start += step
+    if starts:
+        state.next_start = start
+        held = state.grants.setdefault(token, [0, 0.0])
+        held[0] += len(starts)
+        held[1] = now + rules.slot_seconds
+    if len(starts) == want:
+        return Grant(token, tuple(starts), at=now)
+    later = start if len(starts) < room else max(start, now + RECHECK_SECONDS)
+    return Grant(token, tuple(starts), later, at=now)
+
+
+def settle(state: HostState, token: str, report: HostReport, *, spacing: float, now: float, rules: GateRules) -> None:
+    """Gives the grant's slots back and moves the slow-down by what its responses said."""
+    state.grants.pop(token, None)
+    _expire(state, now)
+    if report.throttled:
+        state.throttled += report.throttled
+        if report.granted_at is None or report.granted_at >= state.slowed_at:
+            state.slowdown = min(rules.slowdown_max, max(2 * state.slowdown, 2 * spacing, SLOWDOWN_FLOOR))
+            state.slowed_at = now
+        pause = min(report.retry_after, rules.retry_after_max) if report.retry_after else state.slowdown
+        state.next_start = max(state.next_start, now + pause)
+    elif report.sent and not report.errors and state.slowdown:
+        target = report.latency / report.sent / rules.max_in_flight
+        slowdown = max(target, (state.slowdown + target) / 2)
+        state.slowdown = 0.0 if slowdown - target < _SLOWDOWN_OFF else slowdown
+
+
+def _expire(state: HostState, now: float) -> None:
+    for token in [t for t, (_, until) in state.grants.items() if until <= now]:
+        del state.grants[token]

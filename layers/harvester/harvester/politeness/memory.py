@@ -1,0 +1,36 @@
+"""The host gate of one process: the gate's rules over host states kept in memory.
+
+Enough wherever one process is every worker: a throwaway run, and the local runner (one crawl per state
+directory at a time), whose adapter keeps what should outlive the run (a slow-down, a Retry-After) in the
+state file.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from harvester.politeness.gate import GateRules, Grant, HostReport, HostState, admit, settle
+
+
+class MemoryHostGate:
+    def __init__(self, rules: GateRules | None = None) -> None:
+        self.rules = rules or GateRules()
+        self.hosts: dict[str, HostState] = {}
+
+    def acquire(self, host: str, want: int, *, spacing: float, now: float, token: str | None = None) -> Grant:
+        state = self.hosts.setdefault(host, HostState())
+        return admit(state, token or uuid.uuid4().hex, want, spacing=spacing, now=now, rules=self.rules)
+
+    def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
+        state = self.hosts.setdefault(host, HostState())
+        before = (state.slowdown, state.next_start)
+        settle(state, grant.token, report, spacing=spacing, now=now, rules=self.rules)
+        if (state.slowdown, state.next_start) != before and (report.throttled or before[0] != state.slowdown):
+            self.changed(host, state)
+
+    def in_flight(self, host: str, now: float) -> int:
+        state = self.hosts.get(host)
+        return state.in_flight(now) if state else 0
+
+    def changed(self, host: str, state: HostState) -> None:
+        """Called when a host's slow-down moved: a store that keeps it across runs writes it here."""

@@ -1,0 +1,169 @@
+"""Several Lambda containers of one function at once, each in its own process, as Lambda runs them.
+
+Why processes: what must hold across invocations (the per-host gate, claims, counters) holds only if it
+holds when they truly run side by side. Threads in the test process would share one interpreter lock with
+moto and the test servers, so a container's timers would fire hundreds of milliseconds late for reasons no
+Lambda has; separate processes keep each container's timing its own, as on AWS.
+
+How: the moto the test deployed the stack into (``mock_aws``, with the speedups) is also served over HTTP
+from the test process (moto's ThreadedMotoServer shares the same in-memory backends), and each container is
+``python -m tests.aws.container`` pointed at it with ``AWS_ENDPOINT_URL``: a :class:`LambdaPoller` of its
+own (its own ``app.py`` module, cold-started; its own runtime, fetcher and caches) polling the function's
+queue until told to stop. moto's backends take no locks, so every AWS request, from the test's clients or
+the containers', is handled whole before the next (``atomic_requests``), as the real services serialise
+the writes to one item.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from moto.core.botocore_stubber import BotocoreStubber
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+from tests.aws.stack import DeployedFunction, DeployedStack, EventSource, ScheduleRule
+
+ROOT = Path(__file__).resolve().parents[2]
+_CHECK = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerRun:
+    """One invocation a container made (times are ``time.monotonic()``, the same clock in every process)."""
+
+    started_at: float
+    duration: float
+    records: int
+    error: str | None
+
+
+@contextmanager
+def moto_over_http() -> Iterator[str]:
+    """The running mock_aws, also served on 127.0.0.1 (its URL is yielded), every request handled whole."""
+    lock = threading.RLock()
+    stubbed, served = BotocoreStubber.__call__, DomainDispatcherApplication.__call__
+
+    def stub_whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return stubbed(self, *args, **kwargs)
+
+    def serve_whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return served(self, *args, **kwargs)
+
+    with (
+        mock.patch.object(BotocoreStubber, "__call__", stub_whole),
+        mock.patch.object(DomainDispatcherApplication, "__call__", serve_whole),
+    ):
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        try:
+            host, port = server.get_host_and_port()
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
+
+
+def stack_to_json(stack: DeployedStack) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(stack), default=str))
+
+
+def stack_from_json(data: dict[str, Any]) -> DeployedStack:
+    functions = {}
+    for logical_id, f in data["functions"].items():
+        functions[logical_id] = DeployedFunction(
+            **{
+                **f,
+                "code_dir": Path(f["code_dir"]),
+                "event_sources": tuple(
+                    EventSource(**{**e, "function_response_types": tuple(e["function_response_types"])})
+                    for e in f["event_sources"]
+                ),
+                "schedule_rules": tuple(ScheduleRule(**r) for r in f["schedule_rules"]),
+            }
+        )
+    return DeployedStack(**{**data, "functions": functions})
+
+
+def run_side_by_side(
+    stack: DeployedStack,
+    endpoint: str,
+    function_logical_id: str,
+    *,
+    containers: int,
+    until: Callable[[], bool],
+    timeout: float = 120.0,
+) -> list[ContainerRun]:
+    """Polls the function's queue from ``containers`` processes until ``until()`` is true (checked here),
+    then stops them; returns every invocation. Raises if a handler raised or ``until`` was not reached in
+    ``timeout`` seconds (with what the containers printed)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        spec = work / "stack.json"
+        spec.write_text(json.dumps(stack_to_json(stack)))
+        stop = work / "stop"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("HARVEST_", "AWS_"))},
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": stack.region,
+            "AWS_REGION": stack.region,
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_CONFIG_FILE": "/dev/null",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        logs = [work / f"container-{i}.jsonl" for i in range(containers)]
+        outputs = [work / f"container-{i}.out" for i in range(containers)]
+        processes = []
+        for log, output in zip(logs, outputs, strict=True):
+            command = [sys.executable, "-m", "tests.aws.container", str(spec), function_logical_id, str(stop), str(log)]
+            with open(output, "wb") as out:
+                processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + timeout
+        try:
+            while not until():
+                dead = [p for p in processes if p.poll() is not None]
+                if dead or time.monotonic() > deadline:
+                    printed = "\n".join(o.read_text()[-3000:] for o in outputs)
+                    why = "a container exited" if dead else f"not done after {timeout} s"
+                    raise AssertionError(f"{function_logical_id}: {why}\n{printed}")
+                time.sleep(_CHECK)
+        finally:
+            stop.touch()
+            for process in processes:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        runs = [
+            ContainerRun(**json.loads(line)) for log in logs if log.exists() for line in log.read_text().splitlines()
+        ]
+    failed = [r for r in runs if r.error]
+    if failed:
+        raise AssertionError(f"a handler raised:\n{failed[0].error}")
+    return runs
+
+
+def overlapping(runs: list[ContainerRun]) -> int:
+    """The most invocations that ran at one time."""
+    edges = sorted([(r.started_at, 1) for r in runs] + [(r.started_at + r.duration, -1) for r in runs])
+    most = running = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most

@@ -1,0 +1,109 @@
+"""Politeness on the AWS path with several page functions at once: template.yaml in moto, the real handlers run
+by pollers in threads (Lambda runs invocations side by side), the site on 127.0.0.1 logging request starts.
+
+The page containers share nothing but the stack, so whatever paces them is the per-host gate in the state
+table. Tolerance: see ``tests.politeness.support.JITTER``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.stack import job_status, submit_job
+from harvester.model.messages import JobRequest
+from tests.aws.concurrent import ContainerRun, moto_over_http, overlapping, run_side_by_side
+from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
+from tests.aws.moto_speedups import moto_sqs_speedups
+from tests.aws.poller import LambdaPoller
+from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
+from tests.politeness.support import JITTER, gaps, site, storm
+
+CONTAINERS = 4
+
+
+@pytest.fixture
+def host() -> Iterator[RouteServer]:
+    with serving("127.0.0.1") as running:
+        yield running
+
+
+@dataclass
+class Aws:
+    endpoint: str
+    pollers: list[LambdaPoller]
+
+    def deploy(self, **parameters: str) -> tuple[DeployedStack, LambdaPoller]:
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8", **parameters})
+        self.pollers.append(LambdaPoller(stack))
+        return stack, self.pollers[-1]
+
+
+@pytest.fixture
+def aws() -> Iterator[Aws]:
+    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), moto_over_http() as endpoint:
+        deployment = Aws(endpoint, [])
+        yield deployment
+        for poller in deployment.pollers:
+            poller.close()
+
+
+def run_job(
+    aws: Aws, server: RouteServer, *, delay: float, parameters: dict[str, str] | None = None
+) -> tuple[dict[str, Any], list[Hit], list[ContainerRun]]:
+    """Discovery by one poller (the pages are queued, not fetched), then the page function in CONTAINERS
+    threads until the job is done. Returns the job's status, the page requests seen, the invocations."""
+    stack, poller = aws.deploy(**(parameters or {}))
+    job_id = submit_job(JobRequest(site=f"{server.base}/", rate_limit_delay=delay), stack.outputs["JobQueueUrl"])
+    for _ in range(500):
+        if poller.poll_once("JobFunction") + poller.poll_once("SitemapFunction"):
+            continue
+        if all(poller.queue_depth(q).total == 0 for q in ("JobQueue", "SitemapQueue")):
+            break
+        poller.expire_in_flight()
+        poller.release_delayed()
+    server.reset_log()
+
+    store = AwsAdapters.from_env(stack.function("PageFunction").environment).store
+
+    def done() -> bool:  # (cheap: job_status reads the stack's outputs too, holding moto up)
+        job = store.get_job(job_id)
+        return job is not None and job.status.final
+
+    invocations = run_side_by_side(stack, aws.endpoint, "PageFunction", containers=CONTAINERS, until=done, timeout=120)
+    hits = [h for h in server.hits if h.path.startswith("/p/")]
+    return job_status(job_id, stack.stack_name), hits, invocations
+
+
+def test_page_functions_side_by_side_keep_one_pace_per_host(aws, host):
+    urls = site(host, 30)
+    view, hits, invocations = run_job(aws, host, delay=0.2)
+    assert (view["total_urls"], view["successful_count"]) == (30, 30)
+    assert overlapping(invocations) >= 2  # the containers did run at once
+    assert len(hits) == len(urls)
+    assert min(gaps(hits)) >= 0.2 - JITTER, sorted(gaps(hits))[:3]
+
+
+def test_page_functions_side_by_side_keep_to_the_hosts_requests_in_flight(aws, host):
+    urls = site(host, 24, page=Route("<html>slow</html>", content_type=HTML, delay=0.3))
+    view, hits, invocations = run_job(aws, host, delay=0.001, parameters={"HostMaxInFlight": "2"})
+    assert view["successful_count"] == len(urls) == len(hits)
+    assert overlapping(invocations) >= 2
+    assert host.max_in_flight == 2
+
+
+def test_a_429_storm_slows_the_host_for_every_container(aws, host):
+    urls = site(host, 30)
+    host.override = storm(0.3)
+    view, hits, invocations = run_job(aws, host, delay=0.01)
+    assert view["successful_count"] == len(urls)
+    assert overlapping(invocations) >= 2
+    first = hits[0].at
+    assert [h for h in hits if first + 0.35 < h.at < first + 0.95] == []
+    assert max(gaps(hits)) >= 0.95

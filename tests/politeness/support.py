@@ -1,0 +1,44 @@
+"""The sites the politeness tests crawl, on a RouteServer that logs when each request starts."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+from tests.corpus import fixtures as f
+from tests.corpus.server import HTML, Hit, Route, RouteServer
+
+#: A request start is logged by the server thread that reads it, a few milliseconds after it was sent: gaps
+#: are compared with the delay less this. A gate that did not pace would give gaps of about nothing.
+JITTER = 0.02
+
+
+def site(server: RouteServer, pages: int, *, robots: str = "", page: Route | None = None) -> list[str]:
+    """``pages`` pages under /p/, listed by /sitemap.xml, declared by robots.txt."""
+    urls = [server.url(f"/p/{i}") for i in range(pages)]
+    server.add(
+        "/robots.txt",
+        Route(f"User-agent: *\n{robots}\nSitemap: {server.url('/sitemap.xml')}\n", content_type="text/plain"),
+    )
+    server.add("/sitemap.xml", Route(f.urlset(*(f.url(u) for u in urls))))
+    server.add_prefix("/p/", page or Route("<html>a page</html>", content_type=HTML))
+    return urls
+
+
+def storm(seconds: float) -> Callable[[Hit], Route | None]:
+    """A server override: 429 to every page request in the ``seconds`` after the first one."""
+    began: list[float] = []
+
+    def throttle(hit: Hit) -> Route | None:
+        if not hit.path.startswith("/p/"):
+            return None
+        began[:] = began or [hit.at]
+        if hit.at - began[0] <= seconds:
+            return Route("busy", status=429, content_type="text/plain")
+        return None
+
+    return throttle
+
+
+def gaps(hits: list[Hit]) -> list[float]:
+    return [b.at - a.at for a, b in itertools.pairwise(hits)]

@@ -1,0 +1,99 @@
+"""The gate's rules on one host's state, shared by every store (tests/politeness/test_*_politeness.py drive
+them through the real stores and servers)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harvester.politeness import GateRules, HostReport, HostState, admit, settle
+from harvester.politeness.gate import SLOWDOWN_FLOOR
+
+RULES = GateRules(max_in_flight=3, horizon=1.0, slot_seconds=60.0, slowdown_max=8.0, retry_after_max=30.0)
+
+
+def test_starts_are_spaced_and_granted_only_within_the_horizon():
+    state = HostState()
+    grant = admit(state, "a", 5, spacing=0.4, now=100.0, rules=RULES)
+    assert grant.starts == pytest.approx((100.0, 100.4, 100.8))  # 101.2 is past the horizon
+    assert grant.later == pytest.approx(101.2)
+    nxt = admit(state, "b", 1, spacing=0.4, now=100.1, rules=RULES)  # (every slot is held, too)
+    assert nxt.starts == () and nxt.later == pytest.approx(101.2)
+
+
+def test_no_more_than_max_in_flight_and_a_settled_grant_frees_its_slots():
+    state = HostState()
+    first = admit(state, "a", 5, spacing=0.0, now=10.0, rules=RULES)
+    assert len(first.starts) == 3 and first.later is not None and first.later >= 10.0
+    assert admit(state, "b", 1, spacing=0.0, now=10.5, rules=RULES).starts == ()
+    settle(state, "a", HostReport(sent=3, latency=0.3), spacing=0.0, now=11.0, rules=RULES)
+    assert len(admit(state, "c", 5, spacing=0.0, now=11.0, rules=RULES).starts) == 3
+
+
+def test_the_slots_of_a_worker_that_died_lapse():
+    state = HostState()
+    admit(state, "dead", 3, spacing=0.0, now=0.0, rules=RULES)
+    assert admit(state, "b", 1, spacing=0.0, now=59.0, rules=RULES).starts == ()
+    assert admit(state, "b", 1, spacing=0.0, now=60.5, rules=RULES).starts == (60.5,)
+
+
+def test_jobs_with_other_delays_share_the_one_host_pace():
+    state = HostState()
+    admit(state, "slow-job", 1, spacing=2.0, now=0.0, rules=GateRules(horizon=5.0))
+    fast = admit(state, "fast-job", 1, spacing=0.1, now=0.0, rules=GateRules(horizon=5.0))
+    assert fast.starts == (2.0,)  # after the slow job's start, by the slow job's spacing
+
+
+def test_a_429_slows_the_host_and_healthy_answers_bring_it_back_gradually():
+    state = HostState()
+    grant = admit(state, "a", 1, spacing=0.1, now=0.0, rules=RULES)
+    settle(state, grant.token, HostReport(sent=1, throttled=1), spacing=0.1, now=0.2, rules=RULES)
+    assert state.slowdown == SLOWDOWN_FLOOR and state.next_start == pytest.approx(1.2)
+    steps = []
+    for i in range(20):
+        grant = admit(state, f"g{i}", 1, spacing=0.1, now=state.next_start, rules=RULES)
+        steps.append(grant.starts[0])
+        settle(state, grant.token, HostReport(sent=1, latency=0.01), spacing=0.1, now=grant.starts[0], rules=RULES)
+    gaps = [b - a for a, b in itertools.pairwise(steps)]
+    assert gaps[0] == pytest.approx(1.0)  # the slow-down
+    assert gaps[1] == pytest.approx(0.5, abs=0.01)  # halved toward the latency target after one healthy answer
+    assert gaps == sorted(gaps, reverse=True)  # it only speeds up
+    assert state.slowdown == 0.0 and gaps[-1] == pytest.approx(0.1)  # back to the job's own spacing
+
+
+def test_throttling_again_doubles_the_slowdown_up_to_its_bound_and_retry_after_is_honoured():
+    state = HostState()
+    for i in range(6):
+        settle(state, f"t{i}", HostReport(sent=1, throttled=1), spacing=0.1, now=float(i), rules=RULES)
+    assert state.slowdown == RULES.slowdown_max
+    settle(state, "r", HostReport(sent=1, throttled=1, retry_after=20.0), spacing=0.1, now=10.0, rules=RULES)
+    assert state.next_start == 30.0
+    settle(state, "r", HostReport(sent=1, throttled=1, retry_after=9999.0), spacing=0.1, now=10.0, rules=RULES)
+    assert state.next_start == 10.0 + RULES.retry_after_max  # bounded
+
+
+def test_a_server_error_or_timeout_neither_slows_nor_speeds_the_host():
+    state = HostState(slowdown=4.0)
+    settle(state, "a", HostReport(sent=2, errors=1, latency=0.1), spacing=0.1, now=0.0, rules=RULES)
+    assert state.slowdown == 4.0
+
+
+def test_the_state_survives_its_stored_form():
+    state = HostState()
+    admit(state, "a", 2, spacing=0.5, now=3.0, rules=RULES)
+    settle(state, "x", HostReport(sent=1, throttled=1), spacing=0.5, now=3.0, rules=RULES)
+    assert HostState.loads(state.dumps()) == state
+
+
+def test_a_burst_of_429s_to_requests_sent_at_the_old_pace_is_one_signal():
+    state = HostState()
+    grants = [admit(state, f"g{i}", 1, spacing=0.01, now=0.0, rules=GateRules(horizon=1.0)) for i in range(3)]
+    for grant in grants:
+        report = HostReport(sent=1, throttled=1, granted_at=grant.at)
+        settle(state, grant.token, report, spacing=0.01, now=0.1, rules=RULES)
+    assert state.slowdown == SLOWDOWN_FLOOR  # not doubled three times
+    later = admit(state, "after", 1, spacing=0.01, now=state.next_start, rules=RULES)
+    report = HostReport(sent=1, throttled=1, granted_at=later.at)
+    settle(state, later.token, report, spacing=0.01, now=later.starts[0] + 0.1, rules=RULES)
+    assert state.slowdown == 2 * SLOWDOWN_FLOOR  # throttled again at the slower pace: slower still

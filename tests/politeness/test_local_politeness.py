@@ -1,0 +1,165 @@
+"""Politeness of `harvest crawl` with 16 workers, measured where it counts: at the servers, on 127.0.0.1 and
+127.0.0.2, which log when each request starts.
+
+Tolerance: see ``tests.politeness.support.JITTER``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harvester.politeness import GateRules, HostReport
+from tests.corpus.cli import FAST_RETRIES, Run, harvest
+from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
+from tests.politeness.support import JITTER, gaps, site, storm
+
+WORKERS = "16"
+
+
+@dataclass
+class Crawl:
+    run: Run
+    records: dict[str, dict[str, Any]]
+    hits: list[Hit]  # the page requests the server saw, in order
+    max_in_flight: int
+
+    def starts(self) -> list[float]:
+        return [h.at for h in self.hits]
+
+    def gaps(self) -> list[float]:
+        return gaps(self.hits)
+
+
+def crawl(server: RouteServer, state: Path, *, delay: float, env: dict[str, str] | None = None) -> Crawl:
+    server.reset_log()
+    run = harvest(
+        "crawl",
+        server.base + "/",
+        "--allow-network",
+        f"{server.host}/32",
+        "--state-dir",
+        str(state),
+        "--json",
+        "--quiet",
+        "--rate-limit-delay",
+        str(delay),
+        "--concurrency",
+        WORKERS,
+        env={**FAST_RETRIES, **(env or {})},
+        timeout=180,
+    )
+    assert run.returncode in (0, 1), run.stderr
+    result = run.json()
+    records = {}
+    for line in Path(result["processed_urls"]).read_text().splitlines():
+        record = json.loads(line)
+        records[record["url"]] = record
+    hits = [h for h in server.hits if h.path.startswith("/p/")]
+    return Crawl(run=run, records=records, hits=hits, max_in_flight=server.max_in_flight)
+
+
+@pytest.fixture
+def host1() -> Iterator[RouteServer]:
+    with serving("127.0.0.1") as running:
+        yield running
+
+
+@pytest.fixture
+def host2() -> Iterator[RouteServer]:
+    with serving("127.0.0.2") as running:
+        yield running
+
+
+@pytest.mark.parametrize("wait_max", ["2.0", "0.05"], ids=["waiting", "deferring"])
+def test_sixteen_workers_never_start_two_requests_to_a_host_closer_than_the_delay(host1, tmp_path, wait_max):
+    """With a short wait bound most pages are deferred through the queue rather than waited for."""
+    urls = site(host1, 20)
+    done = crawl(host1, tmp_path, delay=0.15, env={"HARVEST_HOST_WAIT_MAX": wait_max})
+    assert {r["status"] for r in done.records.values()} == {"completed"} and len(done.records) == len(urls)
+    assert len(done.hits) == len(urls)
+    assert min(done.gaps()) >= 0.15 - JITTER, sorted(done.gaps())[:3]
+    assert done.starts()[-1] - done.starts()[0] < len(urls) * 0.15 * 2  # paced, not stalled
+
+
+def test_the_sites_crawl_delay_paces_a_host_when_it_asks_for_more(host2, tmp_path):
+    urls = site(host2, 8, robots="Crawl-delay: 0.4")
+    done = crawl(host2, tmp_path, delay=0.01)
+    assert len(done.hits) == len(urls)
+    assert min(done.gaps()) >= 0.4 - JITTER, sorted(done.gaps())[:3]
+
+
+def test_never_more_requests_in_flight_to_a_host_than_allowed(host1, tmp_path):
+    urls = site(host1, 24, page=Route("<html>slow</html>", content_type=HTML, delay=0.25))
+    done = crawl(host1, tmp_path, delay=0.001, env={"HARVEST_HOST_MAX_IN_FLIGHT": "3"})
+    assert len(done.hits) == len(urls)
+    assert done.max_in_flight == 3  # the limit, and reached: 16 workers would otherwise have 16 out
+
+
+def test_a_429_storm_slows_the_host_for_every_worker(host1, tmp_path):
+    """Every page request in the 0.3 s after the first one answers 429 without Retry-After: the host pauses
+    for the slow-down (one second, once for the whole storm), then comes back gradually."""
+    urls = site(host1, 30)
+    host1.override = storm(0.3)
+    done = crawl(host1, tmp_path, delay=0.01)
+    failed = [r for r in done.records.values() if r["status"] != "completed"]
+    assert failed == [] and len(done.records) == len(urls)
+    first = done.hits[0].at
+    # Nothing was sent in the second after the storm began but what had been granted before its answers.
+    assert [h for h in done.hits if first + 0.3 < h.at < first + 0.95] == []
+    assert max(done.gaps()) >= 0.95
+    assert sorted(done.gaps())[len(done.gaps()) // 2] < 0.5  # and it sped up again
+    throttled = [r for r in done.records.values() if r["attempts"] > 1]
+    assert throttled and all(r["attempts"] == 2 for r in throttled)  # each 429'd page asked twice, no more
+
+
+def test_retry_after_holds_the_whole_host(host1, tmp_path):
+    site(host1, 10)
+    first = iter([True])
+
+    def throttle(hit: Hit) -> Route | None:
+        if hit.path.startswith("/p/") and next(first, False):
+            return Route("busy", status=429, content_type="text/plain", headers={"Retry-After": "2"})
+        return None
+
+    host1.override = throttle
+    done = crawl(host1, tmp_path, delay=0.01)
+    assert {r["status"] for r in done.records.values()} == {"completed"}
+    answered = done.hits[0].at
+    assert [h for h in done.hits if answered + 0.2 < h.at < answered + 1.95] == []
+
+
+def test_a_page_that_times_out_is_requested_retry_max_times_in_all(host1, tmp_path):
+    urls = site(host1, 3)
+    host1.add("/p/1", Route("<html>late</html>", content_type=HTML, delay=2.0))
+    done = crawl(host1, tmp_path, delay=0.01, env={"HARVEST_READ_TIMEOUT": "0.4"})
+    record = done.records[urls[1]]
+    assert record["status"] == "failed"
+    assert record["error_message"] == "no response data for 0.4 s (gave up after 3 attempts)"
+    assert record["attempts"] == 3 == sum(1 for h in done.hits if h.path == "/p/1")
+    assert record["crawl_state"] == "unfetched"  # a transient failure: a later crawl asks again
+    assert done.run.seconds < 30
+
+
+def test_a_hosts_slow_down_outlives_the_run(tmp_path):
+    """What a 429 taught the local gate is in the state file for the next run (one process per state
+    directory: the gate itself is in memory, its slow-down is kept)."""
+    from harvester.adapters.local.database import connect
+    from harvester.adapters.local.host_gate import SqliteHostGate
+
+    rules = GateRules(max_in_flight=4)
+    conn = connect(tmp_path / "harvest.db")
+    gate = SqliteHostGate(conn, rules)
+    grant = gate.acquire("example.com", 2, spacing=0.1, now=1000.0)
+    gate.release("example.com", grant, HostReport(sent=2, throttled=1, retry_after=30.0), spacing=0.1, now=1000.5)
+    conn.close()
+    again = SqliteHostGate(sqlite3.connect(tmp_path / "harvest.db"), rules)
+    state = again.hosts["example.com"]
+    assert (state.slowdown, state.next_start, state.grants) == (1.0, 1030.5, {})
+    assert again.acquire("example.com", 1, spacing=0.1, now=1001.0).starts == ()  # still held by Retry-After
