@@ -239,7 +239,8 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
 
     async def slow_consumer() -> list[str]:
         urls = []
-        async for page in Discovery(f"{site.base_url}/", **ALLOW).pages():
+        # (sitemaps a few milliseconds apart: at the default pace each is read before the next may start)
+        async for page in Discovery(f"{site.base_url}/", rate_limit_delay=0.001, **ALLOW).pages():
             urls.append(page.url)
             if len(urls) % 25 == 0:
                 await asyncio.sleep(0.001)  # the readers get the loop meanwhile
@@ -282,7 +283,8 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
 
     async def slow_consumer() -> list[str]:
         urls = []
-        async for page in Discovery(f"{site.base_url}/", **ALLOW).pages():
+        # (sitemaps a few milliseconds apart: at the default pace each is read before the next may start)
+        async for page in Discovery(f"{site.base_url}/", rate_limit_delay=0.001, **ALLOW).pages():
             urls.append(page.url)
             if len(urls) % 25 == 0:
                 await asyncio.sleep(0)

@@ -239,7 +239,15 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
 
 @pytest.mark.parametrize(
     "stack_parameters",
-    [{"PageConcurrency": 7, "SitemapConcurrency": 3, "ScheduleExpression": "rate(1 hour)", "RetentionDays": 9}],
+    [
+        {
+            "PageConcurrency": 7,
+            "SitemapConcurrency": 3,
+            "ScheduleExpression": "rate(1 hour)",
+            "RetentionDays": 9,
+            "HostMaxInFlight": 3,
+        }
+    ],
     indirect=True,
 )
 def test_parameters_reach_the_deployed_resources(deployed_stack: Deployment) -> None:
@@ -248,6 +256,7 @@ def test_parameters_reach_the_deployed_resources(deployed_stack: Deployment) -> 
     assert stack.function("SitemapFunction").sqs_event_source.maximum_concurrency == 3  # type: ignore[union-attr]
     assert stack.function("SchedulerFunction").schedule_rules[0].schedule_expression == "rate(1 hour)"
     assert stack.function("JobFunction").environment["HARVEST_RETENTION_DAYS"] == "9"
+    assert stack.function("PageFunction").environment["HARVEST_HOST_MAX_IN_FLIGHT"] == "3"
 
 
 def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
@@ -268,6 +277,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_ALLOW_NETWORKS": "127.0.0.0/8",
         "HARVEST_USER_AGENT": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "HARVEST_RETENTION_DAYS": "30",
+        "HARVEST_HOST_MAX_IN_FLIGHT": "8",
     }
     for function in stack.functions.values():
         extra = {"HARVEST_RECURRING_JOBS": "[]"} if function.logical_id == "SchedulerFunction" else {}

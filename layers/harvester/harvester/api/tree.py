@@ -246,7 +246,8 @@ class Discovery:
 
     ``site`` is the home page (robots.txt and the well-known locations of its origin are looked at), or,
     with ``sitemaps``, the scope and the parent of the sitemaps to start from. Options are those of a job
-    request; ``allow_networks`` lets fetches reach non-public networks (a local test site).
+    request; ``allow_networks`` lets fetches reach non-public networks (a local test site);
+    ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes).
     """
 
     def __init__(
@@ -265,6 +266,7 @@ class Discovery:
         allow_networks: Sequence[str] = (),
         user_agent: str | None = None,
         concurrency: int = 8,
+        rate_limit_delay: float = 0.05,
     ) -> None:
         try:
             self.request = JobRequest(
@@ -277,6 +279,7 @@ class Discovery:
                 scope=scope,
                 max_depth=max_depth,
                 fetch_pages=False,
+                rate_limit_delay=rate_limit_delay,
             )
         except ValidationError as exc:
             raise ValueError(f"invalid discovery options: {exc}") from None

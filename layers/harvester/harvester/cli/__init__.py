@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pattern_arguments(sitemaps)
     sitemaps.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
     sitemaps.add_argument("--max-depth", type=int, default=10)
+    _delay_argument(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=run_sitemaps)
 
@@ -164,14 +165,18 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _pattern_arguments(parser)
     parser.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
     parser.add_argument("--max-depth", type=int, default=10)
+    _delay_argument(parser)
+    if network:
+        parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+
+
+def _delay_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rate-limit-delay",
         type=float,
         default=None,
-        help="seconds between requests to one host (default 0.05)",
+        help="least seconds between two request starts to one host, across all workers (default 0.05)",
     )
-    if network:
-        parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
 
 
 def _pattern_arguments(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +262,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         sitemap_exclude=request.sitemap_exclude,
         scope=request.scope,
         max_depth=request.max_depth,
+        rate_limit_delay=request.rate_limit_delay,
     )
     discovery.policy = _policy(args)
 
