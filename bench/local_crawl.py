@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import tempfile
 import time
@@ -24,6 +25,7 @@ from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo import SiteSpec, build_site, serve
 from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest
+from harvester.settings import EngineSettings
 
 
 async def baseline(urls: list[str], out: Path, concurrency: int) -> float:
@@ -48,8 +50,10 @@ async def baseline(urls: list[str], out: Path, concurrency: int) -> float:
 async def harvester_crawl(site: str, state: Path, concurrency: int) -> tuple[float, int]:
     policy = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
     request = JobRequest(site=site, rate_limit_delay=0.00001)
+    # As many requests to the one host at once as the baseline has (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN).
+    settings = dataclasses.replace(EngineSettings.from_env(), host_max_in_flight=concurrency)
     with LocalHarvest.open(state) as harvest:
-        runner = LocalRunner(harvest, policy=policy, concurrency=concurrency)
+        runner = LocalRunner(harvest, policy=policy, settings=settings, concurrency=concurrency)
         start = time.perf_counter()
         outcome = await runner.crawl(request)
         return time.perf_counter() - start, outcome.result.successful_processing

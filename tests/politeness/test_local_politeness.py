@@ -37,7 +37,9 @@ class Crawl:
         return gaps(self.hits)
 
 
-def crawl(server: RouteServer, state: Path, *, delay: float, env: dict[str, str] | None = None) -> Crawl:
+def crawl(
+    server: RouteServer, state: Path, *, delay: float, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+) -> Crawl:
     server.reset_log()
     run = harvest(
         "crawl",
@@ -52,6 +54,7 @@ def crawl(server: RouteServer, state: Path, *, delay: float, env: dict[str, str]
         str(delay),
         "--concurrency",
         WORKERS,
+        *extra,
         env={**FAST_RETRIES, **(env or {})},
         timeout=180,
     )
@@ -97,7 +100,7 @@ def test_the_sites_crawl_delay_paces_a_host_when_it_asks_for_more(host2, tmp_pat
 
 def test_never_more_requests_in_flight_to_a_host_than_allowed(host1, tmp_path):
     urls = site(host1, 24, page=Route("<html>slow</html>", content_type=HTML, delay=0.25))
-    done = crawl(host1, tmp_path, delay=0.001, env={"HARVEST_HOST_MAX_IN_FLIGHT": "3"})
+    done = crawl(host1, tmp_path, delay=0.001, extra=("--per-host", "3"))
     assert len(done.hits) == len(urls)
     assert done.max_in_flight == 3  # the limit, and reached: 16 workers would otherwise have 16 out
 

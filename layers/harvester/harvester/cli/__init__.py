@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import sys
@@ -36,6 +37,7 @@ from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.messages import JobRequest, Unprocessable
 from harvester.model.records import JobStatus, LoaderState, utcnow
 from harvester.pipeline.completion import changes_key
+from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
 from harvester.urls import normalize, origin_of, require_http_url
 
@@ -81,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     _job_arguments(crawl)
     crawl.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where state and documents live")
     crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
+    crawl.add_argument(
+        "--per-host",
+        type=int,
+        default=None,
+        metavar="N",
+        help="requests to one host in flight at once, across all workers (default 8, HARVEST_HOST_MAX_IN_FLIGHT)",
+    )
     crawl.add_argument("--json", action="store_true", help="print the SitemapIngestionResult summary as JSON")
     crawl.add_argument("--quiet", action="store_true", help="no progress line")
     crawl.set_defaults(run=run_crawl)
@@ -234,10 +243,17 @@ def _policy(args: argparse.Namespace) -> FetchPolicy:
 def run_crawl(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
+    settings = EngineSettings.from_env()
+    if args.per_host is not None:
+        if args.per_host < 1:
+            raise UsageError(f"--per-host {args.per_host}: must be at least 1")
+        settings = dataclasses.replace(settings, host_max_in_flight=args.per_host)
     request = _request(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
     with LocalHarvest.open(args.state_dir) as harvest:
-        runner = LocalRunner(harvest, policy=_policy(args), concurrency=args.concurrency, on_progress=progress)
+        runner = LocalRunner(
+            harvest, policy=_policy(args), settings=settings, concurrency=args.concurrency, on_progress=progress
+        )
         try:
             outcome = asyncio.run(runner.crawl(request))
         finally:
