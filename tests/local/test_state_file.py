@@ -318,3 +318,36 @@ def test_records_final_at_once_keep_the_order_listed_whatever_made_them(tmp_path
     assert [type(i).__name__ for i in items] == ["str", "str", "ListedBatch", "str", "ListedBatch"]
     assert [i.count for i in items if isinstance(i, ListedBatch)] == [1, 2]
     store.conn.close()
+
+
+def test_a_version_7_queue_gains_the_rank_and_its_messages_keep_their_order(tmp_path):
+    """Version 8 ranks a message (its page task's rank): a version 7 file's queued messages are kept, at
+    rank 0 in the order they were sent, and the pages sent since come highest rank first."""
+    from harvester.adapters.local.queue import SqliteTaskQueue
+    from harvester.model.messages import PageTask
+
+    path = tmp_path / "harvest.db"
+    conn = connect(path)
+    conn.executescript(
+        "DROP TABLE messages;"
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, job_id TEXT NOT NULL,"
+        " body TEXT NOT NULL, available_at REAL NOT NULL, in_flight INTEGER NOT NULL DEFAULT 0,"
+        " receive_count INTEGER NOT NULL DEFAULT 0);"
+    )
+    old = [PageTask(job_id="j", url=f"{SITE}old-{n}") for n in range(2)]
+    conn.executemany(
+        "INSERT INTO messages (queue, job_id, body, available_at) VALUES ('pages', 'j', ?, 0)",
+        [(t.model_dump_json(),) for t in old],
+    )
+    conn.execute("UPDATE meta SET value = '7' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    queue = SqliteTaskQueue(conn)
+    queue.send([PageTask(job_id="j", url=f"{SITE}{name}", rank=rank) for name, rank in [("low", 0.5), ("high", 1.5)]])
+    received = []
+    while (message := queue.receive("j")) is not None:
+        received.append(PageTask.model_validate_json(message.body).url.removeprefix(SITE))
+        queue.delete(message)
+    assert received == ["high", "low", "old-0", "old-1"]

@@ -61,6 +61,10 @@ class EngineSettings:
     lastmod_trust_threshold: float = 0.5
     #: URLs per sitemap whose advanced lastmod is fetched anyway on an untrusted host, to test it again.
     lastmod_probes: int = 5
+    #: Rank added to a page task whose lastmod is now, falling to nothing over the window (seconds): the
+    #: freshest pages first (0: off; see pipeline.ranking).
+    lastmod_boost: float = 0.0
+    lastmod_boost_window: float = 7 * 86400.0
 
     @property
     def gate(self) -> GateRules:

@@ -114,6 +114,8 @@ class PageTask(BaseModel):
     changefreq: str | None = None
     priority: float = Field(default=0.5, ge=0.0, le=1.0)
     attempt: int = Field(default=0, ge=0)
+    #: The order it is served in, highest first (harvester.pipeline.ranking).
+    rank: float = Field(default=0.0, ge=0.0)
 
     @field_validator("url")
     @classmethod

@@ -148,8 +148,8 @@ class SitemapURL(BaseModel):
     def key(self) -> str:
         return url_key(self.url)  # cached: a batch asks for its keys several times in a row
 
-    def task(self, job_id: str) -> PageTask:
-        """The page task that fetches this URL (again)."""
+    def task(self, job_id: str, *, rank: float = 0.0) -> PageTask:
+        """The page task that fetches this URL (again), served in ``rank`` order (pipeline.ranking)."""
         return PageTask(
             job_id=job_id,
             url=self.url,
@@ -158,6 +158,7 @@ class SitemapURL(BaseModel):
             changefreq=self.change_frequency,
             priority=self.priority,
             attempt=self.retries,
+            rank=rank,
         )
 
 

@@ -20,6 +20,7 @@ from harvester.pipeline.completion import maybe_complete, write_result
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
 from harvester.pipeline.jobs import seed
+from harvester.pipeline.ranking import rank_of
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,11 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
             ctx.queue.send(tasks[i : i + _SEND_CHUNK])
         report.sitemaps_resent += len(tasks)
     if job.request.fetch_pages:
+        now = ctx.clock()
         for status in (UrlStatus.PENDING, UrlStatus.PROCESSING):
             chunk: list[PageTask] = []
             for page in store.pages(job_id, status=status):
-                chunk.append(page.task(job_id))
+                chunk.append(page.task(job_id, rank=rank_of(page, now, ctx.settings)))
                 if len(chunk) >= _SEND_CHUNK:
                     ctx.queue.send(chunk)
                     report.pages_resent += len(chunk)

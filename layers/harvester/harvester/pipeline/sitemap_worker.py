@@ -53,6 +53,7 @@ from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.listed_rows import first_listings
+from harvester.pipeline.ranking import rank, rank_of
 from harvester.pipeline.sitemap_filter import follow
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
@@ -641,8 +642,9 @@ class SitemapReading:
         new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
         self.recorded = max(self.recorded, checkpoint)
         if sends:
+            now, settings = self.ctx.clock(), self.ctx.settings
             tasks += [
-                page.task(job_id)
+                page.task(job_id, rank=rank_of(page, now, settings))
                 for page in new
                 if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
             ]
@@ -775,6 +777,8 @@ class SitemapReading:
         return self._site.trust(host_of(url)).trusted
 
     def _task(self, url: str, entry: PageEntry) -> PageTask:
+        """A task sent again after a restart (whether the URL is new to the site is not known here)."""
+        order = rank(entry.priority, new=False, lastmod=entry.lastmod, now=self.ctx.clock(), settings=self.ctx.settings)
         return PageTask(
             job_id=self.job.job_id,
             url=url,
@@ -782,6 +786,7 @@ class SitemapReading:
             lastmod=entry.lastmod,
             changefreq=entry.changefreq,
             priority=entry.priority,
+            rank=order,
         )
 
     def _store_raw(self, raw: tempfile.SpooledTemporaryFile[bytes], content_type: str | None, signature: str) -> str:

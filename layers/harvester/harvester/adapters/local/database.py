@@ -16,12 +16,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4, 5, 6}
+_UPGRADES = {1, 2, 3, 4, 5, 6, 7}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
@@ -53,6 +53,10 @@ INSERT INTO crawl_urls (site, url, version, body)
     SELECT site, json_extract(body, '$.url'), version, body FROM crawl_urls_before_v4 ORDER BY rowid;
 DROP TABLE crawl_urls_before_v4;
 """
+
+#: Since version 8 a message carries its page task's rank (pipeline.ranking): pages are received highest
+#: first, FIFO within a rank.
+_RANK_COLUMN = "ALTER TABLE messages ADD COLUMN priority REAL NOT NULL DEFAULT 0"
 
 _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
@@ -116,9 +120,11 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL,
     available_at REAL NOT NULL,
     in_flight INTEGER NOT NULL DEFAULT 0,
-    receive_count INTEGER NOT NULL DEFAULT 0
+    receive_count INTEGER NOT NULL DEFAULT 0,
+    priority REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (job_id, queue, available_at);
+CREATE INDEX IF NOT EXISTS messages_by_rank ON messages (job_id, queue, priority DESC, id);
 CREATE TABLE IF NOT EXISTS crawl_urls (
     site TEXT NOT NULL,
     url TEXT NOT NULL,
@@ -194,6 +200,9 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
         batches = _table(conn, "url_batches")
         if batches is not None and "kinds TEXT" not in batches:
             _script(conn, _SUMMARY_COLUMNS)
+        messages = _table(conn, "messages")
+        if messages is not None and "priority REAL" not in messages:
+            conn.execute(_RANK_COLUMN)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:

@@ -28,6 +28,10 @@ def queue_of(message: Message) -> str:
     return "jobs"
 
 
+def rank_of(message: Message) -> float:
+    return message.rank if isinstance(message, PageTask) else 0.0
+
+
 def job_of(message: Message) -> str:
     return message.job_id or ""
 
@@ -52,18 +56,22 @@ class SqliteTaskQueue:
         available = time.time() + delay_seconds
         with Transaction(self.conn) as db:
             db.executemany(
-                "INSERT INTO messages (queue, job_id, body, available_at) VALUES (?, ?, ?, ?)",
-                [(queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available) for m in messages],
+                "INSERT INTO messages (queue, job_id, body, available_at, priority) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank_of(m))
+                    for m in messages
+                ],
             )
 
     def receive(self, job_id: str, queues: tuple[str, ...] = QUEUES) -> Received | None:
-        """The next visible message of the job, made invisible for the visibility timeout."""
+        """The next visible message of the job, made invisible for the visibility timeout: the highest
+        ranked, the first sent among equals."""
         now = time.time()
         with Transaction(self.conn) as db:
             for queue in queues:
                 row = db.execute(
-                    "SELECT id, body, receive_count FROM messages WHERE job_id = ? AND queue = ? AND available_at <= ?"
-                    " ORDER BY id LIMIT 1",
+                    "SELECT id, body, receive_count FROM messages INDEXED BY messages_by_rank"
+                    " WHERE job_id = ? AND queue = ? AND available_at <= ? ORDER BY priority DESC, id LIMIT 1",
                     (job_id, queue, now),
                 ).fetchone()
                 if row is not None:
