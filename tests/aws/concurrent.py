@@ -101,15 +101,15 @@ def stack_from_json(data: dict[str, Any]) -> DeployedStack:
 def run_side_by_side(
     stack: DeployedStack,
     endpoint: str,
-    function_logical_id: str,
+    containers: dict[str, int],
     *,
-    containers: int,
     until: Callable[[], bool],
     timeout: float = 120.0,
 ) -> list[ContainerRun]:
-    """Polls the function's queue from ``containers`` processes until ``until()`` is true (checked here),
-    then stops them; returns every invocation. Raises if a handler raised or ``until`` was not reached in
-    ``timeout`` seconds (with what the containers printed)."""
+    """Polls each function's queue from as many processes as ``containers`` says (function logical id ->
+    containers) until ``until()`` is true (checked here), then stops them; returns every invocation. Raises
+    if a handler raised or ``until`` was not reached in ``timeout`` seconds (with what the containers
+    printed)."""
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         spec = work / "stack.json"
@@ -127,11 +127,12 @@ def run_side_by_side(
             "AWS_CONFIG_FILE": "/dev/null",
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
-        logs = [work / f"container-{i}.jsonl" for i in range(containers)]
-        outputs = [work / f"container-{i}.out" for i in range(containers)]
+        functions = [f for f, count in containers.items() for _ in range(count)]
+        logs = [work / f"container-{i}.jsonl" for i in range(len(functions))]
+        outputs = [work / f"container-{i}.out" for i in range(len(functions))]
         processes = []
-        for log, output in zip(logs, outputs, strict=True):
-            command = [sys.executable, "-m", "tests.aws.container", str(spec), function_logical_id, str(stop), str(log)]
+        for function, log, output in zip(functions, logs, outputs, strict=True):
+            command = [sys.executable, "-m", "tests.aws.container", str(spec), function, str(stop), str(log)]
             with open(output, "wb") as out:
                 processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + timeout
@@ -141,7 +142,7 @@ def run_side_by_side(
                 if dead or time.monotonic() > deadline:
                     printed = "\n".join(o.read_text()[-3000:] for o in outputs)
                     why = "a container exited" if dead else f"not done after {timeout} s"
-                    raise AssertionError(f"{function_logical_id}: {why}\n{printed}")
+                    raise AssertionError(f"{', '.join(containers)}: {why}\n{printed}")
                 time.sleep(_CHECK)
         finally:
             stop.touch()

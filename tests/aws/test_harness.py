@@ -210,6 +210,7 @@ def test_functions_as_deployed(deployed_stack: Deployment) -> None:
         "JobFunction": ("app.handler", "python3.11", 60, 512, repo / "functions/job"),
         "SitemapFunction": ("app.handler", "python3.11", 300, 1024, repo / "functions/sitemap"),
         "PageFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
+        "PagePriorityFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
         "SchedulerFunction": ("app.handler", "python3.11", 300, 512, repo / "functions/scheduler"),
     }
 
@@ -231,6 +232,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
         "JobFunction": ("JobQueue", 1, None, 2, ("ReportBatchItemFailures",)),
         "SitemapFunction": ("SitemapQueue", 1, None, 5, ("ReportBatchItemFailures",)),
         "PageFunction": ("PageQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
+        "PagePriorityFunction": ("PagePriorityQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
     }
     assert stack.function("SchedulerFunction").event_sources == ()
     (rule,) = stack.function("SchedulerFunction").schedule_rules
@@ -269,6 +271,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_JOB_QUEUE_URL": outputs["JobQueueUrl"],
         "HARVEST_SITEMAP_QUEUE_URL": outputs["SitemapQueueUrl"],
         "HARVEST_PAGE_QUEUE_URL": outputs["PageQueueUrl"],
+        "HARVEST_PAGE_PRIORITY_QUEUE_URL": outputs["PagePriorityQueueUrl"],
         "HARVEST_JOB_DLQ_URL": outputs["JobDeadLetterQueueUrl"],
         "HARVEST_SITEMAP_DLQ_URL": outputs["SitemapDeadLetterQueueUrl"],
         "HARVEST_PAGE_DLQ_URL": outputs["PageDeadLetterQueueUrl"],

@@ -22,6 +22,7 @@ from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.corpus import fixtures as f
 from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
 from tests.politeness.support import JITTER, gaps, site, storm
 
@@ -55,7 +56,13 @@ def aws() -> Iterator[Aws]:
 
 
 def run_job(
-    aws: Aws, server: RouteServer, *, delay: float, parameters: dict[str, str] | None = None
+    aws: Aws,
+    server: RouteServer,
+    *,
+    delay: float,
+    parameters: dict[str, str] | None = None,
+    containers: int = CONTAINERS,
+    lanes: int = 0,
 ) -> tuple[dict[str, Any], list[Hit], list[ContainerRun]]:
     """Discovery by one poller (the pages are queued, not fetched), then the page function in CONTAINERS
     threads until the job is done. Returns the job's status, the page requests seen, the invocations."""
@@ -76,7 +83,8 @@ def run_job(
         job = store.get_job(job_id)
         return job is not None and job.status.final
 
-    invocations = run_side_by_side(stack, aws.endpoint, "PageFunction", containers=CONTAINERS, until=done, timeout=120)
+    functions = {"PageFunction": containers, "PagePriorityFunction": lanes}
+    invocations = run_side_by_side(stack, aws.endpoint, functions, until=done, timeout=120)
     hits = [h for h in server.hits if h.path.startswith("/p/")]
     return job_status(job_id, stack.stack_name), hits, invocations
 
@@ -107,3 +115,21 @@ def test_a_429_storm_slows_the_host_for_every_container(aws, host):
     first = hits[0].at
     assert [h for h in hits if first + 0.35 < h.at < first + 0.95] == []
     assert max(gaps(hits)) >= 0.95
+
+
+def test_the_priority_lane_serves_the_sites_high_priorities_first(aws, host):
+    """Page tasks ranked above a new URL of the default priority take PagePriorityQueue, whose functions
+    poll beside PageFunction's: the priority-1.0 tenth of the site is fetched in the first fifth of its
+    fetches, though it is scattered through the sitemap (and so through the other lane's batches)."""
+    urls = [host.url(f"/p/{i}") for i in range(100)]
+    high = set(urls[5::10])
+    host.add("/robots.txt", Route(f"Sitemap: {host.url('/sitemap.xml')}\n", content_type="text/plain"))
+    host.add("/sitemap.xml", Route(f.urlset(*(f.url(u, priority="1.0" if u in high else "0.5") for u in urls))))
+    host.add_prefix("/p/", Route("<html>a page</html>", content_type=HTML, delay=0.2))
+    # (The host's requests in flight are not the bound here: what is shown is the lanes.)
+    view, hits, _ = run_job(aws, host, delay=0.01, parameters={"HostMaxInFlight": "50"}, containers=1, lanes=1)
+    assert view["successful_count"] == len(urls)
+    fetched = [host.url(h.path) for h in hits]
+    assert sorted(fetched) == sorted(urls)
+    first_fifth = set(fetched[: len(urls) // 5])
+    assert high <= first_fifth, sorted(high - first_fifth)

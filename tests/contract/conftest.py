@@ -62,15 +62,18 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     }
 
     def take_sqs(queue: str) -> list[Message]:
+        """The queue's messages; for pages, the priority lane's first (its own functions poll it)."""
         taken = []
-        while True:
-            response = adapters.sqs.receive_message(QueueUrl=urls[queue], MaxNumberOfMessages=10)
-            messages = response.get("Messages", [])
-            if not messages:
-                return taken
-            for message in messages:
-                taken.append(MODELS[queue].model_validate_json(message["Body"]))
-                adapters.sqs.delete_message(QueueUrl=urls[queue], ReceiptHandle=message["ReceiptHandle"])
+        lanes = [stack.queue_url("PagePriorityQueue"), urls[queue]] if queue == "pages" else [urls[queue]]
+        for url in lanes:
+            while True:
+                messages = adapters.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    taken.append(MODELS[queue].model_validate_json(message["Body"]))
+                    adapters.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return taken
 
     yield Backend("aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
+from harvester.pipeline.ranking import PRIORITY_LANE
 
 
 def test_messages_reach_their_queues_intact(backend):
@@ -43,3 +44,16 @@ def test_sending_nothing_sends_nothing(backend):
     backend.queue.send([])
     assert backend.take("pages") == []
     assert backend.calls.get("SendMessageBatch", 0) + backend.calls.get("SendMessage", 0) == 0
+
+
+def test_pages_ranked_above_the_priority_lane_come_first(backend):
+    """Locally the queue serves pages by rank, highest first; SQS has no order by priority, so pages ranked
+    above PRIORITY_LANE go to the priority lane's queue, which functions of its own poll."""
+    ranks = [0.5, 1.9, 1.0, 1.6, 0.0, 1.5]
+    backend.queue.send([PageTask(job_id="job-9", url=f"https://example.com/r/{r}", rank=r) for r in ranks])
+    taken = [p.rank for p in backend.take("pages")]
+    assert sorted(taken) == sorted(ranks)
+    lane = [r for r in ranks if r > PRIORITY_LANE]
+    assert sorted(taken[: len(lane)]) == sorted(lane)
+    if backend.name == "local":
+        assert taken == sorted(ranks, reverse=True)

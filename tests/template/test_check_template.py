@@ -51,9 +51,9 @@ def test_cli_passes_on_template(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_fails_with_messages_on_a_bad_template(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = TEMPLATE_PATH.read_text()
-    assert text.count("VisibilityTimeout: 720") == 1
+    assert text.count("VisibilityTimeout: 720 # 6 x PageFunction") == 1
     bad = tmp_path / "template.yaml"
-    bad.write_text(text.replace("VisibilityTimeout: 720", "VisibilityTimeout: 600"))
+    bad.write_text(text.replace("VisibilityTimeout: 720 # 6 x PageFunction", "VisibilityTimeout: 600 #"))
     assert check_template.main([str(bad)]) == 1
     err = capsys.readouterr().err
     assert "PageQueue: VisibilityTimeout 600 < 6 x PageFunction Timeout 120" in err
@@ -187,7 +187,12 @@ def test_maximum_concurrency_parameter_must_be_bounded(problems_after: Problems)
     def mutate(t: dict[str, Any]) -> None:
         t["Parameters"]["PageConcurrency"].pop("MinValue")
 
-    only(problems_after(mutate), "[event_sources]", "PageFunctionPages", "parameter allows [-inf, 1000]")
+    problems = problems_after(mutate)  # both lanes of the page functions take it
+    assert len(problems) == 2, problems
+    for problem, source in zip(
+        sorted(problems), ("PageFunctionPages", "PagePriorityFunctionPriorityPages"), strict=True
+    ):
+        assert "[event_sources]" in problem and source in problem and "parameter allows [-inf, 1000]" in problem
 
 
 def test_maximum_concurrency_parameter_default_out_of_range(problems_after: Problems) -> None:

@@ -17,12 +17,16 @@ FUNCTIONS = {
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
     "PageFunction": ("functions/page/", 120, 512, "PageQueue", 10),
+    "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
+#: Queues whose dead-letter queue is another's: the priority lane's dead pages are the page queue's.
+DEAD_LETTERS = {"PagePriorityQueue": "PageDeadLetterQueue"}
 GLOBAL_ENV = {
     "HARVEST_JOB_QUEUE_URL": {"Ref": "JobQueue"},
     "HARVEST_SITEMAP_QUEUE_URL": {"Ref": "SitemapQueue"},
     "HARVEST_PAGE_QUEUE_URL": {"Ref": "PageQueue"},
+    "HARVEST_PAGE_PRIORITY_QUEUE_URL": {"Ref": "PagePriorityQueue"},
     "HARVEST_JOB_DLQ_URL": {"Ref": "JobDeadLetterQueue"},
     "HARVEST_SITEMAP_DLQ_URL": {"Ref": "SitemapDeadLetterQueue"},
     "HARVEST_PAGE_DLQ_URL": {"Ref": "PageDeadLetterQueue"},
@@ -106,10 +110,9 @@ def test_sqs_event_sources(translated_template: dict[str, Any], function_id: str
     assert queue["VisibilityTimeout"] == 6 * timeout
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
     assert queue["SqsManagedSseEnabled"] is True
-    dlq = props(translated_template, queue_id.replace("Queue", "DeadLetterQueue"))
-    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
-        "Fn::GetAtt": [queue_id.replace("Queue", "DeadLetterQueue"), "Arn"]
-    }
+    dlq_id = DEAD_LETTERS.get(queue_id, queue_id.replace("Queue", "DeadLetterQueue"))
+    dlq = props(translated_template, dlq_id)
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
     assert dlq["MessageRetentionPeriod"] == 14 * 24 * 3600
 
 
@@ -127,6 +130,7 @@ def test_recursive_loop(translated_template: dict[str, Any]) -> None:
         "JobFunction": None,
         "SitemapFunction": "Allow",
         "PageFunction": "Allow",
+        "PagePriorityFunction": "Allow",
         "SchedulerFunction": None,
     }
 
@@ -185,9 +189,10 @@ def test_least_privilege_sends(translated_template: dict[str, Any]) -> None:
     """Each function may send exactly to the queues the design says, and no more."""
     expected = {
         "JobFunction": {"SitemapQueue", "JobDeadLetterQueue"},
-        "SitemapFunction": {"SitemapQueue", "PageQueue", "SitemapDeadLetterQueue"},
-        "PageFunction": {"PageQueue", "PageDeadLetterQueue"},
-        "SchedulerFunction": {"JobQueue", "SitemapQueue", "PageQueue"},
+        "SitemapFunction": {"SitemapQueue", "PageQueue", "PagePriorityQueue", "SitemapDeadLetterQueue"},
+        "PageFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue"},
+        "PagePriorityFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue"},
+        "SchedulerFunction": {"JobQueue", "SitemapQueue", "PageQueue", "PagePriorityQueue"},
     }
     template = Template(translated_template)
     assert {f: queues_sent_to(template, f) for f in expected} == expected
@@ -198,6 +203,7 @@ def test_outputs(translated_template: dict[str, Any]) -> None:
         "JobQueueUrl",
         "SitemapQueueUrl",
         "PageQueueUrl",
+        "PagePriorityQueueUrl",
         "JobDeadLetterQueueUrl",
         "SitemapDeadLetterQueueUrl",
         "PageDeadLetterQueueUrl",
@@ -206,5 +212,6 @@ def test_outputs(translated_template: dict[str, Any]) -> None:
         "JobFunctionName",
         "SitemapFunctionName",
         "PageFunctionName",
+        "PagePriorityFunctionName",
         "SchedulerFunctionName",
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -73,12 +74,16 @@ class RobotsRules:
         self._clock = clock
         self._cache: OrderedDict[str, RobotsEntry] = OrderedDict()
         self._locks: dict[str, anyio.Lock] = {}
+        #: Wrapped around each fetch of a robots.txt (given its URL): the caller's turn at the host's gate,
+        #: since reading robots.txt is a request to the host like any other.
+        self.turn: Callable[[str], AbstractAsyncContextManager[object]] | None = None
 
     def rebound(self, fetcher: Fetcher) -> RobotsRules:
         """The same answers for a new fetcher (a new event loop): a Lambda container runs each invocation
         on a loop of its own, and robots.txt is not asked again for each of them while its copy is fresh."""
         rules = RobotsRules(fetcher, self.user_agent_token, error_ttl=self._error_ttl, clock=self._clock)
         rules._ttl, rules._max_origins, rules._cache = self._ttl, self._max_origins, self._cache
+        rules.turn = self.turn
         return rules
 
     async def allowed(self, url: str) -> bool:
@@ -131,8 +136,13 @@ class RobotsRules:
                 del self._locks[evicted]
 
     async def _load(self, origin: str, previous: RobotsEntry | None) -> RobotsEntry:
+        url = f"{origin}/robots.txt"
+        async with self.turn(url) if self.turn is not None else nullcontext():
+            return await self._read(url, previous)
+
+    async def _read(self, url: str, previous: RobotsEntry | None) -> RobotsEntry:
         try:
-            async with self._fetcher.open(f"{origin}/robots.txt", max_bytes=ROBOTS_MAX_BYTES) as response:
+            async with self._fetcher.open(url, max_bytes=ROBOTS_MAX_BYTES) as response:
                 status = response.status_code
                 if 200 <= status <= 299:
                     body = await response.read()

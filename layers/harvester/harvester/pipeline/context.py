@@ -11,14 +11,19 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from harvester.fetch import Fetcher, RobotsRules
+from harvester.model.messages import JobRequest
 from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.politeness import MemoryHostGate
+from harvester.politeness.turns import waited_turn
 from harvester.ports import CrawlDatabase, DocumentStore, HostGate, PageCounter, StateStore, TaskQueue
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
+
+_ROBOTS_SPACING: float = JobRequest.model_fields["rate_limit_delay"].default
 
 
 @dataclass
@@ -54,8 +59,10 @@ class StepContext:
     _first_crawls: dict[str, bool] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.robots = RobotsRules(self.fetcher)
         self.gate = self.host_gate or MemoryHostGate(self.settings.gate)
+        self.robots = RobotsRules(self.fetcher)
+        # Read for its rules by whichever job asks first: spaced at the default pace.
+        self.robots.turn = partial(waited_turn, self.gate, spacing=_ROBOTS_SPACING)
         self.reading = asyncio.Semaphore(max(1, self.settings.sitemaps_read_at_once))
 
     @property

@@ -29,9 +29,10 @@ from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
-from harvester.pipeline.admission import Admission, admit, ceil_tenth
+from harvester.pipeline.admission import admit, ceil_tenth
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
+from harvester.politeness.turns import Turns
 from harvester.ports import Lease, PageOutcome, PageRetry
 from harvester.urls import normalize
 
@@ -86,7 +87,7 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
     try:
         settled = await asyncio.gather(*(_settle(ctx, job, record, admission) for record in claimed))
     finally:
-        admission.release(ctx)
+        admission.release(ctx.gate)
     result.deferred.extend(admission.deferred)
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
@@ -134,9 +135,7 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
     return applied
 
 
-async def _settle(
-    ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Admission
-) -> PageOutcome | PageRetry:
+async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Turns) -> PageOutcome | PageRetry:
     """Fetches one claimed page and decides what becomes of it. Never raises for a fetch problem."""
     settings = ctx.settings
     if record.attempts > min(settings.max_attempts, settings.retry_max):
@@ -152,7 +151,7 @@ async def _settle(
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
                 return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})", tried=False)
             return _failed(ctx, _untried(record), "forbidden by robots.txt", Fetched(FetchResult.GONE))
-        if not await admission.turn(ctx, record.url):  # the gate has no turn for it soon: back to the queue
+        if not await admission.turn(ctx.gate, record.url):  # the gate has no turn for it soon: back to the queue
             not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
             return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
         headers = _validators(record.known)

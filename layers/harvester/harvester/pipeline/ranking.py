@@ -16,6 +16,9 @@ from harvester.settings import EngineSettings
 
 #: Why a job fetches a URL it has never fetched before (see crawldb.schedule).
 NEW_REASONS = frozenset({"new"})
+#: Ranks above this (a new URL of the default priority 0.5) take the priority lane where the queue has one
+#: (SQS: PagePriorityQueue); the local queue orders by rank itself.
+PRIORITY_LANE = 1.5
 
 
 def rank(priority: float, *, new: bool, lastmod: datetime | None, now: datetime, settings: EngineSettings) -> float:

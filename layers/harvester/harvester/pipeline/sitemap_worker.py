@@ -48,13 +48,13 @@ from harvester.model.records import (
     UrlStatus,
     url_key,
 )
-from harvester.pipeline.admission import turn
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.listed_rows import first_listings
 from harvester.pipeline.ranking import rank, rank_of
 from harvester.pipeline.sitemap_filter import follow
+from harvester.politeness.turns import waited_turn
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
 from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
@@ -257,7 +257,7 @@ class SitemapReading:
         # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
         retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))
         entered = False
-        async with turn(self.ctx, url, self.request.rate_limit_delay) as host:
+        async with waited_turn(self.ctx.gate, url, self.request.rate_limit_delay) as host:
             sent = time.monotonic()
             try:
                 async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:

@@ -38,6 +38,8 @@ class AwsResources:
     state_table: str
     document_bucket: str
     retention_days: int = 30
+    #: The page tasks' priority lane (None: a stack from before it, every page task to page_queue_url).
+    page_priority_queue_url: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -57,6 +59,7 @@ class AwsResources:
             state_table=need("HARVEST_STATE_TABLE"),
             document_bucket=need("HARVEST_DOCUMENT_BUCKET"),
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
+            page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
         )
 
 
@@ -85,6 +88,7 @@ class AwsAdapters:
                 job_queue_url=resources.job_queue_url,
                 sitemap_queue_url=resources.sitemap_queue_url,
                 page_queue_url=resources.page_queue_url,
+                page_priority_queue_url=resources.page_priority_queue_url,
             ),
             documents=S3DocumentStore(session.client("s3", config=BOTO_CONFIG), resources.document_bucket),
             crawldb=DynamoCrawlDatabase(dynamodb, resources.state_table),

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.ports import Message
 
 BATCH = 10
@@ -20,14 +21,31 @@ class QueueSendError(RuntimeError):
 
 
 class SqsTaskQueue:
-    def __init__(self, client: Any, *, job_queue_url: str, sitemap_queue_url: str, page_queue_url: str) -> None:
+    """Page tasks ranked above ``PRIORITY_LANE`` go to the priority lane's queue when there is one: SQS has
+    no order by priority, so the lane is a queue with functions of its own (see template.yaml)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        job_queue_url: str,
+        sitemap_queue_url: str,
+        page_queue_url: str,
+        page_priority_queue_url: str | None = None,
+    ) -> None:
         self.client = client
         self.urls = {JobRequest: job_queue_url, SitemapTask: sitemap_queue_url, PageTask: page_queue_url}
+        self.priority_url = page_priority_queue_url or page_queue_url
+
+    def queue_of(self, message: Message) -> str:
+        if isinstance(message, PageTask) and message.rank > PRIORITY_LANE:
+            return self.priority_url
+        return self.urls[type(message)]
 
     def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         by_queue: dict[str, list[str]] = defaultdict(list)
         for message in messages:
-            by_queue[self.urls[type(message)]].append(message.model_dump_json(exclude_none=True))
+            by_queue[self.queue_of(message)].append(message.model_dump_json(exclude_none=True))
         for queue_url, bodies in by_queue.items():
             for start in range(0, len(bodies), BATCH):
                 self._send_batch(queue_url, bodies[start : start + BATCH], delay_seconds)
