@@ -51,6 +51,9 @@ def test_the_handlers_take_the_sample_events(deployed_stack, site_factory):
     # The sample sitemap task and page tasks, delivered by hand on top of the job's own messages.
     assert poller.invoke("SitemapFunction", load("sitemap_task.json", site=site.base_url)) == {"batchItemFailures": []}
     assert poller.invoke("PageFunction", load("page_tasks.json", site=site.base_url)) == {"batchItemFailures": []}
+    # The priority lane's function is the same code, fed the same events.
+    lane = poller.invoke("PagePriorityFunction", load("page_tasks.json", site=site.base_url))
+    assert lane == {"batchItemFailures": []}
     stats = poller.drain()
     assert stats.failed_invocations == 0
 
