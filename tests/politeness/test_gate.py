@@ -97,3 +97,14 @@ def test_a_burst_of_429s_to_requests_sent_at_the_old_pace_is_one_signal():
     report = HostReport(sent=1, throttled=1, granted_at=later.at)
     settle(state, later.token, report, spacing=0.01, now=later.starts[0] + 0.1, rules=RULES)
     assert state.slowdown == 2 * SLOWDOWN_FLOOR  # throttled again at the slower pace: slower still
+
+
+def test_a_missed_turn_asked_again_gives_its_slot_back_first():
+    """A worker that missed its turn asks again under the same grant: its missed slot is returned, so a
+    full host still has room for it (and the grant does not count two slots for one request)."""
+    state = HostState()
+    full = admit(state, "g", 3, spacing=0.1, now=0.0, rules=RULES)
+    assert len(full.starts) == 3 and state.in_flight(0.5) == 3
+    again = admit(state, "g", 1, spacing=0.1, now=0.5, rules=RULES, returning=1)
+    assert again.starts == (pytest.approx(0.5),) and state.in_flight(0.5) == 3
+    assert admit(state, "other", 1, spacing=0.1, now=0.5, rules=RULES).starts == ()  # still full

@@ -361,10 +361,13 @@ class HostGate(Protocol):
 
     rules: GateRules
 
-    def acquire(self, host: str, want: int, *, spacing: float, now: float, token: str | None = None) -> Grant:
+    def acquire(
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+    ) -> Grant:
         """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
         and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
-        that grant (a turn taken again) instead of making a new one."""
+        that grant instead of making a new one, giving ``returning`` of its slots back first (a missed turn
+        asked for again)."""
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         """Frees the grant's slots and tells the host what its requests came to (its slow-down moves)."""

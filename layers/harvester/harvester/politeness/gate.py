@@ -123,10 +123,18 @@ class HostReport:
             self.granted_at = other.granted_at if mine is None else min(mine, other.granted_at)
 
 
-def admit(state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules) -> Grant:
+def admit(
+    state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules, returning: int = 0
+) -> Grant:
     """Grants start times to up to ``want`` requests, each ``spacing`` (or the slow-down) after the last one
-    granted, within the horizon and the free slots; records the grant under ``token``."""
+    granted, within the horizon and the free slots; records the grant under ``token``. ``returning``: slots
+    of that grant given back first (turns its worker missed, asked for again)."""
     _expire(state, now)
+    held = state.grants.get(token)
+    if held is not None and returning:
+        held[0] -= min(returning, int(held[0]))
+        if held[0] <= 0:
+            del state.grants[token]
     room = max(0, rules.max_in_flight - state.in_flight(now))
     step = max(spacing, state.slowdown)
     start = max(now, state.next_start)

@@ -17,9 +17,12 @@ class MemoryHostGate:
         self.rules = rules or GateRules()
         self.hosts: dict[str, HostState] = {}
 
-    def acquire(self, host: str, want: int, *, spacing: float, now: float, token: str | None = None) -> Grant:
+    def acquire(
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+    ) -> Grant:
         state = self.hosts.setdefault(host, HostState())
-        return admit(state, token or uuid.uuid4().hex, want, spacing=spacing, now=now, rules=self.rules)
+        token = token or uuid.uuid4().hex
+        return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, returning=returning)
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         state = self.hosts.setdefault(host, HostState())

@@ -51,7 +51,7 @@ class Turns:
                 return True
             host = host_of(url)
             grant, spacing = self.grants[host]
-            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token)
+            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
             if not again.starts:
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
                 return False

@@ -40,14 +40,16 @@ class DynamoHostGate:
         #: host -> (version, state) as last read or written by this container.
         self._seen: dict[str, tuple[int, HostState]] = {}
 
-    def acquire(self, host: str, want: int, *, spacing: float, now: float, token: str | None = None) -> Grant:
+    def acquire(
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+    ) -> Grant:
         token = token or uuid.uuid4().hex
         fresh = False
         for _ in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
-            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules)
-            if not grant.starts:
+            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, returning=returning)
+            if not grant.starts and not returning:
                 if fresh or host not in self._seen:
                     return grant
                 self._read(host)  # nothing for us on what we saw: see what is there now, once
