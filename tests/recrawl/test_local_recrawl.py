@@ -127,6 +127,20 @@ def test_a_304_for_a_document_cut_at_its_size_limit_lists_what_the_cut_reading_l
         assert robots[0].not_modified and robots[0].truncated  # the cut is still said
 
 
+def test_a_304_whose_stored_copy_is_gone_is_read_again_whole_even_one_request_per_host(tmp_path):
+    """A sitemap answers 304 but the copy its last reading stored is gone: it is read again, unconditionally,
+    on a turn of its own (with one request to the host in flight allowed, a turn taken inside the 304's own
+    would have waited for itself)."""
+    with CutRobots(pages=10).serving() as site:
+        state = tmp_path / "state"
+        first = crawl(site, state)
+        shutil.rmtree(state / "documents" / site_prefix(site.base, "sitemaps"))
+        second = crawl(site, state, "--per-host", "1")
+        robots = [(h.conditional, h.status) for h in site.hits if h.path == "/robots.txt"]
+        assert robots[:2] == [(True, 304), (False, 200)]
+        assert (second["sitemaps_total"], second["total_urls"]) == (first["sitemaps_total"], first["total_urls"])
+
+
 def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):
     site = scenario.build(live_site())
     state = tmp_path / "state"

@@ -264,20 +264,26 @@ class SitemapReading:
                     entered = True
                     self.tries += response.attempts
                     host.observe(url, status=response.status_code, latency=time.monotonic() - sent)
-                    return await self._read_response(response, prior, headers)
+                    outcome = await self._read_response(response, prior, bool(headers), limit)
             except FetchError as exc:
                 if not entered:  # no response: the tries the fetcher made are on the error
                     self.tries += exc.attempts
                     if exc.retryable:
                         host.observe(url, status=None, latency=0.0)
                 raise
+        if outcome is None:
+            # A 304 for a stored copy that cannot be replayed: read again, whole, on a turn of its own (this
+            # one given back first: with one request in flight allowed per host, a turn taken inside it would
+            # wait for itself).
+            return await self._read(conditional=False)
+        return outcome
 
     async def _read_response(
-        self, response: FetchResponse, prior: SitemapCrawl | None, headers: dict[str, str]
-    ) -> SitemapOutcome:
-        limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
+        self, response: FetchResponse, prior: SitemapCrawl | None, conditional: bool, limit: int
+    ) -> SitemapOutcome | None:
+        """The reading of a response; None when it is a 304 whose stored copy cannot be replayed."""
         final_url = normalize(response.url)
-        not_modified = response.status_code == 304 and prior is not None and bool(headers)
+        not_modified = response.status_code == 304 and prior is not None and conditional
         if not (200 <= response.status_code < 300 or not_modified):
             quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
             if quiet and prior is not None and prior.absent_since is None:
@@ -296,7 +302,7 @@ class SitemapReading:
         if not_modified:
             assert prior is not None
             if not await self._replay(prior, parser):
-                return await self._read(conditional=False)
+                return None
             self._refresh(prior, response.headers)
             return self._outcome(
                 parser,
