@@ -29,8 +29,7 @@ async def admit(ctx: StepContext, job: JobRecord, pages: Sequence[SitemapURL]) -
     spacing: dict[str, float] = defaultdict(float)
     for url in priority:
         if not await ctx.robots.allowed(url):
-            admission.starts[url] = None
-            continue
+            continue  # (settled without a request, and without a turn)
         host = host_of(url)
         by_host[host].append(url)
         # The job's rate_limit_delay, or the site's Crawl-delay when it asks for more (bounded).

@@ -112,16 +112,6 @@ class HostReport:
     #: host last slowed down was sent at the old pace.
     granted_at: float | None = None
 
-    def add(self, other: HostReport) -> None:
-        self.sent += other.sent
-        self.throttled += other.throttled
-        self.retry_after = max(self.retry_after, other.retry_after)
-        self.errors += other.errors
-        self.latency += other.latency
-        if other.granted_at is not None:
-            mine = self.granted_at
-            self.granted_at = other.granted_at if mine is None else min(mine, other.granted_at)
-
 
 def admit(
     state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules, returning: int = 0

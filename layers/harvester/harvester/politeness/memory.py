@@ -26,14 +26,11 @@ class MemoryHostGate:
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         state = self.hosts.setdefault(host, HostState())
-        before = (state.slowdown, state.next_start)
+        slowdown = state.slowdown
         settle(state, grant.token, report, spacing=spacing, now=now, rules=self.rules)
-        if (state.slowdown, state.next_start) != before and (report.throttled or before[0] != state.slowdown):
+        if report.throttled or state.slowdown != slowdown:
             self.changed(host, state)
 
-    def in_flight(self, host: str, now: float) -> int:
-        state = self.hosts.get(host)
-        return state.in_flight(now) if state else 0
-
     def changed(self, host: str, state: HostState) -> None:
-        """Called when a host's slow-down moved: a store that keeps it across runs writes it here."""
+        """Called when a host was throttled or its slow-down moved: a store that keeps it across runs writes
+        it here."""

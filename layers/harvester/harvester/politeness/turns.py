@@ -25,10 +25,11 @@ _TURNS = 5
 
 @dataclass
 class Turns:
-    """What the gate allowed of a batch: a start time per URL given a turn (None: settled without a request,
-    as a page robots.txt forbids), the deferred URLs with when to try them, and the grants to give back."""
+    """What the gate allowed of a batch: a start time per URL given a turn (a URL without one is settled
+    without a request, as a page robots.txt forbids), the deferred URLs with when to try them, and the
+    grants to give back."""
 
-    starts: dict[str, float | None] = field(default_factory=dict)
+    starts: dict[str, float] = field(default_factory=dict)
     deferred: dict[str, float] = field(default_factory=dict)
     grants: dict[str, tuple[Grant, float]] = field(default_factory=dict)
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
