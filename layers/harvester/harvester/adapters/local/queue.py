@@ -28,7 +28,7 @@ def queue_of(message: Message) -> str:
     return "jobs"
 
 
-def rank_of(message: Message) -> float:
+def rank(message: Message) -> float:
     return message.rank if isinstance(message, PageTask) else 0.0
 
 
@@ -58,7 +58,7 @@ class SqliteTaskQueue:
             db.executemany(
                 "INSERT INTO messages (queue, job_id, body, available_at, priority) VALUES (?, ?, ?, ?, ?)",
                 [
-                    (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank_of(m))
+                    (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m))
                     for m in messages
                 ],
             )
