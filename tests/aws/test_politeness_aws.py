@@ -66,8 +66,29 @@ def run_job(
 ) -> tuple[dict[str, Any], list[Hit], list[ContainerRun]]:
     """Discovery by one poller (the pages are queued, not fetched), then the page function in CONTAINERS
     threads until the job is done. Returns the job's status, the page requests seen, the invocations."""
-    stack, poller = aws.deploy(**(parameters or {}))
-    job_id = submit_job(JobRequest(site=f"{server.base}/", rate_limit_delay=delay), stack.outputs["JobQueueUrl"])
+    views, hits, invocations = run_jobs(
+        aws, [server], delay=delay, parameters=parameters, containers=containers, lanes=lanes
+    )
+    return views[0], hits[0], invocations
+
+
+def run_jobs(
+    aws: Aws,
+    servers: list[RouteServer],
+    *,
+    delay: float,
+    parameters: dict[str, str] | None = None,
+    containers: int = CONTAINERS,
+    lanes: int = 0,
+    deployed: tuple[DeployedStack, LambdaPoller] | None = None,
+) -> tuple[list[dict[str, Any]], list[list[Hit]], list[ContainerRun]]:
+    """``run_job`` for a job per server, in one stack (a new one unless ``deployed``), their pages fetched
+    by the same containers."""
+    stack, poller = deployed or aws.deploy(**(parameters or {}))
+    job_ids = [
+        submit_job(JobRequest(site=f"{server.base}/", rate_limit_delay=delay), stack.outputs["JobQueueUrl"])
+        for server in servers
+    ]
     for _ in range(500):
         if poller.poll_once("JobFunction") + poller.poll_once("SitemapFunction"):
             continue
@@ -75,18 +96,19 @@ def run_job(
             break
         poller.expire_in_flight()
         poller.release_delayed()
-    server.reset_log()
+    for server in servers:
+        server.reset_log()
 
     store = AwsAdapters.from_env(stack.function("PageFunction").environment).store
 
     def done() -> bool:  # (cheap: job_status reads the stack's outputs too, holding moto up)
-        job = store.get_job(job_id)
-        return job is not None and job.status.final
+        jobs = [store.get_job(job_id) for job_id in job_ids]
+        return all(job is not None and job.status.final for job in jobs)
 
     functions = {"PageFunction": containers, "PagePriorityFunction": lanes}
     invocations = run_side_by_side(stack, aws.endpoint, functions, until=done, timeout=120)
-    hits = [h for h in server.hits if h.path.startswith("/p/")]
-    return job_status(job_id, stack.stack_name), hits, invocations
+    hits = [[h for h in server.hits if h.path.startswith("/p/")] for server in servers]
+    return [job_status(job_id, stack.stack_name) for job_id in job_ids], hits, invocations
 
 
 def test_page_functions_side_by_side_keep_one_pace_per_host(aws, host):
@@ -133,3 +155,25 @@ def test_the_priority_lane_serves_the_sites_high_priorities_first(aws, host):
     assert sorted(fetched) == sorted(urls)
     first_fifth = set(fetched[: len(urls) // 5])
     assert high <= first_fifth, sorted(high - first_fifth)
+
+
+def test_jobs_for_different_sites_share_the_page_functions_and_a_slow_host_does_not_starve_a_fast_one(aws):
+    """A fast site crawled alone, then a site just like it beside one answering in 0.5 s (on 127.0.0.2), by
+    the same containers: each host keeps its own pace, and the fast site takes about as long as alone
+    (the slow host's requests in flight are bounded; its other pages wait in the queue, not in a container)."""
+    with serving("127.0.0.1") as alone, serving("127.0.0.1") as fast, serving("127.0.0.2") as slow:
+        site(alone, 30)
+        site(fast, 30)
+        site(slow, 16, page=Route("<html>slow</html>", content_type=HTML, delay=0.5))
+        deployed = aws.deploy(HostMaxInFlight="2")
+        views, (alone_hits,), _ = run_jobs(aws, [alone], delay=0.05, deployed=deployed)
+        assert views[0]["successful_count"] == 30
+        views, (fast_hits, slow_hits), invocations = run_jobs(aws, [fast, slow], delay=0.05, deployed=deployed)
+    assert [(v["total_urls"], v["successful_count"]) for v in views] == [(30, 30), (16, 16)]
+    assert overlapping(invocations) >= 2
+    assert len(fast_hits) == 30 and len(slow_hits) == 16
+    assert min(gaps(fast_hits)) >= 0.05 - JITTER and min(gaps(slow_hits)) >= 0.05 - JITTER
+    assert slow.max_in_flight == 2
+    alone_span = alone_hits[-1].at - alone_hits[0].at
+    fast_span = fast_hits[-1].at - fast_hits[0].at
+    assert fast_span <= 1.3 * alone_span + 0.5, (fast_span, alone_span)

@@ -154,6 +154,14 @@ def test_report_in_every_format(site_factory, tmp_path):
         (["crawl", "https://e.x/", "--concurrency", "0"], "--concurrency 0: must be at least 1"),
         (["crawl", "https://e.x/", "--rate-limit-delay", "0"], "rate_limit_delay 0.0"),
         (["crawl", "https://e.x/", "--sitemap", "/relative.xml"], "'/relative.xml'"),
+        (["crawl"], "give a site to crawl"),
+        (
+            ["crawl", "https://a.x/", "https://b.x/", "--sitemap", "https://a.x/s.xml"],
+            "--sitemap starts one site's job",
+        ),
+        (["crawl", "https://a.x/", "https://b.x/", "--job-id", "j1"], "--job-id names one job"),
+        (["crawl", "https://a.x/", "https://A.x"], "site 'https://A.x': https://a.x is given twice"),
+        (["crawl", "--sites", "/no/such/list"], "--sites /no/such/list: cannot be read"),
         (["parse", "/no/such/file.xml"], "/no/such/file.xml: no such file"),
         (["report", "job-x", "--state-dir", "/no/such/dir"], "--state-dir /no/such/dir: no harvest state there"),
     ],
@@ -163,6 +171,34 @@ def test_bad_input_names_the_input_and_the_reason(args, message):
     assert run.returncode == 2
     assert message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_several_sites_are_crawled_in_one_run_each_as_its_own_job(site_factory, tmp_path):
+    one, two, three = (site_factory(pages=n, broken=0) for n in (5, 7, 3))
+    listed = tmp_path / "sites.txt"
+    listed.write_text(f"# more sites\n{two.base_url}/\n\n{three.base_url}/  # the small one\n")
+    state = str(tmp_path / "s")
+    run = harvest("crawl", f"{one.base_url}/", "--sites", str(listed), "--state-dir", state, *ALLOW, "--json")
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)
+    assert [(r["site"], r["successful_processing"]) for r in results] == [
+        (f"{one.base_url}/", 5),
+        (f"{two.base_url}/", 7),
+        (f"{three.base_url}/", 3),
+    ]
+    assert len({r["job_id"] for r in results}) == 3
+    assert "3/3 sites done" in run.stderr  # (the progress line adds the jobs up)
+    listing = harvest("report", "--state-dir", state).stdout.splitlines()
+    assert {line.split()[0] for line in listing} == {r["job_id"] for r in results}
+
+
+def test_a_bad_line_in_a_sites_file_is_named(tmp_path):
+    listed = tmp_path / "sites.txt"
+    listed.write_text("https://ok.example/\nnot a url\n")
+    run = harvest("crawl", "--sites", str(listed), "--state-dir", str(tmp_path / "s"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"--sites {listed} line 2: site 'not a url'" in run.stderr, run.stderr
+    assert not (tmp_path / "s").exists()  # (nothing started)
 
 
 def test_report_of_an_unknown_job(site_factory, tmp_path):

@@ -351,3 +351,36 @@ def test_a_version_7_queue_gains_the_rank_and_its_messages_keep_their_order(tmp_
         received.append(PageTask.model_validate_json(message.body).url.removeprefix(SITE))
         queue.delete(message)
     assert received == ["high", "low", "old-0", "old-1"]
+
+
+def test_a_version_8_queue_gains_the_host_and_its_messages_are_still_handed_out(tmp_path):
+    """Version 9 keeps the host a message goes to (for the dispatcher): a version 8 file's queued pages
+    have none and are served as one host of their own, beside the pages sent since."""
+    from harvester.adapters.local.dispatch import Dispatcher
+    from harvester.adapters.local.queue import SqliteTaskQueue
+    from harvester.model.messages import PageTask
+
+    path = tmp_path / "harvest.db"
+    conn = connect(path)
+    conn.executescript(
+        "DROP TABLE messages;"
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, job_id TEXT NOT NULL,"
+        " body TEXT NOT NULL, available_at REAL NOT NULL, in_flight INTEGER NOT NULL DEFAULT 0,"
+        " receive_count INTEGER NOT NULL DEFAULT 0, priority REAL NOT NULL DEFAULT 0);"
+    )
+    conn.execute(
+        "INSERT INTO messages (queue, job_id, body, available_at, priority) VALUES ('pages', 'j', ?, 0, 0.5)",
+        (PageTask(job_id="j", url=f"{SITE}old").model_dump_json(),),
+    )
+    conn.execute("UPDATE meta SET value = '8' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    queue = SqliteTaskQueue(conn)
+    queue.send([PageTask(job_id="j", url=f"{SITE}new")])
+    dispatcher = Dispatcher(queue, ["j"], per_host=8)
+    received = {
+        (m.host, PageTask.model_validate_json(m.body).url.removeprefix(SITE)) for m in iter(dispatcher.take, None)
+    }
+    assert received == {("", "old"), ("example.com", "new")}

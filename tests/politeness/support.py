@@ -13,14 +13,18 @@ from tests.corpus.server import HTML, Hit, Route, RouteServer
 JITTER = 0.02
 
 
-def site(server: RouteServer, pages: int, *, robots: str = "", page: Route | None = None) -> list[str]:
-    """``pages`` pages under /p/, listed by /sitemap.xml, declared by robots.txt."""
+def site(
+    server: RouteServer, pages: int, *, robots: str = "", page: Route | None = None, priority: str | None = None
+) -> list[str]:
+    """``pages`` pages under /p/, listed by /sitemap.xml (each with ``priority`` if given), declared by
+    robots.txt."""
     urls = [server.url(f"/p/{i}") for i in range(pages)]
     server.add(
         "/robots.txt",
         Route(f"User-agent: *\n{robots}\nSitemap: {server.url('/sitemap.xml')}\n", content_type="text/plain"),
     )
-    server.add("/sitemap.xml", Route(f.urlset(*(f.url(u) for u in urls))))
+    entries = (f.url(u, priority=priority) if priority else f.url(u) for u in urls)
+    server.add("/sitemap.xml", Route(f.urlset(*entries)))
     server.add_prefix("/p/", page or Route("<html>a page</html>", content_type=HTML))
     return urls
 

@@ -78,8 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    crawl = commands.add_parser("crawl", help="run a job on this machine (resumable: run it again after a kill)")
-    _site_arguments(crawl)
+    crawl = commands.add_parser(
+        "crawl", help="run a job per site on this machine, side by side (resumable: run it again after a kill)"
+    )
+    _site_arguments(crawl, many=True)
+    crawl.add_argument(
+        "--sites", type=Path, metavar="FILE", help="also crawl the sites listed in FILE, one per line (# comments)"
+    )
     _job_arguments(crawl)
     crawl.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where state and documents live")
     crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
@@ -151,8 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _site_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("site", help="the site's home page, e.g. https://example.com/")
+def _site_arguments(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    if many:
+        parser.add_argument("site", nargs="*", help="each site's home page, e.g. https://example.com/")
+    else:
+        parser.add_argument("site", help="the site's home page, e.g. https://example.com/")
     parser.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
     parser.add_argument(
         "--allow-network",
@@ -196,9 +204,9 @@ def _pattern_arguments(parser: argparse.ArgumentParser) -> None:
     add("--sitemap-exclude", action="append", default=[], metavar="PAT", help="do not follow child sitemaps matching")
 
 
-def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None) -> JobRequest:
+def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:
     fields = {
-        "site": args.site,
+        "site": site or args.site,
         "sitemaps": tuple(args.sitemap),
         "include": tuple(args.include),
         "exclude": tuple(args.exclude),
@@ -248,23 +256,58 @@ def run_crawl(args: argparse.Namespace) -> int:
         if args.per_host < 1:
             raise UsageError(f"--per-host {args.per_host}: must be at least 1")
         settings = dataclasses.replace(settings, host_max_in_flight=args.per_host)
-    request = _request(args)
+    requests = _requests(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
     with LocalHarvest.open(args.state_dir) as harvest:
         runner = LocalRunner(
             harvest, policy=_policy(args), settings=settings, concurrency=args.concurrency, on_progress=progress
         )
         try:
-            outcome = asyncio.run(runner.crawl(request))
+            outcomes = asyncio.run(runner.crawl_all(requests))
         finally:
             if progress:
                 progress.close()
-    assert outcome.result is not None  # (a durable run always writes one)
+    results = [outcome.result for outcome in outcomes]
+    assert all(results)  # (a durable run always writes one)
     if args.json:
-        dump_json(outcome.result.model_dump(mode="json"), sys.stdout)
+        shown = [result.model_dump(mode="json") for result in results if result]
+        dump_json(shown[0] if len(shown) == 1 else shown, sys.stdout)
     else:
-        print(summary_text(outcome.result, resumed=outcome.resumed))
-    return EXIT_OK if outcome.job.status is JobStatus.COMPLETED else EXIT_FAILED
+        print("\n\n".join(summary_text(o.result, resumed=o.resumed) for o in outcomes if o.result))
+    completed = all(outcome.job.status is JobStatus.COMPLETED for outcome in outcomes)
+    return EXIT_OK if completed else EXIT_FAILED
+
+
+def _requests(args: argparse.Namespace) -> list[JobRequest]:
+    """One job request per site: those on the command line, then those of ``--sites`` (line by line)."""
+    sites: list[tuple[str, str]] = [(site, f"site {site!r}") for site in args.site]
+    if args.sites is not None:
+        try:
+            lines = args.sites.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--sites {args.sites}: cannot be read ({exc})") from None
+        for number, line in enumerate(lines, 1):
+            site = line.split("#", 1)[0].strip()
+            if site:
+                sites.append((site, f"--sites {args.sites} line {number}"))
+    if not sites:
+        raise UsageError("give a site to crawl (harvest crawl https://example.com/), or --sites FILE")
+    if len(sites) > 1 and args.sitemap:
+        raise UsageError("--sitemap starts one site's job: give it with a single site")
+    if len(sites) > 1 and args.job_id:
+        raise UsageError("--job-id names one job: give it with a single site")
+    requests: list[JobRequest] = []
+    seen: dict[str, str] = {}
+    for site, where in sites:
+        try:
+            request = _request(args, site=site)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+        if request.origin in seen:
+            raise UsageError(f"{where}: {request.origin} is given twice (first as {seen[request.origin]})")
+        seen[request.origin] = where
+        requests.append(request)
+    return requests
 
 
 def run_sitemaps(args: argparse.Namespace) -> int:

@@ -322,6 +322,7 @@ def _not_modified_since(value: str | None, modified: datetime) -> bool:
 def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        disable_nagle_algorithm = True  # (headers and body are two writes: Nagle would hold the body 40 ms)
 
         def log_message(self, format: str, *args: object) -> None:
             pass

@@ -16,12 +16,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4, 5, 6, 7}
+_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
@@ -57,6 +57,11 @@ DROP TABLE crawl_urls_before_v4;
 #: Since version 8 a message carries its page task's rank (pipeline.ranking): pages are received highest
 #: first, FIFO within a rank.
 _RANK_COLUMN = "ALTER TABLE messages ADD COLUMN priority REAL NOT NULL DEFAULT 0"
+
+#: Since version 9 a message carries the host it will make a request to (its page's, its sitemap's): the
+#: runner's dispatcher serves the host with the fewest requests in flight first (adapters.local.dispatch).
+#: Messages an older version wrote have none (''): they are served as one host of their own.
+_HOST_COLUMN = "ALTER TABLE messages ADD COLUMN host TEXT NOT NULL DEFAULT ''"
 
 _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
@@ -121,10 +126,12 @@ CREATE TABLE IF NOT EXISTS messages (
     available_at REAL NOT NULL,
     in_flight INTEGER NOT NULL DEFAULT 0,
     receive_count INTEGER NOT NULL DEFAULT 0,
-    priority REAL NOT NULL DEFAULT 0
+    priority REAL NOT NULL DEFAULT 0,
+    host TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS messages_ready ON messages (job_id, queue, available_at);
 CREATE INDEX IF NOT EXISTS messages_by_rank ON messages (job_id, queue, priority DESC, id);
+CREATE INDEX IF NOT EXISTS messages_by_host ON messages (host, queue, priority DESC, id);
 CREATE TABLE IF NOT EXISTS crawl_urls (
     site TEXT NOT NULL,
     url TEXT NOT NULL,
@@ -203,6 +210,8 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
         messages = _table(conn, "messages")
         if messages is not None and "priority REAL" not in messages:
             conn.execute(_RANK_COLUMN)
+        if messages is not None and "host TEXT" not in messages:
+            conn.execute(_HOST_COLUMN)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:

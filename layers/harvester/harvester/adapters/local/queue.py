@@ -13,11 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harvester.adapters.local.database import Transaction
-from harvester.model.messages import PageTask, SitemapTask
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.ports import Message
+from harvester.urls import host_of
 
 #: Receive order: a job's discovery first, so that its total is known early and its progress means something.
 QUEUES = ("jobs", "sitemaps", "pages")
+#: The queues whose messages are served before any page (see QUEUES), whichever host they go to.
+CONTROL = QUEUES[:2]
 
 
 def queue_of(message: Message) -> str:
@@ -36,12 +39,29 @@ def job_of(message: Message) -> str:
     return message.job_id or ""
 
 
+def target_host(message: Message) -> str:
+    """The host the message's task makes its request to (a job request's: its site's)."""
+    return host_of(message.site if isinstance(message, JobRequest) else message.url)
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     id: int
     queue: str
     body: str
     receive_count: int
+    job_id: str = ""
+    host: str = ""
+    rank: float = 0.0
+
+
+_COLUMNS = "id, queue, body, receive_count, job_id, host, priority"
+
+
+def _received(row: tuple) -> Received:
+    return Received(
+        id=row[0], queue=row[1], body=row[2], receive_count=row[3] + 1, job_id=row[4], host=row[5], rank=row[6]
+    )
 
 
 class SqliteTaskQueue:
@@ -49,19 +69,80 @@ class SqliteTaskQueue:
         self.conn = conn
         self.visibility_timeout = visibility_timeout
         self.max_receives = max_receives
+        #: When messages sent or handed back since the dispatcher last looked become visible, by the host
+        #: of their pages (None: job requests and sitemaps), so that it asks SQLite only where there is news.
+        self.arrivals: dict[str | None, float] = {}
 
     def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         if not messages:
             return
         available = time.time() + delay_seconds
+        rows = []
+        for m in messages:
+            queue, host = queue_of(m), target_host(m)
+            rows.append((queue, job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m), host))
+            self._arrive(host if queue == "pages" else None, available)
         with Transaction(self.conn) as db:
             db.executemany(
-                "INSERT INTO messages (queue, job_id, body, available_at, priority) VALUES (?, ?, ?, ?, ?)",
-                [
-                    (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m))
-                    for m in messages
-                ],
+                "INSERT INTO messages (queue, job_id, body, available_at, priority, host) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
             )
+
+    def _arrive(self, lane: str | None, available: float) -> None:
+        if available < self.arrivals.get(lane, float("inf")):
+            self.arrivals[lane] = available
+
+    def take_pages(self, job_ids: Sequence[str], host: str, limit: int) -> list[Received]:
+        """Up to ``limit`` visible page messages of the jobs to ``host``, highest ranked first (FIFO within
+        a rank), made invisible for the visibility timeout."""
+        marks = ",".join("?" * len(job_ids))
+        return self._take(
+            f"SELECT {_COLUMNS} FROM messages INDEXED BY messages_by_host WHERE host = ? AND queue = 'pages'"
+            f" AND job_id IN ({marks}) AND available_at <= ? ORDER BY priority DESC, id LIMIT ?",
+            (host, *job_ids),
+            limit,
+        )
+
+    def take_control(self, job_ids: Sequence[str], limit: int) -> list[Received]:
+        """Up to ``limit`` visible job requests and sitemap tasks of the jobs, job requests first."""
+        marks = ",".join("?" * len(job_ids))
+        return self._take(
+            f"SELECT {_COLUMNS} FROM messages WHERE queue IN ('jobs', 'sitemaps') AND job_id IN ({marks})"
+            " AND available_at <= ? ORDER BY queue = 'sitemaps', priority DESC, id LIMIT ?",
+            tuple(job_ids),
+            limit,
+        )
+
+    def _take(self, sql: str, params: tuple, limit: int) -> list[Received]:
+        now = time.time()
+        with Transaction(self.conn) as db:
+            taken = [_received(row) for row in db.execute(sql, (*params, now, limit))]
+            if taken:
+                db.execute(
+                    "UPDATE messages SET available_at = ?, in_flight = 1, receive_count = receive_count + 1"
+                    f" WHERE id IN ({','.join('?' * len(taken))})",
+                    (now + self.visibility_timeout, *(m.id for m in taken)),
+                )
+        return taken
+
+    def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None:
+        """When the next message of the jobs waiting (not in flight) to ``host`` (None: a job request or a
+        sitemap) becomes visible; None when there is none."""
+        marks = ",".join("?" * len(job_ids))
+        if host is None:
+            where, params = "queue IN ('jobs', 'sitemaps')", tuple(job_ids)
+        else:
+            where, params = "host = ? AND queue = 'pages'", (host, *job_ids)
+        sql = f"SELECT MIN(available_at) FROM messages WHERE {where} AND job_id IN ({marks}) AND in_flight = 0"
+        return self.conn.execute(sql, params).fetchone()[0]
+
+    def hosts(self, job_ids: Sequence[str]) -> list[str]:
+        """The hosts the jobs' queued pages go to (where a dispatcher starting on a resumed run looks)."""
+        marks = ",".join("?" * len(job_ids))
+        rows = self.conn.execute(
+            f"SELECT DISTINCT host FROM messages WHERE queue = 'pages' AND job_id IN ({marks})", tuple(job_ids)
+        )
+        return [row[0] for row in rows]
 
     def receive(self, job_id: str, queues: tuple[str, ...] = QUEUES) -> Received | None:
         """The next visible message of the job, made invisible for the visibility timeout: the highest
@@ -80,7 +161,7 @@ class SqliteTaskQueue:
                         " WHERE id = ?",
                         (now + self.visibility_timeout, row[0]),
                     )
-                    return Received(id=row[0], queue=queue, body=row[1], receive_count=row[2] + 1)
+                    return Received(id=row[0], queue=queue, body=row[1], receive_count=row[2] + 1, job_id=job_id)
         return None
 
     def delete(self, message: Received) -> None:
@@ -97,10 +178,9 @@ class SqliteTaskQueue:
                 )
                 db.execute("DELETE FROM messages WHERE id = ?", (message.id,))
             else:
-                db.execute(
-                    "UPDATE messages SET available_at = ?, in_flight = 0 WHERE id = ?",
-                    (time.time() + delay_seconds, message.id),
-                )
+                available = time.time() + delay_seconds
+                db.execute("UPDATE messages SET available_at = ?, in_flight = 0 WHERE id = ?", (available, message.id))
+                self._arrive(message.host if message.queue == "pages" else None, available)
 
     def dead_letter(self, message: Received, reason: str) -> None:
         """Moves a message that can never succeed (it is not valid) aside at once, with the reason."""

@@ -15,7 +15,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirError, connect
+from harvester.adapters.local.dispatch import Dispatcher
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
@@ -162,38 +163,52 @@ class LocalRunner:
         self.callbacks = callbacks
         self.pause = pause
         self.found = found
-        self._busy = 0
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
+        return (await self.crawl_all([request]))[0]
+
+    async def crawl_all(self, requests: Sequence[JobRequest]) -> list[CrawlOutcome]:
+        """Runs one job per request (each resumed if unfinished) side by side on the same workers, to the
+        end of the last; the outcomes in the order of ``requests``."""
+        if not requests:
+            raise ValueError("nothing to crawl")
         harvest = self.harvest
         with exclusive(harvest.state_dir), collector.relaxed():
             retention = time.time() - self.settings.retention_days * 86400
             if expired := harvest.store.expire_jobs(retention):
                 log.info("per-job records of old jobs expired", extra={"jobs": expired})
-            existing = self._resumable(request)
-            job_id = existing.job_id if existing else (request.job_id or new_job_id())
-            resumed = existing is not None
+            jobs: list[tuple[str, bool]] = []
+            for request in requests:
+                existing = self._resumable(request)
+                jobs.append((existing.job_id if existing else (request.job_id or new_job_id()), existing is not None))
+            if len({job_id for job_id, _ in jobs}) < len(jobs):
+                raise Unprocessable("two of the crawls asked for are the same job: give each site once")
             async with Fetcher(self.policy, max_connections=max(self.concurrency * 2, 10)) as fetcher:
                 engine = harvest.engine(fetcher, self.settings)
                 engine.callbacks = self.callbacks
                 engine.pause = self.pause
                 engine.found = self.found
-                if resumed:
-                    recovered = harvest.queue.recover(job_id)
-                    released = harvest.store.release_leases(job_id)
-                    log.info("resuming job", extra={"job_id": job_id, "messages": recovered, "leases": released})
-                engine.start_job(request, job_id=job_id)
-                await self._run(engine, job_id)
-            # What is left in the queue are duplicates of finished work. Closing the job is the run's last
-            # write: until then, running the same command again resumes (and reports) this job.
-            harvest.queue.purge(job_id)
-            harvest.store.close_job(job_id)
-            job = harvest.store.get_job(job_id)
-            result = None if harvest.ephemeral else harvest.result(job_id)
-            if job is None or (result is None and not harvest.ephemeral):
-                raise JobStuck(f"job {job_id} ended without a result in {harvest.state_dir}")
-            return CrawlOutcome(job=job, result=result, resumed=resumed)
+                for request, (job_id, resumed) in zip(requests, jobs, strict=True):
+                    if resumed:
+                        recovered = harvest.queue.recover(job_id)
+                        released = harvest.store.release_leases(job_id)
+                        log.info("resuming job", extra={"job_id": job_id, "messages": recovered, "leases": released})
+                    engine.start_job(request, job_id=job_id)
+                await self._run(engine, [job_id for job_id, _ in jobs])
+            return [self._outcome(job_id, resumed) for job_id, resumed in jobs]
+
+    def _outcome(self, job_id: str, resumed: bool) -> CrawlOutcome:
+        # What is left in the queue are duplicates of finished work. Closing the job is the run's last
+        # write: until then, running the same command again resumes (and reports) this job.
+        harvest = self.harvest
+        harvest.queue.purge(job_id)
+        harvest.store.close_job(job_id)
+        job = harvest.store.get_job(job_id)
+        result = None if harvest.ephemeral else harvest.result(job_id)
+        if job is None or (result is None and not harvest.ephemeral):
+            raise JobStuck(f"job {job_id} ended without a result in {harvest.state_dir}")
+        return CrawlOutcome(job=job, result=result, resumed=resumed)
 
     def _resumable(self, request: JobRequest) -> JobRecord | None:
         """The job a crawl of ``request`` continues: the one it names, or the newest one doing the same
@@ -209,57 +224,61 @@ class LocalRunner:
             return None
         return latest[0]
 
-    async def _run(self, engine: Engine, job_id: str) -> None:
+    async def _run(self, engine: Engine, job_ids: list[str]) -> None:
+        dispatcher = Dispatcher(self.harvest.queue, job_ids, per_host=self.settings.host_max_in_flight)
         done = asyncio.Event()
-        workers = [asyncio.create_task(self._worker(engine, job_id, done)) for _ in range(self.concurrency)]
+        workers = [asyncio.create_task(self._worker(engine, dispatcher, done)) for _ in range(self.concurrency)]
         try:
-            await self._supervise(engine, job_id, done, workers)
+            await self._supervise(engine, dispatcher, workers)
         finally:
             done.set()
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
 
-    async def _supervise(
-        self, engine: Engine, job_id: str, done: asyncio.Event, workers: list[asyncio.Task[None]]
-    ) -> None:
+    async def _supervise(self, engine: Engine, dispatcher: Dispatcher, workers: list[asyncio.Task[None]]) -> None:
         queue, store = self.harvest.queue, self.harvest.store
         last_progress = 0.0
         loop = asyncio.get_running_loop()
-        while True:
+        running = list(dispatcher.job_ids)
+        while running:
             for worker in workers:
                 if worker.done() and not worker.cancelled() and worker.exception() is not None:
                     raise worker.exception()  # type: ignore[misc]
-            job = store.get_job(job_id)
-            assert job is not None
-            if self.on_progress and (loop.time() - last_progress >= PROGRESS_INTERVAL or job.status.final):
-                view = engine.view(job_id)
-                if view is not None:
-                    self.on_progress(view)
-                last_progress = loop.time()
-            if job.status.final and (job.result_key or self.harvest.ephemeral):
-                return
-            if queue.next_available(job_id) is None and self._busy == 0:
-                resumed = engine.resume(job_id, force=True)
+            report = self.on_progress is not None and loop.time() - last_progress >= PROGRESS_INTERVAL
+            for job_id in list(running):
                 job = store.get_job(job_id)
                 assert job is not None
-                nothing_sent = resumed.sitemaps_resent == 0 and resumed.pages_resent == 0
-                if nothing_sent and not (job.status.final and (job.result_key or self.harvest.ephemeral)):
-                    raise JobStuck(f"job {job_id} has open records but no work left: {store.recount(job_id)}")
-            await asyncio.sleep(POLL_INTERVAL)
-
-    async def _worker(self, engine: Engine, job_id: str, done: asyncio.Event) -> None:
-        queue = self.harvest.queue
-        while not done.is_set():
-            message = queue.receive(job_id)
-            if message is None:
+                if self.on_progress and (report or job.status.final):
+                    view = engine.view(job_id)
+                    if view is not None:
+                        self.on_progress(view)
+                if job.status.final and (job.result_key or self.harvest.ephemeral):
+                    running.remove(job_id)
+                    dispatcher.forget(job_id)
+                    continue
+                if queue.next_available(job_id) is None and dispatcher.busy[job_id] == 0:
+                    resumed = engine.resume(job_id, force=True)
+                    job = store.get_job(job_id)
+                    assert job is not None
+                    nothing_sent = resumed.sitemaps_resent == 0 and resumed.pages_resent == 0
+                    if nothing_sent and not (job.status.final and (job.result_key or self.harvest.ephemeral)):
+                        raise JobStuck(f"job {job_id} has open records but no work left: {store.recount(job_id)}")
+            if report:
+                last_progress = loop.time()
+            if running:
                 await asyncio.sleep(POLL_INTERVAL)
+
+    async def _worker(self, engine: Engine, dispatcher: Dispatcher, done: asyncio.Event) -> None:
+        while not done.is_set():
+            message = dispatcher.take()
+            if message is None:
+                await dispatcher.wait(POLL_INTERVAL)
                 continue
-            self._busy += 1
             try:
                 await self._handle(engine, message)
             finally:
-                self._busy -= 1
+                dispatcher.done(message)
 
     async def _handle(self, engine: Engine, message: Received) -> None:
         queue = self.harvest.queue

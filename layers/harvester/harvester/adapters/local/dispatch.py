@@ -1,0 +1,119 @@
+"""Which message a free worker of a local run takes next: Scrapy's downloader-aware queue, over SQLite.
+
+One queue served in rank order lets a host that is slow to answer, or slow to be granted turns, hold as
+many workers as it has messages at the head of the queue, and starve every other host of a run with
+several sites. So page messages are served by host: the host with the fewest of this run's requests in
+flight goes first (ties: the highest ranked message, then the oldest), and a host already at its
+``per_host`` limit is not served at all until one of its requests ends, where the gate would have sent
+the page back to the queue to wait, behind pages of lower rank received meanwhile. Job requests and
+sitemap tasks come before any page (the queue's order: discovery first).
+
+SQLite is asked for a few messages of one host at a time (``depth``), and only when there may be news:
+a host whose queued messages are all in flight or delayed is asked again when the first of them is due
+or when one is sent or handed back (``SqliteTaskQueue.arrivals``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+
+from harvester.adapters.local.queue import Received, SqliteTaskQueue
+
+#: Messages asked of SQLite per host at a time: enough to save most of its statements, few enough that
+#: a message sent later with a higher rank waits behind at most this many.
+DEPTH = 8
+
+
+class Dispatcher:
+    def __init__(self, queue: SqliteTaskQueue, job_ids: Sequence[str], *, per_host: int, depth: int = DEPTH) -> None:
+        self.queue = queue
+        self.job_ids = list(job_ids)
+        self.per_host = per_host
+        self.depth = depth
+        self.control: deque[Received] = deque()
+        self.pages: dict[str, deque[Received]] = {}
+        #: When to ask SQLite again for a host's pages (None: for job requests and sitemap tasks).
+        self.look_at: dict[str | None, float] = {None: 0.0}
+        #: Pages handed out and not yet done, by host; messages of any kind, by job.
+        self.in_flight: Counter[str] = Counter()
+        self.busy: Counter[str] = Counter()
+        self.changed = asyncio.Event()
+        queue.arrivals.clear()
+        for host in queue.hosts(self.job_ids):
+            self.look_at[host] = 0.0
+
+    def take(self) -> Received | None:
+        """The next message to handle, or None when none may be handled now."""
+        now = time.time()
+        self._note_arrivals()
+        if not self.control and self.look_at[None] <= now:
+            self.control.extend(self._ask(None, now, self.depth))
+        if self.control:
+            return self._hand_out(self.control.popleft())
+        best: tuple[int, float, int] | None = None
+        chosen = ""
+        for host, at in self.look_at.items():
+            if host is None or self.in_flight[host] >= self.per_host:
+                continue
+            waiting = self.pages.get(host)
+            if not waiting and at <= now:
+                waiting = self.pages[host] = deque(self._ask(host, now, self.depth))
+            if waiting:
+                head = waiting[0]
+                key = (self.in_flight[host], -head.rank, head.id)
+                if best is None or key < best:
+                    best, chosen = key, host
+        if best is None:
+            return None
+        return self._hand_out(self.pages[chosen].popleft())
+
+    def done(self, message: Received) -> None:
+        """The worker is through with ``message`` (deleted, handed back or dead-lettered)."""
+        if message.queue == "pages":
+            self.in_flight[message.host] -= 1
+        self.busy[message.job_id] -= 1
+        self.changed.set()
+
+    async def wait(self, timeout: float) -> None:
+        """Until a message is done (a host may have a free slot again) or ``timeout`` passes."""
+        self.changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.changed.wait(), timeout)
+
+    def forget(self, job_id: str) -> None:
+        """A finished job's messages left in the queue are duplicates of finished work: none is handed out."""
+        if job_id in self.job_ids:
+            self.job_ids.remove(job_id)
+        self.control = deque(m for m in self.control if m.job_id != job_id)
+        for host, waiting in self.pages.items():
+            self.pages[host] = deque(m for m in waiting if m.job_id != job_id)
+
+    def _hand_out(self, message: Received) -> Received:
+        if message.queue == "pages":
+            self.in_flight[message.host] += 1
+        self.busy[message.job_id] += 1
+        return message
+
+    def _ask(self, host: str | None, now: float, limit: int) -> list[Received]:
+        if not self.job_ids:
+            self.look_at[host] = float("inf")
+            return []
+        if host is None:
+            taken = self.queue.take_control(self.job_ids, limit)
+        else:
+            taken = self.queue.take_pages(self.job_ids, host, limit)
+        if len(taken) < limit:
+            # Nothing more visible now: ask again when the next one is due (an arrival may bring it forward).
+            due = self.queue.next_visible(self.job_ids, host)
+            self.look_at[host] = float("inf") if due is None else max(due, now)
+        return taken
+
+    def _note_arrivals(self) -> None:
+        arrivals = self.queue.arrivals
+        while arrivals:
+            lane, at = arrivals.popitem()
+            self.look_at[lane] = min(self.look_at.get(lane, float("inf")), at)

@@ -1,0 +1,76 @@
+"""The local dispatcher: the host with the fewest pages in flight first, never more than the per-host limit
+handed out, discovery before pages, rank order within a host, and news (a send, a hand-back) noticed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harvester.adapters.local.database import connect
+from harvester.adapters.local.dispatch import Dispatcher
+from harvester.adapters.local.queue import SqliteTaskQueue
+from harvester.model.messages import PageTask, SitemapOrigin, SitemapTask
+
+
+@pytest.fixture
+def queue(tmp_path: Path) -> SqliteTaskQueue:
+    return SqliteTaskQueue(connect(tmp_path / "harvest.db"))
+
+
+def pages(host: str, count: int, *, job: str = "j", rank: float = 0.5) -> list[PageTask]:
+    return [PageTask(job_id=job, url=f"https://{host}/p/{n}", rank=rank) for n in range(count)]
+
+
+def url(message) -> str:
+    return message.body.split('"url":"', 1)[1].split('"', 1)[0]
+
+
+def test_hosts_are_served_fewest_in_flight_first_and_never_past_their_limit(queue):
+    queue.send(pages("a.example", 10, rank=1.0))  # ranked above b's: rank alone would serve a first
+    queue.send(pages("b.example", 10))
+    dispatcher = Dispatcher(queue, ["j"], per_host=3)
+    taken = [dispatcher.take() for _ in range(6)]
+    assert [m.host for m in taken] == ["a.example", "b.example"] * 3
+    assert dispatcher.take() is None  # both hosts at their limit
+    dispatcher.done(taken[1])  # one of b's ends
+    assert dispatcher.take().host == "b.example"
+
+
+def test_within_a_host_the_highest_rank_first_and_discovery_before_any_page(queue):
+    queue.send(pages("a.example", 2, rank=0.2))
+    queue.send([PageTask(job_id="j", url="https://a.example/top", rank=1.9)])
+    queue.send([SitemapTask(job_id="j", url="https://a.example/sitemap.xml", origin=SitemapOrigin.DECLARED, depth=1)])
+    dispatcher = Dispatcher(queue, ["j"], per_host=8)
+    first = dispatcher.take()
+    assert first.queue == "sitemaps"
+    dispatcher.done(first)
+    assert [url(dispatcher.take()) for _ in range(3)] == [
+        "https://a.example/top",
+        "https://a.example/p/0",
+        "https://a.example/p/1",
+    ]
+
+
+def test_messages_sent_or_handed_back_later_are_noticed_and_other_jobs_are_not_served(queue):
+    dispatcher = Dispatcher(queue, ["j"], per_host=8)
+    assert dispatcher.take() is None
+    queue.send(pages("c.example", 1, job="other"))
+    assert dispatcher.take() is None
+    queue.send(pages("c.example", 1))
+    message = dispatcher.take()
+    assert message is not None and message.job_id == "j"
+    queue.release(message, delay_seconds=0, reason="test")
+    dispatcher.done(message)
+    again = dispatcher.take()
+    assert again is not None and again.id == message.id and again.receive_count == 2
+
+
+def test_a_finished_jobs_messages_are_not_handed_out(queue):
+    queue.send(pages("a.example", 4, job="done"))
+    queue.send(pages("a.example", 1, job="j"))
+    dispatcher = Dispatcher(queue, ["done", "j"], per_host=8)
+    first = dispatcher.take()
+    dispatcher.forget(first.job_id)
+    rest = list(iter(dispatcher.take, None))
+    assert {m.job_id for m in rest} <= {"j"}
