@@ -176,4 +176,7 @@ def test_jobs_for_different_sites_share_the_page_functions_and_a_slow_host_does_
     assert slow.max_in_flight == 2
     alone_span = alone_hits[-1].at - alone_hits[0].at
     fast_span = fast_hits[-1].at - fast_hits[0].at
+    # A batch's pages beyond the host's two slots take the slots its own requests free, at the host's pace
+    # (30 x 0.05 s; when they went back to the queue instead, this took 7.8 s).
+    assert alone_span < 4.0, alone_span
     assert fast_span <= 1.3 * alone_span + 0.5, (fast_span, alone_span)

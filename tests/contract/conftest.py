@@ -33,18 +33,33 @@ class Backend:
 
 @pytest.fixture(params=["local", "aws"])
 def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    if request.param == "local":
-        with LocalHarvest.open(tmp_path / "state") as harvest:
+    yield from _backend(request, request.param, tmp_path)
 
-            def take_local(queue: str) -> list[Message]:
+
+@pytest.fixture(params=["local", "memory", "aws"])
+def queues(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    """The backends, and a local run's memory queue (`harvest crawl --memory`, throwaway runs)."""
+    yield from _backend(request, request.param, tmp_path)
+
+
+def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterator[Backend]:
+    if name in ("local", "memory"):
+        with LocalHarvest.open(tmp_path / "state", memory_queue=name == "memory") as harvest:
+            queue = harvest.queue
+
+            def take_local(wanted: str) -> list[Message]:
+                """Pops everything, keeps the messages of ``wanted`` and hands the others back."""
+                popped = list(iter(queue.pop, None))
                 taken = []
-                harvest.queue.visibility_timeout = 3600
-                while (message := _receive_local(harvest, queue)) is not None:
-                    taken.append(MODELS[queue].model_validate_json(message.body))
-                    harvest.queue.delete(message)
+                for message in popped:
+                    if message.queue == wanted:
+                        taken.append(MODELS[wanted].model_validate_json(message.body))
+                        queue.ack(message)
+                    else:
+                        queue.release(message, delay_seconds=0, reason="not taken")
                 return taken
 
-            yield Backend("local", harvest.store, harvest.queue, harvest.documents, take_local, {}, harvest.crawldb)
+            yield Backend(name, harvest.store, queue, harvest.documents, take_local, {}, harvest.crawldb)
         return
     stack, _ = request.getfixturevalue("deployed_stack")
     adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
@@ -76,11 +91,3 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
         return taken
 
     yield Backend("aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb)
-
-
-def _receive_local(harvest: LocalHarvest, queue: str) -> Any:
-    for job_id in harvest.queue.jobs_waiting(queue):
-        message = harvest.queue.receive(job_id, queues=(queue,))
-        if message is not None:
-            return message
-    return None

@@ -69,7 +69,7 @@ STORE_WRITES = {
     "create_job", "mark_seeded", "end_job", "set_result", "add_sitemaps", "claim_sitemap", "record_pages",
     "mark_enqueued", "finish_sitemap", "claim_pages", "finish_pages", "retry_pages", "release_leases", "close_job",
 }  # fmt: skip
-QUEUE_WRITES = {"send", "receive", "delete", "release", "recover", "purge"}
+QUEUE_WRITES = {"push", "take_pages", "take_control", "delete", "release", "dead_letter", "recover", "purge"}
 CRAWLDB_WRITES = {"put_urls", "put_sitemap", "put_site"}
 
 
@@ -82,14 +82,17 @@ class TwiceQueue:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def send(self, messages: Any, *, delay_seconds: float = 0) -> None:
-        self._inner.send(list(messages) * 2, delay_seconds=delay_seconds)
+    def push(self, messages: Any, *, delay_seconds: float = 0) -> None:
+        self._inner.push(list(messages) * 2, delay_seconds=delay_seconds)
 
 
-def crawl(state: Path, request: JobRequest, *, kill_after: int | None = None, twice: bool = False) -> int:
-    """Runs (or resumes) the crawl; returns the number of writes made, raising Killed if it was killed."""
+def crawl(
+    state: Path, request: JobRequest, *, kill_after: int | None = None, twice: bool = False, memory: bool = False
+) -> int:
+    """Runs (or resumes) the crawl; returns the number of writes made, raising Killed if it was killed.
+    ``memory``: the queue is kept in memory (`harvest crawl --memory`): a kill loses all of it."""
     writes = Writes(kill_after)
-    with LocalHarvest.open(state) as harvest:
+    with LocalHarvest.open(state, memory_queue=memory) as harvest:
         queue: Any = harvest.queue
         if twice:
             queue = TwiceQueue(queue)
@@ -139,15 +142,18 @@ def test_uninterrupted_run_is_the_baseline(small_site, tmp_path):
     check_invariants(tmp_path / "s", total=7, succeeded=6, failed=1)
 
 
-def test_killed_after_any_write_the_rerun_ends_exactly(small_site, tmp_path):
-    baseline = crawl(tmp_path / "baseline", request_for(small_site))
+@pytest.mark.parametrize("memory", [False, True], ids=["disk-queue", "memory-queue"])
+def test_killed_after_any_write_the_rerun_ends_exactly(small_site, tmp_path, memory):
+    """With the queue in memory too: a kill loses every task, and the rerun sends the job's open work again
+    from its records."""
+    baseline = crawl(tmp_path / "baseline", request_for(small_site), memory=memory)
     # Between any two writes: after the last one (the run closing its job) the job is fully done and reported,
     # and running the command again rightly starts a new one.
     for kill_after in range(1, baseline):
         state = tmp_path / f"kill-{kill_after}"
         with pytest.raises(Killed):
-            crawl(state, request_for(small_site), kill_after=kill_after)
-        crawl(state, request_for(small_site))
+            crawl(state, request_for(small_site), kill_after=kill_after, memory=memory)
+        crawl(state, request_for(small_site), memory=memory)
         try:
             check_invariants(state, total=7, succeeded=6, failed=1)
         except AssertionError as exc:

@@ -167,3 +167,50 @@ def test_fetches_refuse_loopback_unless_allowed(site_factory, tmp_path):
     assert result["status"] == "failed"
     robots = next(e for e in result["error_details"] if e["url"].endswith("/robots.txt"))
     assert "127.0.0.1" in robots["error"]
+
+
+def test_memory_keeps_the_queue_out_of_the_state_file(site_factory, tmp_path):
+    site = site_factory(pages=60, broken=2)
+    state = tmp_path / "s"
+    result = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(state), "--memory", *FAST)
+    assert (result["successful_processing"], result["failed_processing"]) == (60, 2)
+    assert len(documents(state, site.base_url)) == 60
+    with sqlite3.connect(state / "harvest.db") as db:
+        sent = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchall()
+    assert sent == []  # (no message was ever written to the disk queue)
+    again = harvest_json("crawl", f"{site.base_url}/", "--state-dir", str(state), "--memory", *FAST)
+    assert again["changes"]["not_due"] == 62  # (the crawl database outlives the run, as without --memory)
+
+
+def test_tasks_the_state_file_cannot_take_are_crawled_from_memory(site_factory, tmp_path, caplog):
+    """A durable push that fails for a reason that may pass (here: twice, for page tasks) keeps those tasks
+    in memory for the run, says so, and the crawl ends as an undisturbed one."""
+    import asyncio
+
+    from harvester.adapters.local.memory_queue import FallbackQueue
+    from harvester.adapters.local.queue import SqliteTaskQueue
+    from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+    from harvester.fetch import FetchPolicy, parse_networks
+    from harvester.model.messages import JobRequest, PageTask
+    from harvester.ports import QueueUnavailable
+
+    class Faltering(SqliteTaskQueue):
+        failures = 2
+
+        def push(self, messages, *, delay_seconds=0.0):  # type: ignore[no-untyped-def]
+            if self.failures and any(isinstance(m, PageTask) for m in messages):
+                self.failures -= 1
+                raise QueueUnavailable("the state file's queue: database or disk is full")
+            super().push(messages, delay_seconds=delay_seconds)
+
+    site = site_factory(pages=300, broken=3)
+    with LocalHarvest.open(tmp_path / "s") as local:
+        local.queue = FallbackQueue(Faltering(local.queue.durable.conn))
+        runner = LocalRunner(local, policy=FetchPolicy(allow_networks=parse_networks([LOOPBACK])), concurrency=8)
+        with caplog.at_level("WARNING"):
+            outcome = asyncio.run(runner.crawl(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)))
+        assert local.queue.kept_in_memory > 0
+    assert outcome.result is not None
+    assert (outcome.result.successful_processing, outcome.result.failed_processing) == (300, 3)
+    assert "tasks kept in memory for this run: the state file's queue: database or disk is full" in caplog.text
+    assert len(documents(tmp_path / "s", site.base_url)) == 300

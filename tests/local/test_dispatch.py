@@ -27,8 +27,8 @@ def url(message) -> str:
 
 
 def test_hosts_are_served_fewest_in_flight_first_and_never_past_their_limit(queue):
-    queue.send(pages("a.example", 10, rank=1.0))  # ranked above b's: rank alone would serve a first
-    queue.send(pages("b.example", 10))
+    queue.push(pages("a.example", 10, rank=1.0))  # ranked above b's: rank alone would serve a first
+    queue.push(pages("b.example", 10))
     dispatcher = Dispatcher(queue, ["j"], per_host=3)
     taken = [dispatcher.take() for _ in range(6)]
     assert [m.host for m in taken] == ["a.example", "b.example"] * 3
@@ -38,9 +38,9 @@ def test_hosts_are_served_fewest_in_flight_first_and_never_past_their_limit(queu
 
 
 def test_within_a_host_the_highest_rank_first_and_discovery_before_any_page(queue):
-    queue.send(pages("a.example", 2, rank=0.2))
-    queue.send([PageTask(job_id="j", url="https://a.example/top", rank=1.9)])
-    queue.send([SitemapTask(job_id="j", url="https://a.example/sitemap.xml", origin=SitemapOrigin.DECLARED, depth=1)])
+    queue.push(pages("a.example", 2, rank=0.2))
+    queue.push([PageTask(job_id="j", url="https://a.example/top", rank=1.9)])
+    queue.push([SitemapTask(job_id="j", url="https://a.example/sitemap.xml", origin=SitemapOrigin.DECLARED, depth=1)])
     dispatcher = Dispatcher(queue, ["j"], per_host=8)
     first = dispatcher.take()
     assert first.queue == "sitemaps"
@@ -55,9 +55,9 @@ def test_within_a_host_the_highest_rank_first_and_discovery_before_any_page(queu
 def test_messages_sent_or_handed_back_later_are_noticed_and_other_jobs_are_not_served(queue):
     dispatcher = Dispatcher(queue, ["j"], per_host=8)
     assert dispatcher.take() is None
-    queue.send(pages("c.example", 1, job="other"))
+    queue.push(pages("c.example", 1, job="other"))
     assert dispatcher.take() is None
-    queue.send(pages("c.example", 1))
+    queue.push(pages("c.example", 1))
     message = dispatcher.take()
     assert message is not None and message.job_id == "j"
     queue.release(message, delay_seconds=0, reason="test")
@@ -67,8 +67,8 @@ def test_messages_sent_or_handed_back_later_are_noticed_and_other_jobs_are_not_s
 
 
 def test_a_finished_jobs_messages_are_not_handed_out(queue):
-    queue.send(pages("a.example", 4, job="done"))
-    queue.send(pages("a.example", 1, job="j"))
+    queue.push(pages("a.example", 4, job="done"))
+    queue.push(pages("a.example", 1, job="j"))
     dispatcher = Dispatcher(queue, ["done", "j"], per_host=8)
     first = dispatcher.take()
     dispatcher.forget(first.job_id)

@@ -327,13 +327,7 @@ def test_a_version_7_queue_gains_the_rank_and_its_messages_keep_their_order(tmp_
     from harvester.model.messages import PageTask
 
     path = tmp_path / "harvest.db"
-    conn = connect(path)
-    conn.executescript(
-        "DROP TABLE messages;"
-        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, job_id TEXT NOT NULL,"
-        " body TEXT NOT NULL, available_at REAL NOT NULL, in_flight INTEGER NOT NULL DEFAULT 0,"
-        " receive_count INTEGER NOT NULL DEFAULT 0);"
-    )
+    conn = _with_old_messages(path, "")
     old = [PageTask(job_id="j", url=f"{SITE}old-{n}") for n in range(2)]
     conn.executemany(
         "INSERT INTO messages (queue, job_id, body, available_at) VALUES ('pages', 'j', ?, 0)",
@@ -345,11 +339,11 @@ def test_a_version_7_queue_gains_the_rank_and_its_messages_keep_their_order(tmp_
     conn = connect(path)
     assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     queue = SqliteTaskQueue(conn)
-    queue.send([PageTask(job_id="j", url=f"{SITE}{name}", rank=rank) for name, rank in [("low", 0.5), ("high", 1.5)]])
+    queue.push([PageTask(job_id="j", url=f"{SITE}{name}", rank=rank) for name, rank in [("low", 0.5), ("high", 1.5)]])
     received = []
-    while (message := queue.receive("j")) is not None:
+    while (message := queue.pop()) is not None:
         received.append(PageTask.model_validate_json(message.body).url.removeprefix(SITE))
-        queue.delete(message)
+        queue.ack(message)
     assert received == ["high", "low", "old-0", "old-1"]
 
 
@@ -361,13 +355,7 @@ def test_a_version_8_queue_gains_the_host_and_its_messages_are_still_handed_out(
     from harvester.model.messages import PageTask
 
     path = tmp_path / "harvest.db"
-    conn = connect(path)
-    conn.executescript(
-        "DROP TABLE messages;"
-        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, job_id TEXT NOT NULL,"
-        " body TEXT NOT NULL, available_at REAL NOT NULL, in_flight INTEGER NOT NULL DEFAULT 0,"
-        " receive_count INTEGER NOT NULL DEFAULT 0, priority REAL NOT NULL DEFAULT 0);"
-    )
+    conn = _with_old_messages(path, ", priority REAL NOT NULL DEFAULT 0")
     conn.execute(
         "INSERT INTO messages (queue, job_id, body, available_at, priority) VALUES ('pages', 'j', ?, 0, 0.5)",
         (PageTask(job_id="j", url=f"{SITE}old").model_dump_json(),),
@@ -378,9 +366,21 @@ def test_a_version_8_queue_gains_the_host_and_its_messages_are_still_handed_out(
     conn = connect(path)
     assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     queue = SqliteTaskQueue(conn)
-    queue.send([PageTask(job_id="j", url=f"{SITE}new")])
+    queue.push([PageTask(job_id="j", url=f"{SITE}new")])
     dispatcher = Dispatcher(queue, ["j"], per_host=8)
     received = {
         (m.host, PageTask.model_validate_json(m.body).url.removeprefix(SITE)) for m in iter(dispatcher.take, None)
     }
     assert received == {("", "old"), ("example.com", "new")}
+
+
+def _with_old_messages(path: Path, columns: str) -> sqlite3.Connection:
+    """A state file whose queue table is an older version's: the first columns, and ``columns``."""
+    conn = connect(path)
+    conn.executescript(
+        "DROP TABLE messages;"
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, job_id TEXT NOT NULL,"
+        " body TEXT NOT NULL, available_at REAL NOT NULL, in_flight INTEGER NOT NULL DEFAULT 0,"
+        f" receive_count INTEGER NOT NULL DEFAULT 0{columns});"
+    )
+    return conn

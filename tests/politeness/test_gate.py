@@ -4,6 +4,7 @@ them through the real stores and servers)."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
@@ -108,3 +109,46 @@ def test_a_missed_turn_asked_again_gives_its_slot_back_first():
     again = admit(state, "g", 1, spacing=0.1, now=0.5, rules=RULES, returning=1)
     assert again.starts == (pytest.approx(0.5),) and state.in_flight(0.5) == 3
     assert admit(state, "other", 1, spacing=0.1, now=0.5, rules=RULES).starts == ()  # still full
+
+
+def test_a_batchs_pages_beyond_the_free_slots_take_the_slots_its_own_requests_free():
+    """Six pages to a host that allows two requests at once: two get turns at admission, and each of the
+    others takes the slot of one of the batch's requests that ended, at the host's pace; none goes back to
+    the queue, and never more than two are in flight."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import Turns
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
+    urls = [f"https://h.example/p/{n}" for n in range(6)]
+
+    async def batch() -> tuple[Turns, list[float], int]:
+        turns = Turns()
+        grant = gate.acquire("h.example", len(urls), spacing=0.01, now=time.time())
+        turns.grants["h.example"] = (grant, 0.01)
+        turns.starts.update(zip(urls, grant.starts, strict=False))
+        turns.deferred.update(dict.fromkeys(urls[len(grant.starts) :], grant.later))
+        started: list[float] = []
+        in_flight = most = 0
+
+        async def fetch(url: str) -> None:
+            nonlocal in_flight, most
+            if not await turns.turn(gate, url):
+                return
+            started.append(time.time())
+            in_flight += 1
+            most = max(most, in_flight)
+            await asyncio.sleep(0.05)
+            in_flight -= 1
+            await turns.ended(url)
+
+        await asyncio.gather(*(fetch(u) for u in urls))
+        turns.release(gate)
+        return turns, started, most
+
+    turns, started, most = asyncio.run(batch())
+    assert turns.deferred == {} and len(started) == 6
+    assert most == 2
+    assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= 0.01 - 0.002
+    assert gate.hosts["h.example"].in_flight(time.time()) == 0  # (all slots given back)

@@ -35,12 +35,41 @@ from harvester.politeness.gate import GateRules, Grant, HostReport
 Message = JobRequest | SitemapTask | PageTask
 
 
-class TaskQueue(Protocol):
-    """Fan-out: sends job requests, sitemap tasks and page tasks to their queues, in batches."""
+class QueueUnavailable(RuntimeError):
+    """A push failed for a reason that may pass (a dropped connection, a busy or full disk): the caller may
+    keep the messages elsewhere for now (the local runner keeps them in memory and says so)."""
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
-        """Sends every message or raises; a message may be delivered more than once, never lost. It is not
-        delivered before ``delay_seconds`` (at most 900; SQS rounds up to whole seconds)."""
+
+class Popped(Protocol):
+    """A message handed out by ``pop``: invisible to others until acknowledged or its visibility ends."""
+
+    @property
+    def body(self) -> str: ...
+
+
+class TaskQueue(Protocol):
+    """Fan-out and hand-out of job requests, sitemap tasks and page tasks: the interface of Scrapy's external
+    queues (seeds/request-queues.txt), with SQS's at-least-once delivery: a popped message stays the
+    queue's until ``ack``, so a worker that dies with it does not lose it."""
+
+    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+        """Sends every message or raises (``QueueUnavailable`` when the failure may pass); a message may be
+        delivered more than once, never lost. It is not delivered before ``delay_seconds`` (at most 900;
+        SQS rounds up to whole seconds)."""
+
+    def pop(self) -> Popped | None:
+        """The next message to handle (job requests, then sitemaps, then pages by rank), or None: none is
+        visible, or a temporary problem kept the queue from answering (never raised)."""
+
+    def ack(self, popped: Popped) -> None:
+        """The popped message is handled: it is removed."""
+
+    def close(self) -> None:
+        """Releases what the queue holds (a connection); messages pushed stay where the queue keeps them."""
+
+    def __len__(self) -> int:
+        """The messages queued (visible, in flight or delayed). When the count cannot be had, the last known
+        one or 1: never 0 because of an error, which would make the queue look finished."""
 
 
 class DocumentStore(Protocol):

@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="requests to one host in flight at once, across all workers (default 8, HARVEST_HOST_MAX_IN_FLIGHT)",
     )
+    crawl.add_argument(
+        "--memory",
+        action="store_true",
+        help="keep the task queue in memory, not in the state file (killed, the run sends its open work again"
+        " from the records)",
+    )
     crawl.add_argument("--json", action="store_true", help="print the SitemapIngestionResult summary as JSON")
     crawl.add_argument("--quiet", action="store_true", help="no progress line")
     crawl.set_defaults(run=run_crawl)
@@ -258,7 +264,7 @@ def run_crawl(args: argparse.Namespace) -> int:
         settings = dataclasses.replace(settings, host_max_in_flight=args.per_host)
     requests = _requests(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
-    with LocalHarvest.open(args.state_dir) as harvest:
+    with LocalHarvest.open(args.state_dir, memory_queue=args.memory) as harvest:
         runner = LocalRunner(
             harvest, policy=_policy(args), settings=settings, concurrency=args.concurrency, on_progress=progress
         )

@@ -46,6 +46,8 @@ async def admit(ctx: StepContext, job: JobRecord, pages: Sequence[SitemapURL]) -
     return admission
 
 
-def ceil_tenth(seconds: float) -> float:
-    """A queue delay: never sooner than asked, in tenths of a second, between 0 and SQS's 900."""
-    return math.ceil(max(0.0, min(900.0, seconds)) * 10) / 10
+def queue_delay(seconds: float) -> float:
+    """A queue delay: never sooner than asked, in hundredths of a second (the local queue keeps them; a
+    host's turns may be 0.15 s apart, and tenths made that 0.2), between 0 and SQS's 900 (SQS rounds up to
+    whole seconds)."""
+    return math.ceil(max(0.0, min(900.0, seconds)) * 100) / 100

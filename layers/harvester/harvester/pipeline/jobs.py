@@ -42,6 +42,6 @@ def conflict(job_id: str, stored: JobRequest, given: JobRequest) -> str:
 def seed(ctx: StepContext, job: JobRecord) -> None:
     """Records and sends the job's first sitemaps (robots.txt, or those the request names)."""
     records = ctx.store.add_sitemaps(job.job_id, seed_sitemaps(job.request, now=ctx.clock()))
-    ctx.queue.send([task_for(job.job_id, r) for r in records if r.status is SitemapStatus.PENDING])
+    ctx.queue.push([task_for(job.job_id, r) for r in records if r.status is SitemapStatus.PENDING])
     ctx.store.mark_seeded(job.job_id)
     log.info("job started", extra={"job_id": job.job_id, "site": job.site, "seeds": len(records)})

@@ -29,7 +29,7 @@ from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
-from harvester.pipeline.admission import admit, ceil_tenth
+from harvester.pipeline.admission import admit, queue_delay
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
@@ -106,12 +106,12 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
         for retry in retries:
             if retry.url not in retried:
                 continue
-            delay = ceil_tenth((retry.not_before - ctx.clock()).total_seconds())
+            delay = queue_delay((retry.not_before - ctx.clock()).total_seconds())
             base = by_url[retry.url]
             by_delay[delay].append(base.model_copy(update={"url": retry.url, "attempt": retry.retries}))
             result.retried.append(retry.url)
         for delay, delayed in by_delay.items():
-            ctx.queue.send(delayed, delay_seconds=delay)
+            ctx.queue.push(delayed, delay_seconds=delay)
     maybe_complete(ctx, job.job_id)
 
 
@@ -159,14 +159,17 @@ async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admissio
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
         fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
         sent = time.monotonic()
-        async with fetch as response:
-            admission.observe(
-                record.url,
-                status=response.status_code,
-                latency=time.monotonic() - sent,
-                retry_after=response.headers.get("retry-after"),
-            )
-            return await _settle_response(ctx, job, record, response, conditional=bool(headers))
+        try:
+            async with fetch as response:
+                admission.observe(
+                    record.url,
+                    status=response.status_code,
+                    latency=time.monotonic() - sent,
+                    retry_after=response.headers.get("retry-after"),
+                )
+                return await _settle_response(ctx, job, record, response, conditional=bool(headers))
+        finally:
+            await admission.ended(record.url)
     except FetchError as exc:
         if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
             admission.observe(record.url, status=None, latency=0.0)

@@ -59,7 +59,7 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
     for status in (SitemapStatus.PENDING, SitemapStatus.PROCESSING):
         tasks = [task_for(job_id, s) for s in store.sitemaps(job_id, status=status)]
         for i in range(0, len(tasks), _SEND_CHUNK):
-            ctx.queue.send(tasks[i : i + _SEND_CHUNK])
+            ctx.queue.push(tasks[i : i + _SEND_CHUNK])
         report.sitemaps_resent += len(tasks)
     if job.request.fetch_pages:
         now = ctx.clock()
@@ -68,10 +68,10 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
             for page in store.pages(job_id, status=status):
                 chunk.append(page.task(job_id, rank=rank_of(page, now, ctx.settings)))
                 if len(chunk) >= _SEND_CHUNK:
-                    ctx.queue.send(chunk)
+                    ctx.queue.push(chunk)
                     report.pages_resent += len(chunk)
                     chunk = []
-            ctx.queue.send(chunk)
+            ctx.queue.push(chunk)
             report.pages_resent += len(chunk)
     report.ended = maybe_complete(ctx, job_id)
     log.info("job resumed", extra={"job_id": job_id, **report.__dict__})

@@ -104,7 +104,7 @@ def tick(ctx: StepContext, recurring: list[RecurringJob], *, now: datetime | Non
         if ctx.store.get_job(job_id) is None:
             due.append(job.request.model_copy(update={"job_id": job_id}))
             report.started.append(job_id)
-    ctx.queue.send(due)
+    ctx.queue.push(due)
     for job in ctx.store.active_jobs():
         try:
             outcome = resume(ctx, job.job_id)

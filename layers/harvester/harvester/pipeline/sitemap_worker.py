@@ -116,7 +116,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             ctx.settings.retry_backoff_max_seconds,
         )
         if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason, attempts=outcome.attempts):
-            ctx.queue.send([task_for(job.job_id, record)], delay_seconds=delay)
+            ctx.queue.push([task_for(job.job_id, record)], delay_seconds=delay)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
         return store.get_sitemap(job.job_id, url)
     outcome.finished_at = ctx.clock()
@@ -624,7 +624,7 @@ class SitemapReading:
             for s in stored
             if s.url in mine and s.status is SitemapStatus.PENDING and self._registered_by_us(s)
         ]
-        self.ctx.queue.send(to_send)
+        self.ctx.queue.push(to_send)
 
     def _registered_by_us(self, sitemap: SitemapRecord) -> bool:
         if sitemap.parent == self.record.url:
@@ -654,7 +654,7 @@ class SitemapReading:
                 for page in new
                 if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
             ]
-            self.ctx.queue.send(tasks)
+            self.ctx.queue.push(tasks)
             self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
         self.enqueued = checkpoint
 

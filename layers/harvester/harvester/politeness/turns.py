@@ -33,12 +33,17 @@ class Turns:
     deferred: dict[str, float] = field(default_factory=dict)
     grants: dict[str, tuple[Grant, float]] = field(default_factory=dict)
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
+    #: Requests of the batch that ended, by host, whose slots no deferred page has taken yet.
+    freed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    _ended: asyncio.Condition | None = None
 
     async def turn(self, gate: HostGate, url: str) -> bool:
         """Waits for the URL's start (at most the gate's horizon, which granted it). A turn missed (the
         worker was busy when it came) is taken again; False when the gate has none left within the horizon
-        (then ``deferred`` says when to try)."""
-        if url in self.deferred:
+        (then ``deferred`` says when to try). A URL the gate had no slot for waits, up to the horizon, for
+        one of the batch's own requests to its host to end, and takes its slot: a batch of pages to a host
+        at its limit is fetched a few at a time, not sent back to the queue but for those few."""
+        if url in self.deferred and not await self._take_freed(gate, url):
             return False
         for _ in range(_TURNS):
             start = self.starts.get(url)
@@ -59,6 +64,37 @@ class Turns:
             self.starts[url] = again.starts[0]
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
+
+    async def ended(self, url: str) -> None:
+        """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
+        if url not in self.starts:
+            return
+        self.freed[host_of(url)] += 1
+        if self._ended is not None:
+            async with self._ended:
+                self._ended.notify_all()
+
+    async def _take_freed(self, gate: HostGate, url: str) -> bool:
+        host = host_of(url)
+        if host not in self.grants:
+            return False  # (the batch holds no slot at the host: nothing of its own will free one)
+        if self._ended is None:
+            self._ended = asyncio.Condition()
+        try:
+            async with self._ended:
+                await asyncio.wait_for(self._ended.wait_for(lambda: self.freed[host] > 0), gate.rules.horizon)
+        except TimeoutError:
+            return False
+        self.freed[host] -= 1
+        grant, spacing = self.grants[host]
+        now = time.time()
+        again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
+        if not again.starts:  # (the slot went back to the gate with the asking)
+            self.deferred[url] = again.later or now + RECHECK_SECONDS
+            return False
+        del self.deferred[url]
+        self.starts[url] = again.starts[0]
+        return True
 
     def observe(self, url: str, *, status: int | None, latency: float, retry_after: str | None = None) -> None:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""

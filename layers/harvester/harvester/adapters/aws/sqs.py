@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.ports import Message
 
+log = logging.getLogger(__name__)
+
 BATCH = 10
 _SEND_ATTEMPTS = 5
+_COUNTED = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SqsMessage:
+    """A popped message and where to acknowledge it."""
+
+    body: str
+    queue_url: str
+    receipt_handle: str
 
 
 class QueueSendError(RuntimeError):
@@ -36,19 +56,53 @@ class SqsTaskQueue:
         self.client = client
         self.urls = {JobRequest: job_queue_url, SitemapTask: sitemap_queue_url, PageTask: page_queue_url}
         self.priority_url = page_priority_queue_url or page_queue_url
+        #: Popped in this order: job requests, sitemaps, then the priority lane before the other pages.
+        self.order = list(dict.fromkeys([job_queue_url, sitemap_queue_url, self.priority_url, page_queue_url]))
+        self._length: int | None = None
 
     def queue_of(self, message: Message) -> str:
         if isinstance(message, PageTask) and message.rank > PRIORITY_LANE:
             return self.priority_url
         return self.urls[type(message)]
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         by_queue: dict[str, list[str]] = defaultdict(list)
         for message in messages:
             by_queue[self.queue_of(message)].append(message.model_dump_json(exclude_none=True))
         for queue_url, bodies in by_queue.items():
             for start in range(0, len(bodies), BATCH):
                 self._send_batch(queue_url, bodies[start : start + BATCH], delay_seconds)
+
+    def pop(self) -> SqsMessage | None:
+        """(Lambda's pollers hand the functions their messages; this is for anything else that consumes.)"""
+        for queue_url in self.order:
+            try:
+                response = self.client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1)
+            except (BotoCoreError, ClientError) as exc:
+                log.warning("SQS did not answer; trying again later", extra={"queue": queue_url, "error": str(exc)})
+                return None
+            for message in response.get("Messages", []):
+                return SqsMessage(message["Body"], queue_url, message["ReceiptHandle"])
+        return None
+
+    def ack(self, popped: SqsMessage) -> None:
+        self.client.delete_message(QueueUrl=popped.queue_url, ReceiptHandle=popped.receipt_handle)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __len__(self) -> int:
+        """SQS's approximate counts, over every queue; the last known count (or 1) when they cannot be had."""
+        try:
+            total = 0
+            for queue_url in self.order:
+                attributes = self.client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(_COUNTED))
+                total += sum(int(attributes["Attributes"].get(name, 0)) for name in _COUNTED)
+        except (BotoCoreError, ClientError) as exc:
+            log.warning("SQS's queues could not be counted", extra={"error": str(exc)})
+            return self._length or 1
+        self._length = total
+        return total
 
     def _send_batch(self, queue_url: str, bodies: list[str], delay_seconds: float) -> None:
         delay = max(0, min(900, math.ceil(delay_seconds)))  # never sooner than asked

@@ -21,7 +21,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Sequence
 
-from harvester.adapters.local.queue import Received, SqliteTaskQueue
+from harvester.adapters.local.queue import LocalQueue, Received
 
 #: Messages asked of SQLite per host at a time: enough to save most of its statements, few enough that
 #: a message sent later with a higher rank waits behind at most this many.
@@ -29,7 +29,7 @@ DEPTH = 8
 
 
 class Dispatcher:
-    def __init__(self, queue: SqliteTaskQueue, job_ids: Sequence[str], *, per_host: int, depth: int = DEPTH) -> None:
+    def __init__(self, queue: LocalQueue, job_ids: Sequence[str], *, per_host: int, depth: int = DEPTH) -> None:
         self.queue = queue
         self.job_ids = list(job_ids)
         self.per_host = per_host

@@ -7,15 +7,19 @@ failing goes to ``dead_letters`` after ``max_receives`` deliveries, like a redri
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from harvester.adapters.local.database import Transaction
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
-from harvester.ports import Message
+from harvester.ports import Message, QueueUnavailable
 from harvester.urls import host_of
+
+log = logging.getLogger(__name__)
 
 #: Receive order: a job's discovery first, so that its total is known early and its progress means something.
 QUEUES = ("jobs", "sitemaps", "pages")
@@ -55,6 +59,26 @@ class Received:
     rank: float = 0.0
 
 
+class LocalQueue(Protocol):
+    """What a local run asks of its queue beyond the TaskQueue port: messages by job and host for the
+    dispatcher, and SQS's hand-back and dead-letter semantics for the workers."""
+
+    arrivals: dict[str | None, float]
+
+    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None: ...
+    def take_pages(self, job_ids: Sequence[str], host: str, limit: int) -> list[Received]: ...
+    def take_control(self, job_ids: Sequence[str], limit: int) -> list[Received]: ...
+    def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None: ...
+    def hosts(self, job_ids: Sequence[str]) -> list[str]: ...
+    def holds(self, job_id: str) -> bool: ...
+    def delete(self, message: Received) -> None: ...
+    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None: ...
+    def dead_letter(self, message: Received, reason: str) -> None: ...
+    def dead_letters(self, job_id: str) -> list[tuple[str, str, str]]: ...
+    def recover(self, job_id: str) -> int: ...
+    def purge(self, job_id: str) -> int: ...
+
+
 _COLUMNS = "id, queue, body, receive_count, job_id, host, priority"
 
 
@@ -72,21 +96,51 @@ class SqliteTaskQueue:
         #: When messages sent or handed back since the dispatcher last looked become visible, by the host
         #: of their pages (None: job requests and sitemaps), so that it asks SQLite only where there is news.
         self.arrivals: dict[str | None, float] = {}
+        self._length = 0
 
-    def send(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
         if not messages:
             return
         available = time.time() + delay_seconds
-        rows = []
-        for m in messages:
-            queue, host = queue_of(m), target_host(m)
-            rows.append((queue, job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m), host))
+        rows = [
+            (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m), target_host(m))
+            for m in messages
+        ]
+        try:
+            with Transaction(self.conn) as db:
+                db.executemany(
+                    "INSERT INTO messages (queue, job_id, body, available_at, priority, host)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.OperationalError as exc:  # (busy, locked, full, I/O: all may pass)
+            raise QueueUnavailable(f"the state file's queue: {exc}") from exc
+        for queue, _, _, _, _, host in rows:
             self._arrive(host if queue == "pages" else None, available)
-        with Transaction(self.conn) as db:
-            db.executemany(
-                "INSERT INTO messages (queue, job_id, body, available_at, priority, host) VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+
+    def pop(self) -> Received | None:
+        """The next visible message of any job (the runner's dispatcher takes by job and host instead)."""
+        taken = self._take(
+            f"SELECT {_COLUMNS} FROM messages WHERE available_at <= ?"
+            " ORDER BY queue = 'pages', queue = 'sitemaps', priority DESC, id LIMIT ?",
+            (),
+            1,
+        )
+        return taken[0] if taken else None
+
+    def ack(self, popped: Received) -> None:
+        self.delete(popped)
+
+    def close(self) -> None:
+        """(The connection is the state directory's, closed with it.)"""
+
+    def __len__(self) -> int:
+        try:
+            self._length = self.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        except sqlite3.Error as exc:
+            log.warning("the state file's queue could not be counted", extra={"error": str(exc)})
+            return self._length or 1
+        return self._length
 
     def _arrive(self, lane: str | None, available: float) -> None:
         if available < self.arrivals.get(lane, float("inf")):
@@ -114,15 +168,20 @@ class SqliteTaskQueue:
         )
 
     def _take(self, sql: str, params: tuple, limit: int) -> list[Received]:
+        """Nothing when SQLite does not answer (busy, I/O): a temporary problem is not the taker's to raise."""
         now = time.time()
-        with Transaction(self.conn) as db:
-            taken = [_received(row) for row in db.execute(sql, (*params, now, limit))]
-            if taken:
-                db.execute(
-                    "UPDATE messages SET available_at = ?, in_flight = 1, receive_count = receive_count + 1"
-                    f" WHERE id IN ({','.join('?' * len(taken))})",
-                    (now + self.visibility_timeout, *(m.id for m in taken)),
-                )
+        try:
+            with Transaction(self.conn) as db:
+                taken = [_received(row) for row in db.execute(sql, (*params, now, limit))]
+                if taken:
+                    db.execute(
+                        "UPDATE messages SET available_at = ?, in_flight = 1, receive_count = receive_count + 1"
+                        f" WHERE id IN ({','.join('?' * len(taken))})",
+                        (now + self.visibility_timeout, *(m.id for m in taken)),
+                    )
+        except sqlite3.OperationalError as exc:
+            log.warning("the state file's queue did not answer; asking again later", extra={"error": str(exc)})
+            return []
         return taken
 
     def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None:
@@ -143,26 +202,6 @@ class SqliteTaskQueue:
             f"SELECT DISTINCT host FROM messages WHERE queue = 'pages' AND job_id IN ({marks})", tuple(job_ids)
         )
         return [row[0] for row in rows]
-
-    def receive(self, job_id: str, queues: tuple[str, ...] = QUEUES) -> Received | None:
-        """The next visible message of the job, made invisible for the visibility timeout: the highest
-        ranked, the first sent among equals."""
-        now = time.time()
-        with Transaction(self.conn) as db:
-            for queue in queues:
-                row = db.execute(
-                    "SELECT id, body, receive_count FROM messages INDEXED BY messages_by_rank"
-                    " WHERE job_id = ? AND queue = ? AND available_at <= ? ORDER BY priority DESC, id LIMIT 1",
-                    (job_id, queue, now),
-                ).fetchone()
-                if row is not None:
-                    db.execute(
-                        "UPDATE messages SET available_at = ?, in_flight = 1, receive_count = receive_count + 1"
-                        " WHERE id = ?",
-                        (now + self.visibility_timeout, row[0]),
-                    )
-                    return Received(id=row[0], queue=queue, body=row[1], receive_count=row[2] + 1, job_id=job_id)
-        return None
 
     def delete(self, message: Received) -> None:
         self.conn.execute("DELETE FROM messages WHERE id = ?", (message.id,))
@@ -204,17 +243,9 @@ class SqliteTaskQueue:
         """Drops a finished job's leftover messages (duplicates whose records are all final)."""
         return self.conn.execute("DELETE FROM messages WHERE job_id = ?", (job_id,)).rowcount
 
-    def next_available(self, job_id: str) -> float | None:
-        """When the job's next message becomes visible (None: the job has no messages at all)."""
-        row = self.conn.execute("SELECT MIN(available_at) FROM messages WHERE job_id = ?", (job_id,)).fetchone()
-        return row[0]
-
-    def jobs_waiting(self, queue: str) -> list[str]:
-        """The jobs with a message visible on ``queue`` now."""
-        rows = self.conn.execute(
-            "SELECT DISTINCT job_id FROM messages WHERE queue = ? AND available_at <= ?", (queue, time.time())
-        ).fetchall()
-        return [r[0] for r in rows]
+    def holds(self, job_id: str) -> bool:
+        """Whether the job has a message queued (visible, in flight or delayed)."""
+        return self.conn.execute("SELECT 1 FROM messages WHERE job_id = ? LIMIT 1", (job_id,)).fetchone() is not None
 
     def dead_letters(self, job_id: str) -> list[tuple[str, str, str]]:
         return self.conn.execute(

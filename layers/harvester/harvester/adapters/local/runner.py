@@ -1,9 +1,10 @@
-"""Runs a job on one machine: the engine's steps driven by asyncio workers over the SQLite queue.
+"""Runs jobs on one machine (a job per site, side by side): the engine's steps driven by asyncio workers.
 
-The workers play the part Lambda's SQS pollers play in AWS: receive a message, run its step, delete it
-when the step returned, hand it back (with a delay) when it raised. A supervisor watches the job: it
-ends the run when the job's result is written, and when the job has no message left but is not done
-(a message was lost to a kill between two writes) it resumes the job from its records.
+The workers play the part Lambda's SQS pollers play in AWS: take a message (from the dispatcher, which
+serves hosts fairly), run its step, delete it when the step returned, hand it back (with a delay) when it
+raised. A supervisor watches the jobs: it ends the run when every job's result is written, and when a job
+has no message left but is not done (a message was lost to a kill between two writes, or the queue was
+in memory) it resumes the job from its records.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from harvester.adapters.local.database import Checkpointer, StateDirError, conne
 from harvester.adapters.local.dispatch import Dispatcher
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
+from harvester.adapters.local.memory_queue import FallbackQueue, MemoryTaskQueue
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.engine import Engine
@@ -59,7 +61,7 @@ class LocalHarvest:
 
     state_dir: Path
     store: SqliteStateStore
-    queue: SqliteTaskQueue
+    queue: FallbackQueue | MemoryTaskQueue
     documents: FolderDocumentStore
     crawldb: SqliteCrawlDatabase
     gate: SqliteHostGate
@@ -69,7 +71,12 @@ class LocalHarvest:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, state_dir: Path = DEFAULT_STATE_DIR, *, ephemeral: bool = False) -> Iterator[LocalHarvest]:
+    def open(
+        cls, state_dir: Path = DEFAULT_STATE_DIR, *, ephemeral: bool = False, memory_queue: bool = False
+    ) -> Iterator[LocalHarvest]:
+        """``memory_queue``: the tasks are kept in memory, not in the state file (a throwaway run's always
+        are). A run killed then loses its queue, not its records: run again, it sends the job's open work
+        again from them."""
         state_dir = Path(state_dir)
         conn = connect(state_dir / DB_NAME, durable=not ephemeral)
         try:
@@ -78,7 +85,7 @@ class LocalHarvest:
                     ephemeral=ephemeral,
                     state_dir=state_dir,
                     store=SqliteStateStore(conn, keep_pages=not ephemeral),
-                    queue=SqliteTaskQueue(conn),
+                    queue=MemoryTaskQueue() if ephemeral or memory_queue else FallbackQueue(SqliteTaskQueue(conn)),
                     documents=FolderDocumentStore(state_dir / DOCUMENTS),
                     crawldb=SqliteCrawlDatabase(conn),
                     gate=SqliteHostGate(conn),
@@ -257,7 +264,7 @@ class LocalRunner:
                     running.remove(job_id)
                     dispatcher.forget(job_id)
                     continue
-                if queue.next_available(job_id) is None and dispatcher.busy[job_id] == 0:
+                if not queue.holds(job_id) and dispatcher.busy[job_id] == 0:
                     resumed = engine.resume(job_id, force=True)
                     job = store.get_job(job_id)
                     assert job is not None
