@@ -19,13 +19,15 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harvester.adapters.local.queue import (
     QUEUES,
     Received,
     SqliteTaskQueue,
     job_of,
+    lane,
+    note_arrival,
     queue_of,
     rank,
     target_host,
@@ -77,8 +79,8 @@ class MemoryTaskQueue:
             self._wait(received, available)
 
     def pop(self) -> Received | None:
-        for lane in [_CONTROL, *(lane for lane in self.heaps if lane is not _CONTROL)]:
-            taken = self._take(lane, None, 1)
+        for where in [_CONTROL, *(h for h in self.heaps if h is not _CONTROL)]:
+            taken = self._take(where, None, 1)
             if taken:
                 return taken[0]
         return None
@@ -162,11 +164,10 @@ class MemoryTaskQueue:
     # ------------------------------------------------------------------------------------------------
 
     def _wait(self, received: Received, available: float) -> None:
-        lane = received.host if received.queue == "pages" else _CONTROL
+        where = lane(received.queue, received.host)
         order = QUEUES.index(received.queue)
-        heapq.heappush(self.heaps.setdefault(lane, []), (order, -received.rank, -received.id, received.id))
-        if available < self.arrivals.get(lane, float("inf")):
-            self.arrivals[lane] = available
+        heapq.heappush(self.heaps.setdefault(where, []), (order, -received.rank, -received.id, received.id))
+        note_arrival(self.arrivals, where, available)
 
     def _take(self, lane: str | None, jobs: set[str] | None, limit: int) -> list[Received]:
         """Up to ``limit`` visible messages of the lane (of ``jobs``, or any), best first; the messages not
@@ -186,10 +187,7 @@ class MemoryTaskQueue:
                 aside.append(item)
                 continue
             entry.in_flight = True
-            old = entry.received
-            entry.received = Received(
-                old.id, old.queue, old.body, old.receive_count + 1, job_id=old.job_id, host=old.host, rank=old.rank
-            )
+            entry.received = replace(entry.received, receive_count=entry.received.receive_count + 1)
             taken.append(entry.received)
         for item in aside:
             heapq.heappush(heap, item)
@@ -238,11 +236,11 @@ class FallbackQueue:
 
     def take_pages(self, job_ids: Sequence[str], host: str, limit: int) -> list[Received]:
         taken = self.durable.take_pages(job_ids, host, limit)
-        return taken + self.memory.take_pages(job_ids, host, limit - len(taken)) if len(taken) < limit else taken
+        return taken + (self.memory.take_pages(job_ids, host, limit - len(taken)) if len(taken) < limit else [])
 
     def take_control(self, job_ids: Sequence[str], limit: int) -> list[Received]:
         taken = self.durable.take_control(job_ids, limit)
-        return taken + self.memory.take_control(job_ids, limit - len(taken)) if len(taken) < limit else taken
+        return taken + (self.memory.take_control(job_ids, limit - len(taken)) if len(taken) < limit else [])
 
     def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None:
         times = [t for q in (self.durable, self.memory) if (t := q.next_visible(job_ids, host)) is not None]

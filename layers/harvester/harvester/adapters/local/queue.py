@@ -23,8 +23,6 @@ log = logging.getLogger(__name__)
 
 #: Receive order: a job's discovery first, so that its total is known early and its progress means something.
 QUEUES = ("jobs", "sitemaps", "pages")
-#: The queues whose messages are served before any page (see QUEUES), whichever host they go to.
-CONTROL = QUEUES[:2]
 
 
 def queue_of(message: Message) -> str:
@@ -46,6 +44,18 @@ def job_of(message: Message) -> str:
 def target_host(message: Message) -> str:
     """The host the message's task makes its request to (a job request's: its site's)."""
     return host_of(message.site if isinstance(message, JobRequest) else message.url)
+
+
+def lane(queue: str, host: str) -> str | None:
+    """Where a local run's dispatcher looks for a message: its host's pages, or (None) the job requests and
+    sitemaps, which come before any page whichever host they go to."""
+    return host if queue == "pages" else None
+
+
+def note_arrival(arrivals: dict[str | None, float], lane: str | None, available: float) -> None:
+    """Keeps the earliest time a message sent or handed back to ``lane`` becomes visible."""
+    if available < arrivals.get(lane, float("inf")):
+        arrivals[lane] = available
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +126,7 @@ class SqliteTaskQueue:
         except sqlite3.OperationalError as exc:  # (busy, locked, full, I/O: all may pass)
             raise QueueUnavailable(f"the state file's queue: {exc}") from exc
         for queue, _, _, _, _, host in rows:
-            self._arrive(host if queue == "pages" else None, available)
+            note_arrival(self.arrivals, lane(queue, host), available)
 
     def pop(self) -> Received | None:
         """The next visible message of any job (the runner's dispatcher takes by job and host instead)."""
@@ -141,10 +151,6 @@ class SqliteTaskQueue:
             log.warning("the state file's queue could not be counted", extra={"error": str(exc)})
             return self._length or 1
         return self._length
-
-    def _arrive(self, lane: str | None, available: float) -> None:
-        if available < self.arrivals.get(lane, float("inf")):
-            self.arrivals[lane] = available
 
     def take_pages(self, job_ids: Sequence[str], host: str, limit: int) -> list[Received]:
         """Up to ``limit`` visible page messages of the jobs to ``host``, highest ranked first (FIFO within
@@ -219,7 +225,7 @@ class SqliteTaskQueue:
             else:
                 available = time.time() + delay_seconds
                 db.execute("UPDATE messages SET available_at = ?, in_flight = 0 WHERE id = ?", (available, message.id))
-                self._arrive(message.host if message.queue == "pages" else None, available)
+                note_arrival(self.arrivals, lane(message.queue, message.host), available)
 
     def dead_letter(self, message: Received, reason: str) -> None:
         """Moves a message that can never succeed (it is not valid) aside at once, with the reason."""
