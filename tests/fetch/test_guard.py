@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import socket
 import ssl
 from collections.abc import Sequence
+from typing import Any
 
-import httpcore
 import pytest
 
 from harvester.fetch import (
     BlockedAddress,
     ConnectionFailed,
     Fetcher,
-    FetchError,
     FetchPolicy,
     GuardedBackend,
     GuardedTransport,
@@ -26,6 +26,7 @@ from harvester.fetch import (
     parse_networks,
     system_resolver,
 )
+from harvester.fetch.backend import AddrInfo
 from tests.fetch.fetch_helpers import Reply, TestServer, local_policy
 
 pytestmark = pytest.mark.anyio
@@ -51,15 +52,17 @@ class SpyResolver:
         return await system_resolver(host, port)
 
 
-class SpyInner(httpcore.AnyIOBackend):
-    """The real backend, recording what it is asked to connect to."""
+class SpyBackend(GuardedBackend):
+    """The real guard, recording every address a socket is opened for (and so dialled)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.connected: list[str] = []
 
-    async def connect_tcp(self, host: str, port: int, **kwargs: object) -> httpcore.AsyncNetworkStream:
-        self.connected.append(host)
-        return await super().connect_tcp(host, port, **kwargs)  # type: ignore[arg-type]
+    def open_socket(self, addr_info: AddrInfo) -> socket.socket:
+        sock = super().open_socket(addr_info)
+        self.connected.append(str(addr_info[4][0]))
+        return sock
 
 
 async def test_allowed_network_gets_through(server: TestServer) -> None:
@@ -98,14 +101,13 @@ async def test_redirect_to_another_loopback_address_refused_at_the_hop(server: T
 
 async def test_redirect_to_metadata_endpoint_refused(server: TestServer) -> None:
     server.reply("/", 301, Location="http://169.254.169.254/latest/meta-data/")
-    inner = SpyInner()
-    backend = GuardedBackend(parse_networks(["127.0.0.1/32"]), inner=inner)
+    backend = SpyBackend(parse_networks(["127.0.0.1/32"]))
     async with Fetcher(local_policy(), network_backend=backend) as fetcher:
         with pytest.raises(BlockedAddress) as caught:
             await get(fetcher, server.url("/"))
     assert caught.value.address == "169.254.169.254"
     assert "metadata" in caught.value.reason
-    assert inner.connected == ["127.0.0.1"]  # the first hop only
+    assert backend.connected == ["127.0.0.1"]  # the first hop only
 
 
 async def test_localhost_refused_unless_allowed(server: TestServer) -> None:
@@ -136,13 +138,11 @@ async def test_hostname_tricks_refused_before_any_connection(server: TestServer,
     server.reply("/", 200, b"secret")
     url = template.format(port=server.port)
     resolver = SpyResolver()
-    inner = SpyInner()
-    async with Fetcher(
-        FetchPolicy(retries=0), network_backend=GuardedBackend(resolver=resolver, inner=inner)
-    ) as fetcher:
+    backend = SpyBackend(resolver=resolver)
+    async with Fetcher(FetchPolicy(retries=0), network_backend=backend) as fetcher:
         with pytest.raises((BlockedAddress, InvalidURL)) as caught:
             await get(fetcher, url)
-    assert inner.connected == []
+    assert backend.connected == []
     assert server.connections == 0
     assert "evil.com" not in resolver.asked
     if isinstance(caught.value, BlockedAddress):
@@ -152,16 +152,16 @@ async def test_hostname_tricks_refused_before_any_connection(server: TestServer,
 
 
 async def test_guard_is_the_backend_every_connection_uses(server: TestServer) -> None:
-    """Fails if httpx ever stops using the replaced pool (the guard would be silently bypassed)."""
+    """Fails if the client ever stops going through the guarded pool (the guard would be silently bypassed)."""
     server.reply("/", 200, b"ok")
-    inner = SpyInner()
-    backend = GuardedBackend(parse_networks(["127.0.0.1/32"]), inner=inner)
+    backend = SpyBackend(parse_networks(["127.0.0.1/32"]))
     async with Fetcher(local_policy(), network_backend=backend) as fetcher:
-        transport = fetcher._client._transport
+        transport = fetcher._transport
         assert isinstance(transport, GuardedTransport)
-        assert transport.pool._network_backend is backend
+        assert transport.backend is backend
         assert await get(fetcher, server.url("/")) == (200, b"ok")
-    assert inner.connected == ["127.0.0.1"]
+        assert await get(fetcher, server.url("/")) == (200, b"ok")  # the kept-alive connection, not a new one
+    assert backend.connected == ["127.0.0.1"]
     # And with nothing allowed, the same server is out of reach: a plain httpx client would get through.
     async with Fetcher(FetchPolicy(retries=0)) as fetcher:
         with pytest.raises(BlockedAddress):
@@ -173,11 +173,10 @@ async def test_connects_to_exactly_the_checked_address(server: TestServer) -> No
     by IP literal, so nothing below resolves the name again (the DNS-rebinding window)."""
     server.reply("/", 200, b"ok")
     resolver = SpyResolver({"mixed.test": [["169.254.169.254", "127.0.0.1"]]})
-    inner = SpyInner()
-    backend = GuardedBackend(parse_networks(["127.0.0.1/32"]), resolver=resolver, inner=inner)
+    backend = SpyBackend(parse_networks(["127.0.0.1/32"]), resolver=resolver)
     async with Fetcher(local_policy(), network_backend=backend) as fetcher:
         assert await get(fetcher, f"http://mixed.test:{server.port}/") == (200, b"ok")
-    assert inner.connected == ["127.0.0.1"]
+    assert backend.connected == ["127.0.0.1"]
     assert server.requests[0].headers["host"] == f"mixed.test:{server.port}"
 
 
@@ -283,14 +282,15 @@ async def test_tls_verifies_the_original_host_name(tmp_path: object) -> None:
         tls.close()
 
 
-def test_backend_reports_unix_sockets_as_blocked() -> None:
-    import anyio
-
-    async def attempt() -> None:
-        await GuardedBackend().connect_unix_socket("/var/run/docker.sock")
-
-    with pytest.raises(FetchError, match="unix sockets"):
-        anyio.run(attempt)
+def test_the_socket_factory_refuses_a_denied_address_itself() -> None:
+    """The last line: whatever address reaches the pool's socket factory is checked there again."""
+    backend = GuardedBackend(parse_networks(["127.0.0.1/32"]))
+    for address in ("169.254.169.254", "127.0.0.2", "::1"):
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with pytest.raises(BlockedAddress) as caught:
+            backend.open_socket((family, socket.SOCK_STREAM, 0, "", (address, 80)))
+        assert caught.value.address == address
+    backend.open_socket((socket.AF_INET, socket.SOCK_STREAM, 0, "", ("127.0.0.1", 80))).close()
 
 
 def test_allow_networks_of_backend_are_the_policy() -> None:

@@ -214,3 +214,42 @@ def test_tasks_the_state_file_cannot_take_are_crawled_from_memory(site_factory, 
     assert (outcome.result.successful_processing, outcome.result.failed_processing) == (300, 3)
     assert "tasks kept in memory for this run: the state file's queue: database or disk is full" in caplog.text
     assert len(documents(tmp_path / "s", site.base_url)) == 300
+
+
+def test_an_invalid_message_in_a_page_batch_is_dead_lettered_alone(site_factory, tmp_path, caplog):
+    """A worker takes a batch of page messages: one that does not parse is set aside with its reason, the
+    rest of its batch is crawled, and its page, left pending, is sent again and crawled too."""
+    import asyncio
+    import dataclasses
+
+    from harvester.adapters.local.memory_queue import FallbackQueue
+    from harvester.adapters.local.queue import SqliteTaskQueue
+    from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+    from harvester.fetch import FetchPolicy, parse_networks
+    from harvester.model.messages import JobRequest
+
+    class Garbling(SqliteTaskQueue):
+        garbled = 0
+
+        def take_pages(self, job_ids, host, limit):  # type: ignore[no-untyped-def]
+            taken = super().take_pages(job_ids, host, limit)
+            if taken and not self.garbled and len(taken) > 1:
+                self.garbled = 1
+                taken[1] = dataclasses.replace(taken[1], body='{"job_id": "')  # cut short
+            return taken
+
+    site = site_factory(pages=40, broken=0)
+    with LocalHarvest.open(tmp_path / "s") as local:
+        garbling = Garbling(local.queue.durable.conn)
+        local.queue = FallbackQueue(garbling)
+        runner = LocalRunner(local, policy=FetchPolicy(allow_networks=parse_networks([LOOPBACK])), concurrency=8)
+        with caplog.at_level("ERROR"):
+            outcome = asyncio.run(runner.crawl(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)))
+        assert garbling.garbled == 1
+        [(queue, body, reason)] = local.queue.dead_letters(outcome.job.job_id)
+    assert queue == "pages"
+    assert '"url":' in body  # (the message as it is kept, set aside)
+    assert reason.startswith("invalid pages message")
+    assert outcome.result is not None
+    assert (outcome.result.successful_processing, outcome.result.failed_processing) == (40, 0)
+    assert len(documents(tmp_path / "s", site.base_url)) == 40

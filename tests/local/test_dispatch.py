@@ -74,3 +74,46 @@ def test_a_finished_jobs_messages_are_not_handed_out(queue):
     dispatcher.forget(first.job_id)
     rest = list(iter(dispatcher.take, None))
     assert {m.job_id for m in rest} <= {"j"}
+
+
+def test_a_batch_is_one_hosts_and_one_jobs_pages_within_the_hosts_free_slots_and_the_runs_budget(queue):
+    queue.push(pages("a.example", 5) + pages("a.example", 5, job="k") + pages("a.example", 20))
+    queue.push(pages("b.example", 20))
+    dispatcher = Dispatcher(queue, ["j", "k"], per_host=6, budget=10)
+    first = dispatcher.take_batch(8)
+    assert [m.host for m in first] == ["a.example"] * 5  # stops where job k's pages begin
+    assert {m.job_id for m in first} == {"j"}
+    second = dispatcher.take_batch(8)
+    assert [m.host for m in second] == ["b.example"] * 5  # the run's budget: 10 pages in flight at most
+    assert dispatcher.take_batch(8) == []
+    for message in second:
+        dispatcher.done(message)
+    third = dispatcher.take_batch(8)
+    assert [m.host for m in third] == ["b.example"] * 5  # b has fewer in flight; its 6 slots, 5 of budget
+    for message in first:
+        dispatcher.done(message)
+    fourth = dispatcher.take_batch(8)
+    assert [(m.host, m.job_id) for m in fourth] == [("a.example", "k")] * 5
+
+
+def test_a_sitemap_being_read_takes_one_of_its_hosts_slots(queue):
+    """Its request holds one of the host's turns at the gate: pages handed out past the rest would be sent
+    back to wait, behind lower ranks."""
+    queue.push([SitemapTask(job_id="j", url="https://a.example/sitemap.xml", origin=SitemapOrigin.DECLARED, depth=1)])
+    queue.push(pages("a.example", 10))
+    dispatcher = Dispatcher(queue, ["j"], per_host=4)
+    [sitemap] = dispatcher.take_batch(8)
+    assert sitemap.queue == "sitemaps"
+    assert len(dispatcher.take_batch(8)) == 3
+    assert dispatcher.take_batch(8) == []
+    dispatcher.done(sitemap)
+    assert len(dispatcher.take_batch(8)) == 1
+
+
+def test_a_batch_is_deleted_in_one_call(queue):
+    queue.push(pages("a.example", 4))
+    dispatcher = Dispatcher(queue, ["j"], per_host=8)
+    batch = dispatcher.take_batch(8)
+    queue.delete(*batch)
+    assert len(queue) == 0
+    assert not queue.holds("j")

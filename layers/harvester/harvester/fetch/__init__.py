@@ -4,7 +4,7 @@ The rules come from "Fetching safely" (shared/reference/fetching-and-safety.md):
 connected to is checked on every new connection, bodies are inflated in bounded steps, http(s) only, at
 most five redirects, no proxy variables, and robots.txt read by RFC 9309.
 
-Modules: ``address`` (deny/allow policy), ``backend`` (the guarded httpcore backend and transport),
+Modules: ``address`` (deny/allow policy), ``backend`` (the guard and the aiohttp pool it guards, as an httpx transport),
 ``client`` (Fetcher), ``response`` (FetchResponse), ``robots`` (RobotsRules), ``policy``, ``errors``.
 """
 

@@ -8,10 +8,10 @@ sitemap) is handed over still compressed: that layer is the sitemap reader's bus
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
-import anyio
 import httpx
 
 from harvester.fetch.errors import ConnectionFailed, DecodingError, FetchError, FetchTimeout
@@ -160,7 +160,7 @@ class FetchResponse:
                 if remaining <= 0:
                     raise FetchTimeout(self.url, "total time limit exceeded while reading the body")
                 try:
-                    with anyio.fail_after(remaining):
+                    async with asyncio.timeout(remaining):
                         chunk = await anext(stream)
                 except StopAsyncIteration:
                     return

@@ -11,6 +11,11 @@ sitemap tasks come before any page (the queue's order: discovery first).
 SQLite is asked for a few messages of one host at a time (``depth``), and only when there may be news:
 a host whose queued messages are all in flight or delayed is asked again when the first of them is due
 or when one is sent or handed back (``SqliteTaskQueue.arrivals``).
+
+A worker is handed a batch of one host's and one job's pages (:meth:`Dispatcher.take_batch`), so a page's
+claim, outcome, counters and queue deletion are written once per batch rather than once per page (the
+hot path's SQLite statements and transactions, divided by the batch). The run's ``budget`` bounds the
+pages in flight across all batches: ``harvest crawl --concurrency`` stays the number of requests at once.
 """
 
 from __future__ import annotations
@@ -29,16 +34,27 @@ DEPTH = 8
 
 
 class Dispatcher:
-    def __init__(self, queue: LocalQueue, job_ids: Sequence[str], *, per_host: int, depth: int = DEPTH) -> None:
+    def __init__(
+        self,
+        queue: LocalQueue,
+        job_ids: Sequence[str],
+        *,
+        per_host: int,
+        depth: int = DEPTH,
+        budget: int | None = None,
+    ) -> None:
         self.queue = queue
         self.job_ids = list(job_ids)
         self.per_host = per_host
         self.depth = depth
+        #: Pages in flight at most, all hosts together (None: as many as the workers take).
+        self.budget = budget
+        self.pages_in_flight = 0
         self.control: deque[Received] = deque()
         self.pages: dict[str, deque[Received]] = {}
         #: When to ask SQLite again for a host's pages (None: for job requests and sitemap tasks).
         self.look_at: dict[str | None, float] = {None: 0.0}
-        #: Pages handed out and not yet done, by host; messages of any kind, by job.
+        #: Messages handed out and not yet done, by the host they make requests to; and by job.
         self.in_flight: Counter[str] = Counter()
         self.busy: Counter[str] = Counter()
         self.changed = asyncio.Event()
@@ -48,12 +64,23 @@ class Dispatcher:
 
     def take(self) -> Received | None:
         """The next message to handle, or None when none may be handled now."""
+        batch = self.take_batch(1)
+        return batch[0] if batch else None
+
+    def take_batch(self, limit: int) -> list[Received]:
+        """The next job request or sitemap task alone, or else up to ``limit`` pages of the host chosen as
+        :meth:`take` chooses it, all of the job of its first (none past the host's limit or the budget);
+        empty when nothing may be handled now."""
         now = time.time()
         self._note_arrivals()
         if not self.control and self.look_at[None] <= now:
             self.control.extend(self._ask(None, now, self.depth))
         if self.control:
-            return self._hand_out(self.control.popleft())
+            return [self._hand_out(self.control.popleft())]
+        if self.budget is not None:
+            limit = min(limit, self.budget - self.pages_in_flight)
+            if limit <= 0:
+                return []
         best: tuple[int, float, int] | None = None
         chosen = ""
         for host, at in self.look_at.items():
@@ -68,13 +95,24 @@ class Dispatcher:
                 if best is None or key < best:
                     best, chosen = key, host
         if best is None:
-            return None
-        return self._hand_out(self.pages[chosen].popleft())
+            return []
+        waiting = self.pages[chosen]
+        head = waiting.popleft()
+        batch = [self._hand_out(head)]
+        limit = min(limit, self.per_host - self.in_flight[chosen] + 1)
+        while len(batch) < limit:
+            if not waiting and self.look_at[chosen] <= now:
+                waiting.extend(self._ask(chosen, now, self.depth))
+            if not waiting or waiting[0].job_id != head.job_id:
+                break
+            batch.append(self._hand_out(waiting.popleft()))
+        return batch
 
     def done(self, message: Received) -> None:
         """The worker is through with ``message`` (deleted, handed back or dead-lettered)."""
+        self.in_flight[message.host] -= 1
         if message.queue == "pages":
-            self.in_flight[message.host] -= 1
+            self.pages_in_flight -= 1
         self.busy[message.job_id] -= 1
         self.changed.set()
 
@@ -93,8 +131,9 @@ class Dispatcher:
             self.pages[host] = deque(m for m in waiting if m.job_id != job_id)
 
     def _hand_out(self, message: Received) -> Received:
+        self.in_flight[message.host] += 1  # (a sitemap's request takes one of its host's slots at the gate too)
         if message.queue == "pages":
-            self.in_flight[message.host] += 1
+            self.pages_in_flight += 1
         self.busy[message.job_id] += 1
         return message
 

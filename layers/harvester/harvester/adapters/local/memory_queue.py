@@ -126,10 +126,11 @@ class MemoryTaskQueue:
     def holds(self, job_id: str) -> bool:
         return self.per_job[job_id] > 0
 
-    def delete(self, message: Received) -> None:
-        entry = self.entries.pop(message.id, None)
-        if entry is not None:
-            self.per_job[entry.received.job_id] -= 1
+    def delete(self, *messages: Received) -> None:
+        for message in messages:
+            entry = self.entries.pop(message.id, None)
+            if entry is not None:
+                self.per_job[entry.received.job_id] -= 1
 
     def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
         entry = self.entries.get(message.id)
@@ -252,8 +253,12 @@ class FallbackQueue:
     def holds(self, job_id: str) -> bool:
         return self.memory.holds(job_id) or self.durable.holds(job_id)
 
-    def delete(self, message: Received) -> None:
-        self._of(message).delete(message)
+    def delete(self, *messages: Received) -> None:
+        in_memory = [m for m in messages if m.id < 0]
+        if in_memory:
+            self.memory.delete(*in_memory)
+        if len(in_memory) < len(messages):
+            self.durable.delete(*(m for m in messages if m.id >= 0))
 
     def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
         self._of(message).release(message, delay_seconds=delay_seconds, reason=reason)

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 DEFAULT_STATE_DIR = Path(".harvest")
 DB_NAME = "harvest.db"
 DOCUMENTS = "documents"
+#: Pages handed to a worker at once (at most half the run's concurrency, so two batches overlap): one
+#: claim, one settling transaction and one queue deletion for the lot.
+PAGE_BATCH = 8
 POLL_INTERVAL = 0.05
 PROGRESS_INTERVAL = 0.2
 
@@ -232,7 +235,9 @@ class LocalRunner:
         return latest[0]
 
     async def _run(self, engine: Engine, job_ids: list[str]) -> None:
-        dispatcher = Dispatcher(self.harvest.queue, job_ids, per_host=self.settings.host_max_in_flight)
+        dispatcher = Dispatcher(
+            self.harvest.queue, job_ids, per_host=self.settings.host_max_in_flight, budget=self.concurrency
+        )
         done = asyncio.Event()
         workers = [asyncio.create_task(self._worker(engine, dispatcher, done)) for _ in range(self.concurrency)]
         try:
@@ -277,39 +282,50 @@ class LocalRunner:
                 await asyncio.sleep(POLL_INTERVAL)
 
     async def _worker(self, engine: Engine, dispatcher: Dispatcher, done: asyncio.Event) -> None:
+        batch_size = max(1, min(PAGE_BATCH, self.concurrency // 2))
         while not done.is_set():
-            message = dispatcher.take()
-            if message is None:
+            messages = dispatcher.take_batch(batch_size)
+            if not messages:
                 await dispatcher.wait(POLL_INTERVAL)
                 continue
             try:
-                await self._handle(engine, message)
+                await self._handle(engine, messages)
             finally:
-                dispatcher.done(message)
+                for message in messages:
+                    dispatcher.done(message)
 
-    async def _handle(self, engine: Engine, message: Received) -> None:
+    async def _handle(self, engine: Engine, messages: list[Received]) -> None:
+        """Handles a job request, a sitemap task, or a batch of one job's page tasks (as the Lambda handlers
+        do an SQS batch): an invalid message is dead-lettered alone, a failing batch handed back whole."""
         queue = self.harvest.queue
-        try:
-            task: SitemapTask | PageTask | JobRequest
-            if message.queue == "sitemaps":
-                task = SitemapTask.model_validate_json(message.body)
-            elif message.queue == "pages":
-                task = PageTask.model_validate_json(message.body)
-            else:
-                task = JobRequest.model_validate_json(message.body)
-        except ValidationError as exc:
-            log.error("invalid message dead-lettered", extra={"queue": message.queue, "error": str(exc)})
-            queue.dead_letter(message, f"invalid {message.queue} message: {exc}")
+        tasks: list[SitemapTask | PageTask | JobRequest] = []
+        valid: list[Received] = []
+        for message in messages:
+            try:
+                if message.queue == "sitemaps":
+                    tasks.append(SitemapTask.model_validate_json(message.body))
+                elif message.queue == "pages":
+                    tasks.append(PageTask.model_validate_json(message.body))
+                else:
+                    tasks.append(JobRequest.model_validate_json(message.body))
+            except ValidationError as exc:
+                log.error("invalid message dead-lettered", extra={"queue": message.queue, "error": str(exc)})
+                queue.dead_letter(message, f"invalid {message.queue} message: {exc}")
+                continue
+            valid.append(message)
+        if not valid:
             return
         try:
+            task = tasks[0]
             if isinstance(task, SitemapTask):
                 await engine.process_sitemap(task)
             elif isinstance(task, PageTask):
-                await engine.process_pages([task])
+                await engine.process_pages([t for t in tasks if isinstance(t, PageTask)])
             else:
                 engine.start_job(task, job_id=task.job_id or new_job_id())
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
-            log.exception("task failed", extra={"queue": message.queue, "body": message.body})
-            queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
+            log.exception("task failed", extra={"queue": valid[0].queue, "bodies": [m.body for m in valid]})
+            for message in valid:
+                queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
             return
-        queue.delete(message)
+        queue.delete(*valid)
