@@ -131,7 +131,7 @@ def test_a_sitemap_of_50001_entries_keeps_the_first_50000_and_says_why(big):
 
 @pytest.mark.parametrize("path", [s.LAUGHS, s.EXTERNAL_ENTITY])
 def test_a_doctype_with_entities_is_an_invalid_sitemap_with_a_reason(bombs, path):
-    """Billion laughs and an external entity: refused at the DOCTYPE, before anything expands."""
+    """Billion laughs and an external entity: refused at their first entity declaration, before anything expands."""
     node = bombs.node(path)
     assert (node["status"], node["pages"]) == ("invalid", 0)
     assert "forbidden" in node["error"].lower() or "dtd" in node["error"].lower()

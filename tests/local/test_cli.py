@@ -255,3 +255,27 @@ def test_a_number_beyond_64_bits_is_written_as_it_is_read(served_dir, tmp_path):
         feed = [json.loads(line) for line in Path(result["changes_location"]).read_text().splitlines()]
         assert result["changes"]["new"] == (2 if crawl == 0 else 0)
         assert sorted(line["url"] for line in feed) == ([f"{base}/a", f"{base}/b"] if crawl == 0 else [])
+
+
+def test_output_piped_into_head_ends_quietly(tmp_path):
+    """`harvest parse FILE | head`: the reader goes away after a line; the writer stops without a traceback,
+    with the status a shell gives a writer whose pipe closed (128 + SIGPIPE)."""
+    import subprocess
+    import sys
+
+    urls = "".join(f"<url><loc>https://e.x/page/{n}</loc></url>" for n in range(20000))  # far past a pipe's buffer
+    sitemap = tmp_path / "big.xml"
+    sitemap.write_text(f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harvester", "parse", str(sitemap)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.readline()
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 141, stderr
+    assert "https://e.x/page/0" in first
+    assert stderr == ""

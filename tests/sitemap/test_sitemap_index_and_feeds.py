@@ -101,3 +101,36 @@ def test_atom03_entries(parse):
             datetime(2005, 7, 1, 8, tzinfo=timezone(timedelta(hours=-4))),
         ),
     ]
+
+
+def test_every_loc_of_an_index_sitemap_element_is_a_child_to_read():
+    """Two ``<loc>`` in one ``<sitemap>``: both are sitemaps the site lists (only the first was read)."""
+    from harvester.sitemap import parse_bytes
+
+    document = (
+        b"<sitemapindex><sitemap><loc>https://www.example.org/sitemap1.xml</loc>"
+        b"<loc>https://www.example.org/sitemap2.xml</loc><lastmod>2024-01-01</lastmod></sitemap></sitemapindex>"
+    )
+    entries, report = parse_bytes("https://www.example.org/sitemap_index.xml", document)
+    assert entries == [
+        ChildSitemap("https://www.example.org/sitemap1.xml", datetime(2024, 1, 1, tzinfo=UTC)),
+        ChildSitemap("https://www.example.org/sitemap2.xml", datetime(2024, 1, 1, tzinfo=UTC)),
+    ]
+    assert report.error is None
+
+
+def test_a_second_loc_in_a_url_is_warned_of_and_the_first_kept(monkeypatch):
+    """Which of two URLs a ``<url>`` meant cannot be known: the first is kept, the second said, not lost in
+    silence; the plain-block reader and expat's callbacks agree."""
+    from harvester.sitemap import parse_bytes
+    from harvester.sitemap.xml_parser import XmlParser
+
+    document = (
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://www.example.org/a</loc>'
+        b"<loc>https://www.example.org/b</loc></url><url><loc>https://www.example.org/c</loc></url></urlset>"
+    )
+    for plain in (True, False):
+        monkeypatch.setattr(XmlParser, "read_plain_blocks", plain)
+        entries, report = parse_bytes("https://www.example.org/sitemap.xml", document)
+        assert [e.url for e in entries] == ["https://www.example.org/a", "https://www.example.org/c"], plain
+        assert report.warnings == {"repeated_loc": 1}, plain

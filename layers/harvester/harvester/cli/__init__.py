@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from harvester.sitemap import PageEntry
 from harvester.urls import normalize, origin_of, require_http_url
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_PIPE = 141  # (128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe)
 
 
 class UsageError(Exception):
@@ -57,7 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        return int(args.run(args) or EXIT_OK)
+        code = int(args.run(args) or EXIT_OK)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`harvest parse FILE | head`): stop quietly, as Unix tools do, with the status a
+        # shell reports for SIGPIPE; stdout goes to /dev/null so the exit's own flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
     except (UsageError, Unprocessable) as exc:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -42,6 +42,8 @@ Fields = dict[str, Any]
 
 #: Suffix under which the second and later values of a repeated field are listed.
 MORE = "+"
+#: Where a second ``<loc>`` of an entry is (a field's later values are under ``name + MORE``).
+LOC_MORE = "loc" + MORE
 #: Keys for values an entry takes from attributes rather than from text (no element is called this).
 LINK_HREF = "@href"
 ABOUT = "@about"
@@ -93,8 +95,11 @@ def page(
     alternates: tuple[Alternate, ...],
     report: ParseReport,
 ) -> PageEntry | None:
-    """A ``<url>`` from the fields expat collected; None (and a warning) without a ``<loc>``."""
+    """A ``<url>`` from the fields expat collected; None (and a warning) without a ``<loc>``. A second
+    ``<loc>`` is warned of (``repeated_loc``) and the first kept: which one the site meant is not knowable."""
     get = record.get
+    if LOC_MORE in record:
+        report.warn("repeated_loc")
     return page_values(
         get("loc"), get("lastmod"), get("changefreq"), get("priority"), images, videos, news, alternates, report
     )
@@ -163,6 +168,12 @@ def child(record: Fields, bare: list[str], report: ParseReport) -> ChildSitemap 
         report.warn("missing_loc")
         return None
     return ChildSitemap(url, _date(record.get("lastmod"), report))
+
+
+def more_children(record: Fields, first: ChildSitemap) -> list[ChildSitemap]:
+    """The further ``<loc>`` of an index's ``<sitemap>`` that has several: each is a sitemap the site lists,
+    so each is read (with the element's lastmod), not only the first."""
+    return [ChildSitemap(url, first.lastmod) for text in record.get(LOC_MORE, ()) if (url := clean(text))]
 
 
 def rss_item(record: Fields, bare: list[str], report: ParseReport) -> PageEntry | None:

@@ -248,11 +248,15 @@ def _any_order(block: str, plain: bool, report: ParseReport) -> PageEntry | None
     fields: dict[str, str] = {}
     images: list[Image] = []
     alternates: list[Alternate] = []
+    repeated = False
     for child in _ANY_CHILD.finditer(block, block.index(">") + 1):
         name, text, inside, hreflang, href = child.groups()
         if name is not None:
             if text and name not in fields:
                 fields[name] = text if plain else _xml_text(text)
+            elif text and name == "loc" and not repeated:
+                repeated = True  # (warned once a block, as the exact reader does: builders.page)
+                report.warn("repeated_loc")
         elif inside is not None:
             made = _image(_ANY_IMAGE_FIELD.findall(inside), plain)
             if made is not None:

@@ -14,8 +14,9 @@ Why it is written the way it is:
   to the handlers here. It is an optimisation only: a differential test holds both to the same output.
 * An entry is emitted at its end tag and never before, so a cut document yields every complete entry and
   never a cut-off URL; per-entry state is dropped as soon as the entry is out.
-* Hardening as defusedxml's ``forbid_dtd=True``: a DOCTYPE ends the parse before its internal subset is
-  read, so entity expansion (billion laughs) and external entities never happen. Undeclared entities
+* Hardening as defusedxml's ``forbid_entities`` and ``forbid_external``: an entity declaration or a reference
+  to an external DTD ends the parse where it stands, so entity expansion (billion laughs) and external
+  entities never happen; a bare DOCTYPE (``<!DOCTYPE urlset>``) is read past. Undeclared entities
   (``&nbsp;`` from HTML-minded CMSs) are read as HTML's rather than stopping the parse.
 """
 
@@ -35,9 +36,18 @@ from defusedxml.common import (
 )
 
 from harvester.sitemap import builders
-from harvester.sitemap.builders import ABOUT, LINK_HREF, MORE, Fields, new_image
+from harvester.sitemap.builders import ABOUT, LINK_HREF, LOC_MORE, MORE, Fields, new_image
 from harvester.sitemap.detect import root_kind
-from harvester.sitemap.entries import Alternate, Entry, Image, NewsStory, ParseReport, SitemapKind, Video
+from harvester.sitemap.entries import (
+    Alternate,
+    ChildSitemap,
+    Entry,
+    Image,
+    NewsStory,
+    ParseReport,
+    SitemapKind,
+    Video,
+)
 from harvester.sitemap.plain_urls import PlainUrls, blank, decode, is_plain
 from harvester.sitemap.sink import NotASitemap, Sink, Truncated
 from harvester.sitemap.values import STRIP_CHARS
@@ -178,9 +188,13 @@ _BUILDERS: dict[SitemapKind, Callable[[Fields, list[str], ParseReport], Entry | 
 
 
 def _forbid_doctype(name: str, sysid: str | None, pubid: str | None, has_internal_subset: bool) -> None:
+    """A DOCTYPE alone is harmless (``<!DOCTYPE urlset>``, element declarations): it is read past. What could
+    hurt is refused: an external DTD (a URL or file the document would have read), and any entity
+    declaration in the internal subset (``_forbid_entity``, before anything expands)."""
     if name and name.rpartition(":")[2].lower() == "html":
         raise NotASitemap("not a sitemap: root element <html> (an HTML page)")
-    raise DTDForbidden(name, sysid, pubid)
+    if sysid is not None or pubid is not None:
+        raise DTDForbidden(name, sysid, pubid)
 
 
 def _forbid_entity(
@@ -259,8 +273,8 @@ class XmlParser:
         parser.UnparsedEntityDeclHandler = _forbid_unparsed_entity
         parser.ExternalEntityRefHandler = _forbid_external
         # As if an external DTD existed that nobody reads: an undeclared entity (&nbsp; from an HTML-minded
-        # CMS) is then skipped instead of being a fatal error, and it cannot declare anything since a
-        # DOCTYPE is refused.
+        # CMS) is then skipped instead of being a fatal error, and nothing can declare one since an entity
+        # declaration is refused.
         parser.UseForeignDTD(True)
         parser.SkippedEntityHandler = self._skipped_entity
         parser.StartElementHandler = self._start_root
@@ -581,6 +595,7 @@ def _handlers(
 
     def end(name: str) -> None:
         nonlocal field, record, target, images, videos, alternates, news, depth
+        extra: list[ChildSitemap] | None = None
         try:
             code = table[name]
         except KeyError:
@@ -614,6 +629,8 @@ def _handlers(
                 )
             else:
                 entry = build(record, chars, report)
+                if isinstance(entry, ChildSitemap) and LOC_MORE in record:
+                    extra = builders.more_children(record, entry)
             record = target = news = None
             field = _NO_FIELD
             images = videos = alternates = None
@@ -626,6 +643,13 @@ def _handlers(
                     raise sink.overflow()
                 sink.count += 1
                 out(entry)
+                if extra:
+                    for child in extra:
+                        if sink.count >= limit:
+                            raise sink.overflow()
+                        sink.count += 1
+                        out(child)
+                    extra = None
         elif code == _ROOT:
             depth -= 1
             if depth == 0:
