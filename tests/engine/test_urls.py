@@ -22,6 +22,11 @@ from harvester.urls import UrlFilter, in_scope, normalize, refusal, validate_pat
         ("https://example.com:99999/", "malformed"),
         ("https://example.com/a b", "malformed"),
         ("https://example.com/" + "x" * 2030, "too_long"),
+        ("http://.xn--iaur-yva35b.lt", "malformed"),  # an empty label: no resolver answers that name
+        ("http://www..example.com/a", "malformed"),
+        ("http://.example.com:8080/a", "malformed"),
+        ("http://example.com./a", None),  # (a trailing dot is a fully qualified name, not an empty label)
+        ("http://[::1]:8080/a", None),
     ],
 )
 def test_refusal_reasons(url, reason):

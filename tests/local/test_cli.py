@@ -218,7 +218,7 @@ def test_two_crawls_cannot_share_a_state_directory(tmp_path):
         held.write("4242")
         held.flush()
         run = harvest("crawl", "https://e.x/", "--state-dir", str(state), "--quiet")
-    assert run.returncode == 1 and "in use by a running harvest crawl (pid 4242)" in run.stderr
+    assert run.returncode == 3 and "in use by a running harvest crawl (pid 4242)" in run.stderr
 
 
 BIG_VIEWS = """<?xml version="1.0" encoding="UTF-8"?>
@@ -279,3 +279,45 @@ def test_output_piped_into_head_ends_quietly(tmp_path):
     assert process.wait(timeout=60) == 141, stderr
     assert "https://e.x/page/0" in first
     assert stderr == ""
+
+
+def test_a_state_directory_that_cannot_be_used_is_named_with_the_reason(tmp_path):
+    """Not a traceback: the path, why, exit 4 (its own status: not a failed job, not a busy directory)."""
+    a_file = tmp_path / "afile"
+    a_file.write_text("x")
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "harvest.db").write_bytes(b"garbage, not SQLite" * 100)
+    for args, message in [
+        (("crawl", "https://e.x/", "--state-dir", str(a_file)), f"the state directory {a_file} is a file"),
+        (("crawl", "https://e.x/", "--state-dir", str(damaged)), "is not a Harvester state file, or it is damaged"),
+        (("report", "--state-dir", str(damaged)), "is not a Harvester state file, or it is damaged"),
+    ]:
+        run = harvest(*args, "--quiet") if args[0] == "crawl" else harvest(*args)
+        assert run.returncode == 4, (args, run.stderr)
+        assert message in run.stderr
+        assert "Traceback" not in run.stderr
+
+
+def test_parse_says_when_a_file_is_no_sitemap_at_all(tmp_path):
+    """A binary, a JSON document, an empty file, a directory: each named with why, never a silent exit 0."""
+    (tmp_path / "program").write_bytes(bytes(range(256)) * 64)
+    (tmp_path / "data.json").write_text('{"urls": ["not", "here"]}\n')
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "empty.xml").write_text('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"></urlset>')
+    for name, code, message in [
+        ("program", 1, "not a sitemap: no URL in it"),
+        ("data.json", 1, "not a sitemap: no URL in it"),
+        ("empty.txt", 1, "empty"),
+        (".", 2, "a directory, not a sitemap file"),
+        ("empty.xml", 0, "a urlset with no entries"),
+    ]:
+        run = harvest("parse", str(tmp_path / name))
+        assert (run.returncode, run.stdout) == (code, ""), (name, run.stderr)
+        assert message in run.stderr, (name, run.stderr)
+
+
+def test_help_lists_every_exit_status():
+    text = harvest("--help").stdout
+    for code in ("0", "1", "2", "3", "4", "130", "141"):
+        assert f"\n  {code} " in text, code

@@ -114,3 +114,16 @@ def test_robots_txt_without_sitemaps_is_a_valid_empty_index(parse):
     assert entries == []
     assert report.kind is SitemapKind.ROBOTS
     assert report.error is None
+
+
+def test_a_byte_that_is_not_utf8_in_a_url_line_is_percent_escaped_not_replaced():
+    """``Sitemap: /s\\xff.xml`` names the URL ``/s%FF.xml``; U+FFFD made it ``/s%EF%BF%BD.xml``, which the site
+    never wrote. Text sitemaps read their lines the same way; valid UTF-8 is kept as it is."""
+    from harvester.sitemap import parse_bytes
+
+    robots, _ = parse_bytes(
+        "https://e.x/robots.txt", b"User-agent: *\nSitemap: /s\xff.xml\nSitemap: https://e.x/caf\xc3\xa9.xml\n"
+    )
+    assert [c.url for c in robots] == ["https://e.x/s%FF.xml", "https://e.x/caf\u00e9.xml"]
+    listed, _ = parse_bytes("https://e.x/list.txt", b"https://e.x/a\xfe\xffb\nhttps://e.x/c\n")
+    assert [p.url for p in listed] == ["https://e.x/a%FE%FFb", "https://e.x/c"]

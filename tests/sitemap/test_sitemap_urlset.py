@@ -269,3 +269,21 @@ def test_wrong_declared_encoding_in_a_large_document_fed_at_once(parse):
     assert len(entries) == 2000
     assert report.warnings == {"wrong_declared_encoding": 1}
     assert feed_in_pieces(URL, document, 1000) == (entries, report)
+
+
+def test_an_entry_element_wrapping_the_text_of_a_loc_is_read_as_that_text():
+    """``<loc><url><![CDATA[…]]></url></loc>`` (seen on a jobs site): the page is read, with its lastmod; the
+    inner ``<url>`` did start a new entry, and the page was lost as ``missing_loc``."""
+    from harvester.sitemap import parse_bytes
+
+    document = (
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc><url>'
+        b"<![CDATA[http://jobs.example.com/2333221]]></url></loc><lastmod>2015-04-28</lastmod></url>"
+        b"<url><loc>http://jobs.example.com/2</loc></url></urlset>"
+    )
+    entries, report = parse_bytes("http://jobs.example.com/sitemap.xml", document)
+    assert [(e.url, e.lastmod) for e in entries] == [
+        ("http://jobs.example.com/2333221", datetime(2015, 4, 28, tzinfo=UTC)),
+        ("http://jobs.example.com/2", None),
+    ]
+    assert report.warnings == {}

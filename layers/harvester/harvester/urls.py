@@ -37,7 +37,7 @@ def require_http_url(url: str) -> str:
 #: The URLs nearly every sitemap lists (lower-case http(s), a plain host name, no userinfo): one match tells
 #: that they are acceptable and already in normal form; anything else takes the general path. Proved the
 #: same as the general path by tests/engine/test_urls.py.
-_PLAIN = re.compile(r"https?://([a-z0-9.-]*[a-z0-9])(?::([0-9]{1,5}))?(/[^\s?#]*(?:\?[^\s#]+)?)?")
+_PLAIN = re.compile(r"https?://((?:[a-z0-9-]+\.)*[a-z0-9-]*[a-z0-9])(?::([0-9]{1,5}))?(/[^\s?#]*(?:\?[^\s#]+)?)?")
 
 
 def refusal(url: str) -> str | None:
@@ -89,6 +89,8 @@ def _refusal(url: str) -> str | None:
         return "no_host"
     if _WHITESPACE.search(url):
         return "malformed"
+    if ":" not in host and "" in host.removesuffix(".").split("."):
+        return "malformed"  # an empty label (http://.example.org, a..b): no name a resolver would answer
     return None
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harvester import __version__
-from harvester.adapters.local.database import StateDirError
+from harvester.adapters.local.database import StateDirBusy, StateDirError
 from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
 from harvester.api.tree import Discovery
 from harvester.cli.progress import ProgressLine
@@ -39,11 +39,20 @@ from harvester.model.messages import JobRequest, Unprocessable
 from harvester.model.records import JobStatus, LoaderState, utcnow
 from harvester.pipeline.completion import changes_key
 from harvester.settings import EngineSettings
-from harvester.sitemap import PageEntry
+from harvester.sitemap import PageEntry, SitemapKind
 from harvester.urls import normalize, origin_of, require_http_url
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY, EXIT_STATE = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # (128 + SIGINT)
 EXIT_PIPE = 141  # (128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe)
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}    done (every job completed; failed URLs are part of a completed job)
+  {EXIT_FAILED}    a job failed, or a file given is not what the command reads
+  {EXIT_USAGE}    bad input: an option, a site, a job id or a sites file line, named
+  {EXIT_BUSY}    the state directory is in use by another running crawl
+  {EXIT_STATE}    the state directory cannot be used (a file, not writable, damaged, another version's)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C): run the same command again to resume
+  {EXIT_PIPE}  the output's reader went away (| head)"""
 
 
 class UsageError(Exception):
@@ -70,18 +79,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, Unprocessable) as exc:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (StateDirError, JobStuck) as exc:
+    except StateDirBusy as exc:
+        print(f"harvest: {exc}", file=sys.stderr)
+        return EXIT_BUSY
+    except StateDirError as exc:
+        print(f"harvest: {exc}", file=sys.stderr)
+        return EXIT_STATE
+    except JobStuck as exc:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("\nharvest: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="harvest",
         description="Sitemap ingestion: discover, parse and fetch every page a site's sitemaps list.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"harvest {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
@@ -367,16 +384,31 @@ def _no_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:
 def run_parse(args: argparse.Namespace) -> int:
     from harvester.sitemap import parse_file
 
-    if not args.file.is_file():
-        raise UsageError(f"{args.file}: no such file")
-    entries, report = parse_file(args.file)
-    for entry in entries:
+    path: Path = args.file
+    if path.is_dir():
+        raise UsageError(f"{path}: a directory, not a sitemap file")
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    try:
+        entries, report = parse_file(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    count = 0
+    for entry in entries:  # (read as they are parsed: the report is complete once they are all out)
         sys.stdout.write(json.dumps(entry.to_json()) + "\n")
+        count += 1
     if report.error:
-        print(f"harvest: {args.file}: {report.error}", file=sys.stderr)
+        print(f"harvest: {path}: {report.error}", file=sys.stderr)
+        return EXIT_FAILED
+    if not count and report.kind in (None, SitemapKind.TEXT):
+        # Any bytes read as a text sitemap: with no URL line at all, it is not one (a binary, JSON, empty).
+        what = "empty" if not path.stat().st_size and path.is_file() else "no URL in it"
+        print(f"harvest: {path}: not a sitemap: {what}", file=sys.stderr)
         return EXIT_FAILED
     if report.truncated:
-        print(f"harvest: {args.file}: truncated: {report.truncated}", file=sys.stderr)
+        print(f"harvest: {path}: truncated: {report.truncated}", file=sys.stderr)
+    if not count:
+        print(f"harvest: {path}: a {report.kind.value if report.kind else 'sitemap'} with no entries", file=sys.stderr)
     return EXIT_OK
 
 

@@ -18,13 +18,26 @@ from harvester.sitemap.values import STRIP_CHARS
 #: A line longer than this is no URL (the protocol's limit is 2,048 characters); it is dropped as it
 #: streams in rather than held in memory whole.
 MAX_LINE = 64 * 1024
+#: The decoding error handler of lines: a byte that is not text in the document's encoding becomes its
+#: percent-escape (``/s\xff.xml`` → ``/s%FF.xml``), the URL the site wrote, where U+FFFD would make one
+#: it never wrote (``/s%EF%BF%BD.xml``).
+PERCENT_ESCAPE = "harvester.percent-escape"
+
+
+def _percent_escape(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return "".join(f"%{byte:02X}" for byte in error.object[error.start : error.end]), error.end
+
+
+codecs.register_error(PERCENT_ESCAPE, _percent_escape)
 
 
 class LineReader:
     """Decodes bytes incrementally and returns the lines each chunk completes."""
 
     def __init__(self, encoding: str, report: ParseReport) -> None:
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors=PERCENT_ESCAPE)
         self._report = report
         self._pending = ""
         self._overlong = False  # the current (unfinished) line already passed MAX_LINE and is being dropped

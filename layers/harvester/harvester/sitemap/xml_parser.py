@@ -534,6 +534,7 @@ def _handlers(
     videos: list[Video] | None = None
     alternates: list[Alternate] | None = None
     news: NewsStory | None = None
+    wrapped = 0  # entry elements open inside a field (read as the field's text)
 
     def learn(name: str) -> int:
         local = name.rpartition(":")[2].lower()
@@ -552,7 +553,7 @@ def _handlers(
         return code
 
     def start(name: str, attrs: dict[str, str]) -> None:
-        nonlocal field, mark, record, target, images, videos, alternates, news, depth
+        nonlocal field, mark, record, target, images, videos, alternates, news, depth, wrapped
         try:
             code = table[name]
         except KeyError:
@@ -575,6 +576,9 @@ def _handlers(
                     if href is not None:
                         record[LINK_HREF] = href
         elif code == _RECORD:
+            if field != _NO_FIELD:  # <loc><url>…</url></loc>: an element inside a field is its text's wrapper
+                wrapped += 1
+                return
             if record is not None:  # an entry inside an entry: start afresh
                 field = _NO_FIELD
                 news = None
@@ -594,7 +598,7 @@ def _handlers(
             target = None if code == _SKIP or target is None else {}
 
     def end(name: str) -> None:
-        nonlocal field, record, target, images, videos, alternates, news, depth
+        nonlocal field, record, target, images, videos, alternates, news, depth, wrapped
         extra: list[ChildSitemap] | None = None
         try:
             code = table[name]
@@ -616,6 +620,9 @@ def _handlers(
         elif code <= _LINK or code >= _FIELD:
             return
         elif code == _RECORD:
+            if wrapped:
+                wrapped -= 1
+                return
             if record is None:
                 return
             if urlset:

@@ -169,7 +169,11 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 
 
 class StateDirError(RuntimeError):
-    """The state directory cannot be used (not writable, another version's file, locked)."""
+    """The state directory cannot be used (not a directory, not writable, a damaged or another version's file)."""
+
+
+class StateDirBusy(StateDirError):
+    """Another crawl is using the state directory: a moment's condition, not a fault of the directory."""
 
 
 def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
@@ -177,11 +181,34 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
 
     ``durable=False`` is for a file thrown away after the run (a discovery's): transactions stay atomic
     (their journal is kept in memory) but nothing is made to survive a crash."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StateDirError(f"the state directory {path.parent} is a file, not a directory") from None
+    except OSError as exc:
+        raise StateDirError(f"cannot create the state directory {path.parent}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise StateDirError(f"the state file {path} is a directory")
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     except sqlite3.Error as exc:
         raise StateDirError(f"cannot open the state file {path}: {exc}") from exc
+    try:
+        _prepare(conn, path, durable)
+    except sqlite3.OperationalError as exc:  # read-only, locked, full, I/O: the file may be fine
+        conn.close()
+        raise StateDirError(f"cannot use the state file {path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        conn.close()
+        raise StateDirError(
+            f"{path} is not a Harvester state file, or it is damaged ({exc}): move it aside, or give another"
+            " --state-dir"
+        ) from None
+    return conn
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
+    """Settings, then the schema created or upgraded in one transaction."""
     # Listed URLs are written a batch at a time into the crawl records' index, where a sitemap listing its
     # URLs out of order dirties a page per URL a commit: the cache keeps some from being read back (8 MiB:
     # 16 was 3 % faster and 11 MiB more), and a WAL of 128 MiB keeps them from being copied and synced into
@@ -226,7 +253,6 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-    return conn
 
 
 def _table(conn: sqlite3.Connection, name: str) -> str | None:

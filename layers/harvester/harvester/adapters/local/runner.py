@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
-from harvester.adapters.local.database import Checkpointer, StateDirError, connect
+from harvester.adapters.local.database import Checkpointer, StateDirBusy, connect
 from harvester.adapters.local.dispatch import Dispatcher
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
@@ -128,7 +128,7 @@ def exclusive(state_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
-            raise StateDirError(f"{state_dir} is in use by a running harvest crawl (pid {holder})") from None
+            raise StateDirBusy(f"{state_dir} is in use by a running harvest crawl (pid {holder})") from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
