@@ -152,8 +152,11 @@ def test_report_in_every_format(site_factory, tmp_path):
         (["crawl", "https://e.x/", "--allow-network", "300.1.2.3/8"], "300.1.2.3/8"),
         (["crawl", "https://e.x/", "--include", "re:("], "'re:(' is not a valid regular expression"),
         (["crawl", "https://e.x/", "--concurrency", "0"], "--concurrency 0: must be at least 1"),
-        (["crawl", "https://e.x/", "--rate-limit-delay", "0"], "rate_limit_delay 0.0"),
-        (["crawl", "https://e.x/", "--sitemap", "/relative.xml"], "'/relative.xml'"),
+        (["crawl", "https://e.x/", "--rate-limit-delay", "0"], "--rate-limit-delay 0.0: must be greater than 0"),
+        (["crawl", "example.com"], "site 'example.com': not an http(s) URL: give it whole, with its scheme"),
+        (["sitemaps", "example.com"], "site 'example.com': not an http(s) URL"),
+        (["crawl", "https://e.x/", "--max-depth", "0"], "--max-depth 0: must be greater than or equal to 1"),
+        (["crawl", "https://e.x/", "--sitemap", "/relative.xml"], "--sitemap /relative.xml: not an http(s) URL"),
         (["crawl"], "give a site to crawl"),
         (
             ["crawl", "https://a.x/", "https://b.x/", "--sitemap", "https://a.x/s.xml"],
@@ -321,3 +324,24 @@ def test_help_lists_every_exit_status():
     text = harvest("--help").stdout
     for code in ("0", "1", "2", "3", "4", "130", "141"):
         assert f"\n  {code} " in text, code
+
+
+@pytest.mark.parametrize("output", ["jsonl", "json"])
+def test_sitemaps_that_failed_are_named_on_stderr_in_every_format(served_dir, tmp_path, output):
+    """Data on stdout, failures on stderr: a refused, a hostile and a soft-404 sitemap each said with why."""
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    laughs = '<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;">]><urlset>&b;</urlset>'
+    (root / "laughs.xml").write_text(laughs)
+    (root / "soft404.xml").write_text("<html><body>Page not found</body></html>")
+    (root / "robots.txt").write_text(
+        f"Sitemap: {base}/laughs.xml\nSitemap: {base}/soft404.xml\nSitemap: http://169.254.169.254/latest.xml\n"
+    )
+    run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", output)
+    assert run.returncode == 1
+    assert f"{base}/laughs.xml: invalid: not a sitemap: forbidden XML construct: EntitiesForbidden" in run.stderr
+    assert f"{base}/soft404.xml: invalid: not a sitemap: root element <html>" in run.stderr
+    assert "http://169.254.169.254/latest.xml: " in run.stderr and "169.254.169.254" in run.stderr
+    assert "no sitemap of the site could be read" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -259,14 +259,46 @@ def _request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site:
         raise UsageError(_validation_message(exc)) from None
 
 
+#: The job request's fields as the command line names them.
+_OPTIONS = {
+    "rate_limit_delay": "--rate-limit-delay",
+    "sitemaps": "--sitemap",
+    "include": "--include",
+    "exclude": "--exclude",
+    "sitemap_include": "--sitemap-include",
+    "sitemap_exclude": "--sitemap-exclude",
+    "scope": "--scope",
+    "max_depth": "--max-depth",
+    "job_id": "--job-id",
+}
+#: URL refusals (harvester.urls) in words.
+_URL_REASONS = {
+    "not_http": "not an http(s) URL: give it whole, with its scheme (https://example.com/)",
+    "no_host": "no host name",
+    "malformed": "not a well-formed URL",
+    "too_long": "longer than 2048 characters",
+}
+
+
 def _validation_message(exc: ValidationError) -> str:
+    """pydantic's complaint about a job request, in the command line's words: the option as it is typed,
+    the value as it was given, the reason without pydantic's phrasing."""
     problems = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "input"
+        field = str(error["loc"][0]) if error["loc"] else ""
+        message = error["msg"].removeprefix("Value error, ")
+        code = message.rpartition(": ")[2]
+        if code in _URL_REASONS:
+            message = _URL_REASONS[code]
+        elif message.startswith("Input should be "):
+            message = "must be " + message.removeprefix("Input should be ")
         given = error.get("input")
-        problems.append(
-            f"{where} {given!r}: {error['msg']}" if not isinstance(given, dict) else f"{where}: {error['msg']}"
-        )
+        if field == "site":
+            problems.append(f"site {given!r}: {message}")
+        elif isinstance(given, dict | tuple | list) or field not in _OPTIONS:
+            problems.append(f"{_OPTIONS.get(field, field or 'input')}: {message}")
+        else:
+            problems.append(f"{_OPTIONS[field]} {given}: {message}")
     return "; ".join(problems)
 
 
@@ -334,7 +366,8 @@ def _requests(args: argparse.Namespace) -> list[JobRequest]:
         try:
             request = _request(args, site=site)
         except UsageError as exc:
-            raise UsageError(f"{where}: {exc}") from None
+            message = str(exc)
+            raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
         if request.origin in seen:
             raise UsageError(f"{where}: {request.origin} is given twice (first as {seen[request.origin]})")
         seen[request.origin] = where
@@ -374,7 +407,14 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         dump_json(tree.to_json(), sys.stdout)
     elif args.format == "tree":
         print(tree.render(show_absent=args.show_absent))
-    return EXIT_OK if tree.status is JobStatus.COMPLETED else EXIT_FAILED
+    if args.format != "tree":  # (the tree shows them in its own text; data on stdout, failures on stderr)
+        for node in tree.invalid():
+            print(f"harvest: {node.url}: {node.status}: {node.error or 'no reason recorded'}", file=sys.stderr)
+    if tree.status is not JobStatus.COMPLETED:
+        if args.format != "tree" or not tree.invalid():
+            print(f"harvest: {request.site}: no sitemap of the site could be read", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _no_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:

@@ -117,7 +117,8 @@ def _blocked(host: str, refusals: list[tuple[str, str]]) -> BlockedAddress:
     return BlockedAddress(
         host,
         f"refused to connect to {', '.join(a for a, _ in refusals)}{via}: {reasons}. "
-        f"Only an allowed network gets through (FetchPolicy.allow_networks, {ENV_ALLOW_NETWORKS})",
+        f"Only an allowed network gets through: --allow-network CIDR (harvest), {ENV_ALLOW_NETWORKS}"
+        " (AllowedNetworks on AWS), FetchPolicy.allow_networks (Python)",
         address=refusals[0][0],
     )
 
