@@ -345,3 +345,29 @@ def test_sitemaps_that_failed_are_named_on_stderr_in_every_format(served_dir, tm
     assert "http://169.254.169.254/latest.xml: " in run.stderr and "169.254.169.254" in run.stderr
     assert "no sitemap of the site could be read" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_every_option_of_every_command_says_what_it_is_for_and_v_works_after_the_command(tmp_path):
+    """argparse prints an option without help as its bare name: every option and argument has a line of
+    text; the default state directory is shown; -v is accepted after the command too."""
+    import re
+
+    for command in ("crawl", "sitemaps", "parse", "report", "changes", "submit", "status"):
+        text = harvest(command, "--help").stdout
+        options = text.split("\noptions:\n", 1)[1]
+        positional = (
+            text.split("\npositional arguments:\n", 1)[1].split("\noptions:\n")[0] if "positional" in text else ""
+        )
+        for block in (options, positional):
+            for line in block.splitlines():
+                # An option or argument alone on its line, with no text after it and none on the next line.
+                if re.fullmatch(r"  \S.*", line) and "  " not in line.strip():
+                    following = block.splitlines()[block.splitlines().index(line) + 1 :][:1]
+                    assert following and following[0].startswith(" " * 10), (command, line)
+    assert "(default .harvest)" in harvest("crawl", "--help").stdout.replace("\n", " ").replace("  ", " ")
+    sitemap = tmp_path / "s.xml"
+    sitemap.write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://e.x/a</loc></url></urlset>'
+    )
+    run = harvest("parse", str(sitemap), "-v")
+    assert run.returncode == 0, run.stderr

@@ -254,3 +254,33 @@ def test_an_invalid_message_in_a_page_batch_is_dead_lettered_alone(site_factory,
     assert outcome.result is not None
     assert (outcome.result.successful_processing, outcome.result.failed_processing) == (40, 0)
     assert len(documents(tmp_path / "s", site.base_url)) == 40
+
+
+def test_a_site_that_refuses_every_connection_fails_fast_saying_so(tmp_path):
+    """Nothing listens on the port: the job fails in seconds (robots.txt's retries, then no probe waits on a
+    dead host for minutes), and the reason is the refused connection."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # (closed again: nothing listens there now)
+    started = time.monotonic()
+    run = harvest("crawl", f"http://127.0.0.1:{port}/", "--state-dir", str(tmp_path / "s"), "--json", *FAST)
+    elapsed = time.monotonic() - started
+    assert run.returncode == 1, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "failed"
+    assert any("cannot connect to 127.0.0.1" in e["error"] for e in result["error_details"]), result["error_details"]
+    assert elapsed < 30, elapsed
+
+
+def test_a_job_id_reused_for_another_site_is_refused_naming_both(site_factory, tmp_path):
+    site = site_factory(pages=3, broken=0)
+    state = str(tmp_path / "s")
+    first = harvest("crawl", f"{site.base_url}/", "--job-id", "myjob", "--state-dir", state, *FAST)
+    assert first.returncode == 0, first.stderr
+    other = site.base_url.replace("127.0.0.1", "127.0.0.2")
+    again = harvest("crawl", f"{other}/", "--job-id", "myjob", "--state-dir", state, *FAST)
+    assert again.returncode == 2
+    assert f"job id 'myjob' is already the job of site {site.base_url}/, not {other}/" in again.stderr
+    assert again.stdout == ""  # (no old result shown as if it were this run's)

@@ -102,17 +102,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"harvest {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv for debug)")
+    # -v after the command as well (harvest crawl SITE -v): a subcommand that is not given it leaves the
+    # count the main parser made.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help="log more (-vv for debug)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     crawl = commands.add_parser(
-        "crawl", help="run a job per site on this machine, side by side (resumable: run it again after a kill)"
+        "crawl",
+        parents=[common],
+        help="run a job per site on this machine, side by side (resumable: run it again after a kill)",
     )
     _site_arguments(crawl, many=True)
     crawl.add_argument(
         "--sites", type=Path, metavar="FILE", help="also crawl the sites listed in FILE, one per line (# comments)"
     )
     _job_arguments(crawl)
-    crawl.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where state and documents live")
+    crawl.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
+    )
     crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
     crawl.add_argument(
         "--per-host",
@@ -131,29 +142,45 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--quiet", action="store_true", help="no progress line")
     crawl.set_defaults(run=run_crawl)
 
-    sitemaps = commands.add_parser("sitemaps", help="discovery only: the sitemap tree, or every page it lists")
+    sitemaps = commands.add_parser(
+        "sitemaps", parents=[common], help="discovery only: the sitemap tree, or every page it lists"
+    )
     _site_arguments(sitemaps)
     sitemaps.add_argument(
         "--format", choices=("tree", "json", "jsonl"), default="tree", help="tree; the tree as JSON; or one page a line"
     )
     _pattern_arguments(sitemaps)
-    sitemaps.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
-    sitemaps.add_argument("--max-depth", type=int, default=10)
+    _scope_arguments(sitemaps)
     _delay_argument(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=run_sitemaps)
 
-    parse = commands.add_parser("parse", help="parse one local sitemap file; one JSON object per entry")
-    parse.add_argument("file", type=Path)
+    parse = commands.add_parser(
+        "parse", parents=[common], help="parse one local sitemap file; one JSON object per entry"
+    )
+    parse.add_argument(
+        "file", type=Path, help="a urlset, index, text, RSS/Atom sitemap or robots.txt on disk, gzipped or not"
+    )
     parse.set_defaults(run=run_parse)
 
     report = commands.add_parser(
         "report",
+        parents=[common],
         help="a local job's progress and result (no JOB_ID: list jobs), or the crawl database's view of a URL or site",
     )
-    report.add_argument("job_id", nargs="?")
-    report.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    report.add_argument("--format", choices=("json", "jsonl", "csv"), default="json")
+    report.add_argument("job_id", nargs="?", help="the job to show (none: list the jobs of the state directory)")
+    report.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
+    )
+    report.add_argument(
+        "--format",
+        choices=("json", "jsonl", "csv"),
+        default="json",
+        help="json: the job and its result; jsonl / csv: its URL records (with --site: the site's crawl records)",
+    )
     about = report.add_mutually_exclusive_group()
     about.add_argument("--url", help="the crawl record of this URL, in every site that lists it")
     about.add_argument(
@@ -163,27 +190,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(run=run_report)
 
-    changes = commands.add_parser("changes", help="a local job's change feed (no JOB_ID: the latest job's)")
-    changes.add_argument("job_id", nargs="?")
-    changes.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    changes.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    changes = commands.add_parser(
+        "changes", parents=[common], help="a local job's change feed (no JOB_ID: the latest job's)"
+    )
+    changes.add_argument("job_id", nargs="?", help="the job whose changes to print (none: the latest finished job)")
+    changes.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
+    )
+    changes.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="one change a line, or CSV")
     changes.set_defaults(run=run_changes)
 
-    submit = commands.add_parser("submit", help="send a job request to a deployed stack's job queue")
-    submit.add_argument("site")
+    submit = commands.add_parser("submit", parents=[common], help="send a job request to a deployed stack's job queue")
+    submit.add_argument("site", help="the site's home page, e.g. https://example.com/")
     target = submit.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", help="CloudFormation stack name (its JobQueueUrl output is used)")
     target.add_argument("--queue-url", help="the job queue's URL")
-    submit.add_argument("--sitemap", action="append", default=[], metavar="URL")
+    submit.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
     _job_arguments(submit, network=False)
     submit.add_argument("--job-id", help="idempotent job id (default: generated)")
-    submit.add_argument("--region")
+    submit.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
     submit.set_defaults(run=run_submit)
 
-    status = commands.add_parser("status", help="a deployed job's progress (BulkProcessingJob as JSON)")
-    status.add_argument("job_id")
-    status.add_argument("--stack", required=True)
-    status.add_argument("--region")
+    status = commands.add_parser(
+        "status", parents=[common], help="a deployed job's progress (BulkProcessingJob as JSON)"
+    )
+    status.add_argument("job_id", help="the job id harvest submit printed")
+    status.add_argument("--stack", required=True, help="CloudFormation stack name")
+    status.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
     status.set_defaults(run=run_status)
     return parser
 
@@ -212,11 +248,25 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
         help="fetch every listed page, not only those due (still conditionally: unchanged pages cost a 304)",
     )
     _pattern_arguments(parser)
-    parser.add_argument("--scope", choices=("same-host", "same-domain", "any"), default="same-host")
-    parser.add_argument("--max-depth", type=int, default=10)
+    _scope_arguments(parser)
     _delay_argument(parser)
     if network:
         parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+
+
+def _scope_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scope",
+        choices=("same-host", "same-domain", "any"),
+        default="same-host",
+        help="which sitemaps and pages belong to the site: same host (default), same registrable domain, or any",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=int,
+        default=10,
+        help="how deep sitemap indexes may nest below robots.txt and the probed locations (default 10)",
+    )
 
 
 def _delay_argument(parser: argparse.ArgumentParser) -> None:
