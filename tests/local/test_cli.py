@@ -371,3 +371,30 @@ def test_every_option_of_every_command_says_what_it_is_for_and_v_works_after_the
     )
     run = harvest("parse", str(sitemap), "-v")
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize(("command", "resumes"), [("sitemaps", False), ("crawl", True)])
+def test_ctrl_c_says_resume_only_where_there_is_something_to_resume(tmp_path, command, resumes):
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        site = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        args = [command, site, *ALLOW]
+        if command == "crawl":
+            args += ["--state-dir", str(tmp_path / "s"), "--quiet"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "harvester", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "harvest: interrupted" in stderr
+    assert ("run the same command again to resume" in stderr) is resumes
+    assert "Traceback" not in stderr

@@ -51,7 +51,7 @@ EXIT_CODES = f"""exit status:
   {EXIT_USAGE}    bad input: an option, a site, a job id or a sites file line, named
   {EXIT_BUSY}    the state directory is in use by another running crawl
   {EXIT_STATE}    the state directory cannot be used (a file, not writable, damaged, another version's)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C): run the same command again to resume
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a crawl resumes when the same command is run again
   {EXIT_PIPE}  the output's reader went away (| head)"""
 
 
@@ -89,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("\nharvest: interrupted; run the same command again to resume", file=sys.stderr)
+        # Only a crawl keeps state to resume from; a discovery or a report simply stopped.
+        again = "; run the same command again to resume" if args.command == "crawl" else ""
+        print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
