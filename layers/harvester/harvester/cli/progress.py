@@ -1,7 +1,9 @@
 """The progress line `harvest crawl` draws on stderr.
 
-On a terminal it redraws one line in place; into a file or a pipe it writes a line every few seconds, so
-CI logs stay readable. The total carries a ``+`` while discovery is still running, because it can grow.
+On a terminal it redraws one line in place; into a file or a pipe it writes a line every few seconds, and
+only when something moved, so CI logs stay readable. The total carries a ``+`` while discovery is still
+running, because it can grow. The rate counts this run's pages only (a resumed job's earlier pages were not
+done in this run's seconds), and the time left is shown once the total is known.
 """
 
 from __future__ import annotations
@@ -24,18 +26,26 @@ class ProgressLine:
         self._started = time.monotonic()
         self._drawn = False
         self._views: dict[str, BulkProcessingJob] = {}
+        #: Each job's processed count when this run first saw it (a resumed job starts part done).
+        self._before: dict[str, int] = {}
+        self._last_state: tuple[object, ...] | None = None
 
     def __call__(self, view: BulkProcessingJob) -> None:
         self._views[view.job_id] = view
+        self._before.setdefault(view.job_id, view.processed_count)
         views = list(self._views.values())
         final = all(v.status.final for v in views)
-        line = render(views, elapsed=time.monotonic() - self._started)
+        line = render(views, elapsed=time.monotonic() - self._started, before=sum(self._before.values()))
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)
             self._drawn = True
-        elif final or time.monotonic() - self._last_piped >= self.interval:
-            self.stream.write(line + "\n")
-            self._last_piped = time.monotonic()
+        else:
+            state = tuple((v.processed_count, v.total_urls, v.failed_count, v.sitemaps_done, v.status) for v in views)
+            due = time.monotonic() - self._last_piped >= self.interval
+            if state != self._last_state and (final or due):
+                self.stream.write(line + "\n")
+                self._last_piped = time.monotonic()
+                self._last_state = state
         self.stream.flush()
 
     def close(self) -> None:
@@ -45,8 +55,8 @@ class ProgressLine:
             self._drawn = False
 
 
-def render(views: list[BulkProcessingJob], *, elapsed: float) -> str:
-    """One line for the run: its jobs (one per site) added up."""
+def render(views: list[BulkProcessingJob], *, elapsed: float, before: int = 0) -> str:
+    """One line for the run: its jobs (one per site) added up. ``before``: the pages done before this run."""
     processed = sum(v.processed_count for v in views)
     total_urls = sum(v.total_urls for v in views)
     if total_urls:
@@ -56,14 +66,28 @@ def render(views: list[BulkProcessingJob], *, elapsed: float) -> str:
     filled = int(BAR_WIDTH * percentage / 100)
     bar = "#" * filled + "-" * (BAR_WIDTH - filled)
     total = f"{total_urls}{'' if all(v.discovery_complete for v in views) else '+'}"
-    rate = processed / elapsed if elapsed > 0 else 0.0
+    rate = max(0, processed - before) / elapsed if elapsed > 0 else 0.0
     parts = [
         f"[{bar}] {percentage:5.1f}%",
         f"{processed}/{total} pages",
         f"{sum(v.failed_count for v in views)} failed",
         f"sitemaps {sum(v.sitemaps_done for v in views)}/{sum(v.sitemaps_total for v in views)}",
         f"{rate:.0f}/s",
+        f"{duration(elapsed)} elapsed",
     ]
+    left = total_urls - processed
+    if all(v.discovery_complete for v in views) and not all(v.status.final for v in views) and rate > 0 and left > 0:
+        parts.append(f"about {duration(left / rate)} left")
     if len(views) > 1:
         parts.insert(0, f"{sum(v.status.final for v in views)}/{len(views)} sites done")
     return " · ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``: as long as it needs to be and no longer."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

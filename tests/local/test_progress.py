@@ -1,0 +1,65 @@
+"""The progress line of `harvest crawl`: this run's rate, elapsed time and time left, and no repeated
+lines in a log."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+
+from harvester.cli.progress import ProgressLine, duration, render
+from harvester.model.records import BulkProcessingJob, JobStatus
+
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+
+
+def view(processed: int, total: int = 20000, *, done: bool = False, discovered: bool = True) -> BulkProcessingJob:
+    return BulkProcessingJob(
+        job_id="j",
+        sitemap_url="https://e.x/",
+        status=JobStatus.COMPLETED if done else JobStatus.IN_PROGRESS,
+        progress_percentage=100.0 * processed / total,
+        current_url_index=processed,
+        total_urls=total,
+        processed_count=processed,
+        successful_count=processed,
+        failed_count=0,
+        start_time=NOW,
+        last_update_time=NOW,
+        rate_limit_delay=0.05,
+        discovery_complete=discovered,
+        sitemaps_total=4,
+        sitemaps_done=4 if discovered else 1,
+    )
+
+
+def test_a_resumed_jobs_rate_counts_only_this_runs_pages_and_the_time_left_is_shown():
+    # 19,993 pages were done before the run; 100 more in 10 s: 10/s, not 2009/s.
+    line = render([view(20093, 30000)], elapsed=10.0, before=19993)
+    assert "10/s" in line
+    assert "10s elapsed" in line
+    assert "about 16m30s left" in line  # (9,907 pages at 10/s)
+
+
+def test_no_time_left_while_the_total_can_still_grow():
+    assert "left" not in render([view(100, 1000, discovered=False)], elapsed=5.0)
+
+
+def test_durations_read_as_people_write_them():
+    assert [duration(s) for s in (0.4, 42, 185, 7620)] == ["0s", "42s", "3m05s", "2h07m"]
+
+
+class Log(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_into_a_log_an_unchanged_line_is_not_written_again():
+    log = Log()
+    progress = ProgressLine(log, interval_when_piped=0.0)
+    for _ in range(5):
+        progress(view(100))  # nothing moved: one line, not five
+    progress(view(200))
+    progress(view(20000, done=True))
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert [line.split(" pages")[0].split()[-1] for line in lines] == ["100/20000", "200/20000", "20000/20000"]
