@@ -120,12 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sites", type=Path, metavar="FILE", help="also crawl the sites listed in FILE, one per line (# comments)"
     )
     _job_arguments(crawl)
-    crawl.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
-    )
+    _state_dir_argument(crawl)
     crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
     crawl.add_argument(
         "--per-host",
@@ -171,12 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a local job's progress and result (no JOB_ID: list jobs), or the crawl database's view of a URL or site",
     )
     report.add_argument("job_id", nargs="?", help="the job to show (none: list the jobs of the state directory)")
-    report.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
-    )
+    _state_dir_argument(report)
     report.add_argument(
         "--format",
         choices=("json", "jsonl", "csv"),
@@ -196,12 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "changes", parents=[common], help="a local job's change feed (no JOB_ID: the latest job's)"
     )
     changes.add_argument("job_id", nargs="?", help="the job whose changes to print (none: the latest finished job)")
-    changes.add_argument(
-        "--state-dir",
-        type=Path,
-        default=DEFAULT_STATE_DIR,
-        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
-    )
+    _state_dir_argument(changes)
     changes.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="one change a line, or CSV")
     changes.set_defaults(run=run_changes)
 
@@ -254,6 +239,15 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _delay_argument(parser)
     if network:
         parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+
+
+def _state_dir_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
+    )
 
 
 def _scope_arguments(parser: argparse.ArgumentParser) -> None:
