@@ -389,7 +389,13 @@ def test_ctrl_c_says_resume_only_where_there_is_something_to_resume(tmp_path, co
         if command == "crawl":
             args += ["--state-dir", str(tmp_path / "s"), "--quiet"]
         process = subprocess.Popen(
-            [sys.executable, "-m", "harvester", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "harvester", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # As in a terminal: a test run started in the background (cmd &) has SIGINT ignored, and an
+            # ignored signal stays ignored across exec.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         time.sleep(2)
         process.send_signal(signal.SIGINT)
