@@ -454,3 +454,34 @@ def test_httpcore_finds_the_event_loop_without_an_import_per_request():
 
     assert asyncio.run(which()) == "asyncio"
     assert "sniffio" in sys.modules
+
+
+async def test_a_header_the_caller_gives_replaces_the_default_of_that_name_whatever_its_case() -> None:
+    """``headers={"accept": ...}`` is the Accept header, sent once: not a second one beside Accept: */*."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    seen: list[bytes] = []
+
+    def answer() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            seen.append(connection.recv(65536))
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/sitemap.xml"
+    async with (
+        Fetcher(local_policy()) as fetcher,
+        fetcher.open(url, max_bytes=100, headers={"accept": "application/xml"}) as response,
+    ):
+        assert await response.read() == b"ok"
+    thread.join(5)
+    listener.close()
+    lines = [line.lower() for line in seen[0].split(b"\r\n")]
+    assert [line for line in lines if line.startswith(b"accept:")] == [b"accept: application/xml"]
+    assert sum(line.startswith(b"user-agent:") for line in lines) == 1

@@ -75,6 +75,10 @@ class TaskQueue(Protocol):
 class DocumentStore(Protocol):
     """Raw fetched documents and job results, by key (``jobs/<job>/pages/<url key>`` ...)."""
 
+    #: Whether ``put`` is quick enough to call on the event loop (a local file) rather than in a thread
+    #: (an S3 PUT, whose wait would hold up the turns of the batch's other pages).
+    writes_inline: bool
+
     def put(
         self,
         key: str,

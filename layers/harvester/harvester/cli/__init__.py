@@ -487,9 +487,9 @@ def run_parse(args: argparse.Namespace) -> int:
         print(f"harvest: {path}: {report.error}", file=sys.stderr)
         return EXIT_FAILED
     if not count and report.kind in (None, SitemapKind.TEXT):
-        # Any bytes read as a text sitemap: with no URL line at all, it is not one (a binary, JSON, empty).
-        what = "empty" if not path.stat().st_size and path.is_file() else "no URL in it"
-        print(f"harvest: {path}: not a sitemap: {what}", file=sys.stderr)
+        # Any bytes are read as a text sitemap: with no URL line at all, it is not one (a binary, JSON).
+        # (An empty file is the parser's own error, "empty document", above.)
+        print(f"harvest: {path}: not a sitemap: no URL in it", file=sys.stderr)
         return EXIT_FAILED
     if report.truncated:
         print(f"harvest: {path}: truncated: {report.truncated}", file=sys.stderr)

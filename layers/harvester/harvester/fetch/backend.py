@@ -254,8 +254,9 @@ def _legacy_ipv4(host: str) -> bool:
     return False
 
 
-def _sum(*values: float | None) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+def _sum(first: float | None, second: float | None) -> float | None:
+    """Two timeouts one after the other (None: no limit)."""
+    return None if first is None or second is None else first + second
 
 
 @contextlib.contextmanager
@@ -271,7 +272,7 @@ def _httpx_errors() -> Iterator[None]:
         raise httpx.ReadTimeout(str(exc) or "timed out") from exc
     except aiohttp.NonHttpUrlClientError as exc:
         raise httpx.UnsupportedProtocol(str(exc)) from exc
-    except aiohttp.InvalidURL as exc:  # e.g. a legacy numeric IPv4 form (2130706433, 127.1): never dialled
+    except aiohttp.InvalidURL as exc:  # a URL aiohttp will not request (legacy IPv4 forms are resolved before)
         raise httpx.InvalidURL(f"{exc.url} {exc.description}" if exc.description else str(exc)) from exc
     except aiohttp.ClientConnectorError as exc:
         raise httpx.ConnectError(_connector_reason(exc)) from exc

@@ -190,6 +190,8 @@ class Fetcher:
         if remaining <= 0:
             raise FetchTimeout(url, total, redirects=redirects)
         try:
+            # (Two spellings of one name, "Accept" and a caller's "accept", leave the caller's alone on the
+            # wire: the pool merges headers by name; tests/fetch/test_client.py holds it to that.)
             request = httpx.Request(
                 "GET", url, headers={**self._headers, **headers}, extensions={"timeout": self._timeouts}
             )

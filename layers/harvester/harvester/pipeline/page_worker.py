@@ -245,7 +245,7 @@ async def _settle_response(
             key = page_key(job.request.origin, record.url, signature)
             body.seek(0)
             metadata = {"url": record.url, "job-id": job.job_id, "status": str(code)}
-            if getattr(ctx.documents, "writes_inline", False):  # a local file: quicker than a thread hand-off
+            if ctx.documents.writes_inline:  # a local file: quicker than a thread hand-off
                 ctx.documents.put(key, body, content_type=response.content_type, metadata=metadata)
             else:
                 # In a thread: a store's call (an S3 PUT) must not hold up the pages of the batch waiting for

@@ -650,13 +650,9 @@ def _handlers(
                     raise sink.overflow()
                 sink.count += 1
                 out(entry)
-                if extra:
+                if extra:  # (rare: an index <sitemap> with several <loc>; not worth inlining)
                     for child in extra:
-                        if sink.count >= limit:
-                            raise sink.overflow()
-                        sink.count += 1
-                        out(child)
-                    extra = None
+                        sink.emit(child)
         elif code == _ROOT:
             depth -= 1
             if depth == 0:

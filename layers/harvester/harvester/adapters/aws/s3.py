@@ -14,6 +14,8 @@ from harvester.limits import SPOOL_IN_MEMORY
 
 
 class S3DocumentStore:
+    writes_inline = False  # (a PUT is a network round trip: made in a thread)
+
     def __init__(self, client: Any, bucket: str) -> None:
         self.client = client
         self.bucket = bucket

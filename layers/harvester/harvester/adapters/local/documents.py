@@ -14,7 +14,6 @@ import itertools
 import os
 import posixpath
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -60,7 +59,7 @@ class FolderDocumentStore:
     def _write(self, path: Path) -> Iterator[BinaryIO]:
         # Unique among this process's writers (the counter) and other processes (the pid); O_EXCL still
         # refuses a leftover of a killed run that happens to share the name.
-        tmp = f"{path.parent}/.tmp-{os.getpid()}-{threading.get_ident()}-{next(self._names)}"
+        tmp = f"{path.parent}/.tmp-{os.getpid()}-{next(self._names)}"
         try:
             os.mkdir(path.parent)  # a page's own folder: usually new, its parents usually there
         except FileExistsError:

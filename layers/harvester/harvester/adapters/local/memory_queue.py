@@ -255,10 +255,11 @@ class FallbackQueue:
 
     def delete(self, *messages: Received) -> None:
         in_memory = [m for m in messages if m.id < 0]
+        durable = [m for m in messages if m.id >= 0]
         if in_memory:
             self.memory.delete(*in_memory)
-        if len(in_memory) < len(messages):
-            self.durable.delete(*(m for m in messages if m.id >= 0))
+        if durable:
+            self.durable.delete(*durable)
 
     def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
         self._of(message).release(message, delay_seconds=delay_seconds, reason=reason)
