@@ -106,12 +106,16 @@ def test_the_crawl_completes_with_its_failures_counted_and_explained(site):
     assert site.crawl_run.returncode == 0, site.crawl_run.stderr
     result = site.result
     assert result["status"] == "completed"
-    assert result["total_urls"] == result["successful_processing"] + result["failed_processing"]
-    assert result["total_urls"] == len(site.records)
+    parts = result["successful_processing"] + result["failed_processing"] + result["excluded_processing"]
+    assert result["total_urls"] == parts == len(site.records)
     failed = {r["url"] for r in site.records.values() if r["status"] == "failed"}
     reported = {d["url"]: d for d in result["error_details"]}
     assert failed == {url for url, d in reported.items() if d["kind"] == "page"}
     assert all(d["error"] for d in reported.values())
+    # Refused addresses are excluded (a rule), counted apart from the failures with their reasons.
+    excluded = [r for r in site.records.values() if r["status"] == "excluded"]
+    assert len(excluded) == result["excluded_processing"] == sum(result["exclusions"].values()) > 0
+    assert all("refused to connect to" in reason for reason in result["exclusions"])
 
 
 def test_well_known_paths_that_are_not_there_are_not_reported_as_errors(site):
@@ -162,25 +166,28 @@ def test_a_redirected_page_records_its_final_url(site):
 
 
 @pytest.mark.parametrize(
-    ("path", "reason"),
+    ("path", "status", "reason"),
     [
-        (s.PAGE_TO_127_0_0_2, "refused to connect to 127.0.0.2"),
-        (s.PAGE_TO_METADATA, "refused to connect to 169.254.169.254"),
-        (s.PAGE_SIX_REDIRECTS, "more than 5 redirects"),
-        (s.PAGE_TO_FTP, "scheme 'ftp'"),
+        # The address policy's refusal is a rule, not the page's failure: excluded, its crawl state unmoved.
+        (s.PAGE_TO_127_0_0_2, "excluded", "refused to connect to 127.0.0.2"),
+        (s.PAGE_TO_METADATA, "excluded", "refused to connect to 169.254.169.254"),
+        (s.PAGE_SIX_REDIRECTS, "failed", "more than 5 redirects"),
+        (s.PAGE_TO_FTP, "failed", "scheme 'ftp'"),
     ],
 )
-def test_a_page_redirected_where_it_must_not_go_fails_with_the_reason(site, path, reason):
+def test_a_page_redirected_where_it_must_not_go_ends_with_the_reason(site, path, status, reason):
     record = site.record(path)
-    assert record["status"] == "failed"
+    assert record["status"] == status
     assert reason in record["error_message"]
     assert record["attempts"] == 1  # refusals are final, not retried
+    if status == "excluded":
+        assert record["crawl_state"] == "unfetched"
 
 
 @pytest.mark.parametrize(("url", "address"), list(s.HIDDEN_PAGES.items()))
-def test_a_page_at_a_disguised_forbidden_address_fails_naming_the_address(site, second_server, url, address):
+def test_a_page_at_a_disguised_forbidden_address_is_excluded_naming_the_address(site, second_server, url, address):
     record = site.record(url.format(port=second_server.port))
-    assert record["status"] == "failed"
+    assert (record["status"], record["attempts"]) == ("excluded", 0)  # no request was sent
     assert f"refused to connect to {address}" in record["error_message"] or address in record["error_message"]
 
 

@@ -98,8 +98,21 @@ def test_the_harvester_group_decides_by_longest_match_with_allow_winning_a_tie(c
     if allowed:
         assert (record["status"], record["http_status"]) == ("completed", 200)
     else:
-        assert (record["status"], record["error_message"]) == ("failed", "forbidden by robots.txt")
+        # Excluded by rule, not failed; no fetch moves its crawl state (a later job asks robots.txt again).
+        assert (record["status"], record["error_message"]) == ("excluded", "forbidden by robots.txt")
+        assert (record["crawl_state"], record["attempts"]) == ("unfetched", 0)
         assert not any(h.path == path for h in crawl.site.hits), "a forbidden page was fetched"
+
+
+def test_pages_robots_txt_forbids_are_counted_as_excluded_not_as_failures(crawl):
+    result = crawl.run.json()
+    forbidden = sum(1 for allowed in s.RULED_PAGES.values() if not allowed)
+    assert forbidden and result["excluded_processing"] == forbidden
+    assert result["exclusions"] == {"forbidden by robots.txt": forbidden}
+    assert not any(e["error"] == "forbidden by robots.txt" for e in result["error_details"])
+    statuses = [r["status"] for r in crawl.records.values()]
+    assert result["failed_processing"] == statuses.count("failed")
+    assert result["total_urls"] == result["successful_processing"] + result["failed_processing"] + forbidden
 
 
 def test_robots_txt_is_found_through_redirects(crawl):

@@ -404,3 +404,35 @@ def test_ctrl_c_says_resume_only_where_there_is_something_to_resume(tmp_path, co
     assert "harvest: interrupted" in stderr
     assert ("run the same command again to resume" in stderr) is resumes
     assert "Traceback" not in stderr
+
+
+def test_a_crawl_summary_shows_excluded_pages_dropped_entries_and_set_aside_values(served_dir, tmp_path):
+    """What the sitemaps tree shows per sitemap (hygiene drops, values set aside) and pages robots.txt keeps
+    out reach the crawl's summary and its result, each in its own count: none of them is a failure."""
+    root = tmp_path / "site"
+    (root / "private").mkdir(parents=True)
+    base = served_dir(root)
+    (root / "robots.txt").write_text(f"User-agent: *\nDisallow: /private/\nSitemap: {base}/s.xml\n")
+    (root / "a.html").write_text("a")
+    (root / "private" / "b.html").write_text("b")
+    (root / "s.xml").write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{base}/a.html</loc><lastmod>not-a-date</lastmod><priority>7</priority></url>"
+        f"<url><loc>{base}/private/b.html</loc></url>"
+        "<url><loc>ftp://x/y</loc></url><url><loc>http://.bad/x</loc></url></urlset>"
+    )
+    state = str(tmp_path / "state")
+
+    text = harvest("crawl", f"{base}/", *ALLOW, "--state-dir", state, "--quiet")
+    job_id = text.stdout.split()[1].rstrip(":")
+    result = json.loads(harvest("report", job_id, "--state-dir", state).stdout)["result"]
+
+    assert text.returncode == 0, text.stderr
+    assert "  failed        0\n" in text.stdout
+    assert "  excluded      1: forbidden by robots.txt 1\n" in text.stdout
+    assert "  dropped       2 entries (URL hygiene): malformed 1, not_http 1\n" in text.stdout
+    assert "  set aside     2 values (entries kept): invalid_lastmod 1, invalid_priority 1\n" in text.stdout
+    assert (result["total_urls"], result["successful_processing"], result["excluded_processing"]) == (2, 1, 1)
+    assert result["failed_processing"] == 0 and result["error_details"] == []
+    assert result["entries_dropped"] == {"malformed": 1, "not_http": 1}
+    assert result["entry_warnings"] == {"invalid_lastmod": 1, "invalid_priority": 1}

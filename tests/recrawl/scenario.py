@@ -69,6 +69,7 @@ class Mutation:
             "notmodified": 1,
             "gone": 2,
             "failed": 0,
+            "excluded": 0,
             "removed": 2,
             "not_due": 31,
             "back": 0,

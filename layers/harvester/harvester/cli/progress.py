@@ -40,7 +40,10 @@ class ProgressLine:
             self.stream.write("\r\x1b[2K" + line)
             self._drawn = True
         else:
-            state = tuple((v.processed_count, v.total_urls, v.failed_count, v.sitemaps_done, v.status) for v in views)
+            state = tuple(
+                (v.processed_count, v.total_urls, v.failed_count, v.excluded_count, v.sitemaps_done, v.status)
+                for v in views
+            )
             due = time.monotonic() - self._last_piped >= self.interval
             if state != self._last_state and (final or due):
                 self.stream.write(line + "\n")
@@ -71,6 +74,7 @@ def render(views: list[BulkProcessingJob], *, elapsed: float, before: int = 0) -
         f"[{bar}] {percentage:5.1f}%",
         f"{processed}/{total} pages",
         f"{sum(v.failed_count for v in views)} failed",
+        *([f"{excluded} excluded"] if (excluded := sum(v.excluded_count for v in views)) else []),
         f"sitemaps {sum(v.sitemaps_done for v in views)}/{sum(v.sitemaps_total for v in views)}",
         f"{rate:.0f}/s",
         f"{duration(elapsed)} elapsed",

@@ -175,6 +175,7 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         f"  total urls    {result.total_urls}",
         f"  successful    {result.successful_processing}",
         f"  failed        {result.failed_processing}",
+        *_reasons("excluded", result.excluded_processing, result.exclusions),
         f"  sitemaps      {result.sitemaps_ok} read, {result.sitemaps_total} looked at",
         f"  duration      {result.total_duration:.1f} s",
         f"  records       {result.processed_urls}",
@@ -184,6 +185,12 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         shown = [f"{getattr(changes, k)} {k.replace('_', ' ')}" for k in _CHANGE_ORDER if getattr(changes, k)]
         lines.append(f"  changes       {', '.join(shown) or 'none'}")
         lines.append(f"  change feed   {result.changes_location}")
+    dropped = sum(result.entries_dropped.values())
+    if dropped:
+        lines += _reasons("dropped", dropped, result.entries_dropped, what=" entries (URL hygiene)")
+    warned = sum(result.entry_warnings.values())
+    if warned:
+        lines += _reasons("set aside", warned, result.entry_warnings, what=" values (entries kept)")
     for host, trust in result.lastmod_trust.items():
         lines.append(
             f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"
@@ -198,6 +205,14 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         if more > 0:
             lines.append(f"    ... and {more} more (see the records)")
     return "\n".join(lines)
+
+
+def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> list[str]:
+    """``label  count`` and, when there is a count, its reasons, most frequent first."""
+    if not count:
+        return [f"  {label:<13} 0"] if not what else []
+    shown = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [f"  {label:<13} {count}{what}" + (f": {shown}" if shown else "")]
 
 
 def dump_json(data: Any, out: TextIO) -> None:

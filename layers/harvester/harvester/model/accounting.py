@@ -118,7 +118,7 @@ def new_page(page: SitemapURL) -> JobCounts:
 
 def new_pages(pages: Iterable[PageRecord]) -> JobCounts:
     """:func:`new_page` summed over a batch, counted in one pass (it runs on every listed URL)."""
-    total = succeeded = failed = 0
+    total = succeeded = failed = excluded = 0
     for page in pages:
         total += 1
         status = page.status
@@ -126,7 +126,9 @@ def new_pages(pages: Iterable[PageRecord]) -> JobCounts:
             succeeded += 1
         elif status is UrlStatus.FAILED:
             failed += 1
-    return JobCounts(urls_total=total, urls_succeeded=succeeded, urls_failed=failed)
+        elif status is UrlStatus.EXCLUDED:
+            excluded += 1
+    return JobCounts(urls_total=total, urls_succeeded=succeeded, urls_failed=failed, urls_excluded=excluded)
 
 
 def page_done(page: SitemapURL) -> JobCounts:
@@ -134,6 +136,8 @@ def page_done(page: SitemapURL) -> JobCounts:
         return JobCounts(urls_succeeded=1)
     if page.status is UrlStatus.FAILED:
         return JobCounts(urls_failed=1)
+    if page.status is UrlStatus.EXCLUDED:
+        return JobCounts(urls_excluded=1)
     return JobCounts()
 
 

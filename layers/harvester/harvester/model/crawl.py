@@ -50,14 +50,16 @@ class ChangeKind(StrEnum):
     NOTMODIFIED = "notmodified"  # the conditional GET was answered 304
     GONE = "gone"  # fetched, and now gone (404, 410, forbidden, or transient failures up to the limit)
     FAILED = "failed"  # fetched without a usable answer, to be tried again by a later crawl
+    EXCLUDED = "excluded"  # not fetched by rule: robots.txt forbids it, or the address policy refuses it
     NOT_DUE = "not_due"  # not fetched: its schedule did not ask for it
     LISTED = "listed"  # a job that does not fetch pages listed a known URL again
     REMOVED = "removed"  # no longer listed: now orphan
 
     @property
     def in_feed(self) -> bool:
-        """``not_due`` and ``listed`` are counted, not written one line each: nothing happened to the URL."""
-        return self not in (ChangeKind.NOT_DUE, ChangeKind.LISTED)
+        """``not_due``, ``listed`` and ``excluded`` are counted, not written one line each: nothing happened to
+        the URL's content."""
+        return self not in (ChangeKind.NOT_DUE, ChangeKind.LISTED, ChangeKind.EXCLUDED)
 
 
 class CrawlRecord(BaseModel):
@@ -167,6 +169,7 @@ class ChangeCounts(BaseModel):
     notmodified: int = 0
     gone: int = 0
     failed: int = 0
+    excluded: int = 0
     not_due: int = 0
     listed: int = 0
     removed: int = 0

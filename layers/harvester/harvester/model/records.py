@@ -76,10 +76,13 @@ class UrlStatus(StrEnum):
     PROCESSING = "processing"
     COMPLETED = "completed"
     FAILED = "failed"
+    #: Not fetched, by rule rather than by failure: robots.txt forbids it, or the address policy refuses
+    #: where it leads. Final for the job and no failure; the crawl database records no fetch for it.
+    EXCLUDED = "excluded"
 
     @property
     def final(self) -> bool:
-        return self in (UrlStatus.COMPLETED, UrlStatus.FAILED)
+        return self in (UrlStatus.COMPLETED, UrlStatus.FAILED, UrlStatus.EXCLUDED)
 
 
 class SitemapURL(BaseModel):
@@ -134,8 +137,8 @@ class SitemapURL(BaseModel):
 
     @model_validator(mode="after")
     def _failure_has_reason(self) -> Self:
-        if self.status is UrlStatus.FAILED and not self.error_message:
-            raise ValueError(f"{self.url}: a failed URL needs an error_message")
+        if self.status in (UrlStatus.FAILED, UrlStatus.EXCLUDED) and not self.error_message:
+            raise ValueError(f"{self.url}: a {self.status.value} URL needs an error_message")
         return self
 
     @classmethod
@@ -222,13 +225,14 @@ class JobCounts(BaseModel):
     urls_total: int = Field(default=0, ge=0)
     urls_succeeded: int = Field(default=0, ge=0)
     urls_failed: int = Field(default=0, ge=0)
+    urls_excluded: int = Field(default=0, ge=0)  # final, not fetched by rule (robots.txt, address policy)
     sitemaps_total: int = Field(default=0, ge=0)
     sitemaps_done: int = Field(default=0, ge=0)
     sitemaps_ok: int = Field(default=0, ge=0)  # read successfully as a sitemap (robots.txt excluded)
 
     @property
     def urls_processed(self) -> int:
-        return self.urls_succeeded + self.urls_failed
+        return self.urls_succeeded + self.urls_failed + self.urls_excluded
 
     @property
     def discovery_complete(self) -> bool:
@@ -276,6 +280,7 @@ class BulkProcessingJob(BaseModel):
     processed_count: int = Field(ge=0)
     successful_count: int = Field(ge=0)
     failed_count: int = Field(ge=0)
+    excluded_count: int = Field(default=0, ge=0)
     start_time: datetime
     last_update_time: datetime
     rate_limit_delay: float = Field(gt=0)
@@ -290,8 +295,8 @@ class BulkProcessingJob(BaseModel):
     def _rules(self) -> Self:
         if self.current_url_index > self.total_urls:
             raise ValueError("current_url_index must not exceed total_urls")
-        if self.processed_count != self.successful_count + self.failed_count:
-            raise ValueError("processed_count must equal successful_count + failed_count")
+        if self.processed_count != self.successful_count + self.failed_count + self.excluded_count:
+            raise ValueError("processed_count must equal successful_count + failed_count + excluded_count")
         return self
 
     @classmethod
@@ -311,6 +316,7 @@ class BulkProcessingJob(BaseModel):
             processed_count=processed,
             successful_count=counts.urls_succeeded,
             failed_count=counts.urls_failed,
+            excluded_count=counts.urls_excluded,
             start_time=job.start_time,
             last_update_time=max(last_update, job.start_time),
             rate_limit_delay=job.request.rate_limit_delay,
@@ -437,12 +443,21 @@ class SitemapIngestionResult(BaseModel):
     total_urls: int = Field(ge=0)
     successful_processing: int = Field(ge=0)
     failed_processing: int = Field(ge=0)
+    #: Not fetched by rule (robots.txt, the address policy): neither a success nor a failure.
+    excluded_processing: int = Field(default=0, ge=0)
     processed_urls: str | None = Field(default=None, description="location of the JSON Lines records")
     start_time: datetime
     end_time: datetime
     total_duration: float = Field(ge=0)
     error_details: list[ErrorDetail] = Field(default_factory=list)
     errors_omitted: int = Field(default=0, ge=0)
+    #: Why the excluded URLs were not fetched, with how many each reason kept out.
+    exclusions: dict[str, int] = Field(default_factory=dict)
+    #: Entries the sitemaps listed that URL hygiene refused (``malformed``, ``not_http``, ``out_of_scope``...),
+    #: and the values it set aside while keeping the entry (``bad_lastmod``, ``bad_priority``...), summed
+    #: over the job's sitemaps (``harvest sitemaps`` shows them sitemap by sitemap).
+    entries_dropped: dict[str, int] = Field(default_factory=dict)
+    entry_warnings: dict[str, int] = Field(default_factory=dict)
     sitemaps_total: int = Field(default=0, ge=0)
     sitemaps_ok: int = Field(default=0, ge=0)
     #: What the job found out, per kind (see ChangeKind); the lines are in ``changes_location``.
@@ -453,8 +468,8 @@ class SitemapIngestionResult(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
-        if self.total_urls != self.successful_processing + self.failed_processing:
-            raise ValueError("total_urls must equal successful_processing + failed_processing")
+        if self.total_urls != self.successful_processing + self.failed_processing + self.excluded_processing:
+            raise ValueError("total_urls must equal successful_processing + failed_processing + excluded_processing")
         if not self.start_time < self.end_time:
             raise ValueError("start_time must be before end_time")
         if self.changes.listed_total() not in (0, self.total_urls):

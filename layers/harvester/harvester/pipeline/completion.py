@@ -47,6 +47,26 @@ ORPHAN_BATCH = 100
 _FINAL = frozenset(s.value for s in UrlStatus if s.final)
 
 
+class ReasonTally:
+    """Counts by reason for the job's result. Reasons that name an address or a URL could be many: past
+    ``REASONS_KEPT`` distinct ones, the rest are counted under ``other``."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, reason: str, count: int = 1) -> None:
+        if reason not in self.counts and len(self.counts) >= REASONS_KEPT:
+            reason = "other"
+        self.counts[reason] = self.counts.get(reason, 0) + count
+
+    def add_counts(self, counts: dict[str, int]) -> None:
+        for reason, count in counts.items():
+            self.add(reason, count)
+
+
+REASONS_KEPT = 50
+
+
 def result_key(job_id: str) -> str:
     return f"jobs/{job_id}/result.json"
 
@@ -97,10 +117,14 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     job = store.get_job(job_id)
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
-    succeeded = failed = omitted = listed = 0
+    succeeded = failed = excluded = omitted = listed = 0
+    exclusions = ReasonTally()
     errors: list[ErrorDetail] = []
     sitemaps = list(store.sitemaps(job_id))
+    dropped, warnings = ReasonTally(), ReasonTally()
     for sitemap in sitemaps:
+        dropped.add_counts(sitemap.dropped)
+        warnings.add_counts(sitemap.warnings)
         if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
             errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
     changes, evidence = ChangeTally(), EvidenceTally()
@@ -128,6 +152,9 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
                 continue
             if status == UrlStatus.COMPLETED.value:
                 succeeded += 1
+            elif status == UrlStatus.EXCLUDED.value:
+                excluded += 1
+                exclusions.add(stored.get("error_message") or "unknown")
             else:
                 failed += 1
                 if len(errors) < ctx.settings.max_error_details:
@@ -155,18 +182,22 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     trust = _count_evidence(ctx, job, evidence)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()
-    if (counts.urls_succeeded, counts.urls_failed) != (succeeded, failed):
+    if (counts.urls_succeeded, counts.urls_failed, counts.urls_excluded) != (succeeded, failed, excluded):
         log.error(
             "counters disagree with a recount of the records; the result uses the recount",
-            extra={"job_id": job_id, "counters": counts.model_dump(), "recount": [succeeded, failed]},
+            extra={"job_id": job_id, "counters": counts.model_dump(), "recount": [succeeded, failed, excluded]},
         )
     result = SitemapIngestionResult(
         job_id=job_id,
         site=job.site,
         status=job.status,
-        total_urls=succeeded + failed,
+        total_urls=succeeded + failed + excluded,
         successful_processing=succeeded,
         failed_processing=failed,
+        excluded_processing=excluded,
+        exclusions=exclusions.counts,
+        entries_dropped=dropped.counts,
+        entry_warnings=warnings.counts,
         processed_urls=documents.location(records_key(job_id)),
         start_time=job.start_time,
         end_time=job.end_time,

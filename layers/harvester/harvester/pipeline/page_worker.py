@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
-from harvester.fetch import FetchError, FetchResponse, is_transient, parse_retry_after
+from harvester.fetch import BlockedAddress, FetchError, FetchResponse, is_transient, parse_retry_after
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord
 from harvester.model.messages import PageTask
@@ -150,7 +150,7 @@ async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admissio
             robots = await ctx.robots.entry(record.url)
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
                 return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})", tried=False)
-            return _failed(ctx, _untried(record), "forbidden by robots.txt", Fetched(FetchResult.GONE))
+            return _excluded(ctx, _untried(record), "forbidden by robots.txt")
         if not await admission.turn(ctx.gate, record.url):  # the gate has no turn for it soon: back to the queue
             not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
             return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
@@ -170,6 +170,8 @@ async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admissio
                 return await _settle_response(ctx, job, record, response, conditional=bool(headers))
         finally:
             await admission.ended(record.url)
+    except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
+        return _excluded(ctx, record if exc.redirects else _untried(record), exc.explain(record.url))
     except FetchError as exc:
         if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
             admission.observe(record.url, status=None, latency=0.0)
@@ -275,6 +277,16 @@ def _failed(ctx: StepContext, record: SitemapURL, reason: str, fetched: Fetched 
     now = ctx.clock()
     failed = record.model_copy(update={"status": UrlStatus.FAILED, "error_message": reason, "finished_at": now})
     return _crawled(ctx, failed, fetched, record.known)
+
+
+def _excluded(ctx: StepContext, record: SitemapURL, reason: str) -> PageOutcome:
+    """Not fetched by rule (robots.txt, the address policy): final for the job, neither success nor failure,
+    and no fetch for the crawl database (the URL keeps its state: a later job asks the rule again)."""
+    change = record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else ChangeKind.EXCLUDED
+    update = {"status": UrlStatus.EXCLUDED, "error_message": reason, "finished_at": ctx.clock(), "change": change}
+    if record.known is not None:
+        update["crawl_state"] = record.known.state
+    return PageOutcome(record.model_copy(update=update))
 
 
 def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basis: CrawlRecord | None) -> PageOutcome:

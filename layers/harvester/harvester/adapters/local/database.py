@@ -16,12 +16,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8}
+_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
@@ -63,6 +63,10 @@ _RANK_COLUMN = "ALTER TABLE messages ADD COLUMN priority REAL NOT NULL DEFAULT 0
 #: Messages an older version wrote have none (''): they are served as one host of their own.
 _HOST_COLUMN = "ALTER TABLE messages ADD COLUMN host TEXT NOT NULL DEFAULT ''"
 
+#: Since version 10 a job counts the URLs it did not fetch by rule (robots.txt, the address policy) apart
+#: from its failures.
+_EXCLUDED_COLUMN = "ALTER TABLE counters ADD COLUMN urls_excluded INTEGER NOT NULL DEFAULT 0"
+
 _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
 ALTER TABLE url_batches ADD COLUMN kinds TEXT
@@ -85,6 +89,7 @@ CREATE TABLE IF NOT EXISTS counters (
     urls_total INTEGER NOT NULL DEFAULT 0,
     urls_succeeded INTEGER NOT NULL DEFAULT 0,
     urls_failed INTEGER NOT NULL DEFAULT 0,
+    urls_excluded INTEGER NOT NULL DEFAULT 0,
     sitemaps_total INTEGER NOT NULL DEFAULT 0,
     sitemaps_done INTEGER NOT NULL DEFAULT 0,
     sitemaps_ok INTEGER NOT NULL DEFAULT 0,
@@ -239,6 +244,9 @@ def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
             conn.execute(_RANK_COLUMN)
         if messages is not None and "host TEXT" not in messages:
             conn.execute(_HOST_COLUMN)
+        counters = _table(conn, "counters")
+        if counters is not None and "urls_excluded" not in counters:
+            conn.execute(_EXCLUDED_COLUMN)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:
