@@ -384,3 +384,21 @@ def _with_old_messages(path: Path, columns: str) -> sqlite3.Connection:
         f" receive_count INTEGER NOT NULL DEFAULT 0{columns});"
     )
     return conn
+
+
+def test_a_version_9_file_gets_the_excluded_counter_and_keeps_its_counts(tmp_path):
+    """Version 10 counts the URLs a job did not fetch by rule apart: a version 9 file's counters table has
+    no such column; it is added (0) and the counts written before stay."""
+    path = tmp_path / "harvest.db"
+    conn = connect(path)
+    store = job_with_sitemap(conn)
+    before = store.counts("j")
+    conn.execute("ALTER TABLE counters DROP COLUMN urls_excluded")
+    conn.execute("UPDATE meta SET value = '9' WHERE name = 'schema_version'")
+    conn.close()
+
+    conn = connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    counts = SqliteStateStore(conn).counts("j")
+    assert counts == before and counts.sitemaps_total == 1 and counts.urls_excluded == 0
+    conn.close()
