@@ -23,6 +23,7 @@ from harvester import __version__
 from harvester.adapters.local.database import StateDirBusy, StateDirError
 from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
 from harvester.api.tree import Discovery
+from harvester.cli.jobs import add_jobs_command, announce
 from harvester.cli.progress import ProgressLine
 from harvester.cli.reporting import (
     CRAWL_CSV_FIELDS,
@@ -208,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--stack", required=True, help="CloudFormation stack name")
     status.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
     status.set_defaults(run=run_status)
+
+    add_jobs_command(commands, common, _state_dir_argument)
     return parser
 
 
@@ -370,7 +373,12 @@ def run_crawl(args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressLine(sys.stderr)
     with LocalHarvest.open(args.state_dir, memory_queue=args.memory) as harvest:
         runner = LocalRunner(
-            harvest, policy=_policy(args), settings=settings, concurrency=args.concurrency, on_progress=progress
+            harvest,
+            policy=_policy(args),
+            settings=settings,
+            concurrency=args.concurrency,
+            on_progress=progress,
+            on_start=announce,
         )
         try:
             outcomes = asyncio.run(runner.crawl_all(requests))

@@ -211,10 +211,11 @@ class JobStatus(StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"  # ended by its user before it was done (`harvest jobs cancel`): it has no result
 
     @property
     def final(self) -> bool:
-        return self in (JobStatus.COMPLETED, JobStatus.FAILED)
+        return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 class JobCounts(BaseModel):

@@ -45,7 +45,7 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
         raise KeyError(f"no job {job_id!r}")
     job = snapshot.job
     if job.status.final:
-        if job.result_key is None and not ctx.ephemeral:
+        if job.result_key is None and not ctx.ephemeral and job.status is not JobStatus.CANCELLED:
             write_result(ctx, job_id)
             report.result_written = True
         return report

@@ -95,5 +95,12 @@ class FolderDocumentStore:
                 if key.startswith(prefix):
                     yield key
 
+    def delete_folder(self, prefix: str) -> None:
+        """Removes the documents under ``prefix`` (a job's result files: ``jobs/<job id>``)."""
+        path = self._path(prefix)
+        if path == self.root:
+            raise ValueError("the document folder itself is not a job's")
+        shutil.rmtree(path, ignore_errors=True)
+
     def location(self, key: str) -> str:
         return str(self._path(key))

@@ -35,7 +35,7 @@ from harvester.adapters.local.state import SqliteStateStore
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
-from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult
+from harvester.model.records import BulkProcessingJob, JobCounts, JobRecord, JobStatus, SitemapIngestionResult
 from harvester.pipeline.completion import result_key
 from harvester.pipeline.jobs import conflict
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
@@ -110,6 +110,33 @@ class LocalHarvest:
             host_gate=self.gate,
         )
 
+    def cancel(self, job_id: str, *, now: datetime) -> JobRecord:
+        """Ends an unfinished job for good: its queued work dropped, no result written; the same crawl
+        command then starts a new job. A job that has ended is returned as it is."""
+        with exclusive(self.state_dir):
+            job = self.store.get_job(job_id)
+            if job is None:
+                raise KeyError(job_id)
+            if not job.status.final:
+                if job.status is JobStatus.PENDING:  # (killed before it was seeded; end_job ends a job in progress)
+                    self.store.mark_seeded(job_id)
+                self.store.end_job(job_id, JobStatus.CANCELLED, end_time=now, error_message="cancelled by its user")
+                self.queue.purge(job_id)
+                self.store.release_leases(job_id)
+            self.store.close_job(job_id)
+            job = self.store.get_job(job_id)
+            assert job is not None
+            return job
+
+    def delete(self, job_id: str) -> bool:
+        """Forgets a job: its records and its result files (the crawl database and stored pages stay)."""
+        with exclusive(self.state_dir):
+            if not self.store.delete_job(job_id):
+                return False
+            self.queue.purge(job_id)
+            self.documents.delete_folder(f"jobs/{job_id}")
+            return True
+
     def result(self, job_id: str) -> SitemapIngestionResult | None:
         key = result_key(job_id)
         if not self.documents.exists(key):
@@ -143,6 +170,28 @@ def new_job_id() -> str:
     return f"local-{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
 
 
+@dataclass(frozen=True)
+class JobStart:
+    """How a crawl takes up a job, for the user to be told before it runs: resumed, with what it had done,
+    or new; and the unfinished jobs of the same site a new job leaves as they are (their options differ),
+    each with the request fields that differ."""
+
+    job_id: str
+    site: str
+    resumed: bool
+    counts: JobCounts
+    request: JobRequest
+    started: datetime | None = None
+    left: tuple[tuple[JobRecord, tuple[str, ...]], ...] = ()
+
+
+def differences(before: JobRequest, after: JobRequest) -> tuple[str, ...]:
+    """The fields of two requests of one site that differ (the job id aside): why one does not resume the other."""
+    return tuple(
+        name for name in JobRequest.model_fields if name != "job_id" and getattr(before, name) != getattr(after, name)
+    )
+
+
 @dataclass
 class CrawlOutcome:
     job: JobRecord
@@ -162,6 +211,7 @@ class LocalRunner:
         callbacks: SitemapCallbacks | None = None,
         pause: Callable[[], Awaitable[object]] | None = None,
         found: Callable[[str, list[tuple[str, PageEntry]]], None] | None = None,
+        on_start: Callable[[JobStart], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -173,6 +223,7 @@ class LocalRunner:
         self.callbacks = callbacks
         self.pause = pause
         self.found = found
+        self.on_start = on_start
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
@@ -194,6 +245,9 @@ class LocalRunner:
                 jobs.append((existing.job_id if existing else (request.job_id or new_job_id()), existing is not None))
             if len({job_id for job_id, _ in jobs}) < len(jobs):
                 raise Unprocessable("two of the crawls asked for are the same job: give each site once")
+            if self.on_start is not None:
+                for request, (job_id, resumed) in zip(requests, jobs, strict=True):
+                    self.on_start(self._start(request, job_id, resumed))
             async with Fetcher(self.policy, max_connections=max(self.concurrency * 2, 10)) as fetcher:
                 engine = harvest.engine(fetcher, self.settings)
                 engine.callbacks = self.callbacks
@@ -207,6 +261,19 @@ class LocalRunner:
                     engine.start_job(request, job_id=job_id)
                 await self._run(engine, [job_id for job_id, _ in jobs])
             return [self._outcome(job_id, resumed) for job_id, resumed in jobs]
+
+    def _start(self, request: JobRequest, job_id: str, resumed: bool) -> JobStart:
+        store = self.harvest.store
+        if resumed:
+            job = store.get_job(job_id)
+            started = job.start_time if job else None
+            return JobStart(job_id, request.site, True, store.counts(job_id), request, started=started)
+        left = tuple(
+            (job, differences(job.request, request))
+            for job in store.open_jobs()
+            if job.job_id != job_id and job.request.origin == request.origin
+        )
+        return JobStart(job_id, request.site, False, JobCounts(), request, left=left)
 
     def _outcome(self, job_id: str, resumed: bool) -> CrawlOutcome:
         # What is left in the queue are duplicates of finished work. Closing the job is the run's last

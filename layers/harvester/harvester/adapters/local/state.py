@@ -120,7 +120,8 @@ class SqliteStateStore:
     def active_jobs(self) -> list[JobRecord]:
         rows = self.conn.execute(
             "SELECT body FROM jobs"
-            " WHERE status IN ('pending', 'in_progress') OR json_extract(body, '$.result_key') IS NULL"
+            " WHERE status IN ('pending', 'in_progress')"
+            " OR (json_extract(body, '$.result_key') IS NULL AND status != 'cancelled')"
         ).fetchall()
         return [JobRecord.model_validate_json(r[0]) for r in rows]
 
@@ -130,6 +131,27 @@ class SqliteStateStore:
             "SELECT body, closed FROM jobs WHERE fingerprint = ? ORDER BY created_at DESC LIMIT 1", (fingerprint,)
         ).fetchone()
         return (JobRecord.model_validate_json(row[0]), bool(row[1])) if row else None
+
+    def open_jobs(self) -> list[JobRecord]:
+        """The jobs no local run has closed yet, oldest first: unfinished, or killed before they were
+        reported. The same command resumes each; `harvest jobs cancel` ends one."""
+        rows = self.conn.execute("SELECT body FROM jobs WHERE closed = 0 ORDER BY created_at").fetchall()
+        return [JobRecord.model_validate_json(r[0]) for r in rows]
+
+    def is_closed(self, job_id: str) -> bool:
+        row = self.conn.execute("SELECT closed FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return bool(row and row[0])
+
+    def delete_job(self, job_id: str) -> bool:
+        """Drops a job and every record of it (counters, sitemaps, URLs, messages). The crawl database is
+        the site's and stays; so do the stored pages, which the crawl database points to."""
+        with Transaction(self.conn) as db:
+            if db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount == 0:
+                return False
+            for table in ("counters", "sitemaps", "urls", "url_batches", "messages"):
+                db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
+        self._recorded_keys.pop(job_id, None)
+        return True
 
     def close_job(self, job_id: str) -> None:
         """A local run's last write: the job is over and reported; the same command now starts a new job."""

@@ -1,0 +1,153 @@
+"""`harvest jobs`: the jobs of a state directory, listed, cancelled, deleted; and what `harvest crawl` says
+of the job it takes up (resumed, with what it had done, or new, and why an unfinished one is left)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from harvester.adapters.local.runner import JobStart, LocalHarvest
+from harvester.model.messages import JobRequest
+from harvester.model.records import JobCounts, JobRecord
+
+#: A job request's fields as `harvest crawl` spells them.
+FLAGS = {
+    "rate_limit_delay": "--rate-limit-delay",
+    "sitemaps": "--sitemap",
+    "include": "--include",
+    "exclude": "--exclude",
+    "sitemap_include": "--sitemap-include",
+    "sitemap_exclude": "--sitemap-exclude",
+    "scope": "--scope",
+    "max_depth": "--max-depth",
+    "job_id": "--job-id",
+    "fetch_pages": "--no-pages",
+    "refetch": "--full",
+}
+
+
+def add_jobs_command(commands: Any, common: argparse.ArgumentParser, state_dir: Any) -> None:
+    jobs = commands.add_parser(
+        "jobs",
+        parents=[common],
+        help="the jobs of a state directory: list them, cancel an unfinished one, delete one",
+        description="With no action: list the jobs (an unfinished one is resumed by running its crawl"
+        " command again). cancel JOB_ID: end an unfinished job for good (no result; the same command then"
+        " starts a new job). delete JOB_ID: forget a job, its records and result files (the crawl database"
+        " and the stored pages stay).",
+    )
+    jobs.add_argument(
+        "action", nargs="?", choices=("list", "cancel", "delete"), default="list", help="list (default), cancel, delete"
+    )
+    jobs.add_argument("job_id", nargs="?", help="the job to cancel or delete")
+    state_dir(jobs)
+    jobs.add_argument("--json", action="store_true", help="list as JSON: one object per job")
+    jobs.set_defaults(run=run_jobs)
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    from harvester.cli import EXIT_OK, UsageError, _open_state, dump_json
+
+    if args.action == "list" and args.job_id:
+        raise UsageError(f"{args.job_id}: give the action first (harvest jobs cancel|delete JOB_ID)")
+    if args.action != "list" and not args.job_id:
+        raise UsageError(f"harvest jobs {args.action}: give the JOB_ID (harvest jobs lists them)")
+    with _open_state(args.state_dir) as harvest:
+        if args.action == "cancel":
+            return _cancel(harvest, args.job_id)
+        if args.action == "delete":
+            if not harvest.delete(args.job_id):
+                raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
+            print(f"job {args.job_id}: deleted (its records and result files; the crawl database stays)")
+            return EXIT_OK
+        rows = [_row(harvest, job) for job in harvest.store.all_jobs()]
+    if args.json:
+        dump_json(rows, sys.stdout)
+    elif not rows:
+        print(f"no job in {args.state_dir} yet")
+    else:
+        for row in rows:
+            total = f"{row['total_urls']:,}{'' if row['discovery_complete'] else '+'}"
+            note = "  (unfinished: its crawl command resumes it)" if row["open"] and not row["ended"] else ""
+            print(
+                f"{row['job_id']}  {row['status']:<11}  {row['processed_count']:,}/{total} URLs"
+                f"  {row['start_time'][:19].replace('T', ' ')}  {row['site']}{note}"
+            )
+    return EXIT_OK
+
+
+def _row(harvest: LocalHarvest, job: JobRecord) -> dict[str, Any]:
+    counts = harvest.store.counts(job.job_id)
+    return {
+        "job_id": job.job_id,
+        "site": job.site,
+        "status": job.status.value,
+        "processed_count": counts.urls_processed,
+        "total_urls": counts.urls_total,
+        "discovery_complete": counts.discovery_complete,
+        "start_time": job.start_time.isoformat(),
+        "end_time": job.end_time.isoformat() if job.end_time else None,
+        "ended": job.status.final,
+        "open": not harvest.store.is_closed(job.job_id),
+        "options": options(job.request),
+    }
+
+
+def _cancel(harvest: LocalHarvest, job_id: str) -> int:
+    from harvester.cli import EXIT_OK, UsageError
+
+    before = harvest.store.get_job(job_id)
+    if before is None:
+        raise UsageError(f"no job {job_id!r} in {harvest.state_dir}")
+    if before.status.final:
+        print(f"job {job_id}: already {before.status.value}; nothing to cancel")
+        return EXIT_OK
+    job = harvest.cancel(job_id, now=datetime.now(UTC))
+    counts = harvest.store.counts(job_id)
+    print(f"job {job_id}: {job.status.value} at {_progress(counts)}; the same crawl command now starts a new job")
+    return EXIT_OK
+
+
+def options(request: JobRequest) -> list[str]:
+    """The request as the crawl command's options (those that differ from the defaults)."""
+    default = JobRequest(site=request.site)
+    return [_flag(name, getattr(request, name)) for name in FLAGS if getattr(request, name) != getattr(default, name)]
+
+
+def _flag(name: str, value: object) -> str:
+    flag = FLAGS[name]
+    if name == "fetch_pages":
+        return flag if not value else "pages fetched"
+    if name == "refetch":
+        return flag if value == "all" else "due pages only"
+    if isinstance(value, tuple):
+        return " ".join(f"{flag} {v}" for v in value) if value else f"no {flag}"
+    return f"{flag} {value}"
+
+
+def _progress(counts: JobCounts) -> str:
+    total = f"{counts.urls_total:,}{'' if counts.discovery_complete else '+'}"
+    return f"{counts.urls_processed:,}/{total} URLs done"
+
+
+def announce(start: JobStart) -> None:
+    """Says which job a crawl takes up, on stderr: a resumed job and what it had done, or a new one; and an
+    unfinished job of the site it leaves as it is, with the options that kept it from being resumed."""
+    if start.resumed:
+        since = f" (started {start.started:%Y-%m-%d %H:%M:%S} UTC)" if start.started else ""
+        print(f"harvest: resuming job {start.job_id}{since}: {_progress(start.counts)}", file=sys.stderr)
+        return
+    print(f"harvest: starting job {start.job_id} for {start.site}", file=sys.stderr)
+    for job, fields in start.left:
+        if not fields:
+            continue
+        theirs = ", ".join(_flag(name, getattr(job.request, name)) for name in fields)
+        ours = ", ".join(_flag(name, getattr(start.request, name)) for name in fields)
+        print(
+            f"harvest: job {job.job_id} of this site is unfinished and is not resumed: its options differ"
+            f" (it: {theirs}; this command: {ours}); run it with its options to resume it, or end it:"
+            f" harvest jobs cancel {job.job_id}",
+            file=sys.stderr,
+        )
