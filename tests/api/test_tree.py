@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harvester import Discovery, aiter_pages, iter_pages, sitemap_tree_for_homepage
+from harvester import Discovery, SitemapTree, aiter_pages, iter_pages, sitemap_tree_for_homepage
 from tests.support import LOOPBACK, harvest_json, jsonl
 
 ALLOW = {"allow_networks": [LOOPBACK]}
@@ -28,9 +28,9 @@ def test_the_tree_of_a_site(site_factory):
     assert robots.url == f"{site.base_url}/robots.txt" and robots.kind == "robots"
     (index,) = robots.children
     assert index.kind == "index" and [c.url for c in index.children] == list(site.sitemap_urls[1:])
-    assert [c.pages for c in index.children] == [18, 18, 17] and index.children[-1].kind == "urlset"
+    assert [c.page_count for c in index.children] == [18, 18, 17] and index.children[-1].kind == "urlset"
     assert len(probes) == 13 and all(p.status == "absent" and p.origin == "known_path" for p in probes)
-    assert tree.pages == 53 and tree.invalid() == [] and tree.status.value == "completed"
+    assert tree.distinct_pages == 53 and tree.invalid() == [] and tree.status.value == "completed"
     assert tree.to_json()["children"][0]["children"][0]["kind"] == "index"
     assert tree.render().splitlines()[-1] == "53 pages in 4 sitemaps"
 
@@ -128,10 +128,29 @@ def test_the_async_stream_and_the_tree_afterwards(site_factory):
         urls = [page.url async for page in discovery.pages()]
         assert discovery.tree is not None
         again = [page.url async for page in aiter_pages(f"{site.base_url}/", **ALLOW)]
-        return urls, discovery.tree.pages, again
+        return urls, discovery.tree.distinct_pages, again
 
     urls, counted, again = asyncio.run(collect())
     assert sorted(urls) == sorted(site.page_urls) == sorted(again) and counted == 12
+
+
+def test_a_stream_keeps_no_page_for_its_tree_unless_asked(site_factory):
+    site = site_factory(pages=12, broken=0, sitemaps=2)
+
+    async def trees() -> tuple[SitemapTree, SitemapTree]:
+        streamed, kept = (
+            Discovery(f"{site.base_url}/", **ALLOW),
+            Discovery(f"{site.base_url}/", keep_pages=True, **ALLOW),
+        )
+        assert len([p async for p in streamed.pages()]) == len([p async for p in kept.pages()]) == 12
+        assert streamed.tree is not None and kept.tree is not None
+        return streamed.tree, kept.tree
+
+    streamed, kept = asyncio.run(trees())
+    assert streamed.spool_path is None and streamed.sub_sitemaps[0].pages == []  # (robots.txt lists no page)
+    with pytest.raises(RuntimeError, match="keep_pages=True"):
+        next(streamed.all_pages())
+    assert sorted(p.url for p in kept.all_pages()) == sorted(site.page_urls)
 
 
 def news_site(root, base):
@@ -172,8 +191,35 @@ def test_usp_callbacks_choose_the_sitemaps_to_follow(served_dir, tmp_path):
     # The list callback goes first: news_2.xml, left out by it, never reaches the per-URL callback.
     assert ("one", f"{base}/news_1.xml", 1, {robots, index}) in calls
     assert not [c for c in calls if c[0] == "one" and c[1].endswith("news_2.xml")]
-    # The well-known locations are children of the site: level 0, no parent.
-    assert ("one", f"{base}/sitemap.xml", 0, set()) in calls
+    # The well-known locations are the site's own children, fetched whatever the callbacks say (as USP does).
+    assert not [c for c in calls if f"{base}/sitemap.xml" in c[1]]
+
+
+def test_the_recurse_callbacks_never_see_the_well_known_locations(served_dir, tmp_path):
+    """USP applies its callbacks to the children of robots.txt and of indexes only: with robots.txt declaring
+    /news.xml and a callback that follows news sitemaps, /sitemap.xml (a well-known path) is still read."""
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+    (root / "robots.txt").write_text(f"Sitemap: {base}/news.xml\n")
+    for name, pages in (("news.xml", ["news/1"]), ("sitemap.xml", ["a", "b"])):
+        locs = "".join(f"<url><loc>{base}/{p}</loc></url>" for p in pages)
+        (root / name).write_text(f"<urlset {NS}>{locs}</urlset>")
+    asked: list[object] = []
+
+    def news_only(url, level, parents):
+        asked.append(url)
+        return "news" in url
+
+    def every_one(urls, level, parents):
+        asked.extend(urls)
+        return urls
+
+    options = {"recurse_callback": news_only, "recurse_list_callback": every_one, **ALLOW}
+    pages = sorted(p.url for p in iter_pages(f"{base}/", **options))
+
+    assert pages == [f"{base}/a", f"{base}/b", f"{base}/news/1"]
+    assert asked == [f"{base}/news.xml", f"{base}/news.xml"]  # robots.txt's child, once to each callback
 
 
 def test_sitemap_patterns_from_the_command_line(served_dir, tmp_path):

@@ -1,7 +1,8 @@
 """Harvester: sitemap ingestion on AWS serverless or on one machine, with one engine.
 
 The Python API (no AWS needed) is importable from here: ``sitemap_tree_for_homepage``, ``iter_pages``,
-``aiter_pages``, ``Discovery``, ``SitemapTree``; and the parser: ``SitemapParser``, ``parse_file``.
+``aiter_pages``, ``Discovery``, ``SitemapTree``, ``SitemapNode``, ``InvalidSitemap``; and the parser:
+``SitemapParser``, ``parse_file``.
 They are loaded on first use, so that the Lambda handlers, which import only the engine, stay light.
 """
 
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 
 _API = {
     "Discovery": "harvester.api.tree",
+    "InvalidSitemap": "harvester.api.tree",
     "SitemapNode": "harvester.api.tree",
     "SitemapTree": "harvester.api.tree",
     "aiter_pages": "harvester.api.tree",

@@ -2,7 +2,7 @@
 
     from harvester import sitemap_tree_for_homepage, iter_pages
 
-    tree = sitemap_tree_for_homepage("https://example.com/")       # like USP's, but pages are not kept
+    tree = sitemap_tree_for_homepage("https://example.com/")       # USP's: tree.all_pages(), sub_sitemaps...
     for page in iter_pages("https://example.com/", include=["*/blog/*"]):
         print(page.url, page.last_modified)
 
@@ -13,7 +13,8 @@ then the known paths, recursion, depth, patterns, one reading per sitemap URL) a
 (see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and of each page only
 its 12-byte key is kept (to de-duplicate, harvester/keyset.py), so memory stays flat whatever the site's
 size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
-still being read; none is held in memory.
+still being read; none is held in memory. A tree that answers USP's ``all_pages()`` keeps them where USP
+(>= 1.0) does: on disk, in a temporary file that goes with the tree (harvester/adapters/local/page_spool.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from harvester.adapters.local.page_spool import PageSpool
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.fetch import policy_for
-from harvester.model.messages import JobRequest
+from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL, utcnow
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
 from harvester.pipeline.sitemap_worker import listed_page
@@ -41,6 +43,7 @@ from harvester.sitemap import PageEntry
 
 __all__ = [
     "Discovery",
+    "InvalidSitemap",
     "SitemapNode",
     "SitemapTree",
     "aiter_pages",
@@ -55,14 +58,19 @@ _HANDOVER_BATCHES = 4  # batches waiting between the discovery thread and a slow
 
 @dataclass
 class SitemapNode:
-    """One sitemap of the tree, how its reading went, and its children (refused ones as ``invalid``)."""
+    """One sitemap of the tree, how its reading went, and its children (refused ones as ``invalid``).
+
+    It answers as USP's sitemap objects do: ``url``, ``sub_sitemaps``, ``pages`` (read back from the tree's
+    spool), ``all_sitemaps()`` and ``all_pages()``. Unlike USP's, a sitemap that broke off keeps what it
+    gave before (its pages were handed out, and counted), and a sitemap two indexes list is read, and
+    shown, once."""
 
     url: str
     status: str
     origin: str | None = None
     kind: str | None = None
     error: str | None = None
-    pages: int = 0  # page entries accepted from this sitemap
+    page_count: int = 0  # page entries accepted from this sitemap (as many as ``pages``)
     new_pages: int = 0  # of those, the pages no other sitemap of the job had listed first
     truncated: str | None = None
     http_status: int | None = None
@@ -70,11 +78,42 @@ class SitemapNode:
     dropped: dict[str, int] = field(default_factory=dict)
     warnings: dict[str, int] = field(default_factory=dict)
     children: list[SitemapNode] = field(default_factory=list)
+    _spool: PageSpool | None = field(default=None, repr=False, compare=False)
 
     def walk(self) -> Iterator[SitemapNode]:
         yield self
         for child in self.children:
             yield from child.walk()
+
+    @property
+    def sub_sitemaps(self) -> list[SitemapNode]:
+        """USP's name for the children (an empty list for a page sitemap, or one that could not be read)."""
+        return self.children
+
+    @property
+    def pages(self) -> list[SitemapURL]:
+        """The pages this sitemap listed, in its order (none for an index): USP's list, read from disk."""
+        return list(self._pages())
+
+    def all_sitemaps(self) -> Iterator[SitemapNode]:
+        """Every sitemap below this one, depth first (USP's: not this one)."""
+        for child in self.children:
+            yield from child.walk()
+
+    def all_pages(self) -> Iterator[SitemapURL]:
+        """The pages of this sitemap and of every one below it, depth first, read as they are asked for; a
+        page once per sitemap listing it, as USP gives them (``iter_pages`` gives each page once)."""
+        for node in self.walk():
+            yield from node._pages()
+
+    def _pages(self) -> Iterator[SitemapURL]:
+        if not self.page_count:
+            return iter(())
+        if self._spool is None:
+            raise RuntimeError(
+                f"{self.url}: the tree was built without its pages (Discovery(keep_pages=True) keeps them)"
+            )
+        return self._spool.pages(self.url)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,7 +121,7 @@ class SitemapNode:
             "origin": self.origin,
             "status": self.status,
             "kind": self.kind,
-            "pages": self.pages,
+            "pages": self.page_count,
             "new_pages": self.new_pages,
             "children": [c.to_json() for c in self.children],
         }
@@ -98,30 +137,54 @@ class SitemapNode:
         return out
 
 
+class InvalidSitemap(SitemapNode):
+    """A sitemap that could not be read (failed, invalid, or a well-known location not found), or a child
+    refused as one (recursion, depth): USP's ``InvalidSitemap``, with its ``reason``."""
+
+    @property
+    def reason(self) -> str:
+        return self.error or self.status
+
+
+_INVALID = frozenset({SitemapStatus.INVALID, SitemapStatus.FAILED, SitemapStatus.ABSENT})
+
+
 @dataclass
 class SitemapTree:
-    """The site node and everything below it (USP's IndexWebsiteSitemap, without the pages)."""
+    """The site node and everything below it: USP's ``IndexWebsiteSitemap`` (``url``, ``sub_sitemaps``,
+    ``all_sitemaps()``, ``all_pages()``), and Harvester's view of every location looked at (``children``,
+    ``sitemaps()``, ``render()``). With its pages (``sitemap_tree_for_homepage``), the tree owns the
+    temporary file holding them: it goes when the tree is closed (``close()``, or ``with``), or collected."""
 
     site: str
     children: list[SitemapNode]
     status: JobStatus = JobStatus.COMPLETED
+    _spool: PageSpool | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, site: str, records: Iterable[SitemapRecord], status: JobStatus = JobStatus.COMPLETED) -> SitemapTree:
+    def of(
+        cls,
+        site: str,
+        records: Iterable[SitemapRecord],
+        status: JobStatus = JobStatus.COMPLETED,
+        *,
+        spool: PageSpool | None = None,
+    ) -> SitemapTree:
         by_parent: dict[str | None, list[SitemapRecord]] = defaultdict(list)
         for record in records:
             by_parent[record.parent].append(record)
 
         def node(r: SitemapRecord) -> SitemapNode:
             children = [node(c) for c in by_parent.get(r.url, [])]
-            children += [SitemapNode(url=u, status="invalid", error=why) for u, why in r.invalid_children.items()]
-            return SitemapNode(
+            children += [InvalidSitemap(url=u, status="invalid", error=why) for u, why in r.invalid_children.items()]
+            kind = InvalidSitemap if r.status in _INVALID else SitemapNode
+            return kind(
                 url=r.url,
                 status=r.status.value,
                 origin=r.origin.value,
                 kind=r.kind,
                 error=r.error_message,
-                pages=r.pages_recorded,
+                page_count=r.pages_recorded,
                 new_pages=r.pages_new,
                 truncated=r.truncated,
                 http_status=r.http_status,
@@ -129,9 +192,56 @@ class SitemapTree:
                 dropped=r.dropped,
                 warnings=r.warnings,
                 children=children,
+                _spool=spool,
             )
 
-        return cls(site=site, children=[node(r) for r in by_parent.get(None, [])], status=status)
+        return cls(site=site, children=[node(r) for r in by_parent.get(None, [])], status=status, _spool=spool)
+
+    # USP's IndexWebsiteSitemap -------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The home page."""
+        return self.site
+
+    @property
+    def sub_sitemaps(self) -> list[SitemapNode]:
+        """robots.txt, then the sitemaps found at well-known locations (or those the request named)."""
+        return [c for c in self.children if _found(c)]
+
+    @property
+    def pages(self) -> list[SitemapURL]:
+        """No page: the site node is an index (USP's ``pages`` of an index is an empty list)."""
+        return []
+
+    def all_sitemaps(self) -> Iterator[SitemapNode]:
+        """Every sitemap of the tree, depth first, as USP has them (the locations found empty left out)."""
+        for child in self.sub_sitemaps:
+            yield from child.walk()
+
+    def all_pages(self) -> Iterator[SitemapURL]:
+        """Every page of every sitemap, depth first, read from disk as they are asked for: a page once per
+        sitemap listing it, as USP gives them (``distinct_pages`` counts each once)."""
+        for child in self.sub_sitemaps:
+            yield from child.all_pages()
+
+    @property
+    def spool_path(self) -> Path | None:
+        """The temporary file holding the pages (None for a tree built without them, or closed)."""
+        return None if self._spool is None or self._spool.closed else self._spool.path
+
+    def close(self) -> None:
+        """Removes the pages' temporary file now (the structure stays readable, the pages do not)."""
+        if self._spool is not None:
+            self._spool.close()
+
+    def __enter__(self) -> SitemapTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Harvester's view ----------------------------------------------------------------------------
 
     def sitemaps(self) -> Iterator[SitemapNode]:
         """Every sitemap of the tree, depth first (robots.txt and the probed locations included)."""
@@ -143,8 +253,8 @@ class SitemapTree:
         return [s for s in self.sitemaps() if s.status in ("invalid", "failed")]
 
     @property
-    def pages(self) -> int:
-        """The distinct pages the sitemaps listed."""
+    def distinct_pages(self) -> int:
+        """The distinct pages the sitemaps listed (``iter_pages`` gives as many)."""
         return sum(s.new_pages for s in self.sitemaps())
 
     def with_parents(self) -> Iterator[tuple[SitemapNode, SitemapNode | None]]:
@@ -180,8 +290,16 @@ class SitemapTree:
                 listed = f" (listed in {parent.url})" if s.origin is None and parent else ""
                 lines.append(f"  {s.url}: {s.error}{listed}")
         read = sum(1 for s in self.sitemaps() if s.status == SitemapStatus.COMPLETED and s.kind != "robots")
-        lines += ["", f"{self.pages} pages in {read} sitemaps"]
+        lines += ["", f"{self.distinct_pages} pages in {read} sitemaps"]
         return "\n".join(lines)
+
+
+def _found(node: SitemapNode) -> bool:
+    """Whether a child of the site node is one of USP's: USP leaves out a robots.txt or a well-known location
+    it could not read. One the request named stays, as does one that gave something before it broke."""
+    if not isinstance(node, InvalidSitemap) or node.origin == SitemapOrigin.REQUESTED:
+        return True
+    return bool(node.page_count or node.children)
 
 
 def _label(node: SitemapNode) -> str:
@@ -189,8 +307,8 @@ def _label(node: SitemapNode) -> str:
         return f"{node.url}  [invalid: {node.error}]"
     parts = [f"{node.url}  [{node.kind or node.status}]"]
     if node.status == SitemapStatus.COMPLETED:
-        if node.pages:
-            parts.append(f"{node.pages} pages")
+        if node.page_count:
+            parts.append(f"{node.page_count} pages")
         followed = sum(1 for c in node.children if c.origin not in (None, "known_path"))
         if followed:
             parts.append(f"{followed} sitemaps")
@@ -247,7 +365,9 @@ class Discovery:
     ``site`` is the home page (robots.txt and the well-known locations of its origin are looked at), or,
     with ``sitemaps``, the scope and the parent of the sitemaps to start from. Options are those of a job
     request; ``allow_networks`` lets fetches reach non-public networks (a local test site);
-    ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes).
+    ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes);
+    ``keep_pages``: the tree keeps each sitemap's pages, on disk, for USP's ``pages`` and ``all_pages()`` (a
+    stream of the pages has no need of them: without it, they are handed out and gone).
     """
 
     def __init__(
@@ -267,6 +387,7 @@ class Discovery:
         user_agent: str | None = None,
         concurrency: int = 8,
         rate_limit_delay: float = 0.05,
+        keep_pages: bool = False,
     ) -> None:
         try:
             self.request = JobRequest(
@@ -286,6 +407,7 @@ class Discovery:
         self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback)
         self.policy = policy_for(allow_networks, user_agent)
         self.concurrency = concurrency
+        self.keep_pages = keep_pages
         self.tree: SitemapTree | None = None
 
     async def pages(self) -> AsyncIterator[SitemapURL]:
@@ -317,31 +439,38 @@ class Discovery:
                 raise
             found.put(batch, len(listed))
 
-        with (
-            tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
-            LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
-        ):
-            runner = LocalRunner(
-                harvest,
-                policy=self.policy,
-                concurrency=self.concurrency,
-                callbacks=self.callbacks,
-                pause=found.room.wait,
-                found=counted,
-            )
-            run = asyncio.ensure_future(runner.crawl(self.request))
-            run.add_done_callback(lambda _: found.end())
-            try:
-                while (batch := await found.get()) is not None:
-                    yield batch
-                outcome = await run
-            finally:
-                if not run.done():
-                    run.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await run
-            records = harvest.store.sitemaps(outcome.job.job_id)
-            self.tree = SitemapTree.of(self.request.site, records, outcome.job.status)
+        spool = PageSpool() if self.keep_pages else None
+        try:
+            with (
+                tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
+                LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
+            ):
+                runner = LocalRunner(
+                    harvest,
+                    policy=self.policy,
+                    concurrency=self.concurrency,
+                    callbacks=self.callbacks,
+                    pause=found.room.wait,
+                    found=counted,
+                    listed=spool.add if spool is not None else None,
+                )
+                run = asyncio.ensure_future(runner.crawl(self.request))
+                run.add_done_callback(lambda _: found.end())
+                try:
+                    while (batch := await found.get()) is not None:
+                        yield batch
+                    outcome = await run
+                finally:
+                    if not run.done():
+                        run.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await run
+                records = harvest.store.sitemaps(outcome.job.job_id)
+                self.tree = SitemapTree.of(self.request.site, records, outcome.job.status, spool=spool)
+                spool = None  # (the tree's now)
+        finally:
+            if spool is not None:  # no tree owns it (the run failed, or its consumer left): it goes now
+                spool.close()
 
     async def run(self) -> SitemapTree:
         async for _ in self.page_batches():  # (not page by page: an async generator's step per page)
@@ -356,7 +485,9 @@ def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapU
 
 
 def sitemap_tree_for_homepage(homepage: str, **options: Any) -> SitemapTree:
-    """USP's entry point: the sitemap tree of a site (options: those of :class:`Discovery`)."""
+    """USP's entry point: the sitemap tree of a site, with its pages (on disk until the tree is closed or
+    collected); options: those of :class:`Discovery` (``keep_pages=False``: the structure alone)."""
+    options.setdefault("keep_pages", True)
     return asyncio.run(Discovery(homepage, **options).run())
 
 

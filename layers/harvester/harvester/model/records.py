@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.model.trusted import trusted_builder
+from harvester.sitemap.entries import Image, NewsStory, from_json
 from harvester.urls import require_http_url
 
 #: Validation context of records built from URLs that passed :func:`harvester.urls.screen`: what was
@@ -150,6 +151,27 @@ class SitemapURL(BaseModel):
     @property
     def key(self) -> str:
         return url_key(self.url)  # cached: a batch asks for its keys several times in a row
+
+    # USP's names (usp.objects.page.SitemapPage) for what the record keeps in ``extensions``: code written
+    # for USP's pages reads Harvester's (the Python API's tree) unchanged.
+
+    @property
+    def news_story(self) -> NewsStory | None:
+        """The Google News story of the page (it also answers to USP's ``publish_date``)."""
+        news = self.extensions.get("news")
+        return None if news is None else from_json(NewsStory, news)
+
+    @property
+    def images(self) -> list[Image] | None:
+        """The page's Google Images entries; None when it has none, as in USP."""
+        images = self.extensions.get("images")
+        return [from_json(Image, i) for i in images] if images else None
+
+    @property
+    def alternates(self) -> list[tuple[str, str]] | None:
+        """The page's ``xhtml:link rel="alternate"`` links as USP gives them: (language, URL) pairs."""
+        links = self.extensions.get("alternates")
+        return [(a["hreflang"], a["href"]) for a in links] if links else None
 
     def task(self, job_id: str, *, rank: float = 0.0) -> PageTask:
         """The page task that fetches this URL (again), served in ``rank`` order (pipeline.ranking)."""

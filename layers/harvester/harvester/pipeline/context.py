@@ -45,6 +45,11 @@ class StepContext:
     counter: PageCounter | None = None
     #: Given the pages new to a throwaway run's job as they are counted: the sitemap, then (URL, entry).
     found: Callable[[str, list[tuple[str, PageEntry]]], None] | None = None
+    #: Given every page a throwaway run's sitemap accepts, whether another sitemap listed it first or not (a
+    #: tree's pages, as USP has them: once per listing sitemap), as they are counted: the sitemap, the
+    #: position of the batch's first page among the sitemap's accepted entries, then (URL, entry). A reading
+    #: that starts again (at its checkpoint, or from the start of a changed sitemap) gives its positions again.
+    listed: Callable[[str, int, list[tuple[str, PageEntry]]], None] | None = None
     #: Awaited between the chunks of a sitemap being read: a consumer of the pages as they are recorded
     #: (``Discovery.pages``) holds the readers back with it while the pages it was handed wait.
     pause: Callable[[], Awaitable[object]] | None = None

@@ -3,9 +3,11 @@
 The patterns (``sitemap_include`` / ``sitemap_exclude``) travel in the job request, so they hold on AWS
 too. The callbacks have the semantics of ultimate-sitemap-parser's: ``recurse_list_callback(urls,
 recursion_level, parent_urls) -> urls`` sees all the children of one sitemap at once and goes first, then
-``recurse_callback(url, recursion_level, parent_urls) -> bool`` decides each remaining one. The level is
-that of the sitemap listing the children (the site node is 0, robots.txt 1, ...) and ``parent_urls`` are
-its ancestors and itself. Python functions cannot ride in a queue message, so only in-process runs (the
+``recurse_callback(url, recursion_level, parent_urls) -> bool`` decides each remaining one. As in USP,
+they choose among the children of robots.txt and of sitemap indexes only (the well-known locations are
+the site's own children: every one is probed) and the level is USP's: 0 for robots.txt's children, 1 for
+those of an index it declares, ...; ``parent_urls`` are the ancestors of the listing sitemap (the site
+node left out) and itself. Python functions cannot ride in a queue message, so only in-process runs (the
 Python API, `harvest sitemaps`) have callbacks.
 """
 

@@ -53,7 +53,7 @@ from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.listed_rows import first_listings
 from harvester.pipeline.ranking import rank, rank_of
-from harvester.pipeline.sitemap_filter import follow
+from harvester.pipeline.sitemap_filter import SitemapCallbacks, follow
 from harvester.politeness.turns import waited_turn
 from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
@@ -223,11 +223,13 @@ class SitemapReading:
             outcome.error_message = self._final_reason(outcome.error_message or "", True)
         # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
         parents = {a for a in self.record.ancestors if a != site_node(self.request)} | {self.record.url}
-        self._follow(self.found, level=self.record.depth - 1, parents=parents)
+        self._follow(self.found, level=self.record.depth - 1, parents=parents, callbacks=self.ctx.callbacks)
         if self.is_robots:
-            # robots.txt leads to the well-known paths whatever happened to it (a site may have none).
+            # robots.txt leads to the well-known paths whatever happened to it (a site may have none). They are
+            # the site's own children, not robots.txt's: USP's callbacks choose among the children of robots.txt
+            # and of indexes, and USP reads every well-known path whatever they say.
             probes = known_path_probes(self.request, self.declared, now=self.ctx.clock())
-            self._follow(probes, level=0, parents=set())
+            self._follow(probes, level=0, parents=set(), callbacks=None)
         outcome.children = self.children
         outcome.attempts = self.spent
         outcome.dropped = self.dropped
@@ -595,15 +597,17 @@ class SitemapReading:
 
     # batches --------------------------------------------------------------------------------------
 
-    def _follow(self, children: list[SitemapRecord], *, level: int, parents: set[str]) -> None:
-        """Applies the job's sitemap patterns and the callbacks to the children, all of them at once (as
-        USP's list callback wants), then registers the ones followed and sends their tasks."""
+    def _follow(
+        self, children: list[SitemapRecord], *, level: int, parents: set[str], callbacks: SitemapCallbacks | None
+    ) -> None:
+        """Applies the job's sitemap patterns and ``callbacks`` to the children, all of them at once (as USP's
+        list callback wants), then registers the ones followed and sends their tasks."""
         kept, refused = follow(
             [c.url for c in children],
             level=level,
             parents=parents,
             patterns=self.sitemap_patterns,
-            callbacks=self.ctx.callbacks,
+            callbacks=callbacks,
         )
         for _ in refused:
             self._drop(FILTERED)
@@ -686,6 +690,8 @@ class SitemapReading:
                 lease=self.lease,
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
             )
+            if self.ctx.listed is not None:  # (a batch's positions are consecutive: it ends at the checkpoint)
+                self.ctx.listed(self.record.url, checkpoint - len(fresh), fresh)
             if new and self.ctx.found is not None:
                 self.ctx.found(self.record.url, [fresh[i] for i in new])
             return []  # (nothing to send: a throwaway run fetches no page)

@@ -7,10 +7,13 @@ sitemap and validation here would cost more than the parse itself; the records a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class SitemapKind(StrEnum):
@@ -43,6 +46,11 @@ class NewsStory:
     genres: tuple[str, ...] = ()
     access: str | None = None
     stock_tickers: tuple[str, ...] = ()
+
+    @property
+    def publish_date(self) -> datetime | None:
+        """USP's name (``SitemapNewsStory.publish_date``) for the sitemap's ``publication_date``."""
+        return self.publication_date
 
 
 @dataclass(slots=True, frozen=True)
@@ -153,3 +161,19 @@ def _json_ready(obj: Any) -> dict[str, Any]:
             value = list(value)
         out[name] = value
     return out
+
+
+def from_json(kind: type[T], data: Mapping[str, Any]) -> T:
+    """An extension (an image, a news story, a video) back from what ``PageEntry.extensions`` made of it: a
+    job record keeps its extensions as JSON, and readers of the record ask for the parser's types."""
+    values: dict[str, Any] = {}
+    for f in fields(kind):  # type: ignore[arg-type]
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, str) and str(f.type).startswith("datetime"):
+            value = datetime.fromisoformat(value)
+        values[f.name] = value
+    return kind(**values)

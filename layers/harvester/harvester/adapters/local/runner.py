@@ -212,6 +212,7 @@ class LocalRunner:
         pause: Callable[[], Awaitable[object]] | None = None,
         found: Callable[[str, list[tuple[str, PageEntry]]], None] | None = None,
         on_start: Callable[[JobStart], None] | None = None,
+        listed: Callable[[str, int, list[tuple[str, PageEntry]]], None] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -224,6 +225,7 @@ class LocalRunner:
         self.pause = pause
         self.found = found
         self.on_start = on_start
+        self.listed = listed
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
@@ -253,6 +255,7 @@ class LocalRunner:
                 engine.callbacks = self.callbacks
                 engine.pause = self.pause
                 engine.found = self.found
+                engine.listed = self.listed
                 for request, (job_id, resumed) in zip(requests, jobs, strict=True):
                     if resumed:
                         recovered = harvest.queue.recover(job_id)
