@@ -319,6 +319,9 @@ def _label(node: SitemapNode) -> str:
     dropped = sum(node.dropped.values())
     if dropped:
         parts.append(f"{dropped} entries dropped ({', '.join(f'{k} {v}' for k, v in sorted(node.dropped.items()))})")
+    warned = sum(node.warnings.values())
+    if warned:
+        parts.append(f"{warned} values set aside ({', '.join(f'{k} {v}' for k, v in sorted(node.warnings.items()))})")
     return "  ".join(parts)
 
 
