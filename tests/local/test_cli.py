@@ -439,3 +439,18 @@ def test_a_crawl_summary_shows_excluded_pages_dropped_entries_and_set_aside_valu
     tree = harvest("sitemaps", f"{base}/", *ALLOW).stdout
     shown = "2 entries dropped (malformed 1, not_http 1)  2 values set aside (invalid_lastmod 1, invalid_priority 1)"
     assert shown in tree
+
+
+def test_probes_that_got_no_answer_are_not_reported_as_not_found(served_dir, tmp_path):
+    root = tmp_path / "site"
+    root.mkdir()
+    base = served_dir(root)
+
+    refused = harvest("sitemaps", f"{base}/")  # (no --allow-network: 127.0.0.1 is refused)
+    answered = harvest("sitemaps", f"{base}/", *ALLOW)
+
+    assert refused.returncode == 1
+    assert "probed and not found" not in refused.stdout
+    assert "(14 well-known locations could not be probed: refused to connect to 127.0.0.1" in refused.stdout
+    assert "(14 well-known locations probed and not found)" in answered.stdout
+    assert "could not be probed" not in answered.stdout

@@ -268,6 +268,21 @@ class SitemapTree:
     def to_json(self) -> dict[str, Any]:
         return {"url": self.site, "kind": "site", "children": [c.to_json() for c in self.children]}
 
+    def _absent_lines(self) -> list[str]:
+        """The probed locations left out of the tree, in a line: those the site answered "not there", and,
+        grouped by reason, those that got no answer (which says nothing of whether they are there)."""
+        absent = [s for s in self.sitemaps() if s.status == SitemapStatus.ABSENT]
+        lines = []
+        if found := sum(1 for s in absent if not _unanswered(s)):
+            lines.append(f"({found} well-known locations probed and not found)")
+        unanswered: dict[str, int] = defaultdict(int)
+        for node in absent:
+            if _unanswered(node):
+                unanswered[node.error or ""] += 1
+        for error, count in unanswered.items():
+            lines.append(f"({count} well-known locations could not be probed: {error})")
+        return lines
+
     def render(self, *, show_absent: bool = False) -> str:
         """The tree as `harvest sitemaps` prints it, then the invalid sitemaps with their reasons."""
         lines = [self.site]
@@ -282,7 +297,7 @@ class SitemapTree:
 
         walk(self.children, "")
         if absent and not show_absent:
-            lines.append(f"({absent} well-known locations probed and not found)")
+            lines.extend(self._absent_lines())
         invalid = [(s, p) for s, p in self.with_parents() if s.status in ("invalid", "failed")]
         if invalid:
             lines += ["", f"invalid sitemaps ({len(invalid)}):"]
@@ -300,6 +315,11 @@ def _found(node: SitemapNode) -> bool:
     if not isinstance(node, InvalidSitemap) or node.origin == SitemapOrigin.REQUESTED:
         return True
     return bool(node.page_count or node.children)
+
+
+def _unanswered(node: SitemapNode) -> bool:
+    """A probe that got no answer (refused by the address policy, unreachable): not found is not known."""
+    return node.status == SitemapStatus.ABSENT and node.http_status is None and bool(node.error)
 
 
 def _label(node: SitemapNode) -> str:
