@@ -452,5 +452,5 @@ def test_probes_that_got_no_answer_are_not_reported_as_not_found(served_dir, tmp
     assert refused.returncode == 1
     assert "probed and not found" not in refused.stdout
     assert "(14 well-known locations could not be probed: refused to connect to 127.0.0.1" in refused.stdout
-    assert "(14 well-known locations probed and not found)" in answered.stdout
+    assert "(15 well-known locations probed and not found)" in answered.stdout  # (robots.txt too)
     assert "could not be probed" not in answered.stdout
