@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harvester import __version__
-from harvester.adapters.local.database import StateDirBusy, StateDirError
+from harvester.adapters.local.database import StateDirBusy, StateDirError, StorageFailed, storage_failure
 from harvester.adapters.local.runner import DEFAULT_STATE_DIR, JobStuck, LocalHarvest, LocalRunner
 from harvester.api.tree import Discovery
 from harvester.cli.jobs import add_jobs_command, announce
@@ -84,7 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_BUSY
     except StateDirError as exc:
-        print(f"harvest: {exc}", file=sys.stderr)
+        print(f"harvest: {exc}{_resume_hint(args, exc)}", file=sys.stderr)
+        return EXIT_STATE
+    except (sqlite3.DatabaseError, OSError) as exc:
+        reason = storage_failure(exc)
+        if reason is None:
+            raise
+        state_dir = getattr(args, "state_dir", DEFAULT_STATE_DIR)
+        failed = StorageFailed(state_dir, reason)
+        print(f"harvest: {failed}{_resume_hint(args, failed)}", file=sys.stderr)
         return EXIT_STATE
     except JobStuck as exc:
         print(f"harvest: {exc}", file=sys.stderr)
@@ -94,6 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = "; run the same command again to resume" if args.command == "crawl" else ""
         print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _resume_hint(args: argparse.Namespace, exc: StateDirError) -> str:
+    if not isinstance(exc, StorageFailed):
+        return ""
+    if args.command == "crawl":
+        return " (what was done is kept: free space or mend the disk, then run the same command again to resume)"
+    return " (free space or mend the disk, then try again)"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ the queue hands out again on the next run. WAL mode lets ``harvest report`` read
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import threading
@@ -177,8 +178,34 @@ class StateDirError(RuntimeError):
     """The state directory cannot be used (not a directory, not writable, a damaged or another version's file)."""
 
 
+#: What the storage under a state directory answers when it cannot keep what is written: full, damaged,
+#: unwritable. Not a failure of one task: every task after it would fail the same way.
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+_STORAGE_MESSAGES = ("disk is full", "disk I/O error", "malformed", "not a database", "readonly database")
+
+
+def storage_failure(exc: BaseException) -> str | None:
+    """Why the state directory's storage failed (full, damaged, read-only), or None for any other error."""
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.IntegrityError):
+        text = str(exc)
+        return text if any(m in text for m in _STORAGE_MESSAGES) else None
+    if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
+        return exc.strerror or str(exc)
+    return None
+
+
 class StateDirBusy(StateDirError):
     """Another crawl is using the state directory: a moment's condition, not a fault of the directory."""
+
+
+class StorageFailed(StateDirError):
+    """The storage under the state directory failed during a run (full, damaged, read-only). What was
+    written before stays: each write is a transaction, so the same command resumes once it is mended."""
+
+    def __init__(self, state_dir: Path, reason: str) -> None:
+        super().__init__(f"{state_dir}: the state directory's storage failed: {reason}")
+        self.state_dir = state_dir
+        self.reason = reason
 
 
 def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
-from harvester.adapters.local.database import Checkpointer, StateDirBusy, connect
+from harvester.adapters.local.database import Checkpointer, StateDirBusy, StorageFailed, connect, storage_failure
 from harvester.adapters.local.dispatch import Dispatcher
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
@@ -394,6 +394,8 @@ class LocalRunner:
             else:
                 engine.start_job(task, job_id=task.job_id or new_job_id())
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
+            if (reason := storage_failure(exc)) is not None:  # ... but a full or damaged disk fails them all
+                raise StorageFailed(self.harvest.state_dir, reason) from exc
             log.exception("task failed", extra={"queue": valid[0].queue, "bodies": [m.body for m in valid]})
             for message in valid:
                 queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
