@@ -412,3 +412,19 @@ def test_counters_always_equal_a_recount_of_the_records(backend):
             ]
             backend.store.finish_pages(job_id, outcomes + outcomes, lease(token, 5))
         assert counts(backend, job_id) == backend.store.recount(job_id), f"after step {step} ({move})"
+
+
+def test_extensions_of_later_listings_are_kept_first_value_of_each_kind(backend):
+    store = backend.store
+    url_a, url_b = page(1).url, page(2).url
+    new_job(backend)
+    first = {"news": {"title": "first"}}
+    store.add_extensions("job-1", [(url_a, first), (url_b, {"images": [{"loc": "x"}]})])
+    store.add_extensions("job-1", [(url_a, {"news": {"title": "second"}, "videos": [{"title": "v"}]})])
+    store.add_extensions("job-1", [])
+
+    assert store.extensions("job-1") == {
+        url_a: {"news": {"title": "first"}, "videos": [{"title": "v"}]},
+        url_b: {"images": [{"loc": "x"}]},
+    }
+    assert store.extensions("job-2") == {}

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from harvester.crawldb.crawl_state import Fetched
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
@@ -321,6 +321,15 @@ class StateStore(Protocol):
         ...
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...
+
+    def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Keeps what later listings of a URL say in extensions (``news``, ``images``, ...): the first listing
+        makes the record, and a second sitemap (a news sitemap after an RSS feed) may be the richer one. The
+        first value of each kind is kept; the job's records take the kinds they lack (``extensions``)."""
+
+    def extensions(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """What :meth:`add_extensions` kept, by URL (only URLs listed again with extensions: few)."""
+        ...
 
     # recovery -------------------------------------------------------------------------------------
     def release_leases(self, job_id: str) -> int:

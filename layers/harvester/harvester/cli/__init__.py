@@ -39,7 +39,7 @@ from harvester.cli.reporting import (
 from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.messages import JobRequest, Unprocessable
 from harvester.model.records import JobStatus, LoaderState, utcnow
-from harvester.pipeline.completion import changes_key
+from harvester.pipeline.completion import changes_key, enriched
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry, SitemapKind
 from harvester.urls import normalize, origin_of, require_http_url
@@ -545,10 +545,12 @@ def run_report(args: argparse.Namespace) -> int:
         snapshot = store.snapshot(args.job_id)
         if snapshot is None:
             raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
+        extras = store.extensions(args.job_id)
+        pages = (enriched(page, extras) for page in store.pages(args.job_id))
         if args.format == "jsonl":
-            write_jsonl(store.pages(args.job_id), sys.stdout)
+            write_jsonl(pages, sys.stdout)
         elif args.format == "csv":
-            write_csv(store.pages(args.job_id), sys.stdout)
+            write_csv(pages, sys.stdout)
         else:
             from harvester.model.records import BulkProcessingJob
 

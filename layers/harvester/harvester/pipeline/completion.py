@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import orjson
 
@@ -128,6 +129,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
             errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
     changes, evidence = ChangeTally(), EvidenceTally()
+    extras = store.extensions(job_id)  # (what later listings of a URL added: few)
     records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
     with records as lines, feed as feed_lines:  # (each stored when the block ends well)
@@ -138,14 +140,15 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
                 listed += count
                 succeeded += count
                 changes.add_counts(item.kinds)
-                out.add_block(item.bodies.encode())
+                out.add_block(enriched_block(item.bodies, extras) if extras else item.bodies.encode())
                 if item.feed:
                     changed.add_block(item.feed)
                 continue
             body = item
             stored = stored_record(body)
             listed += 1
-            out.add(record_line(body))
+            more = extras.get(stored["url"]) if extras else None
+            out.add(enriched_line(record_line(body), more) if more else record_line(body))
             status = stored.get("status")
             if status not in _FINAL:
                 log.error("job ended with an open URL", extra={"job_id": job_id, "url": stored.get("url")})
@@ -229,6 +232,32 @@ def record_line(body: str) -> bytes:
         return body.encode()
     page = SitemapURL.model_validate_json(body, context=SCREENED)
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
+
+
+def enriched_line(line: bytes, more: dict[str, Any]) -> bytes:
+    """A record's line with the extension kinds later listings added that its first listing lacked."""
+    record = orjson.loads(line)
+    extensions = record.setdefault("extensions", {})
+    for kind, value in more.items():
+        extensions.setdefault(kind, value)
+    return orjson.dumps(record)
+
+
+def enriched_block(bodies: str, extras: dict[str, dict[str, Any]]) -> bytes:
+    """A batch of records written straight as JSON (their lines joined, as stored), each enriched."""
+    lines = []
+    for line in bodies.encode().split(b"\n"):
+        more = extras.get(orjson.loads(line)["url"]) if line else None
+        lines.append(enriched_line(line, more) if more else line)
+    return b"\n".join(lines)
+
+
+def enriched(record: SitemapURL, extras: dict[str, dict[str, Any]]) -> SitemapURL:
+    """:func:`enriched_line` for a record read from the store (``harvest report``)."""
+    more = extras.get(record.url)
+    if not more:
+        return record
+    return record.model_copy(update={"extensions": {**more, **record.extensions}})
 
 
 def stored_record(body: str) -> Stored:

@@ -650,6 +650,7 @@ class SitemapReading:
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
         fresh = [(url, entry) for _, url, entry, _ in batch]
         new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
+        self._keep_extensions(fresh, new, again)
         self.recorded = max(self.recorded, checkpoint)
         if sends:
             now, settings = self.ctx.clock(), self.ctx.settings
@@ -661,6 +662,18 @@ class SitemapReading:
             self.ctx.queue.push(tasks)
             self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
         self.enqueued = checkpoint
+
+    def _keep_extensions(
+        self, fresh: list[tuple[str, PageEntry]], new: list[SitemapURL | ListedRow], again: set[str]
+    ) -> None:
+        """The extensions of URLs another sitemap of the job listed first (a news sitemap after an RSS feed
+        of the same stories): the first listing made the record; what this one adds is kept beside it."""
+        if self.ctx.counter is not None:  # (a throwaway run keeps no records)
+            return
+        listed = {page.url for page in new} | again
+        later = [(url, ext) for url, entry in fresh if url not in listed and (ext := entry.extensions())]
+        if later:
+            self.ctx.store.add_extensions(self.job.job_id, later)
 
     def _checkpoint(self, enqueued: int) -> Checkpoint:
         return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes)

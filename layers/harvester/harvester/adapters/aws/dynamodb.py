@@ -17,6 +17,7 @@ TransactWriteItems as the record change that justifies it.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -645,6 +646,27 @@ class DynamoStateStore:
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")
         return SitemapURL.model_validate_json(item["body"]["S"]) if item else None
+
+    def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for url, extensions in listings:
+            for kind, value in extensions.items():
+                item = {
+                    **self._key(job_id, f"EXT#{url_key(url)}#{kind}"),
+                    "body": _s(json.dumps({"url": url, "kind": kind, "value": value})),
+                    "expires_at": self._expires(),
+                }
+                conditional(  # (the first value of a kind is kept: a later one fails the condition)
+                    lambda item=item: self.client.put_item(
+                        TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+                    )
+                )
+
+    def extensions(self, job_id: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for item in self._records(job_id, "EXT#", None):
+            kept = json.loads(item["body"]["S"])
+            out.setdefault(kept["url"], {})[kept["kind"]] = kept["value"]
+        return out
 
     # recovery -------------------------------------------------------------------------------------
 

@@ -124,6 +124,13 @@ CREATE TABLE IF NOT EXISTS url_batches (
     kinds TEXT
 );
 CREATE INDEX IF NOT EXISTS url_batches_by_job ON url_batches (job_id);
+CREATE TABLE IF NOT EXISTS url_extensions (
+    job_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (job_id, url, kind)
+);
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     queue TEXT NOT NULL,

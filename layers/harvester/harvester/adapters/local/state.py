@@ -10,6 +10,9 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import groupby
+from typing import Any
+
+import orjson
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local.database import Transaction
@@ -132,6 +135,19 @@ class SqliteStateStore:
         ).fetchone()
         return (JobRecord.model_validate_json(row[0]), bool(row[1])) if row else None
 
+    def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        rows = [(job_id, url, kind, orjson.dumps(value)) for url, ext in listings for kind, value in ext.items()]
+        if rows:
+            with Transaction(self.conn) as db:
+                db.executemany("INSERT OR IGNORE INTO url_extensions VALUES (?, ?, ?, ?)", rows)
+
+    def extensions(self, job_id: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        rows = self.conn.execute("SELECT url, kind, value FROM url_extensions WHERE job_id = ?", (job_id,))
+        for url, kind, value in rows:
+            out.setdefault(url, {})[kind] = orjson.loads(value)
+        return out
+
     def open_jobs(self) -> list[JobRecord]:
         """The jobs no local run has closed yet, oldest first: unfinished, or killed before they were
         reported. The same command resumes each; `harvest jobs cancel` ends one."""
@@ -148,7 +164,7 @@ class SqliteStateStore:
         with Transaction(self.conn) as db:
             if db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount == 0:
                 return False
-            for table in ("counters", "sitemaps", "urls", "url_batches", "messages"):
+            for table in ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "messages"):
                 db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
         self._recorded_keys.pop(job_id, None)
         return True
@@ -176,6 +192,7 @@ class SqliteStateStore:
             for job_id in expired:
                 db.execute("DELETE FROM urls WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM url_batches WHERE job_id = ?", (job_id,))
+                db.execute("DELETE FROM url_extensions WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
                 self._recorded_keys.pop(job_id, None)
         return len(expired)
