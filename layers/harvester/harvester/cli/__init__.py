@@ -13,7 +13,6 @@ import dataclasses
 import json
 import logging
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,14 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateDirError as exc:
         print(f"harvest: {exc}{_resume_hint(args, exc)}", file=sys.stderr)
         return EXIT_STATE
-    except (sqlite3.DatabaseError, OSError) as exc:
-        reason = storage_failure(exc)
-        if reason is None:
-            raise
-        state_dir = getattr(args, "state_dir", DEFAULT_STATE_DIR)
-        failed = StorageFailed(state_dir, reason)
-        print(f"harvest: {failed}{_resume_hint(args, failed)}", file=sys.stderr)
-        return EXIT_STATE
     except JobStuck as exc:
         print(f"harvest: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -103,6 +94,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = "; run the same command again to resume" if args.command == "crawl" else ""
         print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # (the storage failing under a command that reads or writes the state)
+        reason = storage_failure(exc)
+        if reason is None or not hasattr(args, "state_dir"):
+            raise
+        failed = StorageFailed(args.state_dir, reason)
+        print(f"harvest: {failed}{_resume_hint(args, failed)}", file=sys.stderr)
+        return EXIT_STATE
 
 
 def _resume_hint(args: argparse.Namespace, exc: StateDirError) -> str:
