@@ -36,8 +36,8 @@ def test_sitemaps_jsonl_lists_every_page_with_what_its_sitemap_says(site_factory
     pages = [json.loads(line) for line in run.stdout.splitlines()]
     assert sorted(p["url"] for p in pages) == sorted(site.page_urls)
     first = next(p for p in pages if p["url"].endswith("/pages/1.html"))
-    assert first["changefreq"] in {"daily", "weekly", "monthly"} and 0.0 <= first["priority"] <= 1.0
-    assert first["lastmod"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
+    assert first["change_frequency"] in {"daily", "weekly", "monthly"} and 0.0 <= first["priority"] <= 1.0
+    assert first["last_modified"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
     with_images = [p for p in pages if "images" in p]
     assert with_images and all(p["images"][0]["loc"].endswith(".jpg") for p in with_images)
 
@@ -61,8 +61,8 @@ def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_pa
     records = [
         {
             "url": page.url,
-            "lastmod": page.last_modified.isoformat() if page.last_modified else None,
-            "changefreq": page.change_frequency,
+            "last_modified": page.last_modified.isoformat() if page.last_modified else None,
+            "change_frequency": page.change_frequency,
             "priority": page.priority,
             "sitemap": page.sitemap,
             **page.extensions,
@@ -105,8 +105,8 @@ def test_parse_reads_any_kind_of_local_sitemap(tmp_path):
 
     pages = [json.loads(line) for line in harvest("parse", str(tmp_path / "pages.xml.gz")).stdout.splitlines()]
     assert pages == [
-        {"url": "https://e.x/a", "lastmod": None, "changefreq": None, "priority": 0.9},
-        {"url": "https://e.x/b", "lastmod": None, "changefreq": None, "priority": 0.5},
+        {"url": "https://e.x/a", "last_modified": None, "change_frequency": None, "priority": 0.9},
+        {"url": "https://e.x/b", "last_modified": None, "change_frequency": None, "priority": 0.5},
     ]
     robots = [json.loads(line) for line in harvest("parse", str(tmp_path / "robots.txt")).stdout.splitlines()]
     # A relative line has nothing to resolve against in a local file (over HTTP it takes the robots.txt URL).
