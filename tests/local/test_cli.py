@@ -115,6 +115,52 @@ def test_parse_reads_any_kind_of_local_sitemap(tmp_path):
     assert listed == ["https://e.x/one", "https://e.x/two"]
 
 
+def test_parse_writes_a_number_beyond_64_bits_as_it_is_read(tmp_path):
+    """Lines are written by orjson, which refuses integers beyond 64 bits: such a line is written by the
+    encoder that takes them, never as a float and never as a failure."""
+    (tmp_path / "videos.xml").write_text(BIG_VIEWS.format(base="https://e.x"))
+    run = harvest("parse", str(tmp_path / "videos.xml"))
+    assert run.returncode == 0, run.stderr
+    assert '"view_count":100000000000000000000' in run.stdout.replace(" ", "")
+    assert [json.loads(line)["url"] for line in run.stdout.splitlines()] == ["https://e.x/a", "https://e.x/b"]
+
+
+#: What `harvest parse` has no use for: the engine, the models, the HTTP clients, AWS.
+HEAVY = (
+    "harvester.adapters.local.runner",
+    "harvester.api.tree",
+    "harvester.model.records",
+    "harvester.pipeline.sitemap_worker",
+    "pydantic",
+    "aiohttp",
+    "httpx",
+    "boto3",
+    "botocore",
+)
+
+
+def test_parse_imports_the_parser_and_not_the_engine(tmp_path):
+    """Importing the engine took three times as long as parsing a 50,000-URL urlset (bench/cli_parse.py
+    measures it); `harvest parse` loads what it uses, whatever the other commands need."""
+    import subprocess
+    import sys
+
+    sitemap = tmp_path / "pages.xml"
+    sitemap.write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://e.x/a</loc>'
+        "<lastmod>2024-05-01</lastmod></url></urlset>"
+    )
+    program = (
+        "import sys\n"
+        "from harvester.cli import main\n"
+        f"status = main(['parse', {str(sitemap)!r}])\n"
+        f"print(status, [name for name in {HEAVY!r} if name in sys.modules], file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
+    assert run.stderr.strip() == "0 []"
+    assert json.loads(run.stdout)["url"] == "https://e.x/a"
+
+
 def test_parse_says_why_a_file_is_not_a_sitemap(tmp_path):
     (tmp_path / "page.xml").write_text("<html><body>hello</body></html>")
     run = harvest("parse", str(tmp_path / "page.xml"))
