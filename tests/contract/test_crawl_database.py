@@ -160,3 +160,31 @@ def test_settling_a_page_writes_its_crawl_record_with_it_or_nothing(backend):
     final = backend.crawldb.get_urls(ORIGIN, [mine[1].url])[mine[1].url]
     assert (final.signature, final.changes, final.version) == ("sig-1", 1, 3)  # both fetches counted
     assert counts(backend, job_id).urls_succeeded == 2
+
+
+def test_a_crawl_record_the_previous_version_stored_is_read_with_todays_names(backend):
+    """Stored before the outputs took the data model's names (tests/engine/test_stored_names.py): the
+    sitemap's values and the HTTP Last-Modified header each read into their own field today."""
+    from harvester.model.records import CrawlRow
+    from tests.engine.test_stored_names import OLD_CRAWL, expected_crawl
+
+    db = backend.crawldb
+    url = "https://example.com/page-1"
+    stored = expected_crawl(version=1)
+    assert db.put_urls(ORIGIN, [CrawlRow(url, OLD_CRAWL.replace('"version":2', '"version":1'))]) == []
+    assert db.get_urls(ORIGIN, [url]) == {url: stored}
+    assert list(db.site_urls(ORIGIN)) == [stored]
+    # Written again by this version (its next listing), it keeps what it had.
+    again = listed(
+        stored,
+        url=url,
+        lastmod=stored.last_modified,
+        changefreq="daily",
+        priority=0.8,
+        sitemap=f"{SITE}sitemap-1.xml",
+        job_id="job-2",
+        now=T0,
+        schedule=SCHEDULE,
+    )
+    assert db.put_urls(ORIGIN, [again]) == []
+    assert db.get_urls(ORIGIN, [url])[url] == again and again.http_last_modified == stored.http_last_modified

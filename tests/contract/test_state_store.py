@@ -428,3 +428,19 @@ def test_extensions_of_later_listings_are_kept_first_value_of_each_kind(backend)
         url_b: {"images": [{"loc": "x"}]},
     }
     assert store.extensions("job-2") == {}
+
+
+def test_a_job_record_the_previous_version_stored_is_read_with_todays_names(backend):
+    """Stored before the outputs took the data model's names (tests/engine/test_stored_names.py): the
+    page's Last-Modified header and its crawl record's names read as today's, in every way of reading."""
+    from harvester.model.records import ListedRow
+    from tests.engine.test_stored_names import HEADER, OLD_PAGE, expected_crawl
+
+    job_id = new_job(backend)
+    claimed = claimed_sitemap(backend, job_id)
+    url = "https://example.com/page-1"
+    old = ListedRow(url, OLD_PAGE, "unchanged", None)
+    backend.store.record_pages(job_id, claimed.url, [old], checkpoint=1, lease=lease())
+    for record in (backend.store.get_page(job_id, url), *backend.store.pages(job_id)):
+        assert record is not None and record.http_last_modified == HEADER
+        assert record.known == expected_crawl()

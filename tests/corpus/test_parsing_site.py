@@ -324,13 +324,13 @@ def test_lastmod_in_every_w3c_form_and_rfc822_dates_in_feeds(site):
         "junk-priority": None,
     }
     for name, lastmod in expected.items():
-        assert values[site.page("values", name)]["lastmod"] == lastmod, name
+        assert values[site.page("values", name)]["last_modified"] == lastmod, name
     rss = site.pages_of(s.RSS2)
-    assert rss[site.page("rss2", 0)]["lastmod"] == "2024-03-05T14:30:00+00:00"
-    assert rss[site.page("rss2", "guid-only")]["lastmod"] == "2024-03-05T14:30:00+01:00"  # "05 Mar 24"
-    assert rss[site.page("rss2", 2)]["lastmod"] is None  # "the day before yesterday": null, not an error
-    assert site.pages_of(s.RSS1)[site.page("rss1", 1)]["lastmod"] == "2024-03-01T00:00:00+00:00"
-    assert site.pages_of(s.ATOM03)[site.page("atom03", 0)]["lastmod"] == "2003-12-13T18:30:02+00:00"
+    assert rss[site.page("rss2", 0)]["last_modified"] == "2024-03-05T14:30:00+00:00"
+    assert rss[site.page("rss2", "guid-only")]["last_modified"] == "2024-03-05T14:30:00+01:00"  # "05 Mar 24"
+    assert rss[site.page("rss2", 2)]["last_modified"] is None  # "the day before yesterday": null, not an error
+    assert site.pages_of(s.RSS1)[site.page("rss1", 1)]["last_modified"] == "2024-03-01T00:00:00+00:00"
+    assert site.pages_of(s.ATOM03)[site.page("atom03", 0)]["last_modified"] == "2003-12-13T18:30:02+00:00"
     assert site.node(s.VALUES)["warnings"]["invalid_lastmod"] == 1
 
 
@@ -345,7 +345,7 @@ def test_changefreq_is_case_insensitive_and_anything_else_is_null(site):
         "negative-priority": None,
     }
     for name, changefreq in expected.items():
-        assert values[site.page("values", name)]["changefreq"] == changefreq, name
+        assert values[site.page("values", name)]["change_frequency"] == changefreq, name
     assert site.node(s.VALUES)["warnings"]["invalid_changefreq"] == 1
 
 

@@ -208,5 +208,5 @@ def test_feed_lines_write_times_as_isoformat_whatever_the_stored_form(lastmod):
     for nulls in (False, True):
         line = feed_line(stored(page, nulls=nulls))
         assert line is not None
-        assert line["lastmod"] == line["fetch_time"] == lastmod.isoformat()
+        assert line["last_modified"] == line["fetch_time"] == lastmod.isoformat()
         assert "previous_state" not in line and line["state"] == CrawlState.UNFETCHED.value

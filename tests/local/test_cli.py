@@ -36,8 +36,8 @@ def test_sitemaps_jsonl_lists_every_page_with_what_its_sitemap_says(site_factory
     pages = [json.loads(line) for line in run.stdout.splitlines()]
     assert sorted(p["url"] for p in pages) == sorted(site.page_urls)
     first = next(p for p in pages if p["url"].endswith("/pages/1.html"))
-    assert first["changefreq"] in {"daily", "weekly", "monthly"} and 0.0 <= first["priority"] <= 1.0
-    assert first["lastmod"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
+    assert first["change_frequency"] in {"daily", "weekly", "monthly"} and 0.0 <= first["priority"] <= 1.0
+    assert first["last_modified"].startswith("2026-01-01") and first["sitemap"] in site.sitemap_urls
     with_images = [p for p in pages if "images" in p]
     assert with_images and all(p["images"][0]["loc"].endswith(".jpg") for p in with_images)
 
@@ -61,8 +61,8 @@ def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_pa
     records = [
         {
             "url": page.url,
-            "lastmod": page.last_modified.isoformat() if page.last_modified else None,
-            "changefreq": page.change_frequency,
+            "last_modified": page.last_modified.isoformat() if page.last_modified else None,
+            "change_frequency": page.change_frequency,
             "priority": page.priority,
             "sitemap": page.sitemap,
             **page.extensions,
@@ -105,14 +105,60 @@ def test_parse_reads_any_kind_of_local_sitemap(tmp_path):
 
     pages = [json.loads(line) for line in harvest("parse", str(tmp_path / "pages.xml.gz")).stdout.splitlines()]
     assert pages == [
-        {"url": "https://e.x/a", "lastmod": None, "changefreq": None, "priority": 0.9},
-        {"url": "https://e.x/b", "lastmod": None, "changefreq": None, "priority": 0.5},
+        {"url": "https://e.x/a", "last_modified": None, "change_frequency": None, "priority": 0.9},
+        {"url": "https://e.x/b", "last_modified": None, "change_frequency": None, "priority": 0.5},
     ]
     robots = [json.loads(line) for line in harvest("parse", str(tmp_path / "robots.txt")).stdout.splitlines()]
     # A relative line has nothing to resolve against in a local file (over HTTP it takes the robots.txt URL).
     assert [r["sitemap"] for r in robots] == ["https://e.x/s1.xml", "/s2.xml"]
     listed = [json.loads(line)["url"] for line in harvest("parse", str(tmp_path / "list.txt")).stdout.splitlines()]
     assert listed == ["https://e.x/one", "https://e.x/two"]
+
+
+def test_parse_writes_a_number_beyond_64_bits_as_it_is_read(tmp_path):
+    """Lines are written by orjson, which refuses integers beyond 64 bits: such a line is written by the
+    encoder that takes them, never as a float and never as a failure."""
+    (tmp_path / "videos.xml").write_text(BIG_VIEWS.format(base="https://e.x"))
+    run = harvest("parse", str(tmp_path / "videos.xml"))
+    assert run.returncode == 0, run.stderr
+    assert '"view_count":100000000000000000000' in run.stdout.replace(" ", "")
+    assert [json.loads(line)["url"] for line in run.stdout.splitlines()] == ["https://e.x/a", "https://e.x/b"]
+
+
+#: What `harvest parse` has no use for: the engine, the models, the HTTP clients, AWS.
+HEAVY = (
+    "harvester.adapters.local.runner",
+    "harvester.api.tree",
+    "harvester.model.records",
+    "harvester.pipeline.sitemap_worker",
+    "pydantic",
+    "aiohttp",
+    "httpx",
+    "boto3",
+    "botocore",
+)
+
+
+def test_parse_imports_the_parser_and_not_the_engine(tmp_path):
+    """Importing the engine took three times as long as parsing a 50,000-URL urlset (bench/cli_parse.py
+    measures it); `harvest parse` loads what it uses, whatever the other commands need."""
+    import subprocess
+    import sys
+
+    sitemap = tmp_path / "pages.xml"
+    sitemap.write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://e.x/a</loc>'
+        "<lastmod>2024-05-01</lastmod></url></urlset>"
+    )
+    program = (
+        "import sys\n"
+        "from harvester.cli import main\n"
+        f"status = main(['parse', {str(sitemap)!r}])\n"
+        f"print(status, [name for name in {HEAVY!r} if name in sys.modules], file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
+    assert run.stderr.strip() == "0 []"
+    assert json.loads(run.stdout)["url"] == "https://e.x/a"
 
 
 def test_parse_says_why_a_file_is_not_a_sitemap(tmp_path):

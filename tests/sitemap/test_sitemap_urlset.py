@@ -87,7 +87,7 @@ def test_urlset_with_every_extension(parse):
 def test_extensions_are_json_ready(parse):
     entries, _ = parse(URL, fixture("urlset_extensions.xml"))
     as_json = entries[0].to_json()
-    assert as_json["lastmod"] == "2024-03-05T14:30:00+01:00"
+    assert as_json["last_modified"] == "2024-03-05T14:30:00+01:00"
     assert as_json["images"][1] == {"loc": "https://cdn.example.org/kettle-side.jpg"}
     assert entries[2].to_json()["videos"][0]["tags"] == ["steak", "meat", "summer"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import IO, Any
 
 from orjson import OPT_APPEND_NEWLINE, dumps
-from pydantic_core import to_json
 
 LINES_PER_WRITE = 1000
 
@@ -17,10 +16,13 @@ LINES_PER_WRITE = 1000
 def json_bytes(value: Any, *, newline: bool = False) -> bytes:
     """``value`` as compact JSON: orjson (four times pydantic's encoder, sixteen times json.dumps), or
     pydantic's encoder for what orjson refuses, an integer beyond 64 bits (a sitemap's video may say any
-    view count): the same bytes either way."""
+    view count): the same bytes either way. (pydantic's is imported then only: ``harvest parse`` writes
+    its lines here and loads no pydantic otherwise.)"""
     try:
         return dumps(value, option=OPT_APPEND_NEWLINE) if newline else dumps(value)
     except TypeError:
+        from pydantic_core import to_json
+
         return to_json(value) + b"\n" if newline else to_json(value)
 
 

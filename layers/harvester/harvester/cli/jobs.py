@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harvester.adapters.local.runner import JobStart, LocalHarvest
+from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.reporting import dump_json
+from harvester.cli.state import open_state
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobCounts, JobRecord
 
@@ -28,33 +31,12 @@ FLAGS = {
 }
 
 
-def add_jobs_command(commands: Any, common: argparse.ArgumentParser, state_dir: Any) -> None:
-    jobs = commands.add_parser(
-        "jobs",
-        parents=[common],
-        help="the jobs of a state directory: list them, cancel an unfinished one, delete one",
-        description="With no action: list the jobs (an unfinished one is resumed by running its crawl"
-        " command again). cancel JOB_ID: end an unfinished job for good (no result; the same command then"
-        " starts a new job). delete JOB_ID: forget a job, its records and result files (the crawl database"
-        " and the stored pages stay).",
-    )
-    jobs.add_argument(
-        "action", nargs="?", choices=("list", "cancel", "delete"), default="list", help="list (default), cancel, delete"
-    )
-    jobs.add_argument("job_id", nargs="?", help="the job to cancel or delete")
-    state_dir(jobs)
-    jobs.add_argument("--json", action="store_true", help="list as JSON: one object per job")
-    jobs.set_defaults(run=run_jobs)
-
-
 def run_jobs(args: argparse.Namespace) -> int:
-    from harvester.cli import EXIT_OK, UsageError, _open_state, dump_json
-
     if args.action == "list" and args.job_id:
         raise UsageError(f"{args.job_id}: give the action first (harvest jobs cancel|delete JOB_ID)")
     if args.action != "list" and not args.job_id:
         raise UsageError(f"harvest jobs {args.action}: give the JOB_ID (harvest jobs lists them)")
-    with _open_state(args.state_dir) as harvest:
+    with open_state(args.state_dir) as harvest:
         if args.action == "cancel":
             return _cancel(harvest, args.job_id)
         if args.action == "delete":
@@ -96,8 +78,6 @@ def _row(harvest: LocalHarvest, job: JobRecord) -> dict[str, Any]:
 
 
 def _cancel(harvest: LocalHarvest, job_id: str) -> int:
-    from harvester.cli import EXIT_OK, UsageError
-
     before = harvest.store.get_job(job_id)
     if before is None:
         raise UsageError(f"no job {job_id!r} in {harvest.state_dir}")

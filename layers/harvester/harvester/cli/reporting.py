@@ -10,33 +10,31 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
 from harvester.lines import json_bytes
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
-from harvester.model.records import SitemapIngestionResult
+from harvester.model.records import SitemapIngestionResult, SitemapURL
 from harvester.ports import CrawlDatabase
 from harvester.sitemap import PageEntry
 from harvester.urls import host_of
 
-CSV_FIELDS = (
-    "url",
-    "status",
-    "change",
-    "fetch_reason",
-    "error_message",
-    "http_status",
-    "content_type",
-    "size",
-    "last_modified",
-    "change_frequency",
-    "priority",
-    "sitemap",
-    "crawl_state",
-    "document_key",
-)
-
-
 #: The crawl record a job record carries is the engine's working copy; ``harvest report --url`` shows it.
 _ENGINE_ONLY = {"known"}
+
+
+def columns(model: type[BaseModel]) -> tuple[str, ...]:
+    """A model's CSV columns: every field its JSON Lines may have, in the model's order (so a new field is a
+    new column without anyone listing it)."""
+    return tuple(name for name in model.model_fields if name not in _ENGINE_ONLY)
+
+
+#: ``harvest report JOB --format csv``: the seed's ``url · last_modified · change_frequency · priority ·
+#: status · error_message`` first, then what the sitemap and the fetch added.
+CSV_FIELDS = columns(SitemapURL)
+#: ``harvest report --site SITE --format csv``: every field of a crawl record.
+CRAWL_CSV_FIELDS = columns(CrawlRecord)
+#: ``harvest changes --format csv``: every field a line of the change feed may have.
+CHANGE_CSV_FIELDS = tuple(FeedLine.__annotations__)
 
 
 def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
@@ -49,66 +47,50 @@ def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
 
 
 def write_csv(records: Iterable[BaseModel], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
-    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
-    writer.writeheader()
+    """The records as CSV: a column per field, a cell as the JSON Lines have the value (see ``cell``)."""
+    return _write_rows((record.model_dump(mode="json", exclude=_ENGINE_ONLY) for record in records), out, fields)
+
+
+def cell(value: Any) -> str:
+    """A JSON value as one CSV cell: text as it is, nothing as nothing, anything else (numbers, booleans,
+    the extensions, dicts, lists) as its compact JSON, so that one cell holds it whole and it parses back."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json_bytes(value).decode()
+
+
+def _write_rows(rows: Iterable[dict[str, Any]], out: TextIO, fields: Sequence[str]) -> int:
+    writer = csv.writer(out)
+    writer.writerow(fields)
     count = 0
-    for record in records:
-        writer.writerow(record.model_dump(mode="json", exclude=_ENGINE_ONLY))
+    for row in rows:
+        writer.writerow([cell(row.get(name)) for name in fields])
         count += 1
     return count
 
 
-CRAWL_CSV_FIELDS = (
-    "url",
-    "state",
-    "retries",
-    "http_status",
-    "last_fetch_time",
-    "next_fetch_time",
-    "fetch_interval",
-    "changes",
-    "signature",
-    "etag",
-    "last_modified",
-    "document_key",
-    "lastmod",
-    "changefreq",
-    "sitemap",
-    "first_listed",
-    "last_listed",
-)
-
-
-CHANGE_CSV_FIELDS = (
-    "url",
-    "change",
-    "reason",
-    "previous_state",
-    "state",
-    "previous_status",
-    "status",
-    "previous_signature",
-    "signature",
-    "document_key",
-    "fetch_time",
-    "lastmod",
-    "sitemap",
-    "error",
-)
-
-
 def write_changes(feed: bytes, out: TextIO, *, fmt: str = "jsonl") -> int:
-    """A job's change feed as stored (JSON Lines), or as CSV."""
+    """A job's change feed as stored (JSON Lines), or as CSV. A feed stored before the outputs took the
+    data model's names is shown with today's (its ``lastmod`` is ``last_modified``)."""
     lines = [line for line in feed.decode().splitlines() if line.strip()]
     if fmt == "jsonl":
         for line in lines:
-            out.write(line + "\n")
+            out.write((_current_line(line) if '"lastmod":' in line else line) + "\n")
         return len(lines)
-    writer = csv.DictWriter(out, fieldnames=CHANGE_CSV_FIELDS, extrasaction="ignore")
-    writer.writeheader()
-    for line in lines:
-        writer.writerow(json.loads(line))
-    return len(lines)
+    return _write_rows((_current(json.loads(line)) for line in lines), out, CHANGE_CSV_FIELDS)
+
+
+def _current(line: dict[str, Any]) -> dict[str, Any]:
+    """A feed line under today's names, its fields in their order."""
+    if not OLD_FEED_NAMES.keys() & line.keys():
+        return line
+    return {OLD_FEED_NAMES.get(name, name): value for name, value in line.items()}
+
+
+def _current_line(line: str) -> str:
+    return json.dumps(_current(json.loads(line)), separators=(",", ":"), ensure_ascii=False)
 
 
 def site_view(site: str, records: Iterable[CrawlRecord], crawldb: CrawlDatabase, *, now: datetime) -> dict[str, Any]:
@@ -138,7 +120,7 @@ def site_view(site: str, records: Iterable[CrawlRecord], crawldb: CrawlDatabase,
         "content_changes_seen": changed,
         "lastmod_trust": {h: t.model_dump(mode="json") for h, t in trust.items()},
         "sitemaps": [
-            s.model_dump(mode="json", include={"url", "fetched_at", "etag", "last_modified", "kind", "entries"})
+            s.model_dump(mode="json", include={"url", "fetched_at", "etag", "http_last_modified", "kind", "entries"})
             for s in crawldb.site_sitemaps(site)
         ],
     }
@@ -152,8 +134,8 @@ def listed_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:
             json_bytes(
                 {
                     "url": url,
-                    "lastmod": entry.lastmod.isoformat() if entry.lastmod else None,
-                    "changefreq": entry.changefreq,
+                    "last_modified": entry.lastmod.isoformat() if entry.lastmod else None,
+                    "change_frequency": entry.changefreq,
                     "priority": entry.priority,
                     "sitemap": sitemap,
                     **entry.extensions(),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState
 from harvester.model.records import UrlStatus
@@ -24,6 +24,34 @@ Stored = Mapping[str, Any]
 
 
 _KINDS = {kind.value: kind for kind in ChangeKind}
+
+
+class FeedLine(TypedDict, total=False):
+    """A line of the feed: its fields in the order they are written, which is the order of the columns of
+    ``harvest changes --format csv`` (derived from here). A line has the fields it has a value for."""
+
+    url: Required[str]
+    change: Required[str]
+    #: Why the job fetched the URL (``SitemapURL.fetch_reason``).
+    reason: str
+    sitemap: str
+    #: What the sitemap said (``SitemapURL.last_modified``; written ``+00:00`` for UTC).
+    last_modified: str
+    previous_state: str
+    state: str
+    previous_status: int
+    status: int
+    previous_signature: str
+    signature: str
+    document_key: str
+    fetch_time: str
+    error: str
+    #: A removed URL's: when a sitemap of the site last listed it.
+    last_listed: str
+
+
+#: What a feed line named ``last_modified`` before the outputs took the data model's names.
+OLD_FEED_NAMES = {"lastmod": "last_modified"}
 
 
 def kind_of(record: Stored) -> ChangeKind:
@@ -68,7 +96,7 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
     line: dict[str, Any] = {"url": record["url"], "change": kind.value}
     _put(line, "reason", get("fetch_reason"))
     _put(line, "sitemap", get("sitemap"))
-    _put(line, "lastmod", feed_time(get("last_modified")))
+    _put(line, "last_modified", feed_time(get("last_modified")))
     _put(line, "previous_state", previous_state)
     line["state"] = get("crawl_state", _UNFETCHED)
     _put(line, "previous_status", previous_status)

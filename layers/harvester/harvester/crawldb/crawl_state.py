@@ -60,11 +60,11 @@ class Fetched:
     http_status: int | None = None
     signature: str | None = None
     etag: str | None = None
-    last_modified: str | None = None
+    http_last_modified: str | None = None
     content_type: str | None = None
     size: int | None = None
     document_key: str | None = None
-    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_lastmod`` of a good fetch).
+    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good fetch).
     lastmod: datetime | None = None
 
 
@@ -87,8 +87,8 @@ def listed(
                 "url": url,
                 "fetch_interval": float(schedule.initial(changefreq)),
                 "next_fetch_time": now,
-                "lastmod": lastmod,
-                "changefreq": changefreq,
+                "last_modified": lastmod,
+                "change_frequency": changefreq,
                 "priority": priority,
                 "sitemap": sitemap,
                 "first_listed": now,
@@ -97,8 +97,8 @@ def listed(
             }
         )
     update: dict[str, object] = {
-        "lastmod": lastmod,
-        "changefreq": changefreq,
+        "last_modified": lastmod,
+        "change_frequency": changefreq,
         "priority": priority,
         "sitemap": sitemap,
         "last_listed": now,
@@ -165,8 +165,8 @@ def _good_fetch(prior: CrawlRecord, fetched: Fetched) -> dict[str, object]:
     return {
         "retries": 0,
         "etag": fetched.etag or prior.etag,
-        "last_modified": fetched.last_modified or prior.last_modified,
-        "fetched_lastmod": fetched.lastmod,
+        "http_last_modified": fetched.http_last_modified or prior.http_last_modified,
+        "fetched_last_modified": fetched.lastmod,
     }
 
 

@@ -79,8 +79,8 @@ def lastmod_advanced(record: CrawlRecord, lastmod: datetime | None) -> bool:
     """
     if lastmod is None or record.last_fetch_time is None or record.signature is None:
         return False
-    if record.fetched_lastmod is not None:
-        return lastmod > record.fetched_lastmod
+    if record.fetched_last_modified is not None:
+        return lastmod > record.fetched_last_modified
     return lastmod > record.last_fetch_time
 
 

@@ -18,8 +18,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import orjson
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body
 from harvester.model.trusted import trusted_builder
 
 
@@ -67,10 +69,15 @@ class CrawlRecord(BaseModel):
 
     Times are UTC. ``fetch_interval`` (seconds) adapts to how often the content really changes;
     ``next_fetch_time`` is when a job fetches it again without being asked. ``signature``, ``etag``,
-    ``last_modified``, ``content_type``, ``size`` and ``document_key`` describe the last *good* fetch (a
-    later 404 keeps them, so a page that comes back unchanged is recognised). ``lastmod`` is the sitemap
-    lastmod last seen, ``fetched_lastmod`` the one that was current at the last good fetch: lastmod has
-    *advanced* when the first is newer than the second.
+    ``http_last_modified`` (the Last-Modified response header), ``content_type``, ``size`` and
+    ``document_key`` describe the last *good* fetch (a later 404 keeps them, so a page that comes back
+    unchanged is recognised). ``last_modified``, ``change_frequency`` and ``priority`` are what the sitemap
+    said when it last listed the URL (the names of the job's records, ``SitemapURL``);
+    ``fetched_last_modified`` is the sitemap's ``last_modified`` that was current at the last good fetch:
+    the sitemap's lastmod has *advanced* when the first is newer than the second.
+
+    Records stored under the names before these (``lastmod``, ``changefreq``, ``fetched_lastmod``, and
+    ``last_modified`` for the header) read as today's: see :mod:`harvester.model.stored_names`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -84,13 +91,13 @@ class CrawlRecord(BaseModel):
     http_status: int | None = None
     signature: str | None = None
     etag: str | None = None
-    last_modified: str | None = None
+    http_last_modified: str | None = None
     content_type: str | None = None
     size: int | None = Field(default=None, ge=0)
     document_key: str | None = None
-    lastmod: datetime | None = None
-    fetched_lastmod: datetime | None = None
-    changefreq: str | None = None
+    last_modified: datetime | None = None
+    fetched_last_modified: datetime | None = None
+    change_frequency: str | None = None
     priority: float = 0.5
     sitemap: str | None = None
     first_listed: datetime
@@ -101,6 +108,13 @@ class CrawlRecord(BaseModel):
     orphan_of: CrawlState | None = None
     orphaned_job: str | None = None
     version: int = Field(default=1, ge=1)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
+        """A stored record, whichever names it was stored under (the old ones through Python values)."""
+        if may_be_old_crawl_body(json_data):
+            return cls.model_validate(crawl_record_values(orjson.loads(json_data)), **options)
+        return cls.__pydantic_validator__.validate_json(json_data, **options)  # (what pydantic's does)
 
     @classmethod
     def trusted(cls, fields: dict[str, Any]) -> CrawlRecord:
@@ -127,7 +141,10 @@ class SitemapCrawl(BaseModel):
     http_status: int
     final_url: str | None = None
     etag: str | None = None
-    last_modified: str | None = None
+    #: The Last-Modified response header (stored as ``last_modified`` before the outputs' names changed).
+    http_last_modified: str | None = Field(
+        default=None, validation_alias=AliasChoices("http_last_modified", "last_modified")
+    )
     signature: str
     document_key: str
     listing_key: str | None = None

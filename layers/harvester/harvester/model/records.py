@@ -16,10 +16,11 @@ from functools import lru_cache
 from typing import Any, Self
 
 from orjson import OPT_UTC_Z, dumps
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
+from harvester.model.stored_names import crawl_record_values
 from harvester.model.trusted import trusted_builder
 from harvester.sitemap.entries import Image, NewsStory, from_json
 from harvester.urls import require_http_url
@@ -89,8 +90,10 @@ class UrlStatus(StrEnum):
 class SitemapURL(BaseModel):
     """One page URL of a job: what its sitemap said, where its processing stands, and its crawl state.
 
-    The crawl fields (``crawl_state``, ``retries``, ``next_fetch_time``, ``etag``, ``last_modified_header``,
-    ``signature``) are those the full crawl-state machine and the re-crawl schedule need.
+    ``last_modified``, ``change_frequency`` and ``priority`` are what the sitemap said (the seed data
+    model's names, which every output uses for them). The crawl fields (``crawl_state``, ``retries``,
+    ``next_fetch_time``, ``etag``, ``http_last_modified``: the Last-Modified response header, ``signature``)
+    are those the full crawl-state machine and the re-crawl schedule need.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -113,7 +116,10 @@ class SitemapURL(BaseModel):
     size: int | None = Field(default=None, ge=0)
     signature: str | None = None
     etag: str | None = None
-    last_modified_header: str | None = None
+    #: Stored as ``last_modified_header`` before the outputs' names changed.
+    http_last_modified: str | None = Field(
+        default=None, validation_alias=AliasChoices("http_last_modified", "last_modified_header")
+    )
     final_url: str | None = None
     document_key: str | None = None
     fetch_time: datetime | None = None
@@ -135,6 +141,12 @@ class SitemapURL(BaseModel):
         if info.context is SCREENED:
             return url  # a listed URL the sitemap worker checked and normalised already (urls.screen)
         return require_http_url(url)
+
+    @field_validator("known", mode="before")
+    @classmethod
+    def _known_stored_before(cls, known: Any) -> Any:
+        """A snapshot stored under the crawl record's old names reads as today's (model.stored_names)."""
+        return crawl_record_values(known)
 
     @model_validator(mode="after")
     def _failure_has_reason(self) -> Self:

@@ -80,10 +80,10 @@ def first_listings(
             if known is None:
                 stored = _text(lastmod)
                 known = texts[instant] = (stored, feed_time(stored))
-            page["last_modified"] = crawl["lastmod"] = known[0]
-            line["lastmod"] = known[1]
+            page["last_modified"] = crawl["last_modified"] = known[0]
+            line["last_modified"] = known[1]
         if changefreq is not None:
-            page["change_frequency"] = crawl["changefreq"] = changefreq
+            page["change_frequency"] = crawl["change_frequency"] = changefreq
         page["priority"] = crawl["priority"] = entry.priority
         page["status"] = _COMPLETED
         page["sitemap"] = crawl["sitemap"] = sitemap

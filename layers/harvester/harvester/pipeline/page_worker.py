@@ -190,8 +190,8 @@ def _validators(known: CrawlRecord | None) -> dict[str, str]:
     if known is not None and known.document_key:
         if known.etag:
             headers["If-None-Match"] = known.etag
-        if known.last_modified:
-            headers["If-Modified-Since"] = known.last_modified
+        if known.http_last_modified:
+            headers["If-Modified-Since"] = known.http_last_modified
     return headers
 
 
@@ -206,7 +206,7 @@ async def _settle_response(
             "final_url": response.url if normalize(response.url) != record.url else None,
             "fetch_time": ctx.clock(),
             "etag": response.headers.get("etag"),
-            "last_modified_header": response.headers.get("last-modified"),
+            "http_last_modified": response.headers.get("last-modified"),
         }
     )
     outcome = classify_status(code)
@@ -216,7 +216,7 @@ async def _settle_response(
             return _retry_or_fail(ctx, record, http_error(code), wait=wait)
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
         return _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
-    validators = {"etag": record.etag, "last_modified": record.last_modified_header, "lastmod": record.last_modified}
+    validators = {"etag": record.etag, "http_last_modified": record.http_last_modified, "lastmod": record.last_modified}
     if outcome is FetchResult.NOTMODIFIED:
         if not conditional:
             reason = f"{http_error(code)} to a request that was not conditional"

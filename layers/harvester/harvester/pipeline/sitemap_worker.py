@@ -456,10 +456,10 @@ class SitemapReading:
         """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
         next job asks with these validators, and the orphan rule counts it present."""
         etag = headers.get("etag") or prior.etag
-        last_modified = headers.get("last-modified") or prior.last_modified
-        if (etag, last_modified) != (prior.etag, prior.last_modified) or prior.absent_since is not None:
+        last_modified = headers.get("last-modified") or prior.http_last_modified
+        if (etag, last_modified) != (prior.etag, prior.http_last_modified) or prior.absent_since is not None:
             now = self.ctx.clock()
-            update = {"etag": etag, "last_modified": last_modified, "absent_since": None, "fetched_at": now}
+            update = {"etag": etag, "http_last_modified": last_modified, "absent_since": None, "fetched_at": now}
             self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update=update))
 
     def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
@@ -473,7 +473,7 @@ class SitemapReading:
                 http_status=outcome.http_status,
                 final_url=outcome.final_url,
                 etag=headers.get("etag"),
-                last_modified=headers.get("last-modified"),
+                http_last_modified=headers.get("last-modified"),
                 signature=signature,
                 document_key=outcome.document_key,
                 kind=outcome.kind,
@@ -853,8 +853,8 @@ def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
     if prior is not None:
         if prior.etag:
             headers["If-None-Match"] = prior.etag
-        if prior.last_modified:
-            headers["If-Modified-Since"] = prior.last_modified
+        if prior.http_last_modified:
+            headers["If-Modified-Since"] = prior.http_last_modified
     return headers
 
 
@@ -876,7 +876,7 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
             size=known.size,
             signature=known.signature,
             etag=known.etag,
-            last_modified_header=known.last_modified,
+            http_last_modified=known.http_last_modified,
             document_key=known.document_key,
             fetch_time=known.last_fetch_time,
         )

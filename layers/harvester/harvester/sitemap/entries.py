@@ -115,8 +115,8 @@ class PageEntry:
     def to_json(self) -> dict[str, Any]:
         return {
             "url": self.url,
-            "lastmod": self.lastmod.isoformat() if self.lastmod else None,
-            "changefreq": self.changefreq,
+            "last_modified": self.lastmod.isoformat() if self.lastmod else None,
+            "change_frequency": self.changefreq,
             "priority": self.priority,
             **self.extensions(),
         }
@@ -130,7 +130,7 @@ class ChildSitemap:
     lastmod: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"sitemap": self.url, "lastmod": self.lastmod.isoformat() if self.lastmod else None}
+        return {"sitemap": self.url, "last_modified": self.lastmod.isoformat() if self.lastmod else None}
 
 
 Entry = PageEntry | ChildSitemap

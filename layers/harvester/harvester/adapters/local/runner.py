@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirBusy, StorageFailed, connect, storage_failure
+from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
 from harvester.adapters.local.dispatch import Dispatcher
 from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
@@ -44,7 +45,6 @@ from harvester.sitemap import PageEntry
 
 log = logging.getLogger(__name__)
 
-DEFAULT_STATE_DIR = Path(".harvest")
 DB_NAME = "harvest.db"
 DOCUMENTS = "documents"
 #: Pages handed to a worker at once (at most half the run's concurrency, so two batches overlap): one

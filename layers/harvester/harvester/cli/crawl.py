@@ -1,0 +1,88 @@
+"""``harvest crawl``: a job per site on this machine, side by side, resumable."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
+from harvester.cli.jobs import announce
+from harvester.cli.options import fetch_policy, job_request
+from harvester.cli.progress import ProgressLine
+from harvester.cli.reporting import dump_json, summary_text
+from harvester.cli.state import engine_failures
+from harvester.model.messages import JobRequest
+from harvester.model.records import JobStatus
+from harvester.settings import EngineSettings
+
+
+def run_crawl(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
+    settings = EngineSettings.from_env()
+    if args.per_host is not None:
+        if args.per_host < 1:
+            raise UsageError(f"--per-host {args.per_host}: must be at least 1")
+        settings = dataclasses.replace(settings, host_max_in_flight=args.per_host)
+    requests = _requests(args)
+    progress = None if args.quiet else ProgressLine(sys.stderr)
+    state = engine_failures(args.state_dir, resumes=True)
+    with state, LocalHarvest.open(args.state_dir, memory_queue=args.memory) as harvest:
+        runner = LocalRunner(
+            harvest,
+            policy=fetch_policy(args),
+            settings=settings,
+            concurrency=args.concurrency,
+            on_progress=progress,
+            on_start=announce,
+        )
+        try:
+            outcomes = asyncio.run(runner.crawl_all(requests))
+        finally:
+            if progress:
+                progress.close()
+    results = [outcome.result for outcome in outcomes]
+    assert all(results)  # (a durable run always writes one)
+    if args.json:
+        shown = [result.model_dump(mode="json") for result in results if result]
+        dump_json(shown[0] if len(shown) == 1 else shown, sys.stdout)
+    else:
+        print("\n\n".join(summary_text(o.result, resumed=o.resumed) for o in outcomes if o.result))
+    completed = all(outcome.job.status is JobStatus.COMPLETED for outcome in outcomes)
+    return EXIT_OK if completed else EXIT_FAILED
+
+
+def _requests(args: argparse.Namespace) -> list[JobRequest]:
+    """One job request per site: those on the command line, then those of ``--sites`` (line by line)."""
+    sites: list[tuple[str, str]] = [(site, f"site {site!r}") for site in args.site]
+    if args.sites is not None:
+        try:
+            lines = args.sites.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--sites {args.sites}: cannot be read ({exc})") from None
+        for number, line in enumerate(lines, 1):
+            site = line.split("#", 1)[0].strip()
+            if site:
+                sites.append((site, f"--sites {args.sites} line {number}"))
+    if not sites:
+        raise UsageError("give a site to crawl (harvest crawl https://example.com/), or --sites FILE")
+    if len(sites) > 1 and args.sitemap:
+        raise UsageError("--sitemap starts one site's job: give it with a single site")
+    if len(sites) > 1 and args.job_id:
+        raise UsageError("--job-id names one job: give it with a single site")
+    requests: list[JobRequest] = []
+    seen: dict[str, str] = {}
+    for site, where in sites:
+        try:
+            request = job_request(args, site=site)
+        except UsageError as exc:
+            message = str(exc)
+            raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
+        if request.origin in seen:
+            raise UsageError(f"{where}: {request.origin} is given twice (first as {seen[request.origin]})")
+        seen[request.origin] = where
+        requests.append(request)
+    return requests

@@ -1,0 +1,109 @@
+"""``harvest report`` and ``harvest changes``: what a local state directory holds of a job, a URL, a site."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harvester.adapters.local.runner import LocalHarvest
+from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.reporting import (
+    CRAWL_CSV_FIELDS,
+    dump_json,
+    site_view,
+    write_changes,
+    write_csv,
+    write_jsonl,
+)
+from harvester.cli.state import open_state
+from harvester.model.records import LoaderState, utcnow
+from harvester.pipeline.completion import changes_key, enriched
+from harvester.urls import normalize, origin_of, require_http_url
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if (args.url or args.site) and args.job_id:
+        raise UsageError("give a JOB_ID, or --url / --site, not both")
+    with open_state(args.state_dir) as harvest:
+        if args.url:
+            return _report_url(harvest, args.url)
+        if args.site:
+            return _report_site(harvest, args.site, args.format)
+        store = harvest.store
+        if not args.job_id:
+            for job in store.all_jobs():
+                print(f"{job.job_id}  {job.status.value:<11}  {job.start_time:%Y-%m-%d %H:%M:%S}  {job.site}")
+            return EXIT_OK
+        snapshot = store.snapshot(args.job_id)
+        if snapshot is None:
+            raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
+        extras = store.extensions(args.job_id)  # (what later listings of a URL added)
+        pages = (enriched(page, extras) for page in store.pages(args.job_id))
+        if args.format == "jsonl":
+            write_jsonl(pages, sys.stdout)
+        elif args.format == "csv":
+            write_csv(pages, sys.stdout)
+        else:
+            from harvester.model.records import BulkProcessingJob
+
+            location = harvest.documents.location(snapshot.job.result_key) if snapshot.job.result_key else None
+            view = BulkProcessingJob.of(
+                snapshot.job, snapshot.counts, last_update=snapshot.last_update, result_location=location
+            )
+            result = harvest.result(args.job_id)
+            loader = LoaderState.of(list(store.sitemaps(args.job_id)), snapshot.counts)
+            dump_json(
+                {
+                    "job": view.model_dump(mode="json"),
+                    "loader_state": loader.model_dump(mode="json"),
+                    "result": result.model_dump(mode="json") if result else None,
+                },
+                sys.stdout,
+            )
+    return EXIT_OK
+
+
+def _report_url(harvest: LocalHarvest, url: str) -> int:
+    try:
+        found = harvest.crawldb.find_url(normalize(require_http_url(url)))
+    except ValueError as exc:
+        raise UsageError(f"--url: {exc}") from None
+    if not found:
+        raise UsageError(f"--url {url}: not in the crawl database of {harvest.state_dir}")
+    dump_json([{"site": site, **record.model_dump(mode="json")} for site, record in found], sys.stdout)
+    return EXIT_OK
+
+
+def _report_site(harvest: LocalHarvest, site: str, fmt: str) -> int:
+    try:
+        origin = origin_of(require_http_url(site))
+    except ValueError as exc:
+        raise UsageError(f"--site: {exc}") from None
+    if origin not in harvest.crawldb.sites():
+        known = ", ".join(harvest.crawldb.sites()) or "none"
+        raise UsageError(f"--site {site}: not in the crawl database of {harvest.state_dir} (sites: {known})")
+    records = harvest.crawldb.site_urls(origin)
+    if fmt == "jsonl":
+        write_jsonl(records, sys.stdout)
+    elif fmt == "csv":
+        write_csv(records, sys.stdout, CRAWL_CSV_FIELDS)
+    else:
+        dump_json(site_view(origin, records, harvest.crawldb, now=utcnow()), sys.stdout)
+    return EXIT_OK
+
+
+def run_changes(args: argparse.Namespace) -> int:
+    with open_state(args.state_dir) as harvest:
+        job_id = args.job_id
+        if job_id is None:
+            ended = [j for j in harvest.store.all_jobs() if j.result_key]
+            if not ended:
+                raise UsageError(f"no finished job in {args.state_dir} yet")
+            job_id = ended[-1].job_id
+        elif harvest.store.get_job(job_id) is None:
+            raise UsageError(f"no job {job_id!r} in {args.state_dir}")
+        key = changes_key(job_id)
+        if not harvest.documents.exists(key):
+            raise UsageError(f"job {job_id} has no change feed (it has not ended, or predates the crawl database)")
+        write_changes(harvest.documents.get(key), sys.stdout, fmt=args.format)
+    return EXIT_OK
