@@ -500,3 +500,29 @@ def test_probes_that_got_no_answer_are_not_reported_as_not_found(served_dir, tmp
     assert "(14 well-known locations could not be probed: refused to connect to 127.0.0.1" in refused.stdout
     assert "(15 well-known locations probed and not found)" in answered.stdout  # (robots.txt too)
     assert "could not be probed" not in answered.stdout
+
+
+def test_the_readme_synopsis_names_every_option_of_every_command_and_no_other():
+    """The README's command reference and `harvest COMMAND --help` come from one parser: they must agree."""
+    import argparse
+    import re
+
+    from harvester.cli import build_parser
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## The `harvest` command", 1)[1].split("```", 2)[1]
+    synopsis: dict[str, set[str]] = {}
+    command = ""
+    for line in block.splitlines():
+        if line.startswith("harvest "):
+            command = line.split()[1]
+        synopsis.setdefault(command, set()).update(re.findall(r"--[a-z][a-z-]*", line))
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    job_options = {"--no-pages", "--full", "--include", "--exclude", "--sitemap-include", "--sitemap-exclude"}
+    job_options |= {"--scope", "--max-depth", "--rate-limit-delay"}
+    for name, sub in commands.choices.items():
+        helped = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+        helped.discard("--verbose")  # (every command's, said once below the synopsis)
+        written = synopsis.get(name, set()) | (job_options if name == "submit" else set())
+        assert written == helped, f"harvest {name}: README {sorted(written - helped)}, --help {sorted(helped - written)}"
