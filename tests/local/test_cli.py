@@ -525,4 +525,5 @@ def test_the_readme_synopsis_names_every_option_of_every_command_and_no_other():
         helped = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
         helped.discard("--verbose")  # (every command's, said once below the synopsis)
         written = synopsis.get(name, set()) | (job_options if name == "submit" else set())
-        assert written == helped, f"harvest {name}: README {sorted(written - helped)}, --help {sorted(helped - written)}"
+        only = f"README only {sorted(written - helped)}, --help only {sorted(helped - written)}"
+        assert written == helped, f"harvest {name}: {only}"
