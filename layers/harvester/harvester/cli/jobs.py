@@ -10,25 +10,11 @@ from typing import Any
 
 from harvester.adapters.local.runner import JobStart, LocalHarvest
 from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.options import FLAGS
 from harvester.cli.reporting import dump_json
 from harvester.cli.state import open_state
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobCounts, JobRecord
-
-#: A job request's fields as `harvest crawl` spells them.
-FLAGS = {
-    "rate_limit_delay": "--rate-limit-delay",
-    "sitemaps": "--sitemap",
-    "include": "--include",
-    "exclude": "--exclude",
-    "sitemap_include": "--sitemap-include",
-    "sitemap_exclude": "--sitemap-exclude",
-    "scope": "--scope",
-    "max_depth": "--max-depth",
-    "job_id": "--job-id",
-    "fetch_pages": "--no-pages",
-    "refetch": "--full",
-}
 
 
 def run_jobs(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
 
 
 #: The job request's fields as the command line names them.
-_OPTIONS = {
+FLAGS = {
     "rate_limit_delay": "--rate-limit-delay",
     "sitemaps": "--sitemap",
     "include": "--include",
@@ -46,6 +46,8 @@ _OPTIONS = {
     "scope": "--scope",
     "max_depth": "--max-depth",
     "job_id": "--job-id",
+    "fetch_pages": "--no-pages",
+    "refetch": "--full",
 }
 #: URL refusals (harvester.urls) in words.
 _URL_REASONS = {
@@ -71,10 +73,10 @@ def _validation_message(exc: ValidationError) -> str:
         given = error.get("input")
         if field == "site":
             problems.append(f"site {given!r}: {message}")
-        elif isinstance(given, dict | tuple | list) or field not in _OPTIONS:
-            problems.append(f"{_OPTIONS.get(field, field or 'input')}: {message}")
+        elif isinstance(given, dict | tuple | list) or field not in FLAGS:
+            problems.append(f"{FLAGS.get(field, field or 'input')}: {message}")
         else:
-            problems.append(f"{_OPTIONS[field]} {given}: {message}")
+            problems.append(f"{FLAGS[field]} {given}: {message}")
     return "; ".join(problems)
 
 
