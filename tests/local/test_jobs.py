@@ -52,6 +52,7 @@ def test_a_crawl_says_which_job_it_resumes_or_why_it_starts_another_and_jobs_can
     _killed_part_way((*base, *slow), db, 200)
     (first,) = _jobs(state)
     assert (first["status"], first["open"]) == ("in_progress", True)
+    assert first["options"] == ["--rate-limit-delay 0.002"]
 
     # Other options: a new job, and the unfinished one is named with the option that kept it from resuming.
     other = ("--rate-limit-delay", "0.003")

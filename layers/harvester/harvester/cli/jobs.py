@@ -77,9 +77,11 @@ def _cancel(harvest: LocalHarvest, job_id: str) -> int:
 
 
 def options(request: JobRequest) -> list[str]:
-    """The request as the crawl command's options (those that differ from the defaults)."""
+    """The request as the crawl command's options (those that differ from the defaults; the job id is shown
+    apart)."""
     default = JobRequest(site=request.site)
-    return [_flag(name, getattr(request, name)) for name in FLAGS if getattr(request, name) != getattr(default, name)]
+    changed = [name for name in FLAGS if name != "job_id" and getattr(request, name) != getattr(default, name)]
+    return [_flag(name, getattr(request, name)) for name in changed]
 
 
 def _flag(name: str, value: object) -> str:
