@@ -1,7 +1,8 @@
 """The AWS path for the benches: template.yaml created in moto, the real handlers driven as Lambda's SQS
 poller drives them (the test harness's poller), and the AWS requests the handlers make, counted.
 
-Shared by bench/recrawl.py and bench/discovery.py, whose AWS figures are requests per listed URL.
+Shared by bench/recrawl.py and bench/discovery.py, whose AWS figures are requests per listed URL, and by
+bench/aws_cost.py, which also weighs each request in billed units and dollars.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,14 +30,24 @@ _ENVIRONMENT = {
 }
 
 
+#: Sees each counted request and makes it: (client, operation, params, by the poller?, the call itself) -> response.
+Observer = Callable[[Any, str, dict[str, Any], bool, Callable[[], Any]], Any]
+
+
 class AwsRequests:
-    """Counts the AWS requests made through botocore, by service and operation, except the poller's own."""
+    """Counts the AWS requests made through botocore, by service and operation, except the poller's own.
+
+    An ``observer`` (bench/aws_cost.py's meter) sees every counted request, the poller's too, and makes it;
+    ``unpatched`` makes a request that nothing counts or observes.
+    """
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
         self.poller: collections.Counter[str] = collections.Counter()
         self.excluded: set[int] = set()
         self.active = False
+        self.observer: Observer | None = None
+        self.unpatched: Callable[[Any, str, dict[str, Any]], Any] | None = None
 
     @contextmanager
     def patched(self) -> Iterator[AwsRequests]:
@@ -44,18 +55,24 @@ class AwsRequests:
 
         original = BaseClient._make_api_call
         counter = self
+        self.unpatched = original
 
         def counted(client: Any, operation: str, params: Any) -> Any:
-            if counter.active:
-                name = f"{client.meta.service_model.service_name}:{operation}"
-                (counter.poller if id(client) in counter.excluded else counter.counts)[name] += 1
-            return original(client, operation, params)
+            if not counter.active:
+                return original(client, operation, params)
+            poller = id(client) in counter.excluded
+            name = f"{client.meta.service_model.service_name}:{operation}"
+            (counter.poller if poller else counter.counts)[name] += 1
+            if counter.observer is None:
+                return original(client, operation, params)
+            return counter.observer(client, operation, params, poller, lambda: original(client, operation, params))
 
         BaseClient._make_api_call = counted  # type: ignore[method-assign]
         try:
             yield self
         finally:
             BaseClient._make_api_call = original  # type: ignore[method-assign]
+            self.unpatched = None
 
 
 class AwsPath:
