@@ -485,3 +485,27 @@ async def test_a_header_the_caller_gives_replaces_the_default_of_that_name_whate
     lines = [line.lower() for line in seen[0].split(b"\r\n")]
     assert [line for line in lines if line.startswith(b"accept:")] == [b"accept: application/xml"]
     assert sum(line.startswith(b"user-agent:") for line in lines) == 1
+
+
+async def test_the_body_and_headers_as_received_are_there_for_an_archive(server: TestServer) -> None:
+    """What a WARC response record keeps: the status line, the headers in order as written, and the body
+    with its Content-Encoding still on, beside the decoded body the engine reads."""
+    import io
+
+    page = b"<html>" + b"caf\xc3\xa9 " * 3000 + b"</html>"
+    sent = gzip.compress(page)
+    server.reply("/gz", 200, sent, Content_Encoding="gzip", X_First="1", Content_Type="text/html")
+    raw = io.BytesIO()
+    async with (
+        Fetcher(local_policy()) as fetcher,
+        fetcher.open(server.url("/gz"), max_bytes=MiB, headers={"If-None-Match": '"v0"'}) as response,
+    ):
+        response.raw_sink = raw
+        body = b"".join([chunk async for chunk in response.iter_bytes()])
+
+    assert body == page and raw.getvalue() == sent
+    assert (response.http_version, response.status_code, response.reason) == ("HTTP/1.1", 200, "OK")
+    names = [name for name, _ in response.raw_headers]
+    assert names.index("Content-Encoding") < names.index("X-First") < names.index("Content-Type")
+    assert ("If-None-Match", '"v0"') in response.request_headers
+    assert any(name == "User-Agent" for name, _ in response.request_headers)

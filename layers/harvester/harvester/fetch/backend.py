@@ -217,7 +217,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             headers=response.raw_headers,
             stream=_ResponseStream(response),
             request=request,
-            extensions={"http_version": b"HTTP/1.1", "reason_phrase": (response.reason or "").encode()},
+            extensions={
+                "http_version": f"HTTP/{response.version.major}.{response.version.minor}".encode()
+                if response.version
+                else b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode(),
+            },
         )
 
     async def aclose(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import BinaryIO
 
 import httpx
 
@@ -66,9 +67,30 @@ class FetchResponse:
         self.complete = False
         self._deadline = deadline
         self._consumed = False
+        #: Where the body's pieces also go as they arrive, before any Content-Encoding is undone (a WARC
+        #: response record keeps the body as received): set before the body is read.
+        self.raw_sink: BinaryIO | None = None
         media_type, _, params = (response.headers.get("content-type") or "").partition(";")
         self.content_type: str | None = media_type.strip().lower() or None
         self.charset: str | None = _charset(params)
+
+    @property
+    def request_headers(self) -> list[tuple[str, str]]:
+        """The request's headers as sent, names as written, in order (a WARC request record's)."""
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._response.request.headers.raw]
+
+    @property
+    def raw_headers(self) -> list[tuple[str, str]]:
+        """The response's headers as received, names as written, in order (a WARC response record's)."""
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._response.headers.raw]
+
+    @property
+    def reason(self) -> str:
+        return self._response.reason_phrase
+
+    @property
+    def http_version(self) -> str:
+        return self._response.http_version
 
     def __repr__(self) -> str:
         return f"<FetchResponse {self.status_code} {self.url}>"
@@ -178,6 +200,8 @@ class FetchResponse:
                 if limit is not None and read > limit:
                     self.truncated = f"compressed body larger than {limit} bytes"
                     return
+                if self.raw_sink is not None:
+                    self.raw_sink.write(chunk)
                 yield chunk
         finally:
             await stream.aclose()
