@@ -37,10 +37,10 @@ def run_jobs(args: argparse.Namespace) -> int:
         print(f"no job in {args.state_dir} yet")
     else:
         for row in rows:
-            total = f"{row['total_urls']:,}{'' if row['discovery_complete'] else '+'}"
+            done = _done(row["processed_count"], row["total_urls"], complete=row["discovery_complete"])
             note = "  (unfinished: its crawl command resumes it)" if row["open"] and not row["ended"] else ""
             print(
-                f"{row['job_id']}  {row['status']:<11}  {row['processed_count']:,}/{total} URLs"
+                f"{row['job_id']}  {row['status']:<11}  {done}"
                 f"  {row['start_time'][:19].replace('T', ' ')}  {row['site']}{note}"
             )
     return EXIT_OK
@@ -96,8 +96,12 @@ def _flag(name: str, value: object) -> str:
 
 
 def _progress(counts: JobCounts) -> str:
-    total = f"{counts.urls_total:,}{'' if counts.discovery_complete else '+'}"
-    return f"{counts.urls_processed:,}/{total} URLs done"
+    return f"{_done(counts.urls_processed, counts.urls_total, complete=counts.discovery_complete)} done"
+
+
+def _done(processed: int, total: int, *, complete: bool) -> str:
+    """``1,971/20,000 URLs``; a ``+`` on the total while discovery can still add to it."""
+    return f"{processed:,}/{total:,}{'' if complete else '+'} URLs"
 
 
 def announce(start: JobStart) -> None:

@@ -157,7 +157,7 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         f"  total urls    {result.total_urls}",
         f"  successful    {result.successful_processing}",
         f"  failed        {result.failed_processing}",
-        *_reasons("excluded", result.excluded_processing, result.exclusions),
+        _reasons("excluded", result.excluded_processing, result.exclusions),
         f"  sitemaps      {result.sitemaps_ok} read, {result.sitemaps_total} looked at",
         f"  duration      {result.total_duration:.1f} s",
         f"  records       {result.processed_urls}",
@@ -169,10 +169,10 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         lines.append(f"  change feed   {result.changes_location}")
     dropped = sum(result.entries_dropped.values())
     if dropped:
-        lines += _reasons("dropped", dropped, result.entries_dropped, what=" entries (URL hygiene)")
+        lines.append(_reasons("dropped", dropped, result.entries_dropped, what=" entries (URL hygiene)"))
     warned = sum(result.entry_warnings.values())
     if warned:
-        lines += _reasons("set aside", warned, result.entry_warnings, what=" values (entries kept)")
+        lines.append(_reasons("set aside", warned, result.entry_warnings, what=" values (entries kept)"))
     for host, trust in result.lastmod_trust.items():
         lines.append(
             f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"
@@ -189,12 +189,10 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
     return "\n".join(lines)
 
 
-def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> list[str]:
-    """``label  count`` and, when there is a count, its reasons, most frequent first."""
-    if not count:
-        return [f"  {label:<13} 0"] if not what else []
+def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> str:
+    """``label  count`` and its reasons, most frequent first."""
     shown = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return [f"  {label:<13} {count}{what}" + (f": {shown}" if shown else "")]
+    return f"  {label:<13} {count}{what}" + (f": {shown}" if shown else "")
 
 
 def dump_json(data: Any, out: TextIO) -> None:

@@ -236,12 +236,18 @@ def record_line(body: str) -> bytes:
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
 
 
-def enriched_line(line: bytes, more: dict[str, Any]) -> bytes:
-    """A record's line with the extension kinds later listings added that its first listing lacked."""
-    record = orjson.loads(line)
-    extensions = record.setdefault("extensions", {})
+def with_later_kinds(extensions: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """A record's extensions and the kinds later listings added that its first listing lacked (its own win)."""
+    merged = dict(extensions)
     for kind, value in more.items():
-        extensions.setdefault(kind, value)
+        merged.setdefault(kind, value)
+    return merged
+
+
+def enriched_line(line: bytes, more: dict[str, Any]) -> bytes:
+    """:func:`with_later_kinds` for a record's line."""
+    record = orjson.loads(line)
+    record["extensions"] = with_later_kinds(record.get("extensions") or {}, more)
     return orjson.dumps(record)
 
 
@@ -255,11 +261,11 @@ def enriched_block(bodies: str, extras: dict[str, dict[str, Any]]) -> bytes:
 
 
 def enriched(record: SitemapURL, extras: dict[str, dict[str, Any]]) -> SitemapURL:
-    """:func:`enriched_line` for a record read from the store (``harvest report``)."""
+    """:func:`with_later_kinds` for a record read from the store (``harvest report``)."""
     more = extras.get(record.url)
     if not more:
         return record
-    return record.model_copy(update={"extensions": {**more, **record.extensions}})
+    return record.model_copy(update={"extensions": with_later_kinds(record.extensions, more)})
 
 
 def stored_record(body: str) -> Stored:

@@ -282,11 +282,16 @@ def _failed(ctx: StepContext, record: SitemapURL, reason: str, fetched: Fetched 
 def _excluded(ctx: StepContext, record: SitemapURL, reason: str) -> PageOutcome:
     """Not fetched by rule (robots.txt, the address policy): final for the job, neither success nor failure,
     and no fetch for the crawl database (the URL keeps its state: a later job asks the rule again)."""
-    change = record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else ChangeKind.EXCLUDED
+    change = _listed_as(record) or ChangeKind.EXCLUDED
     update = {"status": UrlStatus.EXCLUDED, "error_message": reason, "finished_at": ctx.clock(), "change": change}
     if record.known is not None:
         update["crawl_state"] = record.known.state
     return PageOutcome(record.model_copy(update=update))
+
+
+def _listed_as(record: SitemapURL) -> ChangeKind | None:
+    """The change the listing already decided (``new``, ``back``): it stands whatever the fetch gives."""
+    return record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else None
 
 
 def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basis: CrawlRecord | None) -> PageOutcome:
@@ -308,7 +313,7 @@ def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basi
             "content_type": after.content_type,
             "document_key": after.document_key,
         }
-    change = record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else verdict(basis, fetched, after)
+    change = _listed_as(record) or verdict(basis, fetched, after)
     update |= {
         "known": basis,
         "crawl_state": after.state,
