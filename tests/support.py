@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = "127.0.0.0/8"
 
@@ -44,4 +45,61 @@ def crawl_database(state: Path, site: str) -> dict[str, dict[str, object]]:
     from harvester.adapters.local.runner import LocalHarvest
 
     with LocalHarvest.open(state) as local:
-        return {r.url: r.model_dump(mode="json", exclude=set(RUN_SPECIFIC)) for r in local.crawldb.site_urls(site)}
+        return {
+            r.url: _same_runs(r.model_dump(mode="json", exclude=set(RUN_SPECIFIC)))
+            for r in local.crawldb.site_urls(site)
+        }
+
+
+def _same_runs(record: dict[str, Any]) -> dict[str, Any]:
+    """Where a capture landed (its file, offset, time) is the run's; what it holds (its digest) is not."""
+    if record.get("warc"):
+        record["warc"] = {k: record["warc"][k] for k in ("record_type", "payload_digest")}
+    return record
+
+
+def warc_captures(documents: Any) -> list[tuple[str, str, str, str]]:
+    """Every response and revisit record in the WARC files of a document store (a folder's or S3's: WARC
+    files are documents under ``warc/``): (file, record type, target URI, payload digest)."""
+    import io
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    found = []
+    for key in documents.keys("warc/"):
+        if key.endswith(".warc.gz"):
+            for record in ArchiveIterator(io.BytesIO(documents.get(key))):
+                if record.rec_type in ("response", "revisit"):
+                    headers = record.rec_headers
+                    uri, digest = headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Payload-Digest")
+                    found.append((key, record.rec_type, uri, digest))
+    return found
+
+
+def stored_versions(documents: Any, origin: str) -> set[str]:
+    """Each version of a site's pages that was stored, however its job kept it: a loose document (its key)
+    or a WARC response record (its URL and payload digest: a version archived twice counts once)."""
+    from harvester.crawldb.documents import site_prefix
+
+    loose = set(documents.keys(site_prefix(origin)))
+    archived = {f"{uri} {digest}" for _, kind, uri, digest in warc_captures(documents) if kind == "response"}
+    return loose | {v for v in archived if v.startswith(origin + "/")}
+
+
+def stored_content(documents: Any, warcs: Any, record: dict[str, Any] | Any) -> bytes | None:
+    """The content a job's or crawl record names (its ``warc`` location, or its ``document_key``), read the
+    way `harvest get` reads it: one record by a ranged read of the WARC store."""
+    from harvester.archive.stored import stored_content as content
+    from harvester.model.crawl import WarcLocation
+
+    values = record if isinstance(record, dict) else record.model_dump(mode="json")
+    warc = WarcLocation.model_validate(values["warc"]) if values.get("warc") else None
+    return content(warc=warc, document_key=values.get("document_key"), warcs=warcs, documents=documents)
+
+
+def local_stores(state: Path) -> tuple[Any, Any]:
+    """A state directory's document store and WARC store."""
+    from harvester.adapters.local.documents import FolderDocumentStore
+    from harvester.adapters.local.warc_files import FolderWarcStore
+
+    return FolderDocumentStore(state / "documents"), FolderWarcStore(state / "documents")

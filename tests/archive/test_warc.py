@@ -84,14 +84,14 @@ def test_every_record_passes_warcio_check_and_its_index_agrees(archive):
     lines = [json.loads(line) for line in index.stdout.splitlines()]
     assert [line["warc-type"] for line in lines] == [
         "warcinfo",
-        *("response", "request", "metadata"),
-        *("revisit", "request", "metadata"),
-        *("revisit", "request", "metadata"),
-        *("response", "request", "metadata"),
+        *("request", "metadata", "response"),
+        *("request", "metadata", "revisit"),
+        *("request", "metadata", "revisit"),
+        *("request", "metadata", "response"),
     ]
     mains = [line for line in lines if line["warc-type"] in ("response", "revisit")]
     assert [(int(m["offset"]), int(m["length"])) for m in mains] == [(a.offset, a.length) for a in archived]
-    assert [r[0] for r in records(path.open("rb"))][:2] == ["warcinfo", "response"]
+    assert [r[0] for r in records(path.open("rb"))][:4] == ["warcinfo", "request", "metadata", "response"]
 
 
 def test_a_capture_read_back_by_offset_is_what_the_server_sent(archive):

@@ -12,7 +12,7 @@ import pytest
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
-from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue
+from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue, WarcStore
 from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 
 MODELS: dict[str, type[Message]] = {"jobs": JobRequest, "sitemaps": SitemapTask, "pages": PageTask}
@@ -29,6 +29,7 @@ class Backend:
     #: Counts of the queue API calls made so far (aws: SendMessage vs SendMessageBatch).
     calls: dict[str, int]
     crawldb: CrawlDatabase
+    warcs: WarcStore
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -59,7 +60,7 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
                         queue.release(message, delay_seconds=0, reason="not taken")
                 return taken
 
-            yield Backend(name, harvest.store, queue, harvest.documents, take_local, {}, harvest.crawldb)
+            yield Backend(name, harvest.store, queue, harvest.documents, take_local, {}, harvest.crawldb, harvest.warcs)
         return
     stack, _ = request.getfixturevalue("deployed_stack")
     adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
@@ -90,4 +91,6 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
                     adapters.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         return taken
 
-    yield Backend("aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb)
+    yield Backend(
+        "aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb, adapters.warcs
+    )

@@ -129,7 +129,7 @@ def test_good_pages_are_fetched_and_stored(site):
     for n in range(4):
         record = site.record(s.PAGE_OK.format(n=n))
         assert (record["status"], record["http_status"], record["crawl_state"]) == ("completed", 200, "fetched")
-        assert record["document_key"]
+        assert record["warc"]["record_type"] == "response"
 
 
 def test_the_crawl_stays_in_bounded_memory_while_a_page_bomb_goes_off(site):
@@ -242,7 +242,7 @@ def test_a_body_cut_off_mid_download_is_retried_then_failed_with_the_reason(site
     assert "broken off" in record["error_message"] or "cut off" in record["error_message"]
     assert record["error_message"].endswith("(gave up after 3 attempts)")
     assert len(site.page_fetches(s.PAGE_CUT)) == record["attempts"] == 3
-    assert not record.get("document_key")
+    assert not record.get("document_key") and not record.get("warc")
 
 
 @pytest.mark.parametrize(("path", "status"), [(s.PAGE_404, 404), (s.PAGE_410, 410)])
@@ -271,7 +271,7 @@ def test_a_page_over_10_mib_or_a_content_encoding_bomb_fails_naming_the_size(sit
     record = site.record(path)
     assert record["status"] == "failed"
     assert str(s.PAGE_MAX_BYTES) in record["error_message"]
-    assert not record.get("document_key")
+    assert not record.get("document_key") and not record.get("warc")
 
 
 @pytest.mark.parametrize(

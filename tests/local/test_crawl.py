@@ -14,15 +14,17 @@ import pytest
 
 from harvester.crawldb.documents import site_prefix
 from harvester.urls import origin_of
-from tests.support import LOOPBACK, harvest, harvest_json, jsonl
+from tests.support import LOOPBACK, harvest, harvest_json, jsonl, local_stores, stored_content, stored_versions
 
 FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
 
 
-def documents(state_dir: Path, site: str, kind: str = "pages") -> list[Path]:
-    """The stored documents of a site: one per version of each URL's content (``sites/<site>/<kind>/``).
-    A write cut by ``kill -9`` may leave its ``.tmp-`` file behind; it is not a document (the store's own
-    listing skips it too)."""
+def documents(state_dir: Path, site: str, kind: str = "pages") -> list[Path] | list[str]:
+    """The stored documents of a site: one per version of each URL's content (its pages: loose, or WARC
+    response records; ``sites/<site>/sitemaps/`` for the sitemaps). A write cut by ``kill -9`` may leave
+    its ``.tmp-`` file behind; it is not a document (the store's own listing skips it too)."""
+    if kind == "pages":
+        return sorted(stored_versions(local_stores(state_dir)[0], origin_of(site)))
     folder = state_dir / "documents" / site_prefix(origin_of(site), kind)
     if not folder.exists():
         return []
@@ -45,7 +47,7 @@ def test_2000_pages_with_a_gzipped_sitemap_are_all_fetched_and_stored(site_facto
     records = jsonl(Path(result["processed_urls"]))
     assert sorted(r["url"] for r in records) == sorted(site.page_urls)
     sample = next(r for r in records if r["url"].endswith("/pages/1234.html"))
-    body = (state / "documents" / sample["document_key"]).read_text()
+    body = stored_content(*local_stores(state), sample).decode()
     assert "Demo page 1234" in body
     assert sample["status"] == "completed" and sample["http_status"] == 200 and sample["crawl_state"] == "fetched"
     assert sample["size"] == len(body.encode()) and len(sample["signature"]) == 64
@@ -107,6 +109,17 @@ def test_a_killed_crawl_resumes_and_ends_with_the_same_counts(site_factory, tmp_
     records = jsonl(Path(result["processed_urls"]))
     assert len(records) == len({r["url"] for r in records}) == 2007
     assert len(documents(tmp_path / "state", site.base_url)) == 2000
+    # The WARC file the kill cut short was cut back to its last indexed record by the rerun: every file is a
+    # valid WARC, and every record a URL names is there.
+    for warc in sorted((tmp_path / "state" / "documents" / "warc").rglob("*.warc.gz")):
+        check = subprocess.run(
+            [sys.executable, "-m", "warcio.cli", "check", str(warc)], capture_output=True, check=False
+        )
+        assert check.returncode == 0, (warc, check.stdout, check.stderr)
+    documents_store, warcs = local_stores(tmp_path / "state")
+    for record in records[::50]:
+        if record["status"] == "completed":
+            assert stored_content(documents_store, warcs, record)
     # The same job was resumed, not a new one started.
     listing = harvest("report", "--state-dir", str(tmp_path / "state")).stdout.splitlines()
     assert len(listing) == 1 and result["job_id"] in listing[0] and "completed" in listing[0]

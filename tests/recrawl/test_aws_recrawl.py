@@ -10,11 +10,11 @@ import boto3
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
-from harvester.crawldb.documents import site_prefix
 from harvester.demo.live import LiveSite
 from harvester.model.crawl import CrawlState
 from harvester.model.messages import JobRequest
 from tests.recrawl import scenario
+from tests.support import stored_content, stored_versions
 
 
 def adapters_of(stack: Any) -> AwsAdapters:
@@ -34,7 +34,7 @@ def crawl(site: LiveSite, stack: Any, poller: Any, **options: Any) -> tuple[dict
 
 
 def stored_pages(stack: Any, site: LiveSite) -> set[str]:
-    return set(adapters_of(stack).documents.keys(site_prefix(site.base)))
+    return stored_versions(adapters_of(stack).documents, site.base)
 
 
 def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_changed(deployed_stack, live_site):
@@ -123,8 +123,8 @@ def test_two_jobs_of_one_site_at_once_leave_the_crawl_database_exact(deployed_st
     for path in site.page_paths()[:5]:
         record = records[site.url(path)]
         assert record.changes == 1, path  # one change, however many jobs saw it
-        assert documents.get(record.document_key) == site.site[path].body
-    assert len(stored_pages(stack, site) - before) == 5  # each new version stored once
+        assert stored_content(documents, adapters_of(stack).warcs, record) == site.site[path].body
+    assert len(stored_pages(stack, site) - before) == 5  # each new version stored (and counted) once
     # Each changed page was asked at most once per job; between them the jobs saw each change once.
     asked = [h.path for h in site.page_hits()]
     assert all(asked.count(p) <= 2 for p in site.page_paths()[:5]) and len(asked) <= 10

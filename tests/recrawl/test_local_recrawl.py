@@ -24,7 +24,17 @@ from harvester.limits import ROBOTS_MAX_BYTES
 from harvester.pipeline.completion import write_result
 from harvester.pipeline.context import StepContext
 from tests.recrawl import scenario
-from tests.support import LOOPBACK, crawl_database, harvest, harvest_json, jsonl
+from tests.support import (
+    LOOPBACK,
+    crawl_database,
+    harvest,
+    harvest_json,
+    jsonl,
+    local_stores,
+    stored_content,
+    stored_versions,
+    warc_captures,
+)
 
 FAST = ("--allow-network", LOOPBACK, "--rate-limit-delay", "0.0001", "--quiet")
 
@@ -35,8 +45,7 @@ def crawl(site: LiveSite, state: Path, *extra: str, env: dict[str, str] | None =
 
 
 def stored_pages(state: Path, site: LiveSite) -> set[str]:
-    folder = state / "documents" / site_prefix(site.base)
-    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    return stored_versions(local_stores(state)[0], site.base)
 
 
 def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(live_site, tmp_path):
@@ -59,12 +68,20 @@ def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(liv
     scenario.check_crawl_3(site, mutation, third, jsonl(Path(third["changes_location"])))
     new_documents = stored_pages(state, site) - after_first
     assert len(new_documents) == len(mutation.changed) + len(mutation.added)
-    # The job's records point at the stored versions: the new ones for changed pages, the old for the rest.
+    # The job's records name its captures: a response record for a changed or new page, a revisit for one
+    # that came back the same (its content is where the crawl record points); a page not due names the
+    # stored version it was not asked for.
     records = {r["url"]: r for r in jsonl(Path(third["processed_urls"]))}
-    folder = state / "documents"
+    with LocalHarvest.open(state) as local:
+        known = {r.url: r for r in local.crawldb.site_urls(site.base)}
+    documents, warcs = local_stores(state)
     for path in [*mutation.changed, *mutation.added, mutation.touched_304, mutation.touched_same, "/pages/0.html"]:
         record = records[site.url(path)]
-        assert (folder / record["document_key"]).read_bytes() == site.site[path].body, path
+        revisit = path in (mutation.touched_304, mutation.touched_same)
+        assert record["warc"]["record_type"] == ("revisit" if revisit else "response"), path
+        assert stored_content(documents, warcs, known[site.url(path)]) == site.site[path].body, path
+        if not revisit:
+            assert stored_content(documents, warcs, record) == site.site[path].body, path
     assert records[site.url("/pages/0.html")]["change"] == "not_due"
     assert records[site.url(mutation.touched_304)]["http_status"] == 304
 
@@ -157,7 +174,7 @@ def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):
 
     (record,) = json.loads(harvest("report", "--url", site.url("/pages/3.html"), "--state-dir", str(state)).stdout)
     assert (record["site"], record["state"], record["http_status"]) == (site.base, "gone", 404)
-    assert record["signature"] and record["document_key"]  # what it was, while it was there
+    assert record["signature"] and record["warc"]  # what it was, while it was there
 
     rows = harvest("report", "--site", site.url("/"), "--state-dir", str(state), "--format", "csv").stdout
     assert len(rows.strip().splitlines()) == 41 and rows.startswith("url,state,")
@@ -199,6 +216,8 @@ def test_due_pages_are_asked_conditionally_and_unchanged_ones_are_not_stored_aga
     assert not any(h.conditional for h in pages if h not in with_validators)  # nothing to validate them with
     assert (again["changes"]["notmodified"], again["changes"]["unchanged"], again["changes"]["not_due"]) == (35, 5, 0)
     assert stored_pages(state, site) == before
+    captures = [c for c in warc_captures(local_stores(state)[0]) if again["job_id"] in c[0]]
+    assert sorted(kind for _, kind, _, _ in captures) == ["revisit"] * 40  # 35 not modified, 5 identical
 
 
 def test_full_fetches_every_page_still_conditionally(live_site, tmp_path):

@@ -20,3 +20,5 @@ MAX_DEPTH = 10
 #: What a document being written (a fetched body, a listing, a job's records) keeps in memory before
 #: it spills to a temporary file.
 SPOOL_IN_MEMORY = 1 * MiB
+#: A local WARC file rolls over to a new one once it reaches this size (Common Crawl's are about 1 GB).
+WARC_FILE_MAX_BYTES = 1024 * MiB

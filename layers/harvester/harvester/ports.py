@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from harvester.crawldb.crawl_state import Fetched
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
@@ -31,6 +31,9 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.politeness.gate import GateRules, Grant, HostReport
+
+if TYPE_CHECKING:
+    from harvester.archive.warc import Archived
 
 Message = JobRequest | SitemapTask | PageTask
 
@@ -106,6 +109,27 @@ class DocumentStore(Protocol):
 
     def location(self, key: str) -> str:
         """Where a user finds the document (``s3://bucket/key`` or a file path)."""
+
+
+class WarcStore(Protocol):
+    """A job's WARC files: chunks of captures appended (never a file rewritten), records read back by their
+    location, and a CDXJ index beside each file. Keys are document keys (``warc/<job>/...``)."""
+
+    #: Whether ``append`` is quick enough to call on the event loop (a local file) rather than in a thread.
+    writes_inline: bool
+
+    def append(self, job_id: str, chunk: BinaryIO, captures: Sequence[Archived]) -> list[Archived]:
+        """Stores the chunk (whole gzip members, ``captures`` at offsets within it, no warcinfo record) in
+        one of the job's WARC files, and their lines in its CDXJ index; returns the captures where they now
+        are. Once it returns, the records are stored: a URL record may name them."""
+
+    def read(self, filename: str, offset: int, length: int) -> bytes:
+        """The ``length`` bytes at ``offset`` of a file: one record (a ranged GET on S3)."""
+
+    def files(self, job_id: str) -> Iterator[str]:
+        """The job's WARC files, in the order they were written."""
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.bufferedreaders import BufferedReader
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -38,7 +39,11 @@ Headers = Sequence[tuple[str, str]]
 @dataclass(frozen=True)
 class Capture:
     """One fetch as it went over the wire: the request sent, and the status line and headers received
-    (in order, as written) with the body as received (its Content-Encoding still on)."""
+    (in order, as written) with the body as received (its Content-Encoding still on).
+
+    ``body`` is bytes or a file read from its start (a spooled page: no page is held whole for its
+    record); a file's ``body_length`` and ``body_digest`` (:func:`payload_digest`) are given by whoever
+    spooled it, having seen every byte go by."""
 
     url: str
     fetched_at: datetime
@@ -47,12 +52,14 @@ class Capture:
     status: int
     reason: str
     response_headers: Headers
-    body: bytes
+    body: bytes | BinaryIO
     http_version: str = "HTTP/1.1"
     #: What Harvester knows of the page (job, sitemap, lastmod, crawl state, extensions): a metadata record.
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: Set for a fetch that gave nothing new: the capture it revisits (its URL, time and payload digest).
     revisits: Archived | None = None
+    body_length: int | None = None
+    body_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,42 +79,48 @@ class Archived:
 
 def payload_digest(body: bytes) -> str:
     """WARC's payload digest: SHA-1 in base 32, as warcio and Heritrix write it."""
-    return "sha1:" + b32encode(hashlib.sha1(body).digest()).decode()  # (the format's own digest)
+    return digest_text(hashlib.sha1(body))  # (the format's own digest)
+
+
+def digest_text(sha1: Any) -> str:
+    """A SHA-1 hash object as WARC writes it: for a payload digested as it streamed by."""
+    return "sha1:" + b32encode(sha1.digest()).decode()
+
+
+#: Response headers that describe the bytes as they were framed on the wire. The body is kept with its
+#: transfer coding undone (aiohttp undoes it), so the header is renamed, as Common Crawl does, or a reader
+#: would try to undo it again.
+_FRAMING = {"transfer-encoding": "X-Crawler-Transfer-Encoding"}
 
 
 class WarcFile:
-    """Records appended to one WARC file (any binary stream being written), each its own gzip member."""
+    """Records appended to one WARC file (any binary stream being written), each its own gzip member.
 
-    def __init__(self, stream: BinaryIO, filename: str, *, software: str = "Harvester") -> None:
+    ``warcinfo=False`` writes a chunk of captures for a file that has its warcinfo record already (or will
+    have it put in front): the offsets it hands out are then the chunk's own, which its store shifts."""
+
+    def __init__(self, stream: BinaryIO, filename: str, *, software: str = "Harvester", warcinfo: bool = True) -> None:
         self.stream = stream
         self.filename = filename
         self.writer = WARCWriter(stream, gzip=True, warc_version="WARC/1.1")
-        info = self.writer.create_warcinfo_record(filename, {"software": software, "format": "WARC File Format 1.1"})
-        self.writer.write_record(info)
+        if warcinfo:
+            self.writer.write_record(_warcinfo(self.writer, filename, software))
 
     @property
     def size(self) -> int:
         return self.stream.tell()
 
     def add(self, capture: Capture) -> Archived:
-        """Writes the capture's records; returns where its response (or revisit) record is."""
+        """Writes the capture's records, its request and metadata first and its response (or revisit) last,
+        so the end of a file's last indexed record is the end of what was written whole; returns where the
+        response (or revisit) record is."""
         date = _warc_date(capture.fetched_at)
-        request = self.writer.create_warc_record(
-            capture.url,
-            "request",
-            payload=io.BytesIO(b""),
-            length=0,
-            http_headers=StatusAndHeaders(
-                f"{capture.method} {_request_target(capture.url)} {capture.http_version}",
-                list(capture.request_headers),
-                is_http_request=True,
-            ),
-            warc_headers_dict={"WARC-Date": date},
-        )
+        body, length, digest = _payload(capture)
         http_headers = StatusAndHeaders(
-            f"{capture.status} {capture.reason}".rstrip(), list(capture.response_headers), protocol=capture.http_version
+            f"{capture.status} {capture.reason}".rstrip(),
+            [(_FRAMING.get(k.lower(), k), v) for k, v in capture.response_headers],
+            protocol=capture.http_version,
         )
-        digest = payload_digest(capture.body)
         if capture.revisits is not None:
             before = capture.revisits
             if capture.status == 304:  # (no payload came: the one revisited is the capture's)
@@ -126,17 +139,25 @@ class WarcFile:
             main = self.writer.create_warc_record(
                 capture.url,
                 "response",
-                payload=io.BytesIO(capture.body),
-                length=len(capture.body),
+                payload=body,
+                length=length,
                 http_headers=http_headers,
-                warc_headers_dict={"WARC-Date": date},
+                warc_headers_dict={"WARC-Date": date, "WARC-Payload-Digest": digest},
             )
             record_type = "response"
-        offset = self.stream.tell()
-        self.writer.write_record(main)
-        length = self.stream.tell() - offset
         main_id = main.rec_headers.get_header("WARC-Record-ID")
-        request.rec_headers.replace_header("WARC-Concurrent-To", main_id)
+        request = self.writer.create_warc_record(
+            capture.url,
+            "request",
+            payload=io.BytesIO(b""),
+            length=0,
+            http_headers=StatusAndHeaders(
+                f"{capture.method} {_request_target(capture.url)} {capture.http_version}",
+                list(capture.request_headers),
+                is_http_request=True,
+            ),
+            warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": main_id},
+        )
         self.writer.write_record(request)
         if capture.metadata:
             metadata = self.writer.create_warc_record(
@@ -147,6 +168,9 @@ class WarcFile:
                 warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": main_id},
             )
             self.writer.write_record(metadata)
+        offset = self.stream.tell()
+        self.writer.write_record(main)
+        length = self.stream.tell() - offset
         mime = dict((k.lower(), v) for k, v in capture.response_headers).get("content-type")
         return Archived(
             url=capture.url,
@@ -161,28 +185,66 @@ class WarcFile:
         )
 
 
+def warcinfo(filename: str, *, software: str = "Harvester") -> bytes:
+    """The warcinfo record that opens a file: what a store puts in front of a chunk of captures."""
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=True, warc_version="WARC/1.1")
+    writer.write_record(_warcinfo(writer, filename, software))
+    return out.getvalue()
+
+
+def _warcinfo(writer: WARCWriter, filename: str, software: str) -> Any:
+    return writer.create_warcinfo_record(filename, {"software": software, "format": "WARC File Format 1.1"})
+
+
+def _payload(capture: Capture) -> tuple[BinaryIO, int, str]:
+    """The body as a stream from its start, its length and its payload digest."""
+    if isinstance(capture.body, bytes | bytearray):
+        return io.BytesIO(capture.body), len(capture.body), payload_digest(bytes(capture.body))
+    if capture.body_length is None or capture.body_digest is None:
+        raise ValueError("a capture's body given as a file needs its body_length and body_digest")
+    capture.body.seek(0)
+    return capture.body, capture.body_length, capture.body_digest
+
+
 @dataclass(frozen=True)
 class Stored:
-    """A capture read back from its record: what the server sent."""
+    """A capture read back from its record: what the server sent (``body``: as received, its
+    Content-Encoding still on; ``content``: with it undone, what the page's signature was taken of)."""
 
     url: str
     record_type: str
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+    content: bytes
+    #: A revisit's: the record it refers to (its target URI and WARC-Date).
+    refers_to: tuple[str, str] | None = None
 
 
 def read_record(stream: BinaryIO, offset: int, length: int) -> Stored:
     """The record at ``offset`` (one gzip member of ``length`` bytes): what a ranged GET of it gives."""
     stream.seek(offset)
-    member = stream.read(length)
+    return parse_record(stream.read(length), where=f"offset {offset} (length {length})")
+
+
+def parse_record(member: bytes, *, where: str = "") -> Stored:
+    """The record a ranged read gave (one gzip member)."""
     for record in ArchiveIterator(io.BytesIO(member)):
         http = record.http_headers
-        status = int(http.get_statuscode()) if http is not None else 0
+        status = int(http.get_statuscode()) if http is not None and http.get_statuscode() else 0
         headers = list(http.headers) if http is not None else []
         body = record.raw_stream.read()
-        return Stored(record.rec_headers.get_header("WARC-Target-URI"), record.rec_type, status, headers, body)
-    raise ValueError(f"no WARC record at offset {offset} (length {length})")
+        content = body
+        coding = (http.get_header("content-encoding") or "").strip().lower() if http is not None else ""
+        if coding in BufferedReader.get_supported_decompressors() and body:
+            content = BufferedReader(io.BytesIO(body), decomp_type=coding).read()
+        rec = record.rec_headers
+        refers = None
+        if record.rec_type == "revisit":
+            refers = (rec.get_header("WARC-Refers-To-Target-URI") or "", rec.get_header("WARC-Refers-To-Date") or "")
+        return Stored(rec.get_header("WARC-Target-URI"), record.rec_type, status, headers, body, content, refers)
+    raise ValueError(f"no WARC record at {where}".rstrip())
 
 
 def records(stream: BinaryIO) -> Iterator[tuple[str, str, int]]:

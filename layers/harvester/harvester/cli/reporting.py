@@ -48,7 +48,8 @@ def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
 
 def write_csv(records: Iterable[BaseModel], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
     """The records as CSV: a column per field, a cell as the JSON Lines have the value (see ``cell``)."""
-    return _write_rows((record.model_dump(mode="json", exclude=_ENGINE_ONLY) for record in records), out, fields)
+    rows = (record.model_dump(mode="json", exclude_none=True, exclude=_ENGINE_ONLY) for record in records)
+    return _write_rows(rows, out, fields)
 
 
 def cell(value: Any) -> str:

@@ -14,7 +14,7 @@ from enum import StrEnum
 from http import HTTPStatus
 
 from harvester.crawldb.schedule import Schedule
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
 
 
 class FetchResult(StrEnum):
@@ -64,6 +64,8 @@ class Fetched:
     content_type: str | None = None
     size: int | None = None
     document_key: str | None = None
+    #: The WARC response record holding the content (a new one, or the stored one it was identical to).
+    warc: WarcLocation | None = None
     #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good fetch).
     lastmod: datetime | None = None
 
@@ -143,6 +145,7 @@ def _fetched(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: S
             "content_type": fetched.content_type,
             "size": fetched.size,
             "document_key": fetched.document_key,
+            "warc": fetched.warc,
         }
     elif result is FetchResult.NOTMODIFIED:
         state, interval = CrawlState.NOTMODIFIED, schedule.unchanged(interval)

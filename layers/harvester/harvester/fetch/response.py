@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import BinaryIO
+from typing import Protocol
 
 import httpx
 
@@ -35,6 +35,12 @@ def compressed_limit(max_bytes: int) -> int:
 def describe_transport_error(exc: httpx.HTTPError) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RawSink(Protocol):
+    """Anything the raw body's pieces can be written to (a file, or a spool that digests them too)."""
+
+    def write(self, data: bytes, /) -> object: ...
 
 
 class FetchResponse:
@@ -69,7 +75,7 @@ class FetchResponse:
         self._consumed = False
         #: Where the body's pieces also go as they arrive, before any Content-Encoding is undone (a WARC
         #: response record keeps the body as received): set before the body is read.
-        self.raw_sink: BinaryIO | None = None
+        self.raw_sink: RawSink | None = None
         media_type, _, params = (response.headers.get("content-type") or "").partition(";")
         self.content_type: str | None = media_type.strip().lower() or None
         self.charset: str | None = _charset(params)

@@ -64,13 +64,31 @@ class ChangeKind(StrEnum):
         return self not in (ChangeKind.NOT_DUE, ChangeKind.LISTED, ChangeKind.EXCLUDED)
 
 
+class WarcLocation(BaseModel):
+    """Where a capture's record is in the archive: ``length`` bytes at ``offset`` of ``filename`` (a document
+    key: a file under the documents folder, or an S3 key) are one gzip member, the record, which a ranged
+    read gives alone. ``payload_digest`` and ``date`` are the record's, so a later capture of identical
+    content can be written as a revisit that refers to it (WARC-Refers-To-Target-URI / -Date)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    filename: str
+    offset: int = Field(ge=0)
+    length: int = Field(gt=0)
+    record_type: str = "response"
+    payload_digest: str
+    date: datetime
+    #: The record's target URI, when it is not the URL's own (the page redirected).
+    url: str | None = None
+
+
 class CrawlRecord(BaseModel):
     """One URL of a site, across jobs.
 
     Times are UTC. ``fetch_interval`` (seconds) adapts to how often the content really changes;
     ``next_fetch_time`` is when a job fetches it again without being asked. ``signature``, ``etag``,
     ``http_last_modified`` (the Last-Modified response header), ``content_type``, ``size`` and
-    ``document_key`` describe the last *good* fetch (a later 404 keeps them, so a page that comes back
+    ``document_key`` or ``warc`` describe the last *good* fetch (a later 404 keeps them, so a page that comes back
     unchanged is recognised). ``last_modified``, ``change_frequency`` and ``priority`` are what the sitemap
     said when it last listed the URL (the names of the job's records, ``SitemapURL``);
     ``fetched_last_modified`` is the sitemap's ``last_modified`` that was current at the last good fetch:
@@ -95,6 +113,8 @@ class CrawlRecord(BaseModel):
     content_type: str | None = None
     size: int | None = Field(default=None, ge=0)
     document_key: str | None = None
+    #: The response record holding the last good fetch's content, when the job kept it as WARC.
+    warc: WarcLocation | None = None
     last_modified: datetime | None = None
     fetched_last_modified: datetime | None = None
     change_frequency: str | None = None

@@ -43,6 +43,14 @@ class Refetch(StrEnum):
     ALL = "all"
 
 
+class Output(StrEnum):
+    """How a job keeps the pages it fetched: WARC files (batched; what archive tools read) or one loose
+    document per page (``files``: what Harvester kept before WARC, still there for tools that want files)."""
+
+    WARC = "warc"
+    FILES = "files"
+
+
 class Unprocessable(ValueError):
     """A message that is well-formed but can never succeed (a job id already used for another job): it is
     refused with the reason (dead-lettered at once on AWS), never retried."""
@@ -64,6 +72,7 @@ class JobRequest(BaseModel):
     rate_limit_delay: float = Field(default=0.05, gt=0, le=60)
     scope: Scope = Scope.SAME_HOST
     refetch: Refetch = Refetch.DUE
+    output: Output = Output.WARC
     job_id: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
 
     @property

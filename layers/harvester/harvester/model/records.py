@@ -18,7 +18,7 @@ from typing import Any, Self
 from orjson import OPT_UTC_Z, dumps
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange
+from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange, WarcLocation
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.model.stored_names import crawl_record_values
 from harvester.model.trusted import trusted_builder
@@ -122,6 +122,8 @@ class SitemapURL(BaseModel):
     )
     final_url: str | None = None
     document_key: str | None = None
+    #: This job's capture of the page in the job's WARC files (its response, or a revisit record).
+    warc: WarcLocation | None = None
     fetch_time: datetime | None = None
     discovered_at: datetime | None = None
     finished_at: datetime | None = None

@@ -19,7 +19,7 @@ from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.politeness import MemoryHostGate
 from harvester.politeness.turns import waited_turn
-from harvester.ports import CrawlDatabase, DocumentStore, HostGate, PageCounter, StateStore, TaskQueue
+from harvester.ports import CrawlDatabase, DocumentStore, HostGate, PageCounter, StateStore, TaskQueue, WarcStore
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
 
@@ -34,6 +34,8 @@ class StepContext:
     fetcher: Fetcher
     crawldb: CrawlDatabase
     settings: EngineSettings = field(default_factory=EngineSettings)
+    #: Where the pages of a job whose output is WARC go (required by such a job when it fetches pages).
+    warcs: WarcStore | None = None
     clock: Callable[[], datetime] = utcnow
     #: USP-style callbacks choosing the child sitemaps to follow: in-process runs only (see sitemap_filter).
     callbacks: SitemapCallbacks | None = None

@@ -19,16 +19,18 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
 from harvester.fetch import BlockedAddress, FetchError, FetchResponse, is_transient, parse_retry_after
 from harvester.limits import SPOOL_IN_MEMORY
-from harvester.model.crawl import ChangeKind, CrawlRecord
-from harvester.model.messages import PageTask
+from harvester.model.crawl import ChangeKind, CrawlRecord, WarcLocation
+from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
+from harvester.pipeline import page_archive
 from harvester.pipeline.admission import admit, queue_delay
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
@@ -84,10 +86,18 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
     # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
     # time, and one taken before a slow write would be missed.
     admission = await admit(ctx, job, claimed)
+    archive = WarcBatch() if job.request.fetch_pages and job.request.output is Output.WARC else None
     try:
-        settled = await asyncio.gather(*(_settle(ctx, job, record, admission) for record in claimed))
+        try:
+            settled = await asyncio.gather(*(_settle(ctx, job, record, admission, archive) for record in claimed))
+        finally:
+            admission.release(ctx.gate)
+        if archive is not None:  # stored before any page names its record
+            placed = await page_archive.store(ctx, job, archive)
+            settled = [_placed(ctx, s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled]
     finally:
-        admission.release(ctx.gate)
+        if archive is not None:
+            archive.close()
     result.deferred.extend(admission.deferred)
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
@@ -135,7 +145,19 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
     return applied
 
 
-async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Turns) -> PageOutcome | PageRetry:
+def _placed(ctx: StepContext, outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
+    """The outcome of a page whose capture was stored at ``place``: its record names it, and a response
+    record becomes where the crawl record finds the URL's content (a revisit leaves that where it was)."""
+    if place is None or outcome.fetched is None:
+        return outcome
+    fetched = replace(outcome.fetched, warc=place) if place.record_type == "response" else outcome.fetched
+    again = _crawled(ctx, outcome.record, fetched, outcome.record.known)
+    return replace(again, record=again.record.model_copy(update={"warc": place}))
+
+
+async def _settle(
+    ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Turns, archive: WarcBatch | None
+) -> PageOutcome | PageRetry:
     """Fetches one claimed page and decides what becomes of it. Never raises for a fetch problem."""
     settings = ctx.settings
     if record.attempts > min(settings.max_attempts, settings.retry_max):
@@ -167,7 +189,7 @@ async def _settle(ctx: StepContext, job: JobRecord, record: SitemapURL, admissio
                     latency=time.monotonic() - sent,
                     retry_after=response.headers.get("retry-after"),
                 )
-                return await _settle_response(ctx, job, record, response, conditional=bool(headers))
+                return await _settle_response(ctx, job, record, response, archive, conditional=bool(headers))
         finally:
             await admission.ended(record.url)
     except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
@@ -187,7 +209,7 @@ def _untried(record: SitemapURL) -> SitemapURL:
 def _validators(known: CrawlRecord | None) -> dict[str, str]:
     """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage."""
     headers: dict[str, str] = {}
-    if known is not None and known.document_key:
+    if known is not None and (known.document_key or known.warc):
         if known.etag:
             headers["If-None-Match"] = known.etag
         if known.http_last_modified:
@@ -196,7 +218,13 @@ def _validators(known: CrawlRecord | None) -> dict[str, str]:
 
 
 async def _settle_response(
-    ctx: StepContext, job: JobRecord, record: SitemapURL, response: FetchResponse, *, conditional: bool
+    ctx: StepContext,
+    job: JobRecord,
+    record: SitemapURL,
+    response: FetchResponse,
+    archive: WarcBatch | None,
+    *,
+    conditional: bool,
 ) -> PageOutcome | PageRetry:
     code = response.status_code
     record = record.model_copy(
@@ -217,11 +245,15 @@ async def _settle_response(
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
         return _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
     validators = {"etag": record.etag, "http_last_modified": record.http_last_modified, "lastmod": record.last_modified}
+    known = record.known
     if outcome is FetchResult.NOTMODIFIED:
         if not conditional:
             reason = f"{http_error(code)} to a request that was not conditional"
             return _failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
-        return _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
+        done = _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
+        if archive is not None and known is not None and known.warc is not None:
+            archive.add(record.url, page_archive.capture(job, done.record, response, revisits=known.warc))
+        return done
     if outcome is not FetchResult.SUCCESS:
         reason = http_error(code)
         if outcome in (FetchResult.REDIR_PERM, FetchResult.REDIR_TEMP):
@@ -230,9 +262,12 @@ async def _settle_response(
 
     digest = hashlib.sha256()
     size = 0
-    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+    raw = page_archive.RawBody() if archive is not None else None
+    response.raw_sink = raw
+    with raw.file if raw is not None else tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
         async for chunk in response.iter_bytes():
-            body.write(chunk)
+            if raw is None:
+                body.write(chunk)
             digest.update(chunk)
             size += len(chunk)
         if response.truncated:
@@ -240,7 +275,14 @@ async def _settle_response(
         if not response.complete:
             return _retry_or_fail(ctx, record, "the body was cut off")
         signature = digest.hexdigest()
-        known = record.known
+        kept = {"signature": signature, "content_type": response.content_type, "size": size, **validators}
+        if raw is not None and archive is not None:
+            # Kept as WARC: a payload identical to the stored one is a revisit of its record, else a response.
+            same = known.warc if known is not None and known.warc and known.warc.payload_digest == raw.digest else None
+            done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
+            capture = page_archive.capture(job, done.record, response, body=raw, revisits=same)
+            archive.add(record.url, capture)
+            return done
         if known is not None and known.signature == signature and known.document_key:
             key = known.document_key  # the same content: stored already, not again
         else:
@@ -255,16 +297,7 @@ async def _settle_response(
                 await asyncio.to_thread(
                     ctx.documents.put, key, body, content_type=response.content_type, metadata=metadata
                 )
-    fetched = Fetched(
-        FetchResult.SUCCESS,
-        http_status=code,
-        signature=signature,
-        content_type=response.content_type,
-        size=size,
-        document_key=key,
-        **validators,
-    )
-    return _completed(ctx, record, fetched)
+    return _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, document_key=key, **kept))
 
 
 def _completed(ctx: StepContext, record: SitemapURL, fetched: Fetched) -> PageOutcome:

@@ -878,6 +878,7 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
             etag=known.etag,
             http_last_modified=known.http_last_modified,
             document_key=known.document_key,
+            warc=known.warc,
             fetch_time=known.last_fetch_time,
         )
     return SitemapURL.trusted(base)

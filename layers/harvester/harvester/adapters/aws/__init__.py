@@ -18,6 +18,7 @@ from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.host_gate import DynamoHostGate
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
+from harvester.adapters.aws.warc_objects import S3WarcStore
 
 # Standard retry mode backs off on throttling; the adaptive client-side rate limiter is not worth it here.
 BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50)
@@ -70,6 +71,7 @@ class AwsAdapters:
     store: DynamoStateStore
     queue: SqsTaskQueue
     documents: S3DocumentStore
+    warcs: S3WarcStore
     crawldb: DynamoCrawlDatabase
     gate: DynamoHostGate
 
@@ -78,6 +80,7 @@ class AwsAdapters:
         resources = AwsResources.from_env(environ)
         session = session or boto3.session.Session()
         sqs = session.client("sqs", config=BOTO_CONFIG)
+        s3 = session.client("s3", config=BOTO_CONFIG)
         dynamodb = session.client("dynamodb", config=BOTO_CONFIG)
         return cls(
             resources=resources,
@@ -90,7 +93,8 @@ class AwsAdapters:
                 page_queue_url=resources.page_queue_url,
                 page_priority_queue_url=resources.page_priority_queue_url,
             ),
-            documents=S3DocumentStore(session.client("s3", config=BOTO_CONFIG), resources.document_bucket),
+            documents=S3DocumentStore(s3, resources.document_bucket),
+            warcs=S3WarcStore(s3, resources.document_bucket),
             crawldb=DynamoCrawlDatabase(dynamodb, resources.state_table),
             gate=DynamoHostGate(dynamodb, resources.state_table),
         )

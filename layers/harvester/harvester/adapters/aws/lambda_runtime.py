@@ -72,6 +72,7 @@ class LambdaRuntime:
                 store=self.adapters.store,
                 queue=self.adapters.queue,
                 documents=self.adapters.documents,
+                warcs=self.adapters.warcs,
                 fetcher=Fetcher(self.policy),
                 crawldb=self.adapters.crawldb,
                 settings=self.settings,

@@ -33,6 +33,7 @@ from harvester.adapters.local.host_gate import SqliteHostGate
 from harvester.adapters.local.memory_queue import FallbackQueue, MemoryTaskQueue
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
+from harvester.adapters.local.warc_files import FolderWarcStore
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
@@ -66,6 +67,7 @@ class LocalHarvest:
     store: SqliteStateStore
     queue: FallbackQueue | MemoryTaskQueue
     documents: FolderDocumentStore
+    warcs: FolderWarcStore
     crawldb: SqliteCrawlDatabase
     gate: SqliteHostGate
 
@@ -82,6 +84,7 @@ class LocalHarvest:
         again from them."""
         state_dir = Path(state_dir)
         conn = connect(state_dir / DB_NAME, durable=not ephemeral)
+        warcs = FolderWarcStore(state_dir / DOCUMENTS)
         try:
             with contextlib.nullcontext() if ephemeral else Checkpointer(state_dir / DB_NAME):
                 yield cls(
@@ -90,10 +93,12 @@ class LocalHarvest:
                     store=SqliteStateStore(conn, keep_pages=not ephemeral),
                     queue=MemoryTaskQueue() if ephemeral or memory_queue else FallbackQueue(SqliteTaskQueue(conn)),
                     documents=FolderDocumentStore(state_dir / DOCUMENTS),
+                    warcs=warcs,
                     crawldb=SqliteCrawlDatabase(conn),
                     gate=SqliteHostGate(conn),
                 )
         finally:
+            warcs.close()
             conn.close()
 
     def engine(self, fetcher: Fetcher, settings: EngineSettings | None = None) -> Engine:
@@ -103,6 +108,7 @@ class LocalHarvest:
             store=self.store,
             queue=self.queue,
             documents=self.documents,
+            warcs=self.warcs,
             fetcher=fetcher,
             crawldb=self.crawldb,
             settings=settings,

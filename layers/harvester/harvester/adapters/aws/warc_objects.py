@@ -1,0 +1,56 @@
+"""A job's WARC files in S3: one object per page batch (``warc/<job>/<job>-<UTC time>-<id>.warc.gz``), each a
+whole WARC file (its warcinfo record, then the batch's captures), with its CDXJ index beside it
+(``….warc.gz.cdxj``). An object is written once and never changed, so a batch costs two PUTs whatever
+its size; a record is read back with a ranged GET of its offset and length."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
+
+from harvester.archive.warc import Archived, cdxj_line, warcinfo
+from harvester.limits import SPOOL_IN_MEMORY
+
+SUFFIX = ".warc.gz"
+
+
+class S3WarcStore:
+    writes_inline = False  # (PUTs: made in a thread)
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def append(self, job_id: str, chunk: BinaryIO, captures: Sequence[Archived]) -> list[Archived]:
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+        name = f"{job_id}-{stamp}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+        key = f"warc/{job_id}/{name}"
+        info = warcinfo(name)
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:
+            body.write(info)
+            shutil.copyfileobj(chunk, body, 1024 * 1024)
+            body.seek(0)
+            self.client.upload_fileobj(body, self.bucket, key, ExtraArgs={"ContentType": "application/warc"})
+        placed = [replace(c, filename=key, offset=c.offset + len(info)) for c in captures]
+        index = "".join(cdxj_line(p) + "\n" for p in placed).encode()
+        self.client.put_object(Bucket=self.bucket, Key=key + ".cdxj", Body=index, ContentType="text/plain")
+        return placed
+
+    def read(self, filename: str, offset: int, length: int) -> bytes:
+        byte_range = f"bytes={offset}-{offset + length - 1}"
+        return self.client.get_object(Bucket=self.bucket, Key=filename, Range=byte_range)["Body"].read()
+
+    def files(self, job_id: str) -> Iterator[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=f"warc/{job_id}/"):
+            for obj in sorted(page.get("Contents", []), key=lambda o: o["Key"]):
+                if obj["Key"].endswith(SUFFIX):
+                    yield obj["Key"]
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,75 @@
+"""The captures of one page batch, written as one chunk of WARC records and stored with one call.
+
+A batch's pages are fetched side by side; each capture is written to the batch's spooled chunk as its page
+ends (compressed on the way, so what is held is the archive's size, not the pages'), and the chunk is
+handed to the :class:`~harvester.ports.WarcStore` once, before any page of the batch is settled: a URL
+record only ever names a record that is stored. On S3 the chunk becomes one object (one PUT per batch, not
+per page); a folder appends it to the job's current file.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import TYPE_CHECKING
+
+from harvester.archive.warc import Archived, Capture, WarcFile
+from harvester.limits import SPOOL_IN_MEMORY
+from harvester.model.crawl import WarcLocation
+from harvester.urls import normalize
+
+if TYPE_CHECKING:
+    from harvester.ports import WarcStore
+
+
+class WarcBatch:
+    def __init__(self) -> None:
+        self._chunk = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 (closed by close())
+        self._file = WarcFile(self._chunk, "", warcinfo=False)  # type: ignore[arg-type]
+        self._captures: dict[str, Archived] = {}
+
+    def __len__(self) -> int:
+        return len(self._captures)
+
+    def add(self, key: str, capture: Capture) -> None:
+        """Writes the capture of the page ``key`` (its URL as the job knows it) into the chunk."""
+        self._captures[key] = self._file.add(capture)
+
+    def store(self, warcs: WarcStore, job_id: str) -> dict[str, WarcLocation]:
+        """Stores the chunk in the job's WARC files; where each page's record is, by page."""
+        if not self._captures:
+            return {}
+        self._chunk.seek(0)
+        keys = list(self._captures)
+        placed = warcs.append(job_id, self._chunk, [self._captures[k] for k in keys])  # type: ignore[arg-type]
+        return {key: location(key, archived) for key, archived in zip(keys, placed, strict=True)}
+
+    def close(self) -> None:
+        self._chunk.close()
+
+
+def location(url: str, archived: Archived) -> WarcLocation:
+    """Where the capture of ``url`` is (with its target URI when the page redirected elsewhere)."""
+    return WarcLocation(
+        url=archived.url if normalize(archived.url) != url else None,
+        filename=archived.filename,
+        offset=archived.offset,
+        length=archived.length,
+        record_type=archived.record_type,
+        payload_digest=archived.payload_digest,
+        date=archived.fetched_at,
+    )
+
+
+def archived(url: str, place: WarcLocation, *, status: int = 200, mime: str | None = None) -> Archived:
+    """A stored location as the capture a revisit refers to."""
+    return Archived(
+        url=url,
+        fetched_at=place.date,
+        filename=place.filename,
+        offset=place.offset,
+        length=place.length,
+        payload_digest=place.payload_digest,
+        status=status,
+        mime=mime,
+        record_type=place.record_type,
+    )

@@ -1,0 +1,103 @@
+"""A page's fetch as the web-archive world keeps it: a WARC capture of the request and of the response as
+received (its body's bytes before any Content-Encoding was undone), with a metadata record of what the job
+knows of the page; a revisit record instead when the fetch gave nothing new (a 304, or a payload identical
+to the stored one), which refers to the response record that holds the content.
+
+The page worker fetches; this module turns what came into captures for the batch's
+:class:`~harvester.archive.batch.WarcBatch` and stores the batch before the pages are settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import tempfile
+from typing import Any
+
+from harvester.archive.batch import WarcBatch, archived
+from harvester.archive.warc import Capture, digest_text
+from harvester.fetch import FetchResponse
+from harvester.limits import SPOOL_IN_MEMORY
+from harvester.model.crawl import WarcLocation
+from harvester.model.records import JobRecord, SitemapURL
+from harvester.pipeline.context import StepContext
+
+
+class RawBody:
+    """The body's pieces as received (the fetch's ``raw_sink``), spooled and digested as they go by: the
+    response record's payload, and its WARC payload digest, without reading the body twice."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 (closed with the page)
+        self._sha1 = hashlib.sha1()  # (WARC's payload digest)
+        self.length = 0
+
+    def write(self, data: bytes, /) -> int:
+        self._sha1.update(data)
+        self.length += len(data)
+        return self.file.write(data)
+
+    @property
+    def digest(self) -> str:
+        return digest_text(self._sha1)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def capture(
+    job: JobRecord,
+    record: SitemapURL,
+    response: FetchResponse,
+    *,
+    body: RawBody | None = None,
+    revisits: WarcLocation | None = None,
+) -> Capture:
+    """The capture of a fetch: a response with ``body``, or a revisit of the stored record ``revisits``."""
+    fetched_at = record.fetch_time
+    assert fetched_at is not None  # (set when the response came)
+    return Capture(
+        url=response.url,
+        fetched_at=fetched_at,
+        method="GET",
+        request_headers=response.request_headers,
+        status=response.status_code,
+        reason=response.reason,
+        response_headers=response.raw_headers,
+        http_version=response.http_version,
+        body=body.file if body is not None else b"",  # type: ignore[arg-type]
+        body_length=body.length if body is not None else None,
+        body_digest=body.digest if body is not None else None,
+        metadata=metadata(job, record),
+        revisits=archived(revisits.url or record.url, revisits) if revisits is not None else None,
+    )
+
+
+def metadata(job: JobRecord, record: SitemapURL) -> dict[str, Any]:
+    """What Harvester knows of the page beyond the exchange: its metadata record."""
+    known: dict[str, Any] = {
+        "job_id": job.job_id,
+        "url": record.url,
+        "sitemap": record.sitemap,
+        "last_modified": record.last_modified,
+        "change_frequency": record.change_frequency,
+        "priority": record.priority,
+        "crawl_state": record.crawl_state,
+        "change": record.change,
+        "fetch_reason": record.fetch_reason,
+        "signature": record.signature,
+        "extensions": record.extensions or None,
+    }
+    return {k: v for k, v in known.items() if v is not None}
+
+
+async def store(ctx: StepContext, job: JobRecord, batch: WarcBatch) -> dict[str, WarcLocation]:
+    """Stores the batch's captures (in a thread when the store is S3: its PUTs must not hold up the loop)."""
+    if not len(batch):
+        return {}
+    warcs = ctx.warcs
+    if warcs is None:
+        raise RuntimeError(f"job {job.job_id} keeps its pages as WARC, and this engine was given no WARC store")
+    if warcs.writes_inline:
+        return batch.store(warcs, job.job_id)
+    return await asyncio.to_thread(batch.store, warcs, job.job_id)

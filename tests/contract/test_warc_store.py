@@ -1,0 +1,105 @@
+"""The WARC store contract: chunks of captures appended to a job's WARC files, each file a valid WARC with
+a CDXJ index beside it, every record read back alone by its location (a ranged read)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from harvester.archive.batch import WarcBatch, archived
+from harvester.archive.stored import read_capture
+from harvester.archive.warc import Capture
+
+T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+def capture(n: int, body: bytes, **fields: object) -> Capture:
+    values: dict[str, object] = {
+        "url": f"https://example.com/p/{n}",
+        "fetched_at": T0 + timedelta(seconds=n),
+        "method": "GET",
+        "request_headers": [("User-Agent", "Harvester")],
+        "status": 200,
+        "reason": "OK",
+        "response_headers": [("Content-Type", "text/html"), ("Content-Length", str(len(body)))],
+        "body": body,
+        "metadata": {"job_id": "j1", "n": n},
+    }
+    values.update(fields)
+    return Capture(**values)  # type: ignore[arg-type]
+
+
+def batch_of(captures: dict[str, Capture]) -> WarcBatch:
+    batch = WarcBatch()
+    for key, one in captures.items():
+        batch.add(key, one)
+    return batch
+
+
+def check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "warcio.cli", "check", str(path)], capture_output=True, text=True)
+
+
+def test_batches_are_stored_and_each_record_reads_back_alone(backend, tmp_path):
+    zipped = gzip.compress(b"<p>zipped</p>" * 50, mtime=0)
+    first = {
+        "https://example.com/p/0": capture(0, b"<p>zero</p>"),
+        "https://example.com/p/1": capture(
+            1, zipped, response_headers=[("Content-Type", "text/html"), ("Content-Encoding", "gzip")]
+        ),
+    }
+    second = {"https://example.com/p/2": capture(2, b"\x00\xff binary")}
+    places = {}
+    for captures in (first, second):
+        batch = batch_of(captures)
+        places |= batch.store(backend.warcs, "j1")
+        batch.close()
+
+    files = list(backend.warcs.files("j1"))
+    assert files and all(f.startswith("warc/j1/") and f.endswith(".warc.gz") for f in files)
+    assert list(backend.warcs.files("other-job")) == []
+    for key, place in places.items():
+        stored = read_capture(backend.warcs, place)
+        assert (stored.url, stored.record_type, stored.status) == (key, "response", 200)
+        assert place.filename in files and place.record_type == "response" and place.payload_digest.startswith("sha1:")
+    assert read_capture(backend.warcs, places["https://example.com/p/1"]).body == zipped  # as received
+    assert read_capture(backend.warcs, places["https://example.com/p/1"]).content == b"<p>zipped</p>" * 50
+    assert read_capture(backend.warcs, places["https://example.com/p/2"]).content == b"\x00\xff binary"
+
+    # Each file is a valid WARC (warcio check), and its CDXJ names every capture in it where it is.
+    indexed = {}
+    for key in files:
+        path = tmp_path / key.replace("/", "_")
+        path.write_bytes(backend.documents.get(key))
+        result = check(path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for line in backend.documents.get(key + ".cdxj").decode().splitlines():
+            block = json.loads(line.split(" ", 2)[2])
+            indexed[block["url"]] = (block["filename"], int(block["offset"]), int(block["length"]))
+    assert indexed == {k: (p.filename, p.offset, p.length) for k, p in places.items()}
+
+
+def test_a_revisit_names_the_record_it_refers_to(backend):
+    batch = batch_of({"https://example.com/p/0": capture(0, b"same")})
+    (original,) = batch.store(backend.warcs, "j2").values()
+    again = batch_of(
+        {
+            "https://example.com/p/0": capture(
+                9, b"", status=304, reason="Not Modified", revisits=archived("https://example.com/p/0", original)
+            )
+        }
+    )
+    (revisit,) = again.store(backend.warcs, "j2").values()
+    stored = read_capture(backend.warcs, revisit)
+    assert (revisit.record_type, stored.record_type, stored.status) == ("revisit", "revisit", 304)
+    assert stored.refers_to == ("https://example.com/p/0", "2026-11-25T12:00:00.000000Z")
+    assert revisit.payload_digest == original.payload_digest
+
+
+def test_an_empty_batch_stores_nothing(backend):
+    assert WarcBatch().store(backend.warcs, "j3") == {}
+    assert list(backend.warcs.files("j3")) == []
