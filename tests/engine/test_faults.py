@@ -18,10 +18,10 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.archive.stored import read_capture
 from harvester.crawldb.documents import site_prefix
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.archive.stored import read_capture
 from harvester.model.messages import JobRequest, Output
 from harvester.model.records import UrlStatus
 from harvester.settings import EngineSettings

@@ -219,6 +219,12 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
         action="store_true",
         help="fetch every listed page, not only those due (still conditionally: unchanged pages cost a 304)",
     )
+    parser.add_argument(
+        "--output",
+        choices=("warc", "files"),
+        default="warc",
+        help="keep fetched pages as WARC files with CDXJ indexes (default), or as one file per page version",
+    )
     _pattern_arguments(parser)
     _scope_arguments(parser)
     _delay_argument(parser)

@@ -24,6 +24,7 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
         "max_depth": args.max_depth,
         "fetch_pages": (not getattr(args, "no_pages", False)) if fetch_pages is None else fetch_pages,
         "refetch": "all" if getattr(args, "full", False) else "due",
+        "output": getattr(args, "output", "warc"),
     }
     if getattr(args, "rate_limit_delay", None) is not None:
         fields["rate_limit_delay"] = args.rate_limit_delay
@@ -48,6 +49,7 @@ FLAGS = {
     "job_id": "--job-id",
     "fetch_pages": "--no-pages",
     "refetch": "--full",
+    "output": "--output",
 }
 #: URL refusals (harvester.urls) in words.
 _URL_REASONS = {
