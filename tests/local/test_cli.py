@@ -519,7 +519,15 @@ def test_the_readme_synopsis_names_every_option_of_every_command_and_no_other():
         synopsis.setdefault(command, set()).update(re.findall(r"--[a-z][a-z-]*", line))
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    job_options = {"--no-pages", "--full", "--include", "--exclude", "--sitemap-include", "--sitemap-exclude"}
+    job_options = {
+        "--no-pages",
+        "--full",
+        "--output",
+        "--include",
+        "--exclude",
+        "--sitemap-include",
+        "--sitemap-exclude",
+    }
     job_options |= {"--scope", "--max-depth", "--rate-limit-delay"}
     for name, sub in commands.choices.items():
         helped = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
