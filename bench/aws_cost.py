@@ -13,9 +13,9 @@ twice through the AWS path of bench/_aws_path.py (template.yaml translated with 
 moto, the real handlers driven as Lambda's SQS poller drives them): a first crawl, which fetches and stores
 every page, and a re-crawl of the unchanged site, which fetches nothing. Every AWS request is seen at
 botocore's ``_make_api_call`` and counted by service and operation; each is also weighed in the units AWS
-bills, and those units are priced with ``PRICES`` below. The layout of today, one S3 object per page, is the
-named baseline "loose objects (today)"; ``batched_layout`` is where a second layout's figures go once it
-exists (none are made up meanwhile).
+bills, and those units are priced with ``PRICES`` below. The layout before WARC, one S3 object per page
+(``--output files``), is the named baseline "loose objects (today)"; ``batched_layout`` crawls the same site
+with the default, one WARC object (and its CDXJ) per page batch, and its columns are printed beside it.
 
 Denominators: the first crawl's figures are per fetched page (the site's page requests answered 200), the
 re-crawl's per listed page (it fetches none). The request target counts every billed request: the handlers'
@@ -492,28 +492,31 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
 
 
 def loose_objects(pages: int, *, where: bool) -> Layout:
-    """Today's layout, one S3 object per page: a first crawl and a re-crawl of the unchanged site."""
-    from harvester.model.messages import JobRequest
+    """The baseline layout, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
+    unchanged site."""
+    return _layout("loose objects (today)", "files", pages, where=where)
+
+
+def batched_layout(pages: int, *, where: bool) -> Layout | None:
+    """The batched layout (the default, ``--output warc``): each page batch's captures in one WARC object."""
+    return _layout("WARC per batch", "warc", pages, where=where)
+
+
+def _layout(name: str, output: str, pages: int, *, where: bool) -> Layout:
+    from harvester.model.messages import JobRequest, Output
 
     crawls = []
     with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, aws_path() as aws:
         meter = Meter(aws, where=where)
         aws.requests.observer = meter
         timed_handlers(aws, meter)
-        for name in ("first crawl", "re-crawl"):
+        for leg_name in ("first crawl", "re-crawl"):
             site.reset_log()
             meter.tally = Tally()
-            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001))
+            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001, output=Output(output)))
             fetched = sum(1 for hit in site.page_hits() if hit.status == 200)
-            crawls.append(Crawl(name, pages, fetched, leg["seconds"], meter.tally))
-    return Layout("loose objects (today)", crawls)
-
-
-def batched_layout(pages: int, *, where: bool) -> Layout | None:
-    """The hook for a batched layout (pages appended to shared WARC objects, issue 11's next items): once it
-    exists, crawl the same site twice with it, as ``loose_objects`` does, and return its Layout; its columns
-    are then printed beside the baseline's. Until then None: no figures are made up for it."""
-    return None
+            crawls.append(Crawl(leg_name, pages, fetched, leg["seconds"], meter.tally))
+    return Layout(name, crawls)
 
 
 # ---------------------------------------------------------------------------------------------- figures

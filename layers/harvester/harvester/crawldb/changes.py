@@ -44,6 +44,8 @@ class FeedLine(TypedDict, total=False):
     previous_signature: str
     signature: str
     document_key: str
+    #: Where this job's capture is in its WARC files (``SitemapURL.warc``): a ranged read of one record.
+    warc: dict[str, Any]
     fetch_time: str
     error: str
     #: A removed URL's: when a sitemap of the site last listed it.
@@ -104,6 +106,7 @@ def feed_line(record: Stored, kind: ChangeKind | None = None) -> dict[str, Any] 
     _put(line, "previous_signature", previous_signature)
     _put(line, "signature", get("signature"))
     _put(line, "document_key", get("document_key"))
+    _put(line, "warc", get("warc"))
     _put(line, "fetch_time", feed_time(get("fetch_time")))
     _put(line, "error", get("error_message"))
     return line
@@ -127,6 +130,7 @@ def removed_line(record: CrawlRecord) -> dict[str, Any]:
         "previous_status": record.http_status,
         "previous_signature": record.signature,
         "document_key": record.document_key,
+        "warc": record.warc.model_dump(mode="json", exclude_none=True) if record.warc else None,
         "last_listed": _iso(record.last_listed),
     }
     return {k: v for k, v in line.items() if v is not None}

@@ -1,7 +1,8 @@
-"""A page's fetch as the web-archive world keeps it: a WARC capture of the request and of the response as
-received (its body's bytes before any Content-Encoding was undone), with a metadata record of what the job
-knows of the page; a revisit record instead when the fetch gave nothing new (a 304, or a payload identical
-to the stored one), which refers to the response record that holds the content.
+"""A fetch as the web-archive world keeps it: a WARC capture of the request and of the response as received
+(its body's bytes before any Content-Encoding was undone), with a metadata record of what the job knows
+of the page; a revisit record instead when the fetch gave nothing new (a 304, or a payload identical to
+the stored one), which refers to the response record that holds the content. Sitemaps and robots.txt, as
+read, are captured the same way (:func:`exchange`).
 
 The page worker fetches; this module turns what came into captures for the batch's
 :class:`~harvester.archive.batch.WarcBatch` and stores the batch before the pages are settled.
@@ -12,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
+from datetime import datetime
 from typing import Any
 
 from harvester.archive.batch import WarcBatch, archived
-from harvester.archive.warc import Capture, digest_text
+from harvester.archive.warc import Archived, Capture, digest_text
 from harvester.fetch import FetchResponse
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import WarcLocation
@@ -53,9 +55,21 @@ def capture(
     body: RawBody | None = None,
     revisits: WarcLocation | None = None,
 ) -> Capture:
-    """The capture of a fetch: a response with ``body``, or a revisit of the stored record ``revisits``."""
-    fetched_at = record.fetch_time
-    assert fetched_at is not None  # (set when the response came)
+    """The capture of a page's fetch: a response with ``body``, or a revisit of the stored record ``revisits``."""
+    assert record.fetch_time is not None  # (set when the response came)
+    refers = archived(revisits.url or record.url, revisits) if revisits is not None else None
+    return exchange(response, fetched_at=record.fetch_time, metadata=metadata(job, record), body=body, revisits=refers)
+
+
+def exchange(
+    response: FetchResponse,
+    *,
+    fetched_at: datetime,
+    metadata: dict[str, Any],
+    body: RawBody | None = None,
+    revisits: Archived | None = None,
+) -> Capture:
+    """The capture of any fetch (a page, a sitemap, robots.txt): the request as sent, the response as received."""
     return Capture(
         url=response.url,
         fetched_at=fetched_at,
@@ -68,8 +82,8 @@ def capture(
         body=body.file if body is not None else b"",  # type: ignore[arg-type]
         body_length=body.length if body is not None else None,
         body_digest=body.digest if body is not None else None,
-        metadata=metadata(job, record),
-        revisits=archived(revisits.url or record.url, revisits) if revisits is not None else None,
+        metadata=metadata,
+        revisits=revisits,
     )
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
@@ -35,7 +36,7 @@ from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
-from harvester.model.messages import PageTask, Refetch, SitemapOrigin, SitemapTask
+from harvester.model.messages import Output, PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
     FILTERED,
     TOO_DEEP,
@@ -48,6 +49,7 @@ from harvester.model.records import (
     UrlStatus,
     url_key,
 )
+from harvester.pipeline import page_archive
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
@@ -317,6 +319,9 @@ class SitemapReading:
         keep = not self.ctx.ephemeral  # the document and its signature, for the next job
         digest = hashlib.sha256()
         broken: str | None = None
+        # The body as received, for the job's WARC files (a robots.txt or sitemap read whole, as pages are).
+        as_received = page_archive.RawBody() if keep and self.request.output is Output.WARC else None
+        response.raw_sink = as_received
         async with self.ctx.reading:
             # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
             with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
@@ -327,9 +332,10 @@ class SitemapReading:
                             digest.update(chunk)
                         if not parser.finished:
                             await self._parse_paced(parser, chunk)
-                        if parser.finished and prior is None:
-                            # (with an earlier reading, the rest is downloaded all the same: the bytes are
-                            # recognised by the signature of the whole body, wherever the parser stopped)
+                        if parser.finished and prior is None and as_received is None:
+                            # (with an earlier reading, or a body to archive, the rest is downloaded all the
+                            # same: the bytes are recognised by the signature of the whole body, wherever the
+                            # parser stopped, and an archive keeps what was sent)
                             break
                 except FetchError as exc:
                     # The body broke off: what arrived whole is recorded either way (a retry resumes after
@@ -349,6 +355,12 @@ class SitemapReading:
                     document_key = prior.document_key  # (stored already: its key is its signature)
                 elif keep:
                     document_key = self._store_raw(raw, response.content_type, signature)
+        if as_received is not None:
+            try:
+                if broken is None and response.complete:
+                    await self._archive(response, as_received)
+            finally:
+                as_received.close()
         outcome = self._outcome(
             parser,
             final_url,
@@ -814,6 +826,21 @@ class SitemapReading:
             rank=order,
         )
 
+    async def _archive(self, response: FetchResponse, body: page_archive.RawBody) -> None:
+        """The reading's capture, stored in the job's WARC files as a batch of its own (a sitemap is read
+        once per job: one object, or one append, per sitemap)."""
+        kind = "robots.txt" if self.is_robots else "sitemap"
+        metadata = {"job_id": self.job.job_id, "kind": kind, "url": self.record.url, "depth": self.record.depth}
+        batch = WarcBatch()
+        try:
+            batch.add(
+                self.record.url,
+                page_archive.exchange(response, fetched_at=self.ctx.clock(), metadata=metadata, body=body),
+            )
+            await page_archive.store(self.ctx, self.job, batch)
+        finally:
+            batch.close()
+
     def _store_raw(self, raw: tempfile.SpooledTemporaryFile[bytes], content_type: str | None, signature: str) -> str:
         raw.seek(0)
         key = sitemap_key(self.site, self.record.url, signature)
@@ -878,7 +905,6 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
             etag=known.etag,
             http_last_modified=known.http_last_modified,
             document_key=known.document_key,
-            warc=known.warc,
             fetch_time=known.last_fetch_time,
         )
     return SitemapURL.trusted(base)
