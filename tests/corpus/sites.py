@@ -505,6 +505,8 @@ PAGES = "/pages.xml"
 PAGE_OK = "/page/ok/{n}"
 PAGE_REDIRECTED = "/page/redirected"
 PAGE_LANDING = "/page/landing"
+PAGE_GZIPPED = "/page/gzipped"
+GZIPPED_PAGE = b"<html><body>" + b"sent gzipped, kept gzipped " * 40 + b"</body></html>"
 PAGE_TO_127_0_0_2 = "/page/to-127.0.0.2"
 PAGE_TO_METADATA = "/page/to-metadata"
 PAGE_SIX_REDIRECTS = "/page/six-redirects"
@@ -586,6 +588,7 @@ def fetching_site(server: RouteServer, forbidden: RouteServer) -> None:
         server.add(PAGE_OK.format(n=n), html(f"ok {n}"))
     redirect_chain(server, PAGE_REDIRECTED, 3, PAGE_LANDING)
     server.add(PAGE_LANDING, html("landing"))
+    server.add(PAGE_GZIPPED, Route(f.gzipped(GZIPPED_PAGE), content_type=HTML, headers={"Content-Encoding": "gzip"}))
     server.add(PAGE_TO_127_0_0_2, redirect(forbidden.url("/secret")))
     server.add(PAGE_TO_METADATA, redirect("http://169.254.169.254/latest/meta-data/"))
     redirect_chain(server, PAGE_SIX_REDIRECTS, 6, PAGE_LANDING)
@@ -605,6 +608,7 @@ def fetching_site(server: RouteServer, forbidden: RouteServer) -> None:
     page_paths = [
         *(PAGE_OK.format(n=n) for n in range(4)),
         PAGE_REDIRECTED,
+        PAGE_GZIPPED,
         PAGE_TO_127_0_0_2,
         PAGE_TO_METADATA,
         PAGE_SIX_REDIRECTS,

@@ -9,14 +9,18 @@ the allow list (127.0.0.1/32) keeps out.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harvester.archive.warc import parse_record
 from tests.corpus import sites as s
 from tests.corpus.cli import FAST_RETRIES, ONLY_127_0_0_1, Run, Tree, harvest
 from tests.corpus.server import Hit, RouteServer, serving
@@ -38,6 +42,7 @@ class FetchedSite:
     max_in_flight: int
     forbidden_hits: list[Hit]
     proxy_hits: list[Hit]
+    state: Path
 
     def node(self, path: str) -> dict[str, Any]:
         return self.tree[self.base + path]
@@ -61,12 +66,13 @@ def site(server: RouteServer, second_server: RouteServer, tmp_path_factory) -> F
     server.reset_log()
     with serving("127.0.0.1") as proxy:
         proxies = {name: proxy.base for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy")}
+        state = tmp_path_factory.mktemp("state")
         crawl_run = harvest(
             "crawl",
             server.base + "/",
             *allow,
             "--state-dir",
-            str(tmp_path_factory.mktemp("state")),
+            str(state),
             "--json",
             "--quiet",
             "--rate-limit-delay",
@@ -95,6 +101,7 @@ def site(server: RouteServer, second_server: RouteServer, tmp_path_factory) -> F
         max_in_flight=server.max_in_flight,
         forbidden_hits=list(second_server.hits),
         proxy_hits=proxy_hits,
+        state=state,
     )
 
 
@@ -130,6 +137,45 @@ def test_good_pages_are_fetched_and_stored(site):
         record = site.record(s.PAGE_OK.format(n=n))
         assert (record["status"], record["http_status"], record["crawl_state"]) == ("completed", 200, "fetched")
         assert record["warc"]["record_type"] == "response"
+
+
+def test_a_page_is_archived_as_sent_and_read_back_alone_by_its_offset(site):
+    """The response record keeps the body as received (gzip still on); a ranged read of the record's offset
+    and length gives that record alone; and every WARC file of the crawl passes `warcio check`."""
+    record = site.record(s.PAGE_GZIPPED)
+    assert (record["status"], record["http_status"]) == ("completed", 200)
+    warc = record["warc"]
+    path = site.state / "documents" / warc["filename"]
+    with path.open("rb") as file:
+        file.seek(warc["offset"])
+        member = file.read(warc["length"])
+    stored = parse_record(member)
+    assert (stored.url, stored.record_type, stored.status) == (site.base + s.PAGE_GZIPPED, "response", 200)
+    assert stored.body == s.f.gzipped(s.GZIPPED_PAGE)  # byte for byte what the server sent
+    assert stored.content == s.GZIPPED_PAGE
+    assert ("Content-Encoding", "gzip") in stored.headers
+    assert record["signature"] == hashlib.sha256(s.GZIPPED_PAGE).hexdigest()
+    files = sorted((site.state / "documents" / "warc").rglob("*.warc.gz"))
+    assert files
+    for file in files:
+        check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", str(file)], capture_output=True)
+        assert check.returncode == 0, check.stdout
+
+
+def test_a_redirected_page_is_archived_with_every_hop(site):
+    """Each redirect is an exchange of its own (its 3xx head, no body), before the landing page's response,
+    which the record names; every one is in the file's CDXJ."""
+    record = site.record(s.PAGE_REDIRECTED)
+    warc = record["warc"]
+    cdxj = (site.state / "documents" / (warc["filename"] + ".cdxj")).read_text().splitlines()
+    lines = [json.loads(line.split(" ", 2)[2]) for line in cdxj]
+    before = [line for line in lines if int(line["offset"]) < warc["offset"]]
+    chain = [(line["url"], line["status"]) for line in before if s.PAGE_REDIRECTED in line["url"]]
+    first = site.base + s.PAGE_REDIRECTED
+    assert chain == [(first, "301"), (first + "/hop-1", "302"), (first + "/hop-2", "303")]
+    landing = next(line for line in lines if int(line["offset"]) == warc["offset"])
+    assert (landing["url"], landing["status"]) == (site.base + s.PAGE_LANDING, "200")
+    assert warc["url"] == site.base + s.PAGE_LANDING
 
 
 def test_the_crawl_stays_in_bounded_memory_while_a_page_bomb_goes_off(site):

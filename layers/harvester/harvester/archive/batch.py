@@ -10,6 +10,7 @@ per page); a folder appends it to the job's current file.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from harvester.archive.warc import Archived, Capture, WarcFile
@@ -25,23 +26,27 @@ class WarcBatch:
     def __init__(self) -> None:
         self._chunk = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 (closed by close())
         self._file = WarcFile(self._chunk, "", warcinfo=False)  # type: ignore[arg-type]
-        self._captures: dict[str, Archived] = {}
+        #: Every capture written, in order; the page's key for those a record names (a redirect hop: None).
+        self._captures: list[tuple[str | None, Archived]] = []
 
     def __len__(self) -> int:
         return len(self._captures)
 
-    def add(self, key: str, capture: Capture) -> None:
-        """Writes the capture of the page ``key`` (its URL as the job knows it) into the chunk."""
-        self._captures[key] = self._file.add(capture)
+    def add(self, key: str, capture: Capture, *, hops: Sequence[Capture] = ()) -> None:
+        """Writes the capture of the page ``key`` (its URL as the job knows it) into the chunk, after the
+        redirects that led to it (indexed too, but not what the page's record names)."""
+        for hop in hops:
+            self._captures.append((None, self._file.add(hop)))
+        self._captures.append((key, self._file.add(capture)))
 
     def store(self, warcs: WarcStore, job_id: str) -> dict[str, WarcLocation]:
         """Stores the chunk in the job's WARC files; where each page's record is, by page."""
         if not self._captures:
             return {}
         self._chunk.seek(0)
-        keys = list(self._captures)
-        placed = warcs.append(job_id, self._chunk, [self._captures[k] for k in keys])  # type: ignore[arg-type]
-        return {key: location(key, archived) for key, archived in zip(keys, placed, strict=True)}
+        placed = warcs.append(job_id, self._chunk, [archived for _, archived in self._captures])  # type: ignore[arg-type]
+        keys = [key for key, _ in self._captures]
+        return {key: location(key, at) for key, at in zip(keys, placed, strict=True) if key is not None}
 
     def close(self) -> None:
         self._chunk.close()

@@ -121,7 +121,7 @@ class Fetcher:
         attempt = 0
         while True:
             try:
-                response, redirects = await self._follow(url, headers, deadline)
+                response, hops = await self._follow(url, headers, deadline)
             except FetchError as exc:
                 exc.attempts = attempt + 1
                 if not exc.retryable or attempt >= retries:
@@ -142,7 +142,8 @@ class Fetcher:
         fetched = FetchResponse(
             response,
             requested_url=url,
-            redirects=redirects,
+            redirects=tuple(str(hop.url) for hop in hops),
+            hops=hops,
             max_bytes=max_bytes,
             deadline=deadline,
             attempts=attempt + 1,
@@ -154,15 +155,19 @@ class Fetcher:
 
     async def _follow(
         self, url: str, headers: dict[str, str], deadline: float
-    ) -> tuple[httpx.Response, tuple[str, ...]]:
+    ) -> tuple[httpx.Response, tuple[httpx.Response, ...]]:
+        """The final response, and the redirects on the way (their bodies discarded, their heads kept: an
+        archive keeps each hop as an exchange of its own)."""
         redirects: list[str] = []
+        hops: list[httpx.Response] = []
         current = url
         while True:
             response = await self._send(current, headers, deadline, tuple(redirects))
             location = (response.headers.get("location") or "").strip()
             if response.status_code not in REDIRECT_STATUSES or not location:
-                return response, tuple(redirects)
+                return response, tuple(hops)
             redirects.append(current)
+            hops.append(response)
             try:
                 target = str(httpx.URL(current).join(location).copy_with(fragment=None))
             except (httpx.InvalidURL, ValueError) as exc:

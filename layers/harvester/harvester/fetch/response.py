@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
@@ -43,6 +44,33 @@ class RawSink(Protocol):
     def write(self, data: bytes, /) -> object: ...
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """One request and the head of its response, as sent and received: a redirect on the way to a page."""
+
+    url: str
+    status: int
+    reason: str
+    http_version: str
+    request_headers: list[tuple[str, str]]
+    response_headers: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, response: httpx.Response) -> Exchange:
+        return cls(
+            url=str(response.url),
+            status=response.status_code,
+            reason=response.reason_phrase,
+            http_version=response.http_version,
+            request_headers=_raw(response.request.headers),
+            response_headers=_raw(response.headers),
+        )
+
+
+def _raw(headers: httpx.Headers) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers.raw]
+
+
 class FetchResponse:
     """A response whose status and headers have arrived; the body is read with :meth:`iter_bytes`.
 
@@ -57,6 +85,7 @@ class FetchResponse:
         *,
         requested_url: str,
         redirects: tuple[str, ...],
+        hops: tuple[httpx.Response, ...] = (),
         max_bytes: int,
         deadline: float,
         attempts: int = 1,
@@ -65,6 +94,7 @@ class FetchResponse:
         self.requested_url = requested_url
         self.url = str(response.url)
         self.redirects = redirects
+        self._hops = hops
         self.status_code = response.status_code
         self.headers = response.headers
         self.max_bytes = max_bytes
@@ -81,14 +111,19 @@ class FetchResponse:
         self.charset: str | None = _charset(params)
 
     @property
+    def hops(self) -> list[Exchange]:
+        """The redirects followed to get here, each as it went over the wire (without its body)."""
+        return [Exchange.of(hop) for hop in self._hops]
+
+    @property
     def request_headers(self) -> list[tuple[str, str]]:
         """The request's headers as sent, names as written, in order (a WARC request record's)."""
-        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._response.request.headers.raw]
+        return _raw(self._response.request.headers)
 
     @property
     def raw_headers(self) -> list[tuple[str, str]]:
         """The response's headers as received, names as written, in order (a WARC response record's)."""
-        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in self._response.headers.raw]
+        return _raw(self._response.headers)
 
     @property
     def reason(self) -> str:

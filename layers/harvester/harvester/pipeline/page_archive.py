@@ -87,6 +87,29 @@ def exchange(
     )
 
 
+#: A redirect's head is kept without its body (discarded unread): these would describe bytes not there.
+_BODY_HEADERS = {"content-length": "X-Crawler-Content-Length", "content-encoding": "X-Crawler-Content-Encoding"}
+
+
+def hops(response: FetchResponse, *, fetched_at: datetime, job_id: str) -> list[Capture]:
+    """The redirects that led to the response, each a capture of its own (WARC keeps every exchange)."""
+    return [
+        Capture(
+            url=hop.url,
+            fetched_at=fetched_at,
+            method="GET",
+            request_headers=hop.request_headers,
+            status=hop.status,
+            reason=hop.reason,
+            response_headers=[(_BODY_HEADERS.get(k.lower(), k), v) for k, v in hop.response_headers],
+            http_version=hop.http_version,
+            body=b"",
+            metadata={"job_id": job_id, "final_url": response.url},
+        )
+        for hop in response.hops
+    ]
+
+
 def metadata(job: JobRecord, record: SitemapURL) -> dict[str, Any]:
     """What Harvester knows of the page beyond the exchange: its metadata record."""
     known: dict[str, Any] = {

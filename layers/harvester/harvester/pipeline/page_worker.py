@@ -281,7 +281,8 @@ async def _settle_response(
             same = known.warc if known is not None and known.warc and known.warc.payload_digest == raw.digest else None
             done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
             capture = page_archive.capture(job, done.record, response, body=raw, revisits=same)
-            archive.add(record.url, capture)
+            fetched_at = capture.fetched_at
+            archive.add(record.url, capture, hops=page_archive.hops(response, fetched_at=fetched_at, job_id=job.job_id))
             return done
         if known is not None and known.signature == signature and known.document_key:
             key = known.document_key  # the same content: stored already, not again
