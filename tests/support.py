@@ -58,32 +58,42 @@ def _same_runs(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def warc_captures(documents: Any) -> list[tuple[str, str, str, str]]:
+def warc_captures(documents: Any) -> list[tuple[str, str, str, str, str]]:
     """Every response and revisit record in the WARC files of a document store (a folder's or S3's: WARC
-    files are documents under ``warc/``): (file, record type, target URI, payload digest)."""
+    files are documents under ``warc/``): (file, record type, target URI, payload digest, and what was
+    fetched: ``page``, ``sitemap``, ``robots.txt`` or ``redirect``, from the capture's metadata record)."""
     import io
 
     from warcio.archiveiterator import ArchiveIterator
 
     found = []
     for key in documents.keys("warc/"):
-        if key.endswith(".warc.gz"):
-            for record in ArchiveIterator(io.BytesIO(documents.get(key))):
-                if record.rec_type in ("response", "revisit"):
-                    headers = record.rec_headers
-                    uri, digest = headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Payload-Digest")
-                    found.append((key, record.rec_type, uri, digest))
+        if not key.endswith(".warc.gz"):
+            continue
+        kinds: dict[str, str] = {}
+        for record in ArchiveIterator(io.BytesIO(documents.get(key))):
+            headers = record.rec_headers
+            if record.rec_type == "metadata":
+                kinds[headers.get_header("WARC-Concurrent-To")] = json.loads(record.content_stream().read())["kind"]
+            elif record.rec_type in ("response", "revisit"):
+                uri, digest = headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Payload-Digest")
+                kind = kinds.get(headers.get_header("WARC-Record-ID"), "")
+                found.append((key, record.rec_type, uri, digest, kind))
     return found
 
 
 def stored_versions(documents: Any, origin: str) -> set[str]:
     """Each version of a site's pages that was stored, however its job kept it: a loose document (its key)
-    or a WARC response record (its URL and payload digest: a version archived twice counts once)."""
+    or a WARC response record of a page (its URL and payload digest: a version archived twice counts once)."""
     from harvester.crawldb.documents import site_prefix
 
     loose = set(documents.keys(site_prefix(origin)))
-    archived = {f"{uri} {digest}" for _, kind, uri, digest in warc_captures(documents) if kind == "response"}
-    return loose | {v for v in archived if v.startswith(origin + "/")}
+    archived = {
+        f"{uri} {digest}"
+        for _, record_type, uri, digest, kind in warc_captures(documents)
+        if record_type == "response" and kind == "page" and uri.startswith(origin + "/")
+    }
+    return loose | archived
 
 
 def stored_content(documents: Any, warcs: Any, record: dict[str, Any] | Any) -> bytes | None:

@@ -15,7 +15,6 @@ from moto import mock_aws
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import job_status, submit_job
-from harvester.crawldb.documents import site_prefix
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobStatus, UrlStatus
 from harvester.urls import origin_of
@@ -23,6 +22,7 @@ from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.support import stored_content, stored_versions
 
 LOOPBACK = "127.0.0.0/8"
 
@@ -76,11 +76,18 @@ def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, si
     assert (view["total_urls"], view["successful_count"], view["failed_count"]) == (2000, 2000, 0)
     assert view["discovery_complete"] and view["progress_percentage"] == 100.0
     assert view["result_location"] == f"s3://{stack.outputs['DocumentBucketName']}/jobs/{job_id}/result.json"
-    assert len(documents(stack, site_prefix(request.origin))) == 2000
+    adapters = adapters_of(stack)
+    assert len(stored_versions(adapters.documents, request.origin)) == 2000
     result = result_of(stack, job_id)
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (2000, 2000, 0)
     records = records_of(stack, job_id)
     assert sorted(r["url"] for r in records) == sorted(site.page_urls)
+    # Each page batch is one WARC object (not one object per page), and a record reads back alone by a ranged
+    # GET of its offset and length.
+    objects = set(adapters.warcs.files(job_id))
+    assert {r["warc"]["filename"] for r in records} <= objects and len(objects) < 2000 / 4
+    for record in records[::97]:
+        assert "Demo page" in stored_content(adapters.documents, adapters.warcs, record).decode()
     store = adapters_of(stack).store
     snapshot = store.snapshot(job_id)
     assert snapshot is not None and snapshot.counts == store.recount(job_id)
@@ -105,7 +112,7 @@ def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_fact
     assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (44, 40, 4)
     failed = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
     assert failed == dict.fromkeys(site.broken_urls, "HTTP 404 Not Found")
-    assert len(documents(stack, site_prefix(origin_of(site.base_url)))) == 40
+    assert len(stored_versions(adapters_of(stack).documents, origin_of(site.base_url))) == 40
 
 
 def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_factory):

@@ -104,7 +104,7 @@ def hops(response: FetchResponse, *, fetched_at: datetime, job_id: str) -> list[
             response_headers=[(_BODY_HEADERS.get(k.lower(), k), v) for k, v in hop.response_headers],
             http_version=hop.http_version,
             body=b"",
-            metadata={"job_id": job_id, "final_url": response.url},
+            metadata={"job_id": job_id, "kind": "redirect", "final_url": response.url},
         )
         for hop in response.hops
     ]
@@ -114,6 +114,7 @@ def metadata(job: JobRecord, record: SitemapURL) -> dict[str, Any]:
     """What Harvester knows of the page beyond the exchange: its metadata record."""
     known: dict[str, Any] = {
         "job_id": job.job_id,
+        "kind": "page",
         "url": record.url,
         "sitemap": record.sitemap,
         "last_modified": record.last_modified,
