@@ -3,13 +3,14 @@ once; their claims, their turns at the host's gate and their settlement are writ
 
 from __future__ import annotations
 
+from harvester.adapters.aws import metrics
 from harvester.adapters.aws.lambda_runtime import sqs_batch_handler
 from harvester.engine import Engine
 from harvester.model.messages import PageTask
 
 
 async def fetch_pages(engine: Engine, tasks: list[PageTask]) -> None:
-    await engine.process_pages(tasks)
+    metrics.emit_page_batch(await engine.process_pages(tasks))
 
 
 handler = sqs_batch_handler(PageTask, fetch_pages, dead_letter="page")
