@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from harvester.adapters.aws import metrics
@@ -87,3 +88,27 @@ def test_page_and_sitemap_metrics_add_up_to_the_jobs_counters(
         dimensions = set(directive["Dimensions"][0])
         assert dimensions in ({"service"}, {"service", metrics.REASON_DIMENSION})
         assert {d["Name"] for d in directive["Metrics"]} <= metrics.METRIC_NAMES
+
+
+def test_the_dashboard_is_created_with_the_stacks_own_queues_and_functions(deployed_stack: Deployment) -> None:
+    """moto's CloudFormation creates the dashboard (not the alarms: DeployedStack.skipped lists them, and
+    tests/template checks them): its body, as deployed, names the queues and functions the stack created."""
+    stack, _ = deployed_stack
+    assert stack.resource_types["OperatorDashboard"] == "AWS::CloudWatch::Dashboard"
+    cloudwatch = boto3.client("cloudwatch")
+    body = json.loads(cloudwatch.get_dashboard(DashboardName=stack.outputs["DashboardName"])["DashboardBody"])
+    named = {
+        line[3]
+        for widget in body["widgets"]
+        if widget["type"] == "metric"
+        for line in widget["properties"]["metrics"]
+        if isinstance(line[0], str) and line[0] in ("AWS/SQS", "AWS/Lambda")
+    }
+    queue_names = {url.rsplit("/", 1)[1] for url in stack.queue_urls().values()}
+    assert queue_names <= named
+    assert {f.name for f in stack.functions.values()} <= named
+    assert named <= queue_names | {f.name for f in stack.functions.values()}
+    (alarms,) = [w["properties"]["alarms"] for w in body["widgets"] if w["type"] == "alarm"]
+    assert all(
+        arn.startswith(f"arn:aws:cloudwatch:us-east-1:{stack.account_id}:alarm:{stack.stack_name}-") for arn in alarms
+    )
