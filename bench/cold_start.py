@@ -6,7 +6,7 @@ first message waits for is the INIT phase (the handler module's imports) plus wh
 builds before it can do anything (here: the boto3 session and clients of ``lambda_runtime.current()``). This
 script measures exactly that, and nothing of the work a message then does.
 
-    python bench/cold_start.py [--runs 7] [--importtime FUNCTION]
+    python bench/cold_start.py [--runs 7] [--importtime FUNCTION] [--ready]
 
 How: each figure is one fresh interpreter (``python -c``), with the function's CodeUri directory and the
 layer's directory first on ``sys.path`` (where Lambda puts ``/var/task`` and ``/opt/python``), the
@@ -16,8 +16,13 @@ scheduler's likewise). Interpreter start-up itself is outside the timing, for bo
 "bare boto3 handler" imports boto3 and creates the same clients with the same configuration (an SQS, a
 DynamoDB and an S3 client from one session), the least any handler of this stack does. Each figure is the
 median of ``--runs`` runs; runs alternate between the handlers and the baseline, so that a busy machine
-slows both alike. ``--importtime FUNCTION`` prints the 25 slowest imports (``python -X importtime``) of one
-handler, cumulative, the profile to start from before making anything lazy.
+slows both alike.
+
+Making imports lazy moves work out of INIT into the first invocation; so that this is not mistaken for a
+saving, ``--ready`` also times init + ``runtime.engine()`` (the engine, its fetcher and their imports: all the
+first message needs before its own work) against the same baseline. ``--importtime FUNCTION`` prints the
+25 slowest imports (``python -X importtime``) of one handler, cumulative: the profile to start from before
+making anything lazy.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ import sys
 sys.path[:0] = [{code!r}, {layer!r}]
 import app
 from harvester.adapters.aws import lambda_runtime
-lambda_runtime.current()
+runtime = lambda_runtime.current()
+{ready}
 """
 
 #: The named baseline: the same three clients, the same botocore Config, from one session.
@@ -90,8 +96,9 @@ def _environment() -> dict[str, str]:
     return keep | ENVIRONMENT | {"PYTHONDONTWRITEBYTECODE": "0"}
 
 
-def handler_body(function: str) -> str:
-    return HANDLER.format(code=str(REPO / "functions" / function), layer=str(LAYER))
+def handler_body(function: str, *, ready: bool = False) -> str:
+    ready_step = "runtime.engine()" if ready else ""
+    return HANDLER.format(code=str(REPO / "functions" / function), layer=str(LAYER), ready=ready_step)
 
 
 def time_once(body: str) -> float:
@@ -128,9 +135,11 @@ def import_profile(function: str, top: int = 25) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:top]
 
 
-def measure(runs: int) -> dict[str, float]:
+def measure(runs: int, *, ready: bool = False) -> dict[str, float]:
     """Median seconds per named figure, runs interleaved across handlers and the baseline."""
-    bodies = {"bare boto3 handler": BARE_BOTO3} | {f"functions/{f}/app.py": handler_body(f) for f in FUNCTIONS}
+    bodies = {"bare boto3 handler": BARE_BOTO3} | {
+        f"functions/{f}/app.py": handler_body(f, ready=ready) for f in FUNCTIONS
+    }
     for body in bodies.values():  # once each, untimed: the .pyc files are written before any timing
         time_once(body)
     samples: dict[str, list[float]] = {name: [] for name in bodies}
@@ -144,14 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per figure (median)")
     parser.add_argument("--importtime", choices=FUNCTIONS, help="print one handler's slowest imports and stop")
+    parser.add_argument("--ready", action="store_true", help="also build the engine (what a first message waits for)")
     args = parser.parse_args(argv)
     if args.importtime:
         for micros, name in import_profile(args.importtime):
             print(f"{micros / 1000:8.1f} ms  {name}")
         return 0
-    figures = measure(args.runs)
+    figures = measure(args.runs, ready=args.ready)
     baseline = figures.pop("bare boto3 handler")
-    print(f"cold start (import + clients), median of {args.runs} fresh interpreters")
+    what = "import + clients + engine" if args.ready else "import + clients"
+    print(f"cold start ({what}), median of {args.runs} fresh interpreters")
     print(f"  {'bare boto3 handler':<26} {baseline * 1000:7.1f} ms  (baseline)")
     worst = 0.0
     for name, seconds in figures.items():
@@ -159,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(worst, ratio)
         print(f"  {name:<26} {seconds * 1000:7.1f} ms  {ratio:4.2f}x")
     verdict = "within" if worst <= TARGET_RATIO else "above"
-    print(f"worst ratio {worst:.2f}x: {verdict} the target of {TARGET_RATIO}x")
+    target = f"the target of {TARGET_RATIO}x" if not args.ready else f"{TARGET_RATIO}x (the target is for INIT only)"
+    print(f"worst ratio {worst:.2f}x: {verdict} {target}")
     return 0
 
 
