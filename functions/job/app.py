@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from harvester.adapters.aws.lambda_runtime import sqs_handler
-from harvester.engine import Engine
 from harvester.model.messages import JobRequest, job_id_from
+
+if TYPE_CHECKING:  # (the engine is imported when the first message builds it, not at INIT)
+    from harvester.engine import Engine
 
 
 async def start_job(engine: Engine, request: JobRequest, record: SQSRecord) -> None:

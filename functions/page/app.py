@@ -3,13 +3,18 @@ once; their claims, their turns at the host's gate and their settlement are writ
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from harvester.adapters.aws import metrics
 from harvester.adapters.aws.lambda_runtime import sqs_batch_handler
-from harvester.engine import Engine
 from harvester.model.messages import PageTask
+
+if TYPE_CHECKING:  # (the engine is imported when the first message builds it, not at INIT)
+    from harvester.engine import Engine
 
 
 async def fetch_pages(engine: Engine, tasks: list[PageTask]) -> None:
-    await engine.process_pages(tasks)
+    metrics.emit_page_batch(await engine.process_pages(tasks))
 
 
 handler = sqs_batch_handler(PageTask, fetch_pages, dead_letter="page")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from harvester.adapters.aws import lambda_runtime
-from harvester.pipeline.schedule import RecurringJob, parse_recurring, tick
+
+if TYPE_CHECKING:  # (the engine's modules are imported by the first tick, not at INIT)
+    from harvester.pipeline.schedule import RecurringJob
 
 logger = lambda_runtime.structured_logger()
 
@@ -17,6 +19,8 @@ logger = lambda_runtime.structured_logger()
 @logger.inject_lambda_context
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
+    from harvester.pipeline.schedule import parse_recurring, tick
+
     runtime = lambda_runtime.current()
     errors: list[str] = []
     recurring: list[RecurringJob] = []

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from harvester.adapters.aws import metrics
 from harvester.adapters.aws.lambda_runtime import sqs_handler
-from harvester.engine import Engine
 from harvester.model.messages import SitemapTask
+
+if TYPE_CHECKING:  # (the engine is imported when the first message builds it, not at INIT)
+    from harvester.engine import Engine
 
 
 async def read_sitemap(engine: Engine, task: SitemapTask, record: SQSRecord) -> None:
-    await engine.process_sitemap(task)
+    metrics.emit_sitemap(task, await engine.process_sitemap(task))
 
 
 handler = sqs_handler(SitemapTask, read_sitemap, dead_letter="sitemap")

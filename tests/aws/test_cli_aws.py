@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import boto3
+import pytest
 
 from harvester.cli import main
+from harvester.cli.progress import Pace
 
 
 def test_submit_then_follow_a_job_by_its_stack(deployed_stack, site_factory, capsys):
@@ -48,3 +51,47 @@ def test_unknown_stack_and_job_are_named(deployed_stack, capsys):
     assert "no job 'nope' in stack" in capsys.readouterr().err
     assert main(["submit", "https://e.x/", "--stack", "not-there"]) == 2
     assert "stack 'not-there'" in capsys.readouterr().err
+
+
+def test_status_shows_the_jobs_pace_and_time_left_while_it_runs_and_its_pace_once_it_ended(
+    deployed_stack, site_factory, capsys
+):
+    stack, poller = deployed_stack
+    site = site_factory(pages=40, broken=0, sitemaps=2)
+    assert main(["submit", f"{site.base_url}/", "--stack", stack.stack_name, "--rate-limit-delay", "0.001"]) == 0
+    job_id = capsys.readouterr().out.strip()
+    # Discovery to its end (the total is final), then one batch of pages: the job runs, part done.
+    poller.poll_once("JobFunction")
+    while poller.poll_once("SitemapFunction"):
+        pass
+    assert poller.poll_once("PageFunction") > 0
+    capsys.readouterr()
+
+    assert main(["status", job_id, "--stack", stack.stack_name]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["status"] == "in_progress" and status["discovery_complete"]
+    done, total = status["processed_count"], status["total_urls"]
+    assert 0 < done < total == 40
+    pace = status["pace"]
+    started = dt.datetime.fromisoformat(status["start_time"])
+    elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds()
+    assert pace["elapsed_seconds"] == pytest.approx(elapsed, abs=2.0)
+    assert pace["pages_per_second"] == pytest.approx(done / pace["elapsed_seconds"], rel=0.05)
+    assert pace["seconds_left"] == pytest.approx((total - done) / pace["pages_per_second"], abs=1.0)
+    assert pace["text"] == " · ".join(
+        Pace(pace["pages_per_second"], pace["elapsed_seconds"], pace["seconds_left"]).parts()
+    )
+    assert "/s · " in pace["text"] and pace["text"].endswith(" left")
+
+    poller.drain()
+    capsys.readouterr()
+    assert main(["status", job_id, "--stack", stack.stack_name]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["status"] == "completed"
+    # An ended job: its pace over its whole life (start to end), no time left.
+    life = (
+        dt.datetime.fromisoformat(status["end_time"]) - dt.datetime.fromisoformat(status["start_time"])
+    ).total_seconds()
+    assert status["pace"]["elapsed_seconds"] == pytest.approx(life, abs=0.1)
+    assert status["pace"]["pages_per_second"] == pytest.approx(40 / life, rel=0.01)
+    assert status["pace"]["seconds_left"] is None and "left" not in status["pace"]["text"]

@@ -179,6 +179,8 @@ def test_stack_has_the_resources_and_outputs(deployed_stack: Deployment) -> None
         "JobDeadLetterQueueAlarm",
         "SitemapDeadLetterQueueAlarm",
         "PageDeadLetterQueueAlarm",
+        "PagesStalledAlarm",
+        "PageFailureRateAlarm",
     }
     outputs = stack.outputs
     assert outputs["JobQueueUrl"] == stack.physical_ids["JobQueue"]

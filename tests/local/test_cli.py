@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,13 @@ def test_report_in_every_format(site_factory, tmp_path):
     assert report["job"]["progress_percentage"] == 100.0 and report["job"]["failed_count"] == 1
     assert report["result"] == result
     assert report["loader_state"]["completed"] is True and report["loader_state"]["pending_sitemap_urls"] == []
+    # The job's pace from what the state file records: 13 pages from its start to its end, nothing left.
+    life = (
+        datetime.fromisoformat(report["job"]["end_time"]) - datetime.fromisoformat(report["job"]["start_time"])
+    ).total_seconds()
+    assert report["pace"]["elapsed_seconds"] == pytest.approx(life, abs=0.1)
+    assert report["pace"]["pages_per_second"] == pytest.approx(13 / life, rel=0.01)
+    assert report["pace"]["seconds_left"] is None and report["pace"]["text"].endswith(" elapsed")
 
     lines = harvest("report", job_id, "--state-dir", state, "--format", "jsonl").stdout.splitlines()
     assert len(lines) == 13 and all(json.loads(line)["status"] in ("completed", "failed") for line in lines)

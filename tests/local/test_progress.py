@@ -4,9 +4,9 @@ lines in a log."""
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from harvester.cli.progress import ProgressLine, duration, render
+from harvester.cli.progress import Pace, ProgressLine, duration, job_pace, rate_text, render
 from harvester.model.records import BulkProcessingJob, JobStatus
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
@@ -63,3 +63,36 @@ def test_into_a_log_an_unchanged_line_is_not_written_again():
     lines = log.getvalue().splitlines()
     assert len(lines) == 3, lines
     assert [line.split(" pages")[0].split()[-1] for line in lines] == ["100/20000", "200/20000", "20000/20000"]
+
+
+def test_a_jobs_pace_from_its_start_time_and_counters_reads_like_the_progress_line():
+    # 250 of 1,000 pages in the 100 s since the job started: 2.5/s, and 750 pages at 2.5/s is 5 minutes.
+    pace = job_pace(view(250, 1000), now=NOW + timedelta(seconds=100))
+    assert (pace.rate, pace.elapsed, pace.left) == (2.5, 100.0, 300.0)
+    assert pace.as_json() == {
+        "pages_per_second": 2.5,
+        "elapsed_seconds": 100.0,
+        "seconds_left": 300,
+        "text": "2.5/s · 1m40s elapsed · about 5m00s left",
+    }
+    # The progress line words the same figures the same way.
+    assert render([view(250, 1000)], elapsed=100.0).endswith(" · " + pace.as_json()["text"])
+
+
+def test_no_time_left_for_a_job_still_discovering_or_ended_and_an_ended_jobs_pace_stops_at_its_end():
+    assert job_pace(view(250, 1000, discovered=False), now=NOW + timedelta(seconds=100)).left is None
+    ended = view(1000, 1000, done=True).model_copy(update={"end_time": NOW + timedelta(seconds=400)})
+    pace = job_pace(ended, now=NOW + timedelta(days=3))
+    assert (pace.rate, pace.elapsed, pace.left) == (2.5, 400.0, None)
+    assert pace.as_json()["text"] == "2.5/s · 6m40s elapsed"
+
+
+def test_a_slow_crawls_rate_keeps_a_decimal():
+    assert (rate_text(0.0), rate_text(0.04), rate_text(0.4), rate_text(9.4), rate_text(12.6)) == (
+        "0/s",
+        "0.0/s",
+        "0.4/s",
+        "9.4/s",
+        "13/s",
+    )
+    assert Pace.of(0, 0.0, 10, estimable=True) == Pace(0.0, 0.0, None)

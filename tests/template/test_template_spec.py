@@ -66,6 +66,9 @@ def test_parameters(source_template: dict[str, Any]) -> None:
         "SitemapConcurrency": 5,
         "RetentionDays": 30,
         "AlarmTopicArn": "",
+        "FailureRatePercent": 20,
+        "FailureRateMinPages": 50,
+        "StalledPeriods": 3,
     }
 
 
@@ -214,4 +217,5 @@ def test_outputs(translated_template: dict[str, Any]) -> None:
         "PageFunctionName",
         "PagePriorityFunctionName",
         "SchedulerFunctionName",
+        "DashboardName",
     }

@@ -4,13 +4,19 @@ On a terminal it redraws one line in place; into a file or a pipe it writes a li
 only when something moved, so CI logs stay readable. The total carries a ``+`` while discovery is still
 running, because it can grow. The rate counts this run's pages only (a resumed job's earlier pages were not
 done in this run's seconds), and the time left is shown once the total is known.
+
+``Pace`` is that rate and time left, worded once: the progress line, ``harvest status`` (AWS) and ``harvest
+report`` (local) all show it, the last two from what the state store records (the job's start, its end or
+now, its counters), so a job's pace reads the same whichever way it is looked at.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TextIO
 
 from harvester.model.records import BulkProcessingJob
 
@@ -69,22 +75,75 @@ def render(views: list[BulkProcessingJob], *, elapsed: float, before: int = 0) -
     filled = int(BAR_WIDTH * percentage / 100)
     bar = "#" * filled + "-" * (BAR_WIDTH - filled)
     total = f"{total_urls}{'' if all(v.discovery_complete for v in views) else '+'}"
-    rate = max(0, processed - before) / elapsed if elapsed > 0 else 0.0
+    pace = Pace.of(
+        processed - before,
+        elapsed,
+        total_urls - processed,
+        estimable=all(v.discovery_complete for v in views) and not all(v.status.final for v in views),
+    )
     parts = [
         f"[{bar}] {percentage:5.1f}%",
         f"{processed}/{total} pages",
         f"{sum(v.failed_count for v in views)} failed",
         *([f"{excluded} excluded"] if (excluded := sum(v.excluded_count for v in views)) else []),
         f"sitemaps {sum(v.sitemaps_done for v in views)}/{sum(v.sitemaps_total for v in views)}",
-        f"{rate:.0f}/s",
-        f"{duration(elapsed)} elapsed",
+        *pace.parts(),
     ]
-    left = total_urls - processed
-    if all(v.discovery_complete for v in views) and not all(v.status.final for v in views) and rate > 0 and left > 0:
-        parts.append(f"about {duration(left / rate)} left")
     if len(views) > 1:
         parts.insert(0, f"{sum(v.status.final for v in views)}/{len(views)} sites done")
     return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Pages settled per second over ``elapsed`` seconds, and the seconds the rest should take at that rate
+    (None when it cannot be told: the total can still grow, the job has ended, or nothing was done yet)."""
+
+    rate: float
+    elapsed: float
+    left: float | None
+
+    @classmethod
+    def of(cls, done: int, elapsed: float, remaining: int, *, estimable: bool) -> Pace:
+        """``done`` pages in ``elapsed`` seconds, ``remaining`` to go; ``estimable``: the total is final and
+        the work is not over (a time left is then shown once there is a rate)."""
+        rate = max(0, done) / elapsed if elapsed > 0 else 0.0
+        left = remaining / rate if estimable and rate > 0 and remaining > 0 else None
+        return cls(rate, max(0.0, elapsed), left)
+
+    def parts(self) -> list[str]:
+        """``12/s · 3m05s elapsed · about 2m10s left``, as pieces of a line."""
+        parts = [rate_text(self.rate), f"{duration(self.elapsed)} elapsed"]
+        if self.left is not None:
+            parts.append(f"about {duration(self.left)} left")
+        return parts
+
+    def as_json(self) -> dict[str, Any]:
+        """For ``harvest status`` and ``harvest report``: the figures, and the line's wording of them."""
+        return {
+            "pages_per_second": round(self.rate, 3),
+            "elapsed_seconds": round(self.elapsed, 1),
+            "seconds_left": None if self.left is None else round(self.left),
+            "text": " · ".join(self.parts()),
+        }
+
+
+def job_pace(view: BulkProcessingJob, *, now: datetime) -> Pace:
+    """A job's pace over its life so far: its pages settled from its start time to its end (or to ``now``
+    while it runs). The state store keeps no history of the counters, so this is the whole job's average,
+    not a recent window's; a job that resumed after a stall shows the stall in its rate."""
+    elapsed = ((view.end_time or now) - view.start_time).total_seconds()
+    return Pace.of(
+        view.processed_count,
+        elapsed,
+        view.total_urls - view.processed_count,
+        estimable=view.discovery_complete and not view.status.final,
+    )
+
+
+def rate_text(rate: float) -> str:
+    """``12/s``; a slow crawl (a polite delay, a slow host) keeps one decimal: ``0.4/s``, not ``0/s``."""
+    return f"{rate:.1f}/s" if 0 < rate < 9.95 else f"{rate:.0f}/s"
 
 
 def duration(seconds: float) -> str:

@@ -7,7 +7,9 @@ import sys
 
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import job_request
+from harvester.cli.progress import job_pace
 from harvester.cli.reporting import dump_json
+from harvester.model.records import BulkProcessingJob, utcnow
 
 
 def run_submit(args: argparse.Namespace) -> int:
@@ -30,5 +32,7 @@ def run_status(args: argparse.Namespace) -> int:
         view = job_status(args.job_id, args.stack, region=args.region)
     except StackError as exc:
         raise UsageError(str(exc)) from None
-    dump_json(view, sys.stdout)
+    # BulkProcessingJob as JSON, and its pace (throughput, time left) worded as `harvest crawl`'s line has it.
+    pace = job_pace(BulkProcessingJob.model_validate(view), now=utcnow())
+    dump_json(view | {"pace": pace.as_json()}, sys.stdout)
     return EXIT_OK

@@ -7,6 +7,7 @@ import sys
 
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.progress import job_pace
 from harvester.cli.reporting import (
     CRAWL_CSV_FIELDS,
     dump_json,
@@ -55,6 +56,7 @@ def run_report(args: argparse.Namespace) -> int:
             dump_json(
                 {
                     "job": view.model_dump(mode="json"),
+                    "pace": job_pace(view, now=utcnow()).as_json(),
                     "loader_state": loader.model_dump(mode="json"),
                     "result": result.model_dump(mode="json") if result else None,
                 },

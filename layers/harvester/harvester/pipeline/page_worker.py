@@ -53,6 +53,11 @@ class PageBatch:
     retried: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already final, or claimed elsewhere
     deferred: list[str] = field(default_factory=list)  # not their host's turn yet: sent back, delayed
+    #: For the metrics: the outcomes settled (what they came to: reasons, bytes), each URL's job, and the
+    #: seconds from each answered request's start to its answer's headers, by URL.
+    settled: list[PageOutcome] = field(default_factory=list)
+    jobs: dict[str, str] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
 
 
 async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatch:
@@ -76,6 +81,7 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
     for task in tasks:
         by_url.setdefault(normalize(task.url), task)
     urls = list(by_url)
+    result.jobs.update(dict.fromkeys(urls, job.job_id))
     now = ctx.clock()
     lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
     claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
@@ -99,9 +105,11 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
         if archive is not None:
             archive.close()
     result.deferred.extend(admission.deferred)
+    result.latency.update(admission.latency)
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
     applied = set(_finish(ctx, job, outcomes, lease))
+    result.settled.extend(o for o in outcomes if o.record.url in applied)
     for outcome in outcomes:
         record = outcome.record
         if record.url not in applied:

@@ -35,6 +35,8 @@ class Turns:
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
     #: Requests of the batch that ended, by host, whose slots no deferred page has taken yet.
     freed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Seconds from each answered request's start to its answer's headers, by URL (for the page metrics).
+    latency: dict[str, float] = field(default_factory=dict)
     _ended: asyncio.Condition | None = None
 
     async def turn(self, gate: HostGate, url: str) -> bool:
@@ -100,6 +102,8 @@ class Turns:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""
         report = self.reports[host_of(url)]
         report.sent += 1
+        if status is not None:
+            self.latency[url] = latency
         if status in THROTTLING:
             report.throttled += 1
             report.retry_after = max(report.retry_after, parse_retry_after(retry_after) or 0.0)

@@ -7,6 +7,12 @@ so keep-alive connections outlive an invocation there.
 A message that does not validate can never succeed, so it is not retried: it is logged with the reason
 and moved to its queue's dead-letter queue at once (with the reason as a message attribute), and the
 rest of the batch goes on.
+
+Imports are kept to what a handler's INIT needs (issue 11 holds a cold start to 1.3 times a bare boto3
+handler's; see bench/cold_start.py): the engine, the fetcher and their HTTP stack (aiohttp, httpx) are
+imported when the first message builds the engine; Powertools' batch processor only by the handlers that
+use it (not the page function's); a message is validated with pydantic directly, not through Powertools'
+parser, whose import brings every AWS event model with it.
 """
 
 from __future__ import annotations
@@ -16,22 +22,22 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from harvester.adapters.aws import AwsAdapters, AwsResources
-from harvester.engine import Engine
-from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import Unprocessable
-from harvester.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from harvester.engine import Engine
+    from harvester.fetch import FetchPolicy
+    from harvester.settings import EngineSettings
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +49,9 @@ _REASON_LIMIT = 900
 class LambdaRuntime:
     resources: AwsResources
     adapters: AwsAdapters
-    policy: FetchPolicy
-    settings: EngineSettings
+    environ: Mapping[str, str] = field(default_factory=dict)
+    _policy: FetchPolicy | None = None
+    _settings: EngineSettings | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _engine: Engine | None = None
     _batch_loop: asyncio.AbstractEventLoop | None = None
@@ -52,15 +59,30 @@ class LambdaRuntime:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
         adapters = AwsAdapters.from_env(environ)
-        return cls(
-            resources=adapters.resources,
-            adapters=adapters,
-            policy=FetchPolicy.from_env(environ),
-            settings=EngineSettings.from_env(environ),
-        )
+        return cls(resources=adapters.resources, adapters=adapters, environ=dict(environ))
+
+    @property
+    def policy(self) -> FetchPolicy:
+        """The fetch policy from the environment (read with the engine, whose imports it shares)."""
+        if self._policy is None:
+            from harvester.fetch import FetchPolicy
+
+            self._policy = FetchPolicy.from_env(self.environ)
+        return self._policy
+
+    @property
+    def settings(self) -> EngineSettings:
+        if self._settings is None:
+            from harvester.settings import EngineSettings
+
+            self._settings = EngineSettings.from_env(self.environ)
+        return self._settings
 
     def engine(self) -> Engine:
         """The engine for the running event loop (or, outside one, for synchronous steps)."""
+        from harvester.engine import Engine
+        from harvester.fetch import Fetcher
+
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -97,7 +119,7 @@ class LambdaRuntime:
     def parse(self, record: SQSRecord, model: type[Model], dead_letter_url: str | None) -> Model | None:
         """The record's body as ``model``, or None after dead-lettering a body that can never be valid."""
         try:
-            return parse(event=record.body, model=model)
+            return model.model_validate_json(record.body)
         except (ValidationError, ValueError, TypeError) as exc:
             reason = f"invalid {model.__name__}: {_short(exc)}"
             log.error(
@@ -141,7 +163,7 @@ def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
     return held[1]
 
 
-Step = Callable[[Engine, Model, SQSRecord], Awaitable[None]]
+Step = Callable[["Engine", Model, SQSRecord], Awaitable[None]]
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
@@ -157,6 +179,12 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
     record validated as ``model`` (an invalid one goes to the ``<dead_letter>_dlq_url`` queue at once)
     and handed to ``step``. The records of a batch run concurrently, so a page batch fetches in parallel;
     a record whose step raises is reported alone and comes back after the visibility timeout."""
+    from aws_lambda_powertools.utilities.batch import (
+        AsyncBatchProcessor,
+        EventType,
+        async_process_partial_response,
+    )
+
     logger = structured_logger()
     processor = AsyncBatchProcessor(event_type=EventType.SQS)
 
@@ -181,7 +209,7 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
     return handler
 
 
-BatchStep = Callable[[Engine, list[Model]], Awaitable[None]]
+BatchStep = Callable[["Engine", list[Model]], Awaitable[None]]
 
 
 def sqs_batch_handler(model: type[Model], step: BatchStep[Model], *, dead_letter: str) -> Handler:

@@ -1,0 +1,179 @@
+"""Cold start of the Lambda handlers: import + init time of each ``functions/*/app.py``, against a bare boto3 handler.
+
+Why: issue 11 ("The operator's view") holds a handler's cold start to at most 1.3 times that of a bare boto3
+handler that creates the same clients (it measured 0.49-0.61 s against 0.39 s). What Lambda bills and a
+first message waits for is the INIT phase (the handler module's imports) plus what the first invocation
+builds before it can do anything (here: the boto3 session and clients of ``lambda_runtime.current()``). This
+script measures exactly that, and nothing of the work a message then does.
+
+    python bench/cold_start.py [--runs 7] [--importtime FUNCTION] [--ready]
+
+How: each figure is one fresh interpreter (``python -c``), with the function's CodeUri directory and the
+layer's directory first on ``sys.path`` (where Lambda puts ``/var/task`` and ``/opt/python``), the
+function's environment as template.yaml sets it (fake queue URLs, table and bucket names), timed from the
+first statement to the clients being built: ``import app`` then ``lambda_runtime.current()`` (the
+scheduler's likewise). Interpreter start-up itself is outside the timing, for both sides. The named baseline
+"bare boto3 handler" imports boto3 and creates the same clients with the same configuration (an SQS, a
+DynamoDB and an S3 client from one session), the least any handler of this stack does. Each figure is the
+median of ``--runs`` runs; runs alternate between the handlers and the baseline, so that a busy machine
+slows both alike.
+
+Making imports lazy moves work out of INIT into the first invocation; so that this is not mistaken for a
+saving, ``--ready`` also times init + ``runtime.engine()`` (the engine, its fetcher and their imports: all the
+first message needs before its own work) against the same baseline. ``--importtime FUNCTION`` prints the
+25 slowest imports (``python -X importtime``) of one handler, cumulative: the profile to start from before
+making anything lazy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAYER = REPO / "layers" / "harvester"
+FUNCTIONS = ("job", "sitemap", "page", "scheduler")
+TARGET_RATIO = 1.3
+
+#: What template.yaml sets in every function's environment (values of a fake stack: nothing is reached).
+ENVIRONMENT = {
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    "AWS_CONFIG_FILE": "/dev/null",
+    "POWERTOOLS_SERVICE_NAME": "harvester",
+    "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+    "HARVEST_JOB_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
+    "HARVEST_SITEMAP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/sitemaps",
+    "HARVEST_PAGE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/pages",
+    "HARVEST_PAGE_PRIORITY_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/priority",
+    "HARVEST_JOB_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-dlq",
+    "HARVEST_SITEMAP_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/sitemaps-dlq",
+    "HARVEST_PAGE_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/pages-dlq",
+    "HARVEST_STATE_TABLE": "state",
+    "HARVEST_DOCUMENT_BUCKET": "documents",
+    "HARVEST_ALLOW_NETWORKS": "",
+    "HARVEST_RETENTION_DAYS": "30",
+    "HARVEST_HOST_MAX_IN_FLIGHT": "8",
+    "HARVEST_RECURRING_JOBS": "[]",
+}
+
+_TIMED = """
+import time
+started = time.perf_counter()
+{body}
+print(time.perf_counter() - started)
+"""
+
+HANDLER = """
+import sys
+sys.path[:0] = [{code!r}, {layer!r}]
+import app
+from harvester.adapters.aws import lambda_runtime
+runtime = lambda_runtime.current()
+{ready}
+"""
+
+#: The named baseline: the same three clients, the same botocore Config, from one session.
+BARE_BOTO3 = """
+import boto3
+from botocore.config import Config
+config = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50)
+session = boto3.session.Session()
+clients = [session.client(name, config=config) for name in ("sqs", "dynamodb", "s3")]
+"""
+
+
+def _environment() -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
+    return keep | ENVIRONMENT | {"PYTHONDONTWRITEBYTECODE": "0"}
+
+
+def handler_body(function: str, *, ready: bool = False) -> str:
+    ready_step = "runtime.engine()" if ready else ""
+    return HANDLER.format(code=str(REPO / "functions" / function), layer=str(LAYER), ready=ready_step)
+
+
+def time_once(body: str) -> float:
+    """Seconds from the first statement to the end of ``body``, in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMED.format(body=body)],
+        env=_environment(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"a timed run failed:\n{done.stderr}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def import_profile(function: str, top: int = 25) -> list[tuple[int, str]]:
+    """The slowest imports of one handler's cold start, cumulative microseconds (``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", handler_body(function)],
+        env=_environment(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows: list[tuple[int, str]] = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = (part.strip() for part in line.removeprefix("import time:").split("|"))
+        rows.append((int(cumulative), name))
+    return sorted(rows, reverse=True)[:top]
+
+
+def measure(runs: int, *, ready: bool = False) -> dict[str, float]:
+    """Median seconds per named figure, runs interleaved across handlers and the baseline."""
+    bodies = {"bare boto3 handler": BARE_BOTO3} | {
+        f"functions/{f}/app.py": handler_body(f, ready=ready) for f in FUNCTIONS
+    }
+    for body in bodies.values():  # once each, untimed: the .pyc files are written before any timing
+        time_once(body)
+    samples: dict[str, list[float]] = {name: [] for name in bodies}
+    for _ in range(runs):
+        for name, body in bodies.items():
+            samples[name].append(time_once(body))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per figure (median)")
+    parser.add_argument("--importtime", choices=FUNCTIONS, help="print one handler's slowest imports and stop")
+    parser.add_argument("--ready", action="store_true", help="also build the engine (what a first message waits for)")
+    args = parser.parse_args(argv)
+    if args.importtime:
+        for micros, name in import_profile(args.importtime):
+            print(f"{micros / 1000:8.1f} ms  {name}")
+        return 0
+    figures = measure(args.runs, ready=args.ready)
+    baseline = figures.pop("bare boto3 handler")
+    what = "import + clients + engine" if args.ready else "import + clients"
+    print(f"cold start ({what}), median of {args.runs} fresh interpreters")
+    print(f"  {'bare boto3 handler':<26} {baseline * 1000:7.1f} ms  (baseline)")
+    worst = 0.0
+    for name, seconds in figures.items():
+        ratio = seconds / baseline
+        worst = max(worst, ratio)
+        print(f"  {name:<26} {seconds * 1000:7.1f} ms  {ratio:4.2f}x")
+    verdict = "within" if worst <= TARGET_RATIO else "above"
+    target = f"the target of {TARGET_RATIO}x" if not args.ready else f"{TARGET_RATIO}x (the target is for INIT only)"
+    print(f"worst ratio {worst:.2f}x: {verdict} {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
