@@ -111,6 +111,11 @@ class FetchResponse:
         self.charset: str | None = _charset(params)
 
     @property
+    def exchange(self) -> Exchange:
+        """This response's request and head, as sent and received."""
+        return Exchange.of(self._response)
+
+    @property
     def hops(self) -> list[Exchange]:
         """The redirects followed to get here, each as it went over the wire (without its body)."""
         return [Exchange.of(hop) for hop in self._hops]

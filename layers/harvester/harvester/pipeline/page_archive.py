@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import tempfile
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from harvester.archive.batch import WarcBatch, archived
 from harvester.archive.warc import Archived, Capture, digest_text
 from harvester.fetch import FetchResponse
+from harvester.fetch.response import Exchange
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import WarcLocation
 from harvester.model.records import JobRecord, SitemapURL
@@ -58,27 +60,31 @@ def capture(
     """The capture of a page's fetch: a response with ``body``, or a revisit of the stored record ``revisits``."""
     assert record.fetch_time is not None  # (set when the response came)
     refers = archived(revisits.url or record.url, revisits) if revisits is not None else None
-    return exchange(response, fetched_at=record.fetch_time, metadata=metadata(job, record), body=body, revisits=refers)
+    head = response.exchange
+    return exchange(head, fetched_at=record.fetch_time, metadata=metadata(job, record), body=body, revisits=refers)
 
 
 def exchange(
-    response: FetchResponse,
+    head: Exchange,
     *,
     fetched_at: datetime,
     metadata: dict[str, Any],
     body: RawBody | None = None,
     revisits: Archived | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> Capture:
-    """The capture of any fetch (a page, a sitemap, robots.txt): the request as sent, the response as received."""
+    """The capture of any fetch (a page, a sitemap, robots.txt, a redirect on the way): the request as sent,
+    the response as received (``renamed``: response headers kept under another name)."""
+    renamed = renamed or {}
     return Capture(
-        url=response.url,
+        url=head.url,
         fetched_at=fetched_at,
         method="GET",
-        request_headers=response.request_headers,
-        status=response.status_code,
-        reason=response.reason,
-        response_headers=response.raw_headers,
-        http_version=response.http_version,
+        request_headers=head.request_headers,
+        status=head.status,
+        reason=head.reason,
+        response_headers=[(renamed.get(k.lower(), k), v) for k, v in head.response_headers],
+        http_version=head.http_version,
         body=body.file if body is not None else b"",  # type: ignore[arg-type]
         body_length=body.length if body is not None else None,
         body_digest=body.digest if body is not None else None,
@@ -93,21 +99,8 @@ _BODY_HEADERS = {"content-length": "X-Crawler-Content-Length", "content-encoding
 
 def hops(response: FetchResponse, *, fetched_at: datetime, job_id: str) -> list[Capture]:
     """The redirects that led to the response, each a capture of its own (WARC keeps every exchange)."""
-    return [
-        Capture(
-            url=hop.url,
-            fetched_at=fetched_at,
-            method="GET",
-            request_headers=hop.request_headers,
-            status=hop.status,
-            reason=hop.reason,
-            response_headers=[(_BODY_HEADERS.get(k.lower(), k), v) for k, v in hop.response_headers],
-            http_version=hop.http_version,
-            body=b"",
-            metadata={"job_id": job_id, "kind": "redirect", "final_url": response.url},
-        )
-        for hop in response.hops
-    ]
+    metadata = {"job_id": job_id, "kind": "redirect", "final_url": response.url}
+    return [exchange(hop, fetched_at=fetched_at, metadata=metadata, renamed=_BODY_HEADERS) for hop in response.hops]
 
 
 def metadata(job: JobRecord, record: SitemapURL) -> dict[str, Any]:

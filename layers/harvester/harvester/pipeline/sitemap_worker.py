@@ -835,7 +835,7 @@ class SitemapReading:
         try:
             batch.add(
                 self.record.url,
-                page_archive.exchange(response, fetched_at=self.ctx.clock(), metadata=metadata, body=body),
+                page_archive.exchange(response.exchange, fetched_at=self.ctx.clock(), metadata=metadata, body=body),
             )
             await page_archive.store(self.ctx, self.job, batch)
         finally:
