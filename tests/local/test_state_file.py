@@ -108,7 +108,9 @@ def test_a_throwaway_store_counts_pages_by_key_and_forgets_a_batch_that_did_not_
     from tests.contract.test_state_store import claimed_sitemap, counts, lease, new_job, page, sitemap
 
     with LocalHarvest.open(tmp_path / "state", ephemeral=True) as harvest:
-        backend = Backend("local", harvest.store, harvest.queue, harvest.documents, lambda _: [], {}, harvest.crawldb)
+        backend = Backend(
+            "local", harvest.store, harvest.queue, harvest.documents, lambda _: [], {}, harvest.crawldb, harvest.warcs
+        )
         job_id = new_job(backend, fetch_pages=False)
         claimed_sitemap(backend, job_id)
         url = sitemap(1).url
