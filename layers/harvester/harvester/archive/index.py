@@ -152,7 +152,7 @@ def build_index(records: Path, out: Path, *, job_id: str, gzipped: bool = True) 
         selected = ", ".join(
             f"CAST({sql.format(job_id=_literal(job_id))} AS {kind}) AS {name}" for name, kind, sql in COLUMNS
         )
-        compression = "gzip" if gzipped else "none"
+        compression = "gzip" if gzipped else "uncompressed"
         source = (
             f"read_json({_literal(str(records))}, format = 'newline_delimited', compression = '{compression}',"
             f" columns = {{{fields}}})"
