@@ -220,6 +220,8 @@ class Stored:
     content: bytes
     #: A revisit's: the record it refers to (its target URI and WARC-Date).
     refers_to: tuple[str, str] | None = None
+    #: The HTTP status line as received (``HTTP/1.1 200 OK``): what ``harvest get --headers`` prints first.
+    status_line: str = ""
 
 
 def read_record(stream: BinaryIO, offset: int, length: int) -> Stored:
@@ -243,7 +245,9 @@ def parse_record(member: bytes, *, where: str = "") -> Stored:
         refers = None
         if record.rec_type == "revisit":
             refers = (rec.get_header("WARC-Refers-To-Target-URI") or "", rec.get_header("WARC-Refers-To-Date") or "")
-        return Stored(rec.get_header("WARC-Target-URI"), record.rec_type, status, headers, body, content, refers)
+        line = f"{http.protocol} {http.statusline}" if http is not None else ""
+        target = rec.get_header("WARC-Target-URI")
+        return Stored(target, record.rec_type, status, headers, body, content, refers, line)
     raise ValueError(f"no WARC record at {where}".rstrip())
 
 

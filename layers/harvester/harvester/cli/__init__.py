@@ -4,9 +4,9 @@ Exit status: 0 when the job completed (even with failed URLs), 1 when it failed 
 could not run, 2 for bad input (a usage error names the argument and the reason).
 
 This module builds the argument parser and nothing else: each command lives in a module of its own
-(``cli/crawl.py``, ``sitemaps.py``, ``parse.py``, ``report.py``, ``remote.py``), imported only when that
-command runs. ``harvest parse`` thus loads the parser alone; loading the engine for it (pydantic, the HTTP
-clients, the local adapter) took three times as long as parsing a 50,000-URL urlset.
+(``cli/crawl.py``, ``sitemaps.py``, ``parse.py``, ``report.py``, ``export.py``, ``get.py``, ``remote.py``),
+imported only when that command runs. ``harvest parse`` thus loads the parser alone; loading the engine for
+it (pydantic, the HTTP clients, the local adapter) took three times as long as parsing a 50,000-URL urlset.
 """
 
 from __future__ import annotations
@@ -147,6 +147,36 @@ def build_parser() -> argparse.ArgumentParser:
     _state_dir_argument(changes)
     changes.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="one change a line, or CSV")
     changes.set_defaults(run=_command("report", "run_changes"))
+
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        help="a local job's output as one file: its WARC captures, its Parquet URL index, or its records",
+    )
+    export.add_argument("job_id", help="the job to export (harvest report lists them)")
+    export.add_argument(
+        "--format",
+        choices=("warc", "parquet", "jsonl", "csv"),
+        required=True,
+        help="warc: every capture as one .warc.gz; parquet: the URL index; jsonl / csv: the URL records",
+    )
+    export.add_argument(
+        "--output",
+        type=Path,
+        metavar="PATH",
+        help="where to write (- for stdout; default: stdout for jsonl / csv, JOB_ID.warc.gz or JOB_ID.parquet)",
+    )
+    _state_dir_argument(export)
+    export.set_defaults(run=_command("export", "run_export"))
+
+    get = commands.add_parser(
+        "get", parents=[common], help="print the stored body of a URL, read back from its WARC record"
+    )
+    get.add_argument("url", help="a page URL the crawl database of the state directory holds")
+    _state_dir_argument(get)
+    get.add_argument("--raw", action="store_true", help="the body as received (its Content-Encoding still on)")
+    get.add_argument("--headers", action="store_true", help="the HTTP status line and headers first")
+    get.set_defaults(run=_command("get", "run_get"))
 
     submit = commands.add_parser("submit", parents=[common], help="send a job request to a deployed stack's job queue")
     submit.add_argument("site", help="the site's home page, e.g. https://example.com/")

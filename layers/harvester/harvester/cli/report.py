@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.cli.errors import EXIT_OK, UsageError
@@ -38,12 +39,8 @@ def run_report(args: argparse.Namespace) -> int:
         snapshot = store.snapshot(args.job_id)
         if snapshot is None:
             raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
-        extras = store.extensions(args.job_id)  # (what later listings of a URL added)
-        pages = (enriched(page, extras) for page in store.pages(args.job_id))
-        if args.format == "jsonl":
-            write_jsonl(pages, sys.stdout)
-        elif args.format == "csv":
-            write_csv(pages, sys.stdout)
+        if args.format in ("jsonl", "csv"):
+            write_job_records(harvest, args.job_id, args.format, sys.stdout)
         else:
             from harvester.model.records import BulkProcessingJob
 
@@ -63,6 +60,14 @@ def run_report(args: argparse.Namespace) -> int:
                 sys.stdout,
             )
     return EXIT_OK
+
+
+def write_job_records(harvest: LocalHarvest, job_id: str, fmt: str, out: TextIO) -> int:
+    """A job's URL records as JSON Lines or CSV (with what later listings of a URL added): what
+    `harvest report JOB --format jsonl|csv` prints and `harvest export` writes, one code path for both."""
+    extras = harvest.store.extensions(job_id)
+    pages = (enriched(page, extras) for page in harvest.store.pages(job_id))
+    return write_jsonl(pages, out) if fmt == "jsonl" else write_csv(pages, out)
 
 
 def _report_url(harvest: LocalHarvest, url: str) -> int:

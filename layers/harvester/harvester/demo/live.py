@@ -44,6 +44,8 @@ class LivePage:
     listed: bool = True
     version: int = 1
     also_in: set[int] = field(default_factory=set)  # further urlsets that list it too
+    #: Sent with ``Content-Encoding: gzip`` (a WARC record keeps it so; the signature is of the content).
+    gzip_body: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,7 @@ class LiveSite:
             if page is None or page.status != 200:
                 status = page.status if page is not None else 404
                 return status, {"Content-Type": "text/html"}, b"<html><body>Not here</body></html>"
-            body, modified = page.body, page.modified
+            body, modified, encoded = page.body, page.modified, page.gzip_body
             validators: dict[str, str] = {}
             if page.etag:
                 validators["ETag"] = '"' + hashlib.sha256(body).hexdigest()[:16] + f'-{page.version}"'
@@ -284,6 +286,12 @@ class LiveSite:
                 return 304, validators, b""
         elif "Last-Modified" in validators and _not_modified_since(headers.get("if-modified-since"), modified):
             return 304, validators, b""
+        if encoded:
+            return (
+                200,
+                {**validators, "Content-Type": "text/html; charset=utf-8", "Content-Encoding": "gzip"},
+                (gzip.compress(body, mtime=0)),
+            )
         return 200, {**validators, "Content-Type": "text/html; charset=utf-8"}, body
 
     @contextlib.contextmanager

@@ -502,6 +502,9 @@ class SitemapIngestionResult(BaseModel):
     changes_location: str | None = None
     #: Per host: what this job's evidence did to the trust in the sitemaps' lastmod.
     lastmod_trust: dict[str, TrustChange] = Field(default_factory=dict)
+    #: Where the job's columnar URL index is (``index.parquet``: a row per URL, Common Crawl's columns);
+    #: None when it could not be written (the records are: see pipeline.completion.write_index).
+    url_index: str | None = None
 
     @model_validator(mode="after")
     def _rules(self) -> Self:

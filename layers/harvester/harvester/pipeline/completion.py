@@ -13,10 +13,12 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from harvester.archive.index import IndexLines, Tee, build_index
 from harvester.crawldb.changes import ChangeTally, Stored, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
@@ -80,6 +82,11 @@ def changes_key(job_id: str) -> str:
     return f"jobs/{job_id}/changes.jsonl"
 
 
+def index_key(job_id: str) -> str:
+    """The job's columnar URL index (harvester.archive.index)."""
+    return f"jobs/{job_id}/index.parquet"
+
+
 def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     """Ends the job if it is done; True only for the one caller that ended it.
 
@@ -109,7 +116,8 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
     In order: the URLs the site stopped listing become orphan, the job's lastmod evidence is counted in the
-    site's trust, then the per-URL records (JSON Lines), the change feed and the summary are written. Every
+    site's trust, then the per-URL records (JSON Lines), their Parquet index, the change feed and the
+    summary are written. Every
     step may run again (the writer may die before the result is stored; ``recovery.resume`` then calls
     this again): orphans are marked with the job that orphaned them, and a site remembers the jobs whose
     evidence it counted, so a second run reports the same and changes nothing twice.
@@ -132,8 +140,8 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     extras = store.extensions(job_id)  # (what later listings of a URL added: few)
     records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
-    with records as lines, feed as feed_lines:  # (each stored when the block ends well)
-        out, changed = LineWriter(lines), LineWriter(feed_lines)
+    with records as lines, feed as feed_lines, IndexLines() as copy:  # (each stored when the block ends well)
+        out, changed = LineWriter(Tee(lines, copy)), LineWriter(feed_lines)  # type: ignore[arg-type]
         for item in store.job_records(job_id):
             if isinstance(item, ListedBatch):  # (written straight as JSON, summarised then: copied now)
                 count = item.count
@@ -182,6 +190,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
         out.flush()
         changed.flush()
+        url_index = write_index(ctx, job_id, copy)
     trust = _count_evidence(ctx, job, evidence)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()
@@ -212,12 +221,33 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         changes=changes.result(),
         changes_location=documents.location(changes_key(job_id)),
         lastmod_trust=trust,
+        url_index=url_index,
     )
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
     return result
 
+
+def write_index(ctx: StepContext, job_id: str, copy: IndexLines) -> str | None:
+    """Builds and stores the job's Parquet URL index from the copy of its record lines; its location, or
+    None when it could not be made. The records are the job's output and the index only their view (it can
+    be made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
+    hold back the result, which a retry would not get past either (a /tmp too small for a huge job)."""
+    try:
+        folder = Path(copy.folder)
+        built = folder / "index.parquet"
+        rows = build_index(copy.finish(), built, job_id=job_id)
+        with built.open("rb") as body:
+            ctx.documents.put(index_key(job_id), body, content_type=PARQUET_TYPE)
+    except Exception:
+        log.exception("the job's URL index could not be written (its records are)", extra={"job_id": job_id})
+        return None
+    log.info("URL index written", extra={"job_id": job_id, "rows": rows})
+    return ctx.documents.location(index_key(job_id))
+
+
+PARQUET_TYPE = "application/vnd.apache.parquet"
 
 #: The crawl database's snapshot a job record carries is for the engine; the records show the job's view.
 _NOT_IN_RECORDS = {"known"}

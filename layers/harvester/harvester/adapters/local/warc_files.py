@@ -107,18 +107,30 @@ def repair(path: Path) -> None:
     """Cuts a WARC file back to the end of its last indexed record, and its index to its whole lines."""
     index = path.with_name(path.name + ".cdxj")
     end = 0
-    kept = b""
     if index.is_file():
         data = index.read_bytes()
-        whole = data[: data.rfind(b"\n") + 1]
-        for line in whole.splitlines():
-            block = json.loads(line.split(b" ", 2)[2])
-            end = max(end, int(block["offset"]) + int(block["length"]))
-        kept = whole
+        whole, end = _indexed(data)
         if whole != data:
-            index.write_bytes(kept)
+            index.write_bytes(whole)
     if end == 0:  # nothing indexed: no URL record names this file
         path.unlink(missing_ok=True)
         index.unlink(missing_ok=True)
     elif path.stat().st_size > end:
         os.truncate(path, end)
+
+
+def indexed_end(path: Path) -> int:
+    """Where a WARC file's last indexed record ends (0: none is): what of it is whole, even while a run is
+    writing to it or after a run was killed in the middle of a chunk (``harvest export`` copies that much)."""
+    index = path.with_name(path.name + ".cdxj")
+    return _indexed(index.read_bytes())[1] if index.is_file() else 0
+
+
+def _indexed(data: bytes) -> tuple[bytes, int]:
+    """An index's whole lines, and the end of the last record they name."""
+    whole = data[: data.rfind(b"\n") + 1]
+    end = 0
+    for line in whole.splitlines():
+        block = json.loads(line.split(b" ", 2)[2])
+        end = max(end, int(block["offset"]) + int(block["length"]))
+    return whole, end

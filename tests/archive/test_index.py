@@ -1,0 +1,140 @@
+"""The Parquet URL index (harvester.archive.index): its SURT key made in DuckDB is the Python one, its columns
+and types are Common Crawl's, and a record without a capture has null WARC columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import orjson
+import pytest
+
+from harvester.archive.index import COLUMNS, SURT_SQL, IndexLines, Tee, build_index
+from harvester.archive.warc import surt
+from tests.archive.checks import index_rows
+
+URLS = [
+    "https://www.Example.com/a?b=2&a=1",
+    "http://example.com",
+    "http://www.com/",
+    "https://a.b.www.example.co.uk:8443/X/Y?z&&A=1#frag",
+    "http://127.0.0.1:34137/pages/1.html",
+    "http://[::1]:8080/p",
+    "https://user:pw@Host.example.org:443/p?q",
+    "http://example.com:80/",
+    "https://example.com:80/",
+    "https://example.com/%7Efoo?b=%20&a",
+    "http://example.com/?",
+    "http://example.com/p?x=1#a?b",
+    "https://www.example.com./",
+    "https://ex.com/a;b?c=d&c=a",
+    "https://bücher.example/ä?ö=1",
+]
+
+
+def test_the_surt_key_duckdb_makes_is_the_python_one():
+    con = duckdb.connect()
+    con.execute(SURT_SQL)
+    for url in URLS:
+        assert con.execute("SELECT surt(?)", [url]).fetchone() == (surt(url),), url
+
+
+WARC = {
+    "filename": "warc/j/j-1-00000.warc.gz",
+    "offset": 1241,
+    "length": 532,
+    "record_type": "response",
+    "payload_digest": "sha1:72YKRO7M3FISATTMZ56YG6YC2ZDM7DB6",
+    "date": "2026-01-01T00:00:00Z",
+}
+RECORDS = [
+    {
+        "url": "https://www.example.com/b",
+        "status": "completed",
+        "priority": 0.8,
+        "http_status": 200,
+        "content_type": "text/HTML; charset=utf-8",
+        "fetch_time": "2026-01-01T00:00:00.5Z",
+        "last_modified": "2025-05-01T10:00:00+05:30",
+        "change_frequency": "daily",
+        "sitemap": "https://www.example.com/sitemap.xml",
+        "crawl_state": "fetched",
+        "change": "new",
+        "warc": WARC,
+        "extensions": {"news": {"title": "t"}},
+    },
+    {"url": "https://example.com/a", "status": "failed", "error_message": "HTTP 404 Not Found", "http_status": 404},
+    {"url": "https://example.com/c", "status": "excluded", "error_message": "robots.txt", "priority": 0.5},
+]
+
+
+@pytest.mark.parametrize("gzipped", [True, False])
+def test_an_index_has_common_crawls_columns_a_row_per_record_and_null_warc_columns_without_a_capture(
+    tmp_path: Path, gzipped: bool
+):
+    lines = b"".join(orjson.dumps(r) + b"\n" for r in RECORDS)
+    if gzipped:
+        copy = IndexLines(str(tmp_path))
+        out = bytearray()
+
+        class Sink:
+            def write(self, data: bytes) -> int:
+                out.extend(data)
+                return len(data)
+
+        tee = Tee(Sink(), copy)
+        tee.write(lines[:50])
+        tee.write(lines[50:])
+        records = copy.finish()
+        assert bytes(out) == lines  # (the records as they are written, and their copy)
+    else:
+        records = tmp_path / "records.jsonl"
+        records.write_bytes(lines)
+    parquet = tmp_path / "index.parquet"
+
+    assert build_index(records, parquet, job_id="j-1", gzipped=gzipped) == 3
+
+    con = duckdb.connect()
+    described = con.execute(f"DESCRIBE SELECT * FROM '{parquet}'").fetchall()
+    expected = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}
+    assert [(d[0], d[1]) for d in described] == [(name, expected.get(kind, kind)) for name, kind, _ in COLUMNS]
+    rows = index_rows(parquet)
+    assert [r["url_surtkey"] for r in rows] == ["com,example)/a", "com,example)/b", "com,example)/c"]
+    fetched = rows[1]
+    assert fetched == {
+        "url": "https://www.example.com/b",
+        "url_surtkey": "com,example)/b",
+        "fetch_time": "2026-01-01 00:00:00.5+00",
+        "fetch_status": 200,
+        "content_mime_type": "text/html",
+        "content_digest": "72YKRO7M3FISATTMZ56YG6YC2ZDM7DB6",
+        "warc_filename": "warc/j/j-1-00000.warc.gz",
+        "warc_record_offset": 1241,
+        "warc_record_length": 532,
+        "warc_record_type": "response",
+        "job_id": "j-1",
+        "sitemap": "https://www.example.com/sitemap.xml",
+        "last_modified": "2025-05-01 04:30:00+00",
+        "change_frequency": "daily",
+        "priority": 0.8,
+        "crawl_state": "fetched",
+        "change": "new",
+        "status": "completed",
+        "error_message": None,
+    }
+    for row in (rows[0], rows[2]):
+        assert all(row[name] is None for name in row if name.startswith("warc_") or name == "content_digest")
+    assert (rows[0]["status"], rows[0]["fetch_status"], rows[0]["error_message"]) == (
+        "failed",
+        404,
+        "HTTP 404 Not Found",
+    )
+    assert (rows[2]["status"], rows[2]["fetch_status"]) == ("excluded", None)
+
+
+def test_the_copy_of_the_records_is_removed_when_done(tmp_path: Path):
+    with IndexLines(str(tmp_path)) as copy:
+        copy.write(b'{"url": "https://example.com/"}\n')
+        folder = Path(copy.folder)
+        assert copy.finish().exists()
+    assert not folder.exists()
