@@ -26,7 +26,8 @@ def warcio(command: str, path: Path) -> subprocess.CompletedProcess[str]:
 
 def check_warc_file(path: Path, cdxj: bytes) -> int:
     """``warcio check`` and ``warcio index`` pass, and the file's captures are those its CDXJ lines name (at
-    the same offsets); returns the file's capture count."""
+    the same offsets); returns how many of them are the live site's pages (``/pages/``: the robots.txt and
+    sitemaps a job read are archived too)."""
     checked = warcio("check", path)
     assert checked.returncode == 0, f"warcio check {path.name}: {checked.stdout}{checked.stderr}"
     indexed = warcio("index", path)
@@ -36,7 +37,7 @@ def check_warc_file(path: Path, cdxj: bytes) -> int:
     captures = [(r["warc-target-uri"], int(r["offset"])) for r in records if r["warc-type"] in ("response", "revisit")]
     named = [json.loads(line.split(" ", 2)[2]) for line in cdxj.decode().splitlines()]
     assert captures == [(n["url"], int(n["offset"])) for n in named]
-    return len(captures)
+    return sum(1 for url, _ in captures if "/pages/" in url)
 
 
 def index_rows(parquet: Path) -> list[dict[str, Any]]:

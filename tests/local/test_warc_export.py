@@ -102,10 +102,11 @@ def export(crawled: Crawled, job: dict[str, Any], fmt: str, *more: str) -> subpr
 
 
 def captures_of(data: bytes) -> list[tuple[str, str, str]]:
+    """The page captures of a WARC file (its robots.txt and sitemap captures left out)."""
     return [
         (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.rec_headers.get_header("WARC-Payload-Digest"))
         for r in ArchiveIterator(io.BytesIO(data))
-        if r.rec_type in ("response", "revisit")
+        if r.rec_type in ("response", "revisit") and "/pages/" in r.rec_headers.get_header("WARC-Target-URI")
     ]
 
 
