@@ -42,7 +42,7 @@ def test_warc_objects_and_the_parquet_index_on_s3(deployed_stack, tmp_path):
         second = crawl(site, stack, poller, refetch="all")
 
     bucket = stack.outputs["DocumentBucketName"]
-    for result, kind, captures in ((first, "response", 6), (second, "revisit", 6)):
+    for result, kind, captures in ((first, "response", 7), (second, "revisit", 7)):  # (and the 404's answer)
         job_id = result["job_id"]
         assert result["url_index"] == f"s3://{bucket}/jobs/{job_id}/index.parquet"
         files = list(warcs.files(job_id))

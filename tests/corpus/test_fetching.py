@@ -297,6 +297,11 @@ def test_a_final_4xx_fails_the_page_at_once(site, path, status):
     assert (record["status"], record["http_status"], record["crawl_state"]) == ("failed", status, "gone")
     assert str(status) in record["error_message"]
     assert len(site.page_fetches(path)) == record["attempts"] == 1
+    # Its answer is archived as the server sent it (an archive keeps error pages too).
+    with (site.state / "documents" / record["warc"]["filename"]).open("rb") as file:
+        file.seek(record["warc"]["offset"])
+        stored = parse_record(file.read(record["warc"]["length"]))
+    assert (stored.record_type, stored.status, stored.url) == ("response", status, site.base + path)
 
 
 def test_a_403_page_is_final_too(site):

@@ -70,7 +70,7 @@ def test_every_warc_file_passes_warcio_check_and_index_and_its_cdxj_names_its_ca
         assert files
         captures = sum(check_warc_file(f, Path(f"{f}.cdxj").read_bytes()) for f in files)
         kept = [r for r in crawled.records(job) if r.get("warc")]
-        assert captures == len(kept) == 9  # (every page the site has; the 404's answer is not archived)
+        assert captures == len(kept) == 10  # (every page the site has, and the 404's answer)
 
 
 def test_the_parquet_index_counts_what_the_job_counted_and_reads_back_byte_for_byte(crawled):
@@ -85,7 +85,7 @@ def test_the_parquet_index_counts_what_the_job_counted_and_reads_back_byte_for_b
             file.seek(offset)
             return file.read(length)
 
-    assert check_read_back(rows, read, site) == 9
+    assert check_read_back(rows, read, site) == 10  # (the 404's answer too, as the server sent it)
     gz = next(r for r in rows if r["url"] == site.url(GZIP_PAGE))
     member = read(gz["warc_filename"], gz["warc_record_offset"], gz["warc_record_length"])
     assert gzip.decompress(member).count(b"Content-Encoding: gzip") == 1
@@ -117,7 +117,7 @@ def test_export_warc_is_one_valid_file_with_every_capture_of_the_job(crawled, tm
         assert run.returncode == 0, run.stderr
         assert check_warc_file_whole(out)
         expected = [c for f in crawled.warc_files(job) for c in captures_of(f.read_bytes())]
-        assert captures_of(out.read_bytes()) == expected and len(expected) == 9
+        assert captures_of(out.read_bytes()) == expected and len(expected) == 10
 
 
 def check_warc_file_whole(path: Path) -> bool:
@@ -141,7 +141,7 @@ def test_export_warc_leaves_out_a_tail_no_index_line_covers(crawled, tmp_path):
     assert done.returncode == 0, done.stderr
     copy = tmp_path / f"{job['job_id']}.warc.gz"
     assert check_warc_file_whole(copy) and not check_warc_file_whole(last)
-    assert len(captures_of(copy.read_bytes())) == 9
+    assert len(captures_of(copy.read_bytes())) == 10
 
 
 def test_export_parquet_copies_the_index_or_builds_it_from_the_records(crawled, tmp_path):

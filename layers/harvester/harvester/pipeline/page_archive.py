@@ -117,6 +117,7 @@ def metadata(job: JobRecord, record: SitemapURL) -> dict[str, Any]:
         "change": record.change,
         "fetch_reason": record.fetch_reason,
         "signature": record.signature,
+        "error_message": record.error_message,
         "extensions": record.extensions or None,
     }
     return {k: v for k, v in known.items() if v is not None}

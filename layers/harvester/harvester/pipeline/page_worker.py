@@ -251,7 +251,8 @@ async def _settle_response(
             wait = parse_retry_after(response.headers.get("retry-after")) or 0.0
             return _retry_or_fail(ctx, record, http_error(code), wait=wait)
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
-        return _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
+        failed = _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
+        return await _archive_answer(job, failed, response, archive)
     validators = {"etag": record.etag, "http_last_modified": record.http_last_modified, "lastmod": record.last_modified}
     known = record.known
     if outcome is FetchResult.NOTMODIFIED:
@@ -266,7 +267,8 @@ async def _settle_response(
         reason = http_error(code)
         if outcome in (FetchResult.REDIR_PERM, FetchResult.REDIR_TEMP):
             reason += " redirect without a usable Location"
-        return _failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
+        failed = _failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
+        return await _archive_answer(job, failed, response, archive)
 
     digest = hashlib.sha256()
     size = 0
@@ -307,6 +309,33 @@ async def _settle_response(
                     ctx.documents.put, key, body, content_type=response.content_type, metadata=metadata
                 )
     return _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, document_key=key, **kept))
+
+
+async def _archive_answer(
+    job: JobRecord, failed: PageOutcome, response: FetchResponse, archive: WarcBatch | None
+) -> PageOutcome:
+    """A final error answer (403, 404, 410, a redirect that cannot be followed) is archived whole, as an
+    archive keeps every answer (the error page as sent, bounded like a page). It fails the page either way:
+    an error page that breaks off or is too big is left out of the archive, not retried."""
+    if archive is None:
+        return failed
+    raw = page_archive.RawBody()
+    response.raw_sink = raw
+    try:
+        async for _ in response.iter_bytes():
+            pass
+        if response.complete:
+            fetched_at = failed.record.fetch_time
+            assert fetched_at is not None
+            capture = page_archive.capture(job, failed.record, response, body=raw)
+            archive.add(
+                failed.record.url, capture, hops=page_archive.hops(response, fetched_at=fetched_at, job_id=job.job_id)
+            )
+    except FetchError as exc:
+        log.info("an error page was not archived", extra={"url": failed.record.url, "error": str(exc)})
+    finally:
+        raw.close()
+    return failed
 
 
 def _completed(ctx: StepContext, record: SitemapURL, fetched: Fetched) -> PageOutcome:
