@@ -11,7 +11,7 @@ import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
-from harvester.model.records import UrlStatus
+from harvester.model.records import UrlStatus, body_of
 from harvester.ports import Lease, PageOutcome
 from tests.contract.test_state_store import NOW, claimed_sitemap, counts, lease, new_job, page, sitemap
 
@@ -96,3 +96,53 @@ def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, c
     assert aws.store.claim_pages(job_id, urls, lease("w3"), now=NOW + 1) == []
     backend = Backend(aws.store)
     assert counts(backend, job_id) == aws.store.recount(job_id)
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """Near enough DynamoDB's item size for strings and numbers: names plus values, in bytes."""
+    return sum(len(name) + len(next(iter(value.values())).encode()) for name, value in item.items())
+
+
+def test_a_fetched_pages_item_stays_within_one_write_unit_and_reads_back_whole(aws):
+    """The job record's crawl-record snapshot is stored without what the record repeats (page_body.py):
+    a fetched page with a long URL took 1,336+ bytes, two write units a write."""
+    from tests.aws.test_page_body import JOB, fetched, listed_page
+
+    backend = Backend(aws.store)
+    new_job(backend, JOB)
+    claimed_sitemap(backend, JOB)
+    listed = listed_page()
+    aws.store.record_pages(JOB, sitemap(1).url, [listed], checkpoint=1, lease=lease())
+    (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
+    assert claimed.known == listed.known
+    done = fetched(claimed)
+    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
+    key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": f"URL#{listed.key}"}}
+    item = aws.store.client.get_item(TableName=aws.store.table, Key=key)["Item"]
+    assert item_size(item) < 1024 < item_size(item) - len(item["body"]["S"]) + len(body_of(done))
+    assert aws.store.get_page(JOB, listed.url) == done
+    assert list(aws.store.pages(JOB)) == [done] and list(aws.store.page_bodies(JOB)) == [body_of(done)]
+
+
+def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(aws):
+    from tests.aws.test_page_body import JOB, fetched, listed_page
+
+    backend = Backend(aws.store)
+    new_job(backend, JOB)
+    listed = listed_page()
+    whole = {
+        "pk": {"S": f"JOB#{JOB}"},
+        "sk": {"S": f"URL#{listed.key}"},
+        "body": {"S": body_of(listed)},
+        "status": {"S": "pending"},
+        "lease_until": {"N": "0"},
+        "version": {"N": "1"},
+        "open_pk": {"S": f"OPEN#{JOB}"},
+    }
+    aws.store.client.put_item(TableName=aws.store.table, Item=whole)
+    assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PENDING)] == [listed.url]
+    (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
+    assert claimed == listed.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": 1})
+    done = fetched(claimed)
+    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
+    assert aws.store.get_page(JOB, listed.url) == done

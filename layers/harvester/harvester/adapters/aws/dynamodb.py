@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.crawl import BATCH_GET, batch_get, conditional, url_put
+from harvester.adapters.aws.page_body import pack, unpack
 from harvester.model import accounting
 from harvester.model.records import (
     CrawlWrite,
@@ -82,6 +83,12 @@ def _count_pk(job_id: str) -> str:
 
 def _open_pk(job_id: str) -> str:
     return f"OPEN#{job_id}"
+
+
+def _stored(job_id: str, sk: str, body: str) -> str:
+    """A record's body as stored: a page's job record without what its crawl-record snapshot repeats
+    (adapters/aws/page_body.py), so that it stays within the 1 KB a write unit pays for."""
+    return pack(body, job_id) if sk.startswith("URL#") else body
 
 
 def _shard_counts(item: dict[str, Any]) -> JobCounts:
@@ -157,7 +164,7 @@ class DynamoStateStore:
     def _record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
         item = {
             **self._key(job_id, sk),
-            "body": _s(body),
+            "body": _s(_stored(job_id, sk, body)),
             "status": _s(status),
             "lease_until": _n(0),
             "version": _n(1),
@@ -179,7 +186,7 @@ class DynamoStateStore:
         condition_values: dict[str, Any],
     ) -> dict[str, Any]:
         """Rewrites a record's body and status; a final status leaves the open index, a lease is set or cleared."""
-        values = {":body": _s(body), ":status": _s(status), ":one": _n(1), **condition_values}
+        values = {":body": _s(_stored(job_id, sk, body)), ":status": _s(status), ":one": _n(1), **condition_values}
         sets = ["body = :body", "#status = :status", "version = version + :one"]
         removes = []
         if lease is not None:
@@ -581,7 +588,7 @@ class DynamoStateStore:
                 if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
                     continue
                 sk = item["sk"]["S"]
-                record = accounting.claimed(SitemapURL.model_validate_json(item["body"]["S"]))
+                record = accounting.claimed(SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id)))
                 update = self._record_update(
                     job_id,
                     sk,
@@ -675,18 +682,18 @@ class DynamoStateStore:
 
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
         for item in self._records(job_id, "URL#", status.value if status else None):
-            yield SitemapURL.model_validate_json(item["body"]["S"])
+            yield SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id))
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
         for item in self._records(job_id, "URL#", None):
-            yield item["body"]["S"]
+            yield unpack(item["body"]["S"], job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
         return self.page_bodies(job_id)  # (an item per URL: DynamoDB writes them 25 a request anyway)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")
-        return SitemapURL.model_validate_json(item["body"]["S"]) if item else None
+        return SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id)) if item else None
 
     def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
         for url, extensions in listings:
