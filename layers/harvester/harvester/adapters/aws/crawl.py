@@ -26,7 +26,7 @@ from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import CrawlWrite, body_of, url_key
 
 SHARDS = 16
-_BATCH_GET = 100
+BATCH_GET = 100
 _UNPROCESSED_RETRIES = 10
 
 
@@ -64,6 +64,20 @@ def conditional(write: Callable[[], object]) -> bool:
     return True
 
 
+def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The items of up to 100 keys, read consistently in one BatchGetItem (and again for any DynamoDB left
+    unprocessed, with a back-off), in no particular order."""
+    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+    for attempt in range(_UNPROCESSED_RETRIES):
+        response = client.batch_get_item(RequestItems=request)
+        yield from response.get("Responses", {}).get(table, [])
+        request = response.get("UnprocessedKeys") or {}
+        if not request:
+            return
+        time.sleep(random.uniform(0, 0.05 * 2**attempt))
+    raise RuntimeError(f"DynamoDB kept {len(request[table]['Keys'])} keys unprocessed")
+
+
 def url_put(table: str, site: str, record: CrawlWrite) -> dict[str, Any]:
     return versioned_put(table, url_item_key(site, record.url), body_of(record), record.version)
 
@@ -79,23 +93,12 @@ class DynamoCrawlDatabase:
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         unique = list(dict.fromkeys(urls))
         found: dict[str, CrawlRecord] = {}
-        for start in range(0, len(unique), _BATCH_GET):
-            keys = [url_item_key(site, u) for u in unique[start : start + _BATCH_GET]]
-            for item in self._batch_get(keys):
+        for start in range(0, len(unique), BATCH_GET):
+            keys = [url_item_key(site, u) for u in unique[start : start + BATCH_GET]]
+            for item in batch_get(self.client, self.table, keys):
                 record = CrawlRecord.model_validate_json(item["body"]["S"])
                 found[record.url] = record
         return found
-
-    def _batch_get(self, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(_UNPROCESSED_RETRIES):
-            response = self.client.batch_get_item(RequestItems=request)
-            yield from response.get("Responses", {}).get(self.table, [])
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                return
-            time.sleep(random.uniform(0, 0.05 * 2**attempt))
-        raise RuntimeError(f"DynamoDB kept {len(request[self.table]['Keys'])} keys unprocessed")
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         return [r.url for r in records if not self._conditional_put(url_put(self.table, site, r))]

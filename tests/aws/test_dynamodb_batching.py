@@ -1,0 +1,148 @@
+"""What the DynamoDB state store batches, and that batching keeps each move exactly once (issue 11, "Cost,
+measured"): the requests a move makes are counted at botocore, and a competing writer is slipped in between
+a batch's read and its write."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.model.records import UrlStatus, body_of
+from harvester.ports import Lease, PageOutcome
+from tests.contract.test_state_store import NOW, claimed_sitemap, counts, lease, new_job, page, sitemap
+
+
+class Store:
+    """The stack's state store, with the DynamoDB requests it made, by operation."""
+
+    def __init__(self, store: DynamoStateStore) -> None:
+        self.store = store
+        self.calls: dict[str, int] = {}
+        #: Run once before the next call of that operation (a competing writer's move).
+        self.before: dict[str, Callable[[], None]] = {}
+
+        def count(event_name: str, **_: Any) -> None:
+            operation = event_name.rsplit(".", 1)[-1]
+            self.calls[operation] = self.calls.get(operation, 0) + 1
+            hook = self.before.pop(operation, None)
+            if hook is not None:
+                hook()
+
+        store.client.meta.events.register("before-call.dynamodb.*", count)
+
+
+@pytest.fixture
+def aws(deployed_stack: Any) -> Store:
+    stack, _ = deployed_stack
+    adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
+    return Store(adapters.store)
+
+
+class Backend:  # (what the contract's helpers need of a backend)
+    def __init__(self, store: DynamoStateStore) -> None:
+        self.store = store
+
+
+def recorded(aws: Store, n_pages: int) -> tuple[str, list[str]]:
+    """A job with ``n_pages`` pending pages, and their URLs; the requests counted from here on."""
+    backend = Backend(aws.store)
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    pages = [page(n) for n in range(n_pages)]
+    aws.store.record_pages(job_id, sitemap(1).url, pages, checkpoint=n_pages, lease=lease())
+    aws.calls.clear()
+    return job_id, [p.url for p in pages]
+
+
+def test_a_batch_is_claimed_in_one_read_and_one_write(aws):
+    job_id, urls = recorded(aws, 10)
+    claimed = aws.store.claim_pages(job_id, urls + urls[:3], lease("w1"), now=NOW)
+    assert [p.url for p in claimed] == urls and all(p.attempts == 1 for p in claimed)
+    assert aws.calls == {"BatchGetItem": 1, "TransactWriteItems": 1}
+
+
+def test_a_lone_page_is_claimed_without_a_transaction(aws):
+    """A transaction bills each write twice: one claimable page is one conditional UpdateItem."""
+    job_id, urls = recorded(aws, 3)
+    aws.store.claim_pages(job_id, urls[1:], lease("w1"), now=NOW)
+    aws.calls.clear()
+    assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[:1]
+    assert aws.calls == {"BatchGetItem": 1, "UpdateItem": 1}
+
+
+@pytest.mark.parametrize("competitor", ["claims", "settles"])
+def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, competitor):
+    """Another worker claims (or settles) one page of the batch after the batch was read: the transaction
+    fails on that page's condition, and the others are claimed without it, each once."""
+    job_id, urls = recorded(aws, 5)
+    other = Lease(token="w2", until=NOW + 60)
+
+    def compete() -> None:
+        (taken,) = aws.store.claim_pages(job_id, [urls[2]], other, now=NOW)
+        if competitor == "settles":
+            done = taken.model_copy(update={"status": UrlStatus.COMPLETED})
+            assert aws.store.finish_pages(job_id, [PageOutcome(done)], other).applied == [urls[2]]
+
+    aws.before["TransactWriteItems"] = compete
+    mine = aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
+    assert [p.url for p in mine] == [u for u in urls if u != urls[2]] and all(p.attempts == 1 for p in mine)
+    stored = aws.store.get_page(job_id, urls[2])
+    assert stored is not None and stored.attempts == 1
+    assert stored.status is (UrlStatus.COMPLETED if competitor == "settles" else UrlStatus.PROCESSING)
+    assert aws.store.claim_pages(job_id, urls, lease("w3"), now=NOW + 1) == []
+    backend = Backend(aws.store)
+    assert counts(backend, job_id) == aws.store.recount(job_id)
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """Near enough DynamoDB's item size for strings and numbers: names plus values, in bytes."""
+    return sum(len(name) + len(next(iter(value.values())).encode()) for name, value in item.items())
+
+
+def test_a_fetched_pages_item_stays_within_one_write_unit_and_reads_back_whole(aws):
+    """The job record's crawl-record snapshot is stored without what the record repeats (page_body.py):
+    a fetched page with a long URL took 1,336+ bytes, two write units a write."""
+    from tests.aws.test_page_body import JOB, fetched, listed_page
+
+    backend = Backend(aws.store)
+    new_job(backend, JOB)
+    claimed_sitemap(backend, JOB)
+    listed = listed_page()
+    aws.store.record_pages(JOB, sitemap(1).url, [listed], checkpoint=1, lease=lease())
+    (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
+    assert claimed.known == listed.known
+    done = fetched(claimed)
+    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
+    key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": f"URL#{listed.key}"}}
+    item = aws.store.client.get_item(TableName=aws.store.table, Key=key)["Item"]
+    assert item_size(item) < 1024 < item_size(item) - len(item["body"]["S"]) + len(body_of(done))
+    assert aws.store.get_page(JOB, listed.url) == done
+    assert list(aws.store.pages(JOB)) == [done] and list(aws.store.page_bodies(JOB)) == [body_of(done)]
+
+
+def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(aws):
+    from tests.aws.test_page_body import JOB, fetched, listed_page
+
+    backend = Backend(aws.store)
+    new_job(backend, JOB)
+    listed = listed_page()
+    whole = {
+        "pk": {"S": f"JOB#{JOB}"},
+        "sk": {"S": f"URL#{listed.key}"},
+        "body": {"S": body_of(listed)},
+        "status": {"S": "pending"},
+        "lease_until": {"N": "0"},
+        "version": {"N": "1"},
+        "open_pk": {"S": f"OPEN#{JOB}"},
+    }
+    aws.store.client.put_item(TableName=aws.store.table, Item=whole)
+    assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PENDING)] == [listed.url]
+    (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
+    assert claimed == listed.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": 1})
+    done = fetched(claimed)
+    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
+    assert aws.store.get_page(JOB, listed.url) == done
