@@ -61,7 +61,8 @@ def _same_runs(record: dict[str, Any]) -> dict[str, Any]:
 def warc_captures(documents: Any) -> list[tuple[str, str, str, str, str]]:
     """Every response and revisit record in the WARC files of a document store (a folder's or S3's: WARC
     files are documents under ``warc/``): (file, record type, target URI, payload digest, and what was
-    fetched: ``page``, ``sitemap``, ``robots.txt`` or ``redirect``, from the capture's metadata record)."""
+    fetched: ``page``, ``sitemap``, ``robots.txt`` or ``redirect``, from the capture's metadata record, or
+    ``error`` for a page's error answer)."""
     import io
 
     from warcio.archiveiterator import ArchiveIterator
@@ -78,6 +79,9 @@ def warc_captures(documents: Any) -> list[tuple[str, str, str, str, str]]:
             elif record.rec_type in ("response", "revisit"):
                 uri, digest = headers.get_header("WARC-Target-URI"), headers.get_header("WARC-Payload-Digest")
                 kind = kinds.get(headers.get_header("WARC-Record-ID"), "")
+                status = record.http_headers.get_statuscode() if record.http_headers else ""
+                if kind == "page" and record.rec_type == "response" and not status.startswith("2"):
+                    kind = "error"  # (an error page archived as sent: no version of the page)
                 found.append((key, record.rec_type, uri, digest, kind))
     return found
 
