@@ -1,4 +1,4 @@
-"""A job's WARC files in S3: one object per page batch (``warc/<job>/<job>-<UTC time>-<id>.warc.gz``), each a
+"""A job's WARC files in S3: one object per page batch (``warc/<job>/<UTC time>-<id>.warc.gz``), each a
 whole WARC file (its warcinfo record, then the batch's captures), with its CDXJ index beside it
 (``….warc.gz.cdxj``). An object is written once and never changed, so a batch costs two PUTs whatever
 its size; a record is read back with a ranged GET of its offset and length."""
@@ -28,7 +28,7 @@ class S3WarcStore:
 
     def append(self, job_id: str, chunk: BinaryIO, captures: Sequence[Archived]) -> list[Archived]:
         stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-        name = f"{job_id}-{stamp}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+        name = f"{stamp}-{uuid.uuid4().hex[:12]}{SUFFIX}"  # (the job is its folder: a record names the key)
         key = f"warc/{job_id}/{name}"
         info = warcinfo(name)
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as body:

@@ -1,4 +1,4 @@
-"""A job's WARC files in the documents folder: ``warc/<job>/<job>-<UTC time>-<serial>.warc.gz``, rolling.
+"""A job's WARC files in the documents folder: ``warc/<job>/<UTC time>-<serial>.warc.gz``, rolling.
 
 Each run of a job opens a file of its own (a file is never reopened to append to) and rolls to the next
 once it passes the size limit. A chunk of captures is appended with one write and then indexed (its lines
@@ -84,7 +84,7 @@ class FolderWarcStore:
         while True:
             serial = self._serials[job_id]
             self._serials[job_id] = serial + 1
-            name = f"{job_id}-{stamp}-{serial:05d}{SUFFIX}"
+            name = f"{stamp}-{serial:05d}{SUFFIX}"  # (the job is its folder: a record names the key)
             try:
                 fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
