@@ -387,9 +387,19 @@ class DynamoStateStore:
         Optimistic: the move is conditional on the version read, so of two claimants only one wins.
         """
         item = self._get(job_id, sk)
-        if item is None or not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
+        move = self._claim_move(job_id, item, model, lease, now) if item is not None else None
+        return move[0] if move is not None and self._conditional(move[1]) else None
+
+    def _claim_move(
+        self, job_id: str, item: dict[str, Any], model: type[Claimed], lease: Lease, now: float
+    ) -> tuple[Claimed, dict[str, Any]] | None:
+        """The claimed record of a stored item and its write, conditional on the version read; None when the
+        item is not claimable (final, or processing under a lease still running)."""
+        if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
             return None
-        record = accounting.claimed(model.model_validate_json(item["body"]["S"]))
+        sk = item["sk"]["S"]
+        body = item["body"]["S"]
+        record = accounting.claimed(model.model_validate_json(unpack(body, job_id) if sk.startswith("URL#") else body))
         update = self._record_update(
             job_id,
             sk,
@@ -399,7 +409,7 @@ class DynamoStateStore:
             condition="version = :seen",
             condition_values={":seen": item["version"]},
         )
-        return record if self._conditional(update) else None
+        return record, update
 
     def _conditional(self, request: dict[str, Any]) -> bool:
         return conditional(lambda: self.client.update_item(**request["Update"]))
@@ -585,20 +595,9 @@ class DynamoStateStore:
             keys = [self._key(job_id, sk) for sk in sks[start : start + BATCH_GET]]
             moves: list[tuple[str, SitemapURL, dict[str, Any]]] = []
             for item in batch_get(self.client, self.table, keys):
-                if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
-                    continue
-                sk = item["sk"]["S"]
-                record = accounting.claimed(SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id)))
-                update = self._record_update(
-                    job_id,
-                    sk,
-                    body_of(record),
-                    record.status.value,
-                    lease=lease,
-                    condition="version = :seen",
-                    condition_values={":seen": item["version"]},
-                )
-                moves.append((sk, record, update))
+                move = self._claim_move(job_id, item, SitemapURL, lease, now)
+                if move is not None:
+                    moves.append((item["sk"]["S"], *move))
             while len(moves) > 1:
                 try:
                     self._transact([update for *_, update in moves])
