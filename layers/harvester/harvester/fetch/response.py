@@ -46,7 +46,7 @@ class RawSink(Protocol):
 
 @dataclass(frozen=True)
 class Exchange:
-    """One request and the head of its response, as sent and received: a redirect on the way to a page."""
+    """One request and the head of its response, as sent and received (a page's, or a redirect's on the way)."""
 
     url: str
     status: int
@@ -119,24 +119,6 @@ class FetchResponse:
     def hops(self) -> list[Exchange]:
         """The redirects followed to get here, each as it went over the wire (without its body)."""
         return [Exchange.of(hop) for hop in self._hops]
-
-    @property
-    def request_headers(self) -> list[tuple[str, str]]:
-        """The request's headers as sent, names as written, in order (a WARC request record's)."""
-        return _raw(self._response.request.headers)
-
-    @property
-    def raw_headers(self) -> list[tuple[str, str]]:
-        """The response's headers as received, names as written, in order (a WARC response record's)."""
-        return _raw(self._response.headers)
-
-    @property
-    def reason(self) -> str:
-        return self._response.reason_phrase
-
-    @property
-    def http_version(self) -> str:
-        return self._response.http_version
 
     def __repr__(self) -> str:
         return f"<FetchResponse {self.status_code} {self.url}>"
