@@ -64,6 +64,20 @@ def capture(
     return exchange(head, fetched_at=record.fetch_time, metadata=metadata(job, record), body=body, revisits=refers)
 
 
+def add_with_hops(
+    archive: WarcBatch,
+    job: JobRecord,
+    record: SitemapURL,
+    response: FetchResponse,
+    *,
+    body: RawBody,
+    revisits: WarcLocation | None = None,
+) -> None:
+    """Adds the capture of a page's answer read whole to the batch, after the redirects that led to it."""
+    main = capture(job, record, response, body=body, revisits=revisits)
+    archive.add(record.url, main, hops=hops(response, fetched_at=main.fetched_at, job_id=job.job_id))
+
+
 def exchange(
     head: Exchange,
     *,

@@ -290,9 +290,7 @@ async def _settle_response(
             # Kept as WARC: a payload identical to the stored one is a revisit of its record, else a response.
             same = known.warc if known is not None and known.warc and known.warc.payload_digest == raw.digest else None
             done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
-            capture = page_archive.capture(job, done.record, response, body=raw, revisits=same)
-            fetched_at = capture.fetched_at
-            archive.add(record.url, capture, hops=page_archive.hops(response, fetched_at=fetched_at, job_id=job.job_id))
+            page_archive.add_with_hops(archive, job, done.record, response, body=raw, revisits=same)
             return done
         if known is not None and known.signature == signature and known.document_key:
             key = known.document_key  # the same content: stored already, not again
@@ -325,12 +323,7 @@ async def _archive_answer(
         async for _ in response.iter_bytes():
             pass
         if response.complete:
-            fetched_at = failed.record.fetch_time
-            assert fetched_at is not None
-            capture = page_archive.capture(job, failed.record, response, body=raw)
-            archive.add(
-                failed.record.url, capture, hops=page_archive.hops(response, fetched_at=fetched_at, job_id=job.job_id)
-            )
+            page_archive.add_with_hops(archive, job, failed.record, response, body=raw)
     except FetchError as exc:
         log.info("an error page was not archived", extra={"url": failed.record.url, "error": str(exc)})
     finally:
