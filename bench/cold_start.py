@@ -50,6 +50,7 @@ ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "harvester",
     "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
     "POWERTOOLS_LOG_LEVEL": "INFO",
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",
     "HARVEST_JOB_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
     "HARVEST_SITEMAP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/sitemaps",
     "HARVEST_PAGE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/pages",

@@ -70,7 +70,7 @@ class WarcLocation(BaseModel):
     read gives alone. ``payload_digest`` and ``date`` are the record's, so a later capture of identical
     content can be written as a revisit that refers to it (WARC-Refers-To-Target-URI / -Date)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     filename: str
     offset: int = Field(ge=0)
@@ -98,7 +98,7 @@ class CrawlRecord(BaseModel):
     ``last_modified`` for the header) read as today's: see :mod:`harvester.model.stored_names`.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     url: str
     state: CrawlState = CrawlState.UNFETCHED
@@ -154,7 +154,7 @@ class SitemapCrawl(BaseModel):
     readings before schema 4 stored beside it for the same end; no longer written or read.)
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     url: str
     fetched_at: datetime
@@ -185,7 +185,7 @@ class HostTrust(BaseModel):
     threshold. It starts trusted, at 1.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     score: float = Field(default=1.0, ge=0.0, le=1.0)
     trusted: bool = True
@@ -197,7 +197,7 @@ class HostTrust(BaseModel):
 class ChangeCounts(BaseModel):
     """How many URLs of a job got each :class:`ChangeKind`. All but ``removed`` add up to ``total_urls``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     new: int = 0
     back: int = 0
@@ -219,7 +219,7 @@ class ChangeCounts(BaseModel):
 class TrustChange(BaseModel):
     """What one job's evidence did to a host's lastmod trust (the job result's ``lastmod_trust``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     confirmed: int = 0
     refuted: int = 0
@@ -249,7 +249,7 @@ class SiteCrawl(BaseModel):
     is retried after a crash, neither counts its evidence twice nor forgets what it reported.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     site: str
     hosts: dict[str, HostTrust] = Field(default_factory=dict)

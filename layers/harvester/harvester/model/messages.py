@@ -59,7 +59,7 @@ class Unprocessable(ValueError):
 class JobRequest(BaseModel):
     """What a user pushes to the job queue (or what `harvest crawl` builds from its flags)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     site: HttpUrl
     sitemaps: tuple[HttpUrl, ...] = ()
@@ -99,7 +99,7 @@ class SitemapOrigin(StrEnum):
 class SitemapTask(BaseModel):
     """Fetch and read one sitemap (or robots.txt) of a job."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["sitemap"] = "sitemap"
     job_id: str = Field(pattern=JOB_ID_PATTERN)
@@ -113,7 +113,7 @@ class SitemapTask(BaseModel):
 class PageTask(BaseModel):
     """Fetch one page of a job, with what its sitemap said about it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["page"] = "page"
     job_id: str = Field(pattern=JOB_ID_PATTERN)

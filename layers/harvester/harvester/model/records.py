@@ -96,7 +96,7 @@ class SitemapURL(BaseModel):
     are those the full crawl-state machine and the re-crawl schedule need.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
     url: str
     last_modified: datetime | None = None
@@ -257,7 +257,7 @@ class JobStatus(StrEnum):
 class JobCounts(BaseModel):
     """The job's counters. Each is changed only in the same atomic write as the record that justifies it."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     urls_total: int = Field(default=0, ge=0)
     urls_succeeded: int = Field(default=0, ge=0)
@@ -286,7 +286,7 @@ class JobCounts(BaseModel):
 class JobRecord(BaseModel):
     """What the state store keeps about a job; :class:`BulkProcessingJob` is its public view with counts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     job_id: str
     request: JobRequest
@@ -306,7 +306,7 @@ class BulkProcessingJob(BaseModel):
     """A job and its progress. In a distributed job ``total_urls`` grows while discovery runs, so progress is
     processed / total of what is known, and ``discovery_complete`` says whether that total can still grow."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     job_id: str
     sitemap_url: str
@@ -394,7 +394,7 @@ class SitemapRecord(BaseModel):
     (their records absorb the duplicate), and the rest is recorded as new.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     url: str
     origin: SitemapOrigin
@@ -472,7 +472,7 @@ class SitemapIngestionResult(BaseModel):
     beside it as JSON Lines, because a 50,000-URL job does not belong inline.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     job_id: str
     site: str
