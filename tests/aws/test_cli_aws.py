@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import boto3
 import pytest
@@ -99,3 +100,29 @@ def test_status_shows_the_jobs_pace_and_time_left_while_it_runs_and_its_pace_onc
     assert status["pace"]["elapsed_seconds"] == pytest.approx(life, abs=0.1)
     assert status["pace"]["pages_per_second"] == pytest.approx(40 / life, rel=0.01)
     assert status["pace"]["seconds_left"] is None and "left" not in status["pace"]["text"]
+
+
+def test_get_reads_a_page_back_from_the_stacks_warc_objects(deployed_stack, site_factory, capsys):
+    """`harvest get URL --stack`: the crawl record in DynamoDB names the WARC object and offset; one ranged
+    GET gives the page exactly as the server sent it."""
+    import urllib.request
+
+    stack, poller = deployed_stack
+    site = site_factory(pages=5, broken=1)
+    assert main(["submit", f"{site.base_url}/", "--stack", stack.stack_name, "--rate-limit-delay", "0.001"]) == 0
+    poller.drain()
+    capsys.readouterr()
+    url = site.page_urls[2]
+    with urllib.request.urlopen(url) as answer:  # (127.0.0.1: the site the job crawled)
+        sent = answer.read()
+
+    assert main(["get", url, "--stack", stack.stack_name]) == 0
+    assert capsys.readouterr().out.encode() == sent
+    assert main(["get", url, "--stack", stack.stack_name, "--headers"]) == 0
+    head, _, body = capsys.readouterr().out.partition("\r\n\r\n")
+    assert re.match(r"HTTP/1\.[01] 200 OK\r\n", head) and body.encode() == sent
+
+    assert main(["get", f"{site.base_url}/pages/none.html", "--stack", stack.stack_name]) == 2
+    assert f"not in the crawl database of stack '{stack.stack_name}'" in capsys.readouterr().err
+    assert main(["get", url, "--stack", "not-there"]) == 2
+    assert "stack 'not-there'" in capsys.readouterr().err

@@ -5,12 +5,15 @@ a batch's read and its write."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase, url_item_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.model.crawl import WarcLocation
 from harvester.model.records import UrlStatus, body_of
 from harvester.ports import Lease, PageOutcome
 from tests.contract.test_state_store import NOW, claimed_sitemap, counts, lease, new_job, page, sitemap
@@ -98,30 +101,58 @@ def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, c
     assert counts(backend, job_id) == aws.store.recount(job_id)
 
 
+SITE = "https://www.example.com"
+
+
+def value_size(value: dict[str, Any]) -> int:
+    raw = next(iter(value.values()))
+    return len(raw) if isinstance(raw, bytes) else len(raw.encode())
+
+
 def item_size(item: dict[str, Any]) -> int:
-    """Near enough DynamoDB's item size for strings and numbers: names plus values, in bytes."""
-    return sum(len(name) + len(next(iter(value.values())).encode()) for name, value in item.items())
+    """Near enough DynamoDB's item size for strings, numbers and binary: names plus values, in bytes."""
+    return sum(len(name) + value_size(value) for name, value in item.items())
 
 
-def test_a_fetched_pages_item_stays_within_one_write_unit_and_reads_back_whole(aws):
-    """The job record's crawl-record snapshot is stored without what the record repeats (page_body.py):
-    a fetched page with a long URL took 1,336+ bytes, two write units a write."""
-    from tests.aws.test_page_body import JOB, fetched, listed_page
+ARCHIVED = WarcLocation(
+    filename="warc/job-31168a96d792493db648/20261125224104-3f9a0c2b7d1e.warc.gz",
+    offset=48_213_377,
+    length=12_941,
+    record_type="response",
+    payload_digest="sha1:U5FYCBWF5TX6CFNPFPQGCPZS5XVNMUXG",
+    date=datetime(2026, 11, 25, 22, 41, 4, 566744, tzinfo=UTC),
+)
+
+
+@pytest.mark.parametrize("warc", [None, ARCHIVED], ids=["loose document", "WARC record"])
+def test_a_fetched_pages_items_stay_within_one_write_unit_and_read_back_whole(aws, warc):
+    """A fetched page's job record and crawl record, long URL and WARC location included, each cost one
+    write unit: the job record's snapshot keeps only what differs (page_body.py) and bodies are stored
+    deflated (item_body.py). Whole and plain, the job record took 1,336+ bytes, two units a write."""
+    from tests.aws.test_page_body import JOB, fetched_with_record, listed_page
 
     backend = Backend(aws.store)
     new_job(backend, JOB)
     claimed_sitemap(backend, JOB)
     listed = listed_page()
-    aws.store.record_pages(JOB, sitemap(1).url, [listed], checkpoint=1, lease=lease())
+    assert listed.known is not None
+    crawl_at_listing = {listed.url: listed.known}
+    aws.store.record_pages(
+        JOB, sitemap(1).url, [listed], checkpoint=1, lease=lease(), site=SITE, crawl=crawl_at_listing
+    )
     (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
     assert claimed.known == listed.known
-    done = fetched(claimed)
-    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
+    done, crawl = fetched_with_record(claimed, warc=warc)
+    outcome = PageOutcome(done, crawl=crawl)
+    assert aws.store.finish_pages(JOB, [outcome], lease("w"), site=SITE).applied == [listed.url]
     key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": f"URL#{listed.key}"}}
     item = aws.store.client.get_item(TableName=aws.store.table, Key=key)["Item"]
-    assert item_size(item) < 1024 < item_size(item) - len(item["body"]["S"]) + len(body_of(done))
+    assert item_size(item) < 1024 < item_size(item) - value_size(item["body"]) + len(body_of(done))
+    record = aws.store.client.get_item(TableName=aws.store.table, Key=url_item_key(SITE, listed.url))["Item"]
+    assert item_size(record) < 1024
     assert aws.store.get_page(JOB, listed.url) == done
     assert list(aws.store.pages(JOB)) == [done] and list(aws.store.page_bodies(JOB)) == [body_of(done)]
+    assert DynamoCrawlDatabase(aws.store.client, aws.store.table).get_urls(SITE, [listed.url]) == {listed.url: crawl}
 
 
 def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(aws):

@@ -13,6 +13,7 @@ from harvester.adapters.aws.page_body import PACKED, pack, unpack
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
 from harvester.crawldb.documents import page_key
 from harvester.crawldb.schedule import Schedule
+from harvester.model.crawl import CrawlRecord, WarcLocation
 from harvester.model.records import SitemapURL, UrlStatus, body_of
 from tests.engine.test_stored_names import OLD_PAGE
 
@@ -52,6 +53,14 @@ def listed_page(prior=None, **fields) -> SitemapURL:
 
 def fetched(page: SitemapURL, *, signature: str = SIGNATURE) -> SitemapURL:
     """The page as its fetch's outcome stores it (page_worker._crawled's fields)."""
+    return fetched_with_record(page, signature=signature)[0]
+
+
+def fetched_with_record(
+    page: SitemapURL, *, signature: str = SIGNATURE, warc: WarcLocation | None = None
+) -> tuple[SitemapURL, CrawlRecord]:
+    """The fetched page and the URL's crawl record after it; with ``warc``, archived in a WARC file (the
+    default output) rather than as a loose document."""
     assert page.known is not None
     now = T0 + timedelta(seconds=1)
     result = Fetched(
@@ -60,13 +69,14 @@ def fetched(page: SitemapURL, *, signature: str = SIGNATURE) -> SitemapURL:
         signature=signature,
         content_type="text/html; charset=utf-8",
         size=48_213,
-        document_key=page_key("https://www.example.com", URL, signature),
+        document_key=None if warc else page_key("https://www.example.com", URL, signature),
+        warc=warc,
         etag='"889f58a9d16b27a1-1"',
         http_last_modified="Thu, 01 Jan 2026 00:03:00 GMT",
         lastmod=page.last_modified,
     )
     after = after_fetch(page.known, result, now=now, schedule=Schedule())
-    return page.model_copy(
+    done = page.model_copy(
         update={
             "status": UrlStatus.COMPLETED,
             "attempts": 1,
@@ -77,12 +87,14 @@ def fetched(page: SitemapURL, *, signature: str = SIGNATURE) -> SitemapURL:
             "etag": after.etag,
             "http_last_modified": after.http_last_modified,
             "document_key": after.document_key,
+            "warc": warc,
             "fetch_time": now,
             "finished_at": now,
             "crawl_state": after.state,
             "next_fetch_time": after.next_fetch_time,
         }
     )
+    return done, after
 
 
 def refetched() -> SitemapURL:

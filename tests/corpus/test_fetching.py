@@ -272,6 +272,16 @@ def test_a_page_that_keeps_failing_is_given_up_after_three_attempts(site):
     assert (record["status"], record["http_status"]) == ("failed", 503)
     assert record["error_message"] == "HTTP 503 Service Unavailable (gave up after 3 attempts)"
     assert len(site.page_fetches(s.PAGE_503_ALWAYS)) == record["attempts"] == 3
+    # Every answer is archived, the retried ones too; the record names the last.
+    retried = "HTTP 503 Service Unavailable"
+    assert archived_answers(site, s.PAGE_503_ALWAYS) == [
+        ("response", 503, retried),
+        ("response", 503, retried),
+        ("response", 503, record["error_message"]),
+    ]
+    with (site.state / "documents" / record["warc"]["filename"]).open("rb") as file:
+        file.seek(record["warc"]["offset"])
+        assert parse_record(file.read(record["warc"]["length"])).status == 503
 
 
 def test_a_page_that_recovers_is_completed_and_retry_after_is_honoured(site):
@@ -280,6 +290,36 @@ def test_a_page_that_recovers_is_completed_and_retry_after_is_honoured(site):
     first, second = site.page_fetches(s.PAGE_503_RETRY_AFTER)[:2]
     assert second.at - first.at >= 0.95  # "Retry-After: 1"
     assert site.record(s.PAGE_429_ONCE)["status"] == "completed"
+    assert archived_answers(site, s.PAGE_503_RETRY_AFTER) == [
+        ("response", 503, "HTTP 503 Service Unavailable"),
+        ("response", 200, ""),
+    ]
+    assert archived_answers(site, s.PAGE_429_ONCE) == [
+        ("response", 429, "HTTP 429 Too Many Requests"),
+        ("response", 200, ""),
+    ]
+
+
+def archived_answers(site, path: str) -> list[tuple[str, int, str]]:
+    """The captures of a page's URL in the job's WARC files, in the order fetched: (record type, HTTP
+    status, the ``error_message`` of its metadata record or "")."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    found = []
+    for file in sorted((site.state / "documents" / "warc").rglob("*.warc.gz")):
+        with file.open("rb") as stream:
+            errors: dict[str, str] = {}
+            for record in ArchiveIterator(stream):
+                headers = record.rec_headers
+                if record.rec_type == "metadata":
+                    known = json.loads(record.content_stream().read())
+                    errors[headers.get_header("WARC-Concurrent-To")] = known.get("error_message", "")
+                elif record.rec_type in ("response", "revisit") and headers.get_header("WARC-Target-URI") == (
+                    site.base + path
+                ):
+                    status = int(record.http_headers.get_statuscode())
+                    found.append((record.rec_type, status, errors.get(headers.get_header("WARC-Record-ID"), "")))
+    return found
 
 
 def test_a_body_cut_off_mid_download_is_retried_then_failed_with_the_reason(site):

@@ -93,9 +93,15 @@ def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_
     Without that copy (a cleaned document folder), the sitemap is asked again without validators."""
     site = scenario.build(live_site())
     state = tmp_path / "state"
-    crawl(site, state)
+    first = crawl(site, state)
     second = crawl(site, state)
     scenario.check_crawl_2(site, second)  # every sitemap answered 304, every URL listed again
+    # Archived as the pages are: each 304 a revisit of the response the first job archived.
+    first_read, second_read = (documents_read(state, job["job_id"]) for job in (first, second))
+    assert set(first_read) >= {site.url(p) for p in scenario.SITEMAP_PATHS}
+    assert {kind for _, kind in first_read.values()} == {"response"}
+    assert {kind for _, kind in second_read.values()} == {"revisit"}
+    assert {uri: digest for uri, (digest, _) in second_read.items()} == {u: d for u, (d, _) in first_read.items()}
     copies = state / "documents" / site_prefix(site.base, "sitemaps")
     assert len([p for p in copies.rglob("*") if p.is_file()]) == len(scenario.SITEMAP_PATHS)
     shutil.rmtree(copies)
@@ -107,6 +113,8 @@ def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_
         asked = [(h.conditional, h.status) for h in hits if h.path == path]
         assert asked[:2] == [(True, 304), (False, 200)], (path, asked)
     assert len([p for p in copies.rglob("*") if p.is_file()]) == len(scenario.SITEMAP_PATHS)  # stored again
+    # Read whole again, without validators: archived whole again, as a new reading is.
+    assert {kind for _, kind in documents_read(state, third["job_id"]).values()} == {"response"}
 
     urlset = site.url("/sitemaps/0.xml")
     (copy,) = [p for p in copies.rglob("*") if p.is_file() and p.read_bytes() == site._documents()["/sitemaps/0.xml"]]
@@ -117,6 +125,33 @@ def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_
     assert asked == [(True, 304), (False, 200)]
     records = jsonl(Path(fourth["processed_urls"]))
     assert len(records) == len({r["url"] for r in records}) == 40
+
+
+def test_a_sitemap_sent_again_whole_with_the_same_bytes_is_archived_as_a_revisit(live_site, tmp_path):
+    """A redeploy names the same bytes with new ETags: each sitemap comes back 200, and is archived as a
+    revisit (identical payload) of the record that holds those bytes, not as a second copy."""
+    site = live_site(pages=4, sitemaps=2)
+    state = tmp_path / "state"
+    first = crawl(site, state)
+    site.deployment = "-redeployed"
+
+    second = crawl(site, state)
+
+    asked = [(h.conditional, h.status) for h in site.hits if h.path.startswith("/sitemaps/")]
+    assert asked and set(asked) == {(True, 200)}
+    first_read, second_read = (documents_read(state, job["job_id"]) for job in (first, second))
+    sitemaps = {uri: value for uri, value in second_read.items() if "/sitemaps/" in uri}
+    assert len(sitemaps) == 2 and {kind for _, kind in sitemaps.values()} == {"revisit"}
+    assert {uri: digest for uri, (digest, _) in sitemaps.items()} == {u: first_read[u][0] for u in sitemaps}
+
+
+def documents_read(state: Path, job_id: str) -> dict[str, tuple[str, str]]:
+    """The sitemaps and robots.txt a job archived: URL -> (payload digest, record type)."""
+    return {
+        uri: (digest, record_type)
+        for file, record_type, uri, digest, kind in warc_captures(local_stores(state)[0])
+        if job_id in file and kind in ("sitemap", "robots.txt")
+    }
 
 
 class CutRobots(LiveSite):
@@ -221,6 +256,28 @@ def test_due_pages_are_asked_conditionally_and_unchanged_ones_are_not_stored_aga
     captures = [c for c in warc_captures(local_stores(state)[0]) if again["job_id"] in c[0]]
     pages = [record_type for _, record_type, _, _, kind in captures if kind == "page"]
     assert pages == ["revisit"] * 40  # 35 not modified, 5 identical
+
+
+def test_a_moved_page_asked_conditionally_is_archived_as_its_redirect_then_a_revisit(live_site, tmp_path):
+    """A 304 at the end of a redirect is a revisit, kept after the redirect that led to it, as a 200 is."""
+    site = live_site(pages=2, sitemaps=1)
+    site.add("/pages/new-home.html", listed=False)
+    moved = site.add("/pages/moved.html", moved_to="/pages/new-home.html")
+    state = tmp_path / "state"
+    crawl(site, state)
+
+    again = crawl(site, state, "--full")
+
+    assert [(h.path, h.status, h.conditional) for h in site.page_hits() if "home" in h.path or "moved" in h.path] == [
+        ("/pages/moved.html", 301, True),
+        ("/pages/new-home.html", 304, True),
+    ]
+    captures = [c for c in warc_captures(local_stores(state)[0]) if again["job_id"] in c[0]]
+    home = site.url("/pages/new-home.html")
+    assert [(record_type, uri, kind) for _, record_type, uri, _, kind in captures if uri in (moved, home)] == [
+        ("response", moved, "redirect"),
+        ("revisit", home, "page"),
+    ]
 
 
 def test_full_fetches_every_page_still_conditionally(live_site, tmp_path):

@@ -124,7 +124,8 @@ class WarcStore(Protocol):
         are. Once it returns, the records are stored: a URL record may name them."""
 
     def read(self, filename: str, offset: int, length: int) -> bytes:
-        """The ``length`` bytes at ``offset`` of a file: one record (a ranged GET on S3)."""
+        """The ``length`` bytes at ``offset`` of a file: one record (a ranged GET on S3). FileNotFoundError
+        when there is no such file."""
 
     def files(self, job_id: str) -> Iterator[str]:
         """The job's WARC files, in the order they were written."""

@@ -172,8 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     get = commands.add_parser(
         "get", parents=[common], help="print the stored body of a URL, read back from its WARC record"
     )
-    get.add_argument("url", help="a page URL the crawl database of the state directory holds")
+    get.add_argument("url", help="a page URL the crawl database holds (a local state directory's, or a stack's)")
     _state_dir_argument(get)
+    get.add_argument("--stack", help="read a deployed stack's crawl database and WARC objects instead")
+    get.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
     get.add_argument("--raw", action="store_true", help="the body as received (its Content-Encoding still on)")
     get.add_argument("--headers", action="store_true", help="the HTTP status line and headers first")
     get.set_defaults(run=_command("get", "run_get"))

@@ -5,12 +5,18 @@ its current content (``CrawlRecord.warc``), or, for a job that kept its pages as
 (``document_key``). By default the content is printed with its Content-Encoding undone: what the page's
 signature was taken of; ``--raw`` prints the body as it was received, ``--headers`` the status line and
 the headers first, as ``curl -i`` does.
+
+Local crawls are read from ``--state-dir``; a deployed stack's with ``--stack`` (its crawl database in
+DynamoDB, its WARC objects in S3: one GetItem and one ranged GET).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from harvester.archive.stored import read_capture
 from harvester.cli.errors import EXIT_OK, UsageError
@@ -18,15 +24,34 @@ from harvester.cli.state import open_state
 from harvester.urls import normalize, origin_of, require_http_url
 
 
+@contextmanager
+def _stores(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
+    """The stores to read (``crawldb``, ``warcs``, ``documents``) and how to name where they are."""
+    if args.stack:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from harvester.adapters.aws.stack import StackError, stack_stores
+
+        try:
+            yield stack_stores(args.stack, region=args.region), f"stack {args.stack!r}"
+        except StackError as exc:
+            raise UsageError(str(exc)) from None
+        except (BotoCoreError, ClientError) as exc:
+            raise UsageError(f"stack {args.stack!r}: {exc}") from None
+        return
+    with open_state(args.state_dir) as harvest:
+        yield harvest, str(args.state_dir)
+
+
 def run_get(args: argparse.Namespace) -> int:
     try:
         url = normalize(require_http_url(args.url))
     except ValueError as exc:
         raise UsageError(f"{args.url}: {exc}") from None
-    with open_state(args.state_dir) as harvest:
+    with _stores(args) as (harvest, where):
         record = harvest.crawldb.get_urls(origin_of(url), [url]).get(url)
         if record is None:
-            raise UsageError(f"{url}: not in the crawl database of {args.state_dir}")
+            raise UsageError(f"{url}: not in the crawl database of {where}")
         if record.warc is None and not record.document_key:
             if record.last_fetch_time is None:
                 raise UsageError(f"{url}: never fetched (crawl state {record.state.value})")

@@ -46,6 +46,8 @@ class LivePage:
     also_in: set[int] = field(default_factory=set)  # further urlsets that list it too
     #: Sent with ``Content-Encoding: gzip`` (a WARC record keeps it so; the signature is of the content).
     gzip_body: bool = False
+    #: Answered with a 301 to this path of the site (a page that moved; its sitemap still lists the old URL).
+    moved_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,9 @@ class LiveSite:
             if page is None or page.status != 200:
                 status = page.status if page is not None else 404
                 return status, {"Content-Type": "text/html"}, b"<html><body>Not here</body></html>"
+            if page.moved_to is not None:
+                moved = {"Location": self.url(page.moved_to), "Content-Type": "text/html"}
+                return 301, moved, b"<html><body>Moved</body></html>"
             body, modified, encoded = page.body, page.modified, page.gzip_body
             validators: dict[str, str] = {}
             if page.etag:

@@ -175,6 +175,9 @@ class SitemapCrawl(BaseModel):
     #: When a job first found it missing (404, 410, 401, 403) since this reading; the orphan rule lets one
     #: job's miss pass as a glitch, and counts it gone from the next job on.
     absent_since: datetime | None = None
+    #: The WARC response record holding this reading's bytes (a job that keeps WARC): what a later job's
+    #: 304, or its identical copy, is archived as a revisit of.
+    warc: WarcLocation | None = None
 
 
 class HostTrust(BaseModel):

@@ -70,10 +70,11 @@ def add_with_hops(
     record: SitemapURL,
     response: FetchResponse,
     *,
-    body: RawBody,
+    body: RawBody | None = None,
     revisits: WarcLocation | None = None,
 ) -> None:
-    """Adds the capture of a page's answer read whole to the batch, after the redirects that led to it."""
+    """Adds the capture of a page's answer to the batch (read whole into ``body``, or a revisit), after the
+    redirects that led to it."""
     main = capture(job, record, response, body=body, revisits=revisits)
     archive.add(record.url, main, hops=hops(response, fetched_at=main.fetched_at, job_id=job.job_id))
 

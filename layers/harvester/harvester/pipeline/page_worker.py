@@ -249,10 +249,19 @@ async def _settle_response(
     if outcome is FetchResult.RETRY:
         if is_transient(code):
             wait = parse_retry_after(response.headers.get("retry-after")) or 0.0
-            return _retry_or_fail(ctx, record, http_error(code), wait=wait)
+            later = _retry_or_fail(ctx, record, http_error(code), wait=wait)
+            # Archived whether or not it is the last try: an archive keeps every answer a host gave.
+            said = (
+                later.record
+                if isinstance(later, PageOutcome)
+                else record.model_copy(update={"error_message": later.error_message})
+            )
+            await _archive_answer(job, said, response, archive)
+            return later
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
         failed = _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
-        return await _archive_answer(job, failed, response, archive)
+        await _archive_answer(job, failed.record, response, archive)
+        return failed
     validators = {"etag": record.etag, "http_last_modified": record.http_last_modified, "lastmod": record.last_modified}
     known = record.known
     if outcome is FetchResult.NOTMODIFIED:
@@ -261,14 +270,15 @@ async def _settle_response(
             return _failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
         done = _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
         if archive is not None and known is not None and known.warc is not None:
-            archive.add(record.url, page_archive.capture(job, done.record, response, revisits=known.warc))
+            page_archive.add_with_hops(archive, job, done.record, response, revisits=known.warc)
         return done
     if outcome is not FetchResult.SUCCESS:
         reason = http_error(code)
         if outcome in (FetchResult.REDIR_PERM, FetchResult.REDIR_TEMP):
             reason += " redirect without a usable Location"
         failed = _failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
-        return await _archive_answer(job, failed, response, archive)
+        await _archive_answer(job, failed.record, response, archive)
+        return failed
 
     digest = hashlib.sha256()
     size = 0
@@ -310,25 +320,25 @@ async def _settle_response(
 
 
 async def _archive_answer(
-    job: JobRecord, failed: PageOutcome, response: FetchResponse, archive: WarcBatch | None
-) -> PageOutcome:
-    """A final error answer (403, 404, 410, a redirect that cannot be followed) is archived whole, as an
-    archive keeps every answer (the error page as sent, bounded like a page). It fails the page either way:
-    an error page that breaks off or is too big is left out of the archive, not retried."""
+    job: JobRecord, record: SitemapURL, response: FetchResponse, archive: WarcBatch | None
+) -> None:
+    """An error answer (403, 404, 410, a redirect that cannot be followed, and each 429 or 5xx, retried or
+    not) is archived whole, as an archive keeps every answer (the error page as sent, bounded like a page),
+    with ``record`` (its error message) as its metadata. What becomes of the page does not depend on it: an
+    error page that breaks off or is too big is left out of the archive, not retried."""
     if archive is None:
-        return failed
+        return
     raw = page_archive.RawBody()
     response.raw_sink = raw
     try:
         async for _ in response.iter_bytes():
             pass
         if response.complete:
-            page_archive.add_with_hops(archive, job, failed.record, response, body=raw)
+            page_archive.add_with_hops(archive, job, record, response, body=raw)
     except FetchError as exc:
-        log.info("an error page was not archived", extra={"url": failed.record.url, "error": str(exc)})
+        log.info("an error page was not archived", extra={"url": record.url, "error": str(exc)})
     finally:
         raw.close()
-    return failed
 
 
 def _completed(ctx: StepContext, record: SitemapURL, fetched: Fetched) -> PageOutcome:

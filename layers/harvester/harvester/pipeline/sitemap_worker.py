@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from harvester.archive.batch import WarcBatch
+from harvester.archive.batch import WarcBatch, archived
 from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl, WarcLocation
 from harvester.model.messages import Output, PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
     FILTERED,
@@ -307,6 +307,8 @@ class SitemapReading:
             assert prior is not None
             if not await self._replay(prior, parser):
                 return None
+            if self.request.output is Output.WARC and prior.warc is not None:
+                await self._archive(response, revisits=prior.warc)
             self._refresh(prior, response.headers)
             return self._outcome(
                 parser,
@@ -322,44 +324,48 @@ class SitemapReading:
         # The body as received, for the job's WARC files (a robots.txt or sitemap read whole, as pages are).
         as_received = page_archive.RawBody() if keep and self.request.output is Output.WARC else None
         response.raw_sink = as_received
-        async with self.ctx.reading:
-            # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
-            with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
-                try:
-                    async for chunk in response.iter_bytes():
-                        if keep:
-                            raw.write(chunk)
-                            digest.update(chunk)
-                        if not parser.finished:
-                            await self._parse_paced(parser, chunk)
-                        if parser.finished and prior is None and as_received is None:
-                            # (with an earlier reading, or a body to archive, the rest is downloaded all the
-                            # same: the bytes are recognised by the signature of the whole body, wherever the
-                            # parser stopped, and an archive keeps what was sent)
-                            break
-                except FetchError as exc:
-                    # The body broke off: what arrived whole is recorded either way (a retry resumes after
-                    # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+        archived_at: WarcLocation | None = None
+        try:
+            async with self.ctx.reading:
+                # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
+                with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
+                    try:
+                        async for chunk in response.iter_bytes():
+                            if keep:
+                                raw.write(chunk)
+                                digest.update(chunk)
+                            if not parser.finished:
+                                await self._parse_paced(parser, chunk)
+                            if parser.finished and prior is None and as_received is None:
+                                # (with an earlier reading, or a body to archive, the rest is downloaded all the
+                                # same: the bytes are recognised by the signature of the whole body, wherever the
+                                # parser stopped, and an archive keeps what was sent)
+                                break
+                    except FetchError as exc:
+                        # The body broke off: what arrived whole is recorded either way (a retry resumes after
+                        # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+                        self._flush_pages()
+                        if exc.retryable and self.may_retry:
+                            raise
+                        broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
+                    signature = digest.hexdigest()
+                    self._take(parser.close(complete=response.complete and not parser.finished))
+                    if broken is None:
+                        self._reached_checkpoint()
                     self._flush_pages()
-                    if exc.retryable and self.may_retry:
-                        raise
-                    broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
-                signature = digest.hexdigest()
-                self._take(parser.close(complete=response.complete and not parser.finished))
-                if broken is None:
-                    self._reached_checkpoint()
-                self._flush_pages()
-                unchanged = prior is not None and signature == prior.signature and broken is None
-                document_key = None
-                if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
-                    document_key = prior.document_key  # (stored already: its key is its signature)
-                elif keep:
-                    document_key = self._store_raw(raw, response.content_type, signature)
-        if as_received is not None:
-            try:
-                if broken is None and response.complete:
-                    await self._archive(response, as_received)
-            finally:
+                    unchanged = prior is not None and signature == prior.signature and broken is None
+                    document_key = None
+                    if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
+                        document_key = prior.document_key  # (stored already: its key is its signature)
+                    elif keep:
+                        document_key = self._store_raw(raw, response.content_type, signature)
+            if as_received is not None and broken is None and response.complete:
+                # The same bytes as the stored reading's record: a revisit of it, as for a page.
+                same = prior.warc if prior is not None and prior.warc else None
+                same = same if same is not None and same.payload_digest == as_received.digest else None
+                archived_at = await self._archive(response, body=as_received, revisits=same)
+        finally:  # (a body broken off is raised from within: its spool is let go all the same)
+            if as_received is not None:
                 as_received.close()
         outcome = self._outcome(
             parser,
@@ -372,9 +378,10 @@ class SitemapReading:
         )
         if outcome.status is SitemapStatus.COMPLETED and broken is None and keep:
             if prior is not None and unchanged:
-                self._refresh(prior, response.headers)
+                fresh = archived_at if archived_at is not None and archived_at.record_type == "response" else None
+                self._refresh(prior, response.headers, warc=fresh)
             else:
-                self._remember(outcome, response.headers, signature)
+                self._remember(outcome, response.headers, signature, warc=archived_at)
         return outcome
 
     def _outcome(
@@ -464,17 +471,24 @@ class SitemapReading:
             self._start_over()
         return False
 
-    def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str]) -> None:
+    def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str], *, warc: WarcLocation | None = None) -> None:
         """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
-        next job asks with these validators, and the orphan rule counts it present."""
+        next job asks with these validators, and the orphan rule counts it present. ``warc``: its bytes
+        archived as a response now, where the reading had none (kept as loose files until then)."""
         etag = headers.get("etag") or prior.etag
         last_modified = headers.get("last-modified") or prior.http_last_modified
+        update: dict[str, Any] = {}
         if (etag, last_modified) != (prior.etag, prior.http_last_modified) or prior.absent_since is not None:
-            now = self.ctx.clock()
-            update = {"etag": etag, "http_last_modified": last_modified, "absent_since": None, "fetched_at": now}
+            update = {"etag": etag, "http_last_modified": last_modified, "absent_since": None}
+        if warc is not None:
+            update["warc"] = warc
+        if update:
+            update["fetched_at"] = self.ctx.clock()
             self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update=update))
 
-    def _remember(self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str) -> None:
+    def _remember(
+        self, outcome: SitemapOutcome, headers: Mapping[str, str], signature: str, *, warc: WarcLocation | None
+    ) -> None:
         """Keeps what the next job needs to read this sitemap conditionally and replay it if unchanged."""
         assert outcome.document_key is not None and outcome.http_status is not None
         self.ctx.crawldb.put_sitemap(
@@ -492,6 +506,7 @@ class SitemapReading:
                 truncated=outcome.truncated,
                 warnings=outcome.warnings,
                 entries=self.entries,
+                warc=warc if warc is not None and warc.record_type == "response" else None,
             ),
         )
 
@@ -826,18 +841,29 @@ class SitemapReading:
             rank=order,
         )
 
-    async def _archive(self, response: FetchResponse, body: page_archive.RawBody) -> None:
-        """The reading's capture, stored in the job's WARC files as a batch of its own (a sitemap is read
-        once per job: one object, or one append, per sitemap)."""
+    async def _archive(
+        self,
+        response: FetchResponse,
+        *,
+        body: page_archive.RawBody | None = None,
+        revisits: WarcLocation | None = None,
+    ) -> WarcLocation | None:
+        """The reading's capture (a response with ``body``, or a revisit of the record ``revisits``: a 304 or
+        the same bytes again), after the redirects that led to it, stored in the job's WARC files as a batch
+        of its own (a sitemap is read once per job: one object, or one append, per sitemap). Where its main
+        record was stored."""
         kind = "robots.txt" if self.is_robots else "sitemap"
         metadata = {"job_id": self.job.job_id, "kind": kind, "url": self.record.url, "depth": self.record.depth}
+        refers = archived(revisits.url or self.record.url, revisits) if revisits is not None else None
         batch = WarcBatch()
         try:
-            batch.add(
-                self.record.url,
-                page_archive.exchange(response.exchange, fetched_at=self.ctx.clock(), metadata=metadata, body=body),
+            fetched_at = self.ctx.clock()
+            main = page_archive.exchange(
+                response.exchange, fetched_at=fetched_at, metadata=metadata, body=body, revisits=refers
             )
-            await page_archive.store(self.ctx, self.job, batch)
+            hops = page_archive.hops(response, fetched_at=fetched_at, job_id=self.job.job_id)
+            batch.add(self.record.url, main, hops=hops)
+            return (await page_archive.store(self.ctx, self.job, batch)).get(self.record.url)
         finally:
             batch.close()
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import CrawlWrite, body_of, url_key
 
@@ -43,7 +44,7 @@ def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> d
     """A TransactWriteItems ``Put`` (or put_item arguments) that only lands on the version it follows."""
     put: dict[str, Any] = {
         "TableName": table,
-        "Item": {**key, "body": _s(body), "version": {"N": str(version)}},
+        "Item": {**key, "body": stored_body(body), "version": {"N": str(version)}},
     }
     if version == 1:
         put["ConditionExpression"] = "attribute_not_exists(pk)"
@@ -96,7 +97,7 @@ class DynamoCrawlDatabase:
         for start in range(0, len(unique), BATCH_GET):
             keys = [url_item_key(site, u) for u in unique[start : start + BATCH_GET]]
             for item in batch_get(self.client, self.table, keys):
-                record = CrawlRecord.model_validate_json(item["body"]["S"])
+                record = CrawlRecord.model_validate_json(body_text(item))
                 found[record.url] = record
         return found
 
@@ -115,7 +116,7 @@ class DynamoCrawlDatabase:
             )
             for page in pages:
                 for item in page.get("Items", []):
-                    record = CrawlRecord.model_validate_json(item["body"]["S"])
+                    record = CrawlRecord.model_validate_json(body_text(item))
                     if unless_listed_by is None or record.last_listed_job != unless_listed_by:
                         yield record
 
@@ -128,7 +129,7 @@ class DynamoCrawlDatabase:
             Key={"pk": _s(f"CRAWL#{site}"), "sk": _s(f"SITEMAP#{url_key(url)}")},
             ConsistentRead=True,
         ).get("Item")
-        return SitemapCrawl.model_validate_json(item["body"]["S"]) if item else None
+        return SitemapCrawl.model_validate_json(body_text(item)) if item else None
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         fetched = repr(record.fetched_at.timestamp())
@@ -139,7 +140,7 @@ class DynamoCrawlDatabase:
                     "Item": {
                         "pk": _s(f"CRAWL#{site}"),
                         "sk": _s(f"SITEMAP#{url_key(record.url)}"),
-                        "body": _s(body_of(record)),
+                        "body": stored_body(body_of(record)),
                         "fetched_at": {"N": fetched},
                     },
                     "ConditionExpression": "attribute_not_exists(pk) OR fetched_at <= :mine",
@@ -157,13 +158,13 @@ class DynamoCrawlDatabase:
         )
         for page in pages:
             for item in page.get("Items", []):
-                yield SitemapCrawl.model_validate_json(item["body"]["S"])
+                yield SitemapCrawl.model_validate_json(body_text(item))
 
     def get_site(self, site: str) -> SiteCrawl | None:
         item = self.client.get_item(
             TableName=self.table, Key={"pk": _s(f"CRAWL#{site}"), "sk": _s("SITE")}, ConsistentRead=True
         ).get("Item")
-        return SiteCrawl.model_validate_json(item["body"]["S"]) if item else None
+        return SiteCrawl.model_validate_json(body_text(item)) if item else None
 
     def put_site(self, record: SiteCrawl) -> bool:
         key = {"pk": _s(f"CRAWL#{record.site}"), "sk": _s("SITE")}

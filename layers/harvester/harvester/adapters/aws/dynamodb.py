@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.crawl import BATCH_GET, batch_get, conditional, url_put
+from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
 from harvester.model import accounting
 from harvester.model.records import (
@@ -164,7 +165,7 @@ class DynamoStateStore:
     def _record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
         item = {
             **self._key(job_id, sk),
-            "body": _s(_stored(job_id, sk, body)),
+            "body": stored_body(_stored(job_id, sk, body)),
             "status": _s(status),
             "lease_until": _n(0),
             "version": _n(1),
@@ -186,7 +187,8 @@ class DynamoStateStore:
         condition_values: dict[str, Any],
     ) -> dict[str, Any]:
         """Rewrites a record's body and status; a final status leaves the open index, a lease is set or cleared."""
-        values = {":body": _s(_stored(job_id, sk, body)), ":status": _s(status), ":one": _n(1), **condition_values}
+        values = {":body": stored_body(_stored(job_id, sk, body)), ":status": _s(status), ":one": _n(1)}
+        values |= condition_values
         sets = ["body = :body", "#status = :status", "version = version + :one"]
         removes = []
         if lease is not None:
@@ -229,7 +231,7 @@ class DynamoStateStore:
     def create_job(self, job: JobRecord) -> JobRecord:
         item = {
             **self._key(job.job_id, "JOB"),
-            "body": _s(body_of(job)),
+            "body": stored_body(body_of(job)),
             "status": _s(job.status.value),
             "fingerprint": _s(job.request.fingerprint()),
             "open_pk": _s(ACTIVE_JOBS),
@@ -244,11 +246,11 @@ class DynamoStateStore:
 
     def get_job(self, job_id: str) -> JobRecord | None:
         item = self._get(job_id, "JOB")
-        return JobRecord.model_validate_json(item["body"]["S"]) if item else None
+        return JobRecord.model_validate_json(body_text(item)) if item else None
 
     def _move_job(self, job: JobRecord, *, expected: JobStatus | None, still_open: bool) -> bool:
         condition = "attribute_exists(pk)"
-        values: dict[str, Any] = {":body": _s(body_of(job)), ":status": _s(job.status.value)}
+        values: dict[str, Any] = {":body": stored_body(body_of(job)), ":status": _s(job.status.value)}
         if expected is not None:
             condition = "#status = :expected"
             values[":expected"] = _s(expected.value)
@@ -314,7 +316,7 @@ class DynamoStateStore:
         items = [r.get("Item") for r in response["Responses"]]
         if not items[0]:
             return None
-        job = JobRecord.model_validate_json(items[0]["body"]["S"])
+        job = JobRecord.model_validate_json(body_text(items[0]))
         shards = [shard for shard in items[1:] if shard]
         counts = accounting.total(_shard_counts(shard) for shard in shards)
         updated = max([job.start_time.timestamp()] + [float(s.get("updated_at", {"N": "0"})["N"]) for s in shards])
@@ -379,7 +381,7 @@ class DynamoStateStore:
 
     def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
         item = self._get(job_id, f"SITEMAP#{url_key(url)}")
-        return SitemapRecord.model_validate_json(item["body"]["S"]) if item else None
+        return SitemapRecord.model_validate_json(body_text(item)) if item else None
 
     def _claim(self, job_id: str, sk: str, model: type[Claimed], lease: Lease, now: float) -> Claimed | None:
         """pending (or processing under a lapsed lease) -> processing under ``lease``, one attempt more.
@@ -398,7 +400,7 @@ class DynamoStateStore:
         if not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
             return None
         sk = item["sk"]["S"]
-        body = item["body"]["S"]
+        body = body_text(item)
         record = accounting.claimed(model.model_validate_json(unpack(body, job_id) if sk.startswith("URL#") else body))
         update = self._record_update(
             job_id,
@@ -421,7 +423,7 @@ class DynamoStateStore:
         item = self._get(job_id, f"SITEMAP#{url_key(url)}")
         if item is None or item["status"]["S"] != "processing" or item.get("lease_token", {}).get("S") != lease.token:
             raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
-        return SitemapRecord.model_validate_json(item["body"]["S"])
+        return SitemapRecord.model_validate_json(body_text(item))
 
     def _sitemap_update(self, job_id: str, record: SitemapRecord, lease: Lease, *, keep_lease: bool) -> dict[str, Any]:
         condition, values = self._leased(lease)
@@ -548,7 +550,7 @@ class DynamoStateStore:
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
         for item in self._records(job_id, "SITEMAP#", status.value if status else None):
-            yield SitemapRecord.model_validate_json(item["body"]["S"])
+            yield SitemapRecord.model_validate_json(body_text(item))
 
     def _records(self, job_id: str, prefix: str, status: str | None) -> Iterator[dict[str, Any]]:
         values: dict[str, Any] = {":prefix": _s(prefix)}
@@ -681,25 +683,25 @@ class DynamoStateStore:
 
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
         for item in self._records(job_id, "URL#", status.value if status else None):
-            yield SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id))
+            yield SitemapURL.model_validate_json(unpack(body_text(item), job_id))
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
         for item in self._records(job_id, "URL#", None):
-            yield unpack(item["body"]["S"], job_id)
+            yield unpack(body_text(item), job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
         return self.page_bodies(job_id)  # (an item per URL: DynamoDB writes them 25 a request anyway)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         item = self._get(job_id, f"URL#{url_key(url)}")
-        return SitemapURL.model_validate_json(unpack(item["body"]["S"], job_id)) if item else None
+        return SitemapURL.model_validate_json(unpack(body_text(item), job_id)) if item else None
 
     def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
         for url, extensions in listings:
             for kind, value in extensions.items():
                 item = {
                     **self._key(job_id, f"EXT#{url_key(url)}#{kind}"),
-                    "body": _s(json.dumps({"url": url, "kind": kind, "value": value})),
+                    "body": stored_body(json.dumps({"url": url, "kind": kind, "value": value})),
                     "expires_at": self._expires(),
                 }
                 conditional(  # (the first value of a kind is kept: a later one fails the condition)
@@ -711,7 +713,7 @@ class DynamoStateStore:
     def extensions(self, job_id: str) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for item in self._records(job_id, "EXT#", None):
-            kept = json.loads(item["body"]["S"])
+            kept = json.loads(body_text(item))
             out.setdefault(kept["url"], {})[kept["kind"]] = kept["value"]
         return out
 

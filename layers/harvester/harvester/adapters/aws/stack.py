@@ -1,15 +1,19 @@
-"""`harvest submit` and `harvest status` against a deployed stack, found through its CloudFormation Outputs."""
+"""`harvest submit`, `harvest status` and `harvest get --stack` against a deployed stack, found through its
+CloudFormation Outputs."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
+from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import JobRequest
 from harvester.model.records import BulkProcessingJob
 
@@ -52,6 +56,27 @@ def submit_job(request: JobRequest, queue_url: str, *, region: str | None = None
     except (ClientError, BotoCoreError) as exc:
         raise StackError(f"queue {queue_url}: {exc}") from None
     return job_id
+
+
+@dataclass(frozen=True)
+class StackStores:
+    """A deployed stack's crawl database, WARC files and documents, for `harvest get`."""
+
+    crawldb: DynamoCrawlDatabase
+    warcs: S3WarcStore
+    documents: S3DocumentStore
+
+
+def stack_stores(stack: str, *, region: str | None = None, session: Any = None) -> StackStores:
+    session = session or _session(region)
+    outputs = stack_outputs(stack, region=region, session=session)
+    table, bucket = _output(outputs, "StateTableName", stack), _output(outputs, "DocumentBucketName", stack)
+    s3 = session.client("s3")
+    return StackStores(
+        crawldb=DynamoCrawlDatabase(session.client("dynamodb"), table),
+        warcs=S3WarcStore(s3, bucket),
+        documents=S3DocumentStore(s3, bucket),
+    )
 
 
 def job_status(job_id: str, stack: str, *, region: str | None = None, session: Any = None) -> dict[str, Any]:
