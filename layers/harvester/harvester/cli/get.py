@@ -28,16 +28,13 @@ from harvester.urls import normalize, origin_of, require_http_url
 def _stores(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
     """The stores to read (``crawldb``, ``warcs``, ``documents``) and how to name where they are."""
     if args.stack:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from harvester.adapters.aws.stack import StackError, stack_stores
+        from harvester.adapters.aws.stack import StackError, reading_stack
 
         try:
-            yield stack_stores(args.stack, region=args.region), f"stack {args.stack!r}"
+            with reading_stack(args.stack, region=args.region) as stores:
+                yield stores, f"stack {args.stack!r}"
         except StackError as exc:
             raise UsageError(str(exc)) from None
-        except (BotoCoreError, ClientError) as exc:
-            raise UsageError(f"stack {args.stack!r}: {exc}") from None
         return
     with open_state(args.state_dir) as harvest:
         yield harvest, str(args.state_dir)

@@ -4,6 +4,8 @@ CloudFormation Outputs."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +79,15 @@ def stack_stores(stack: str, *, region: str | None = None, session: Any = None) 
         warcs=S3WarcStore(s3, bucket),
         documents=S3DocumentStore(s3, bucket),
     )
+
+
+@contextmanager
+def reading_stack(stack: str, *, region: str | None = None) -> Iterator[StackStores]:
+    """The stack's stores, for reading; an AWS error while they are read is a StackError naming the stack."""
+    try:
+        yield stack_stores(stack, region=region)
+    except (ClientError, BotoCoreError) as exc:
+        raise StackError(f"stack {stack!r}: {exc}") from None
 
 
 def job_status(job_id: str, stack: str, *, region: str | None = None, session: Any = None) -> dict[str, Any]:
