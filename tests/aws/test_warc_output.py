@@ -14,7 +14,7 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
-from tests.archive.checks import check_index_counts, check_read_back, check_warc_file
+from tests.archive.checks import check_index_counts, check_read_back, check_warc_file, warcio
 
 GZIP_PAGE = "/pages/gz.html"
 
@@ -64,3 +64,32 @@ def test_warc_objects_and_the_parquet_index_on_s3(deployed_stack, tmp_path):
             assert check_read_back(rows, warcs.read, site) == captures  # (ranged GETs)
             gz = next(r for r in rows if r["url"] == site.url(GZIP_PAGE))
             assert gz["content_mime_type"] == "text/html" and gz["warc_filename"] in files
+
+
+def test_harvest_export_stack_writes_the_jobs_warc_index_and_records_as_one_file_each(deployed_stack, tmp_path):
+    """`harvest export JOB --stack`: the job's WARC objects as one file that `warcio check` passes, holding
+    every capture; its index.parquet as the job's end wrote it; its records as `report` would print them."""
+    from harvester.cli import main
+
+    stack, poller = deployed_stack
+    site = LiveSite(pages=5)
+    with site.serving():
+        site.fail("/pages/2.html", 404)
+        result = crawl(site, stack, poller)
+    job_id, name = result["job_id"], stack.stack_name
+
+    warc, parquet, records = tmp_path / "job.warc.gz", tmp_path / "job.parquet", tmp_path / "urls.jsonl"
+    assert main(["export", job_id, "--stack", name, "--format", "warc", "--output", str(warc)]) == 0
+    assert main(["export", job_id, "--stack", name, "--format", "parquet", "--output", str(parquet)]) == 0
+    assert main(["export", job_id, "--stack", name, "--format", "jsonl", "--output", str(records)]) == 0
+
+    documents = AwsAdapters.from_env(stack.function("PageFunction").environment).documents
+    objects = sorted(key for key in documents.keys(f"warc/{job_id}/") if key.endswith(".warc.gz"))
+    assert len(objects) > 1 and warc.read_bytes() == b"".join(documents.get(key) for key in objects)
+    checked = warcio("check", warc)
+    assert checked.returncode == 0, checked.stdout
+    assert parquet.read_bytes() == documents.get(f"jobs/{job_id}/index.parquet")
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert sorted(r["url"] for r in lines) == sorted(site.url(p) for p in site.page_paths())
+    assert check_index_counts(parquet, result, lines)
+    assert main(["export", "job-none", "--stack", name, "--format", "warc"]) == 2

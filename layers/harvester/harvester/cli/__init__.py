@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export",
         parents=[common],
-        help="a local job's output as one file: its WARC captures, its Parquet URL index, or its records",
+        help="a job's output as one file: its WARC captures, its Parquet URL index, or its records",
     )
     export.add_argument("job_id", help="the job to export (harvest report lists them)")
     export.add_argument(
@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write (- for stdout; default: stdout for jsonl / csv, JOB_ID.warc.gz or JOB_ID.parquet)",
     )
     _state_dir_argument(export)
+    export.add_argument("--stack", help="export a deployed stack's job (its records, WARC objects and index)")
+    export.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
     export.set_defaults(run=_command("export", "run_export"))
 
     get = commands.add_parser(

@@ -1,4 +1,6 @@
-"""``harvest export``: a local job's output in one file, as the tools of the web-archive world read it.
+"""``harvest export``: a job's output in one file, as the tools of the web-archive world read it: a local
+job's (``--state-dir``) or a deployed stack's (``--stack``: its job records in DynamoDB, its WARC objects and
+index in S3).
 
 ``warc``: the job's captures as one ``.warc.gz`` (its WARC files' gzip members, one after the other: a
 concatenation of WARC files is a WARC file); ``parquet``: its columnar URL index (the one its end wrote, or
@@ -16,9 +18,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from harvester.adapters.local.runner import LocalHarvest
 from harvester.adapters.local.warc_files import indexed_end
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.report import write_job_records
@@ -29,10 +30,26 @@ from harvester.pipeline.completion import index_key
 EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet"}
 
 
-def run_export(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _job_output(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
+    """The stores a job's output is read from (``store``, ``documents``, ``warcs``), and where they are."""
+    if args.stack:
+        from harvester.adapters.aws.stack import StackError, reading_stack
+
+        try:
+            with reading_stack(args.stack, region=args.region) as stores:
+                yield stores, f"stack {args.stack!r}"
+        except StackError as exc:
+            raise UsageError(str(exc)) from None
+        return
     with open_state(args.state_dir) as harvest:
+        yield harvest, str(args.state_dir)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    with _job_output(args) as (harvest, where):
         if harvest.store.get_job(args.job_id) is None:
-            raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
+            raise UsageError(f"no job {args.job_id!r} in {where}")
         if args.format in ("jsonl", "csv"):
             if args.output is None or str(args.output) == "-":
                 write_job_records(harvest, args.job_id, args.format, sys.stdout)
@@ -44,17 +61,31 @@ def run_export(args: argparse.Namespace) -> int:
         if str(target) == "-" and sys.stdout.isatty():
             raise UsageError(f"--output -: {args.format} is binary; not written to a terminal (give a file)")
         if args.format == "warc":
-            files = [harvest.warcs.root / key for key in harvest.warcs.files(args.job_id)]
-            if not files:
+            keys = list(harvest.warcs.files(args.job_id))
+            if not keys:
                 raise UsageError(f"job {args.job_id} has no WARC files (it kept no page, or kept them as files)")
             with _output(target) as out:
-                copied = _concatenate(files, out)
-            _said(target, f"{copied:,} bytes from {len(files)} WARC file{'s' * (len(files) != 1)}")
+                if args.stack:  # (an S3 object is stored whole or not at all)
+                    copied = _concatenate_objects(harvest.documents, keys, out)
+                else:
+                    copied = _concatenate([harvest.warcs.root / key for key in keys], out)
+            _said(target, f"{copied:,} bytes from {len(keys)} WARC file{'s' * (len(keys) != 1)}")
         else:
             with _output(target) as out:
                 rows = _index(harvest, args.job_id, out)
             _said(target, f"the URL index ({'copied' if rows is None else f'built: {rows:,} rows'})")
     return EXIT_OK
+
+
+def _concatenate_objects(documents: Any, keys: list[str], out: BinaryIO) -> int:
+    """Each stored WARC object, whole, one after the other."""
+    copied = 0
+    for key in keys:
+        with documents.reader(key) as body:
+            while piece := body.read(1024 * 1024):
+                out.write(piece)
+                copied += len(piece)
+    return copied
 
 
 def _concatenate(files: list[Path], out: BinaryIO) -> int:
@@ -75,7 +106,7 @@ def _concatenate(files: list[Path], out: BinaryIO) -> int:
     return copied
 
 
-def _index(harvest: LocalHarvest, job_id: str, out: BinaryIO) -> int | None:
+def _index(harvest: Any, job_id: str, out: BinaryIO) -> int | None:
     """The job's index.parquet (None: copied as its end wrote it), or one built now from its records (a job
     still running, or one that ended before the index was written): its row count."""
     key = index_key(job_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.cli.errors import EXIT_OK, UsageError
@@ -20,6 +20,7 @@ from harvester.cli.reporting import (
 from harvester.cli.state import open_state
 from harvester.model.records import LoaderState, utcnow
 from harvester.pipeline.completion import changes_key, enriched
+from harvester.ports import StateStore
 from harvester.urls import normalize, origin_of, require_http_url
 
 
@@ -62,7 +63,13 @@ def run_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def write_job_records(harvest: LocalHarvest, job_id: str, fmt: str, out: TextIO) -> int:
+class JobStores(Protocol):
+    """What reading a job's records needs: a local state directory's stores, or a deployed stack's."""
+
+    store: StateStore
+
+
+def write_job_records(harvest: JobStores, job_id: str, fmt: str, out: TextIO) -> int:
     """A job's URL records as JSON Lines or CSV (with what later listings of a URL added): what
     `harvest report JOB --format jsonl|csv` prints and `harvest export` writes, one code path for both."""
     extras = harvest.store.extensions(job_id)

@@ -1,5 +1,5 @@
-"""`harvest submit`, `harvest status` and `harvest get --stack` against a deployed stack, found through its
-CloudFormation Outputs."""
+"""`harvest submit`, `harvest status`, `harvest get --stack` and `harvest export --stack` against a deployed
+stack, found through its CloudFormation Outputs."""
 
 from __future__ import annotations
 
@@ -62,22 +62,24 @@ def submit_job(request: JobRequest, queue_url: str, *, region: str | None = None
 
 @dataclass(frozen=True)
 class StackStores:
-    """A deployed stack's crawl database, WARC files and documents, for `harvest get`."""
+    """A deployed stack's crawl database, WARC files, documents and job records (`harvest get`, `export`)."""
 
     crawldb: DynamoCrawlDatabase
     warcs: S3WarcStore
     documents: S3DocumentStore
+    store: DynamoStateStore
 
 
 def stack_stores(stack: str, *, region: str | None = None, session: Any = None) -> StackStores:
     session = session or _session(region)
     outputs = stack_outputs(stack, region=region, session=session)
     table, bucket = _output(outputs, "StateTableName", stack), _output(outputs, "DocumentBucketName", stack)
-    s3 = session.client("s3")
+    s3, dynamodb = session.client("s3"), session.client("dynamodb")
     return StackStores(
-        crawldb=DynamoCrawlDatabase(session.client("dynamodb"), table),
+        crawldb=DynamoCrawlDatabase(dynamodb, table),
         warcs=S3WarcStore(s3, bucket),
         documents=S3DocumentStore(s3, bucket),
+        store=DynamoStateStore(dynamodb, table),
     )
 
 
