@@ -190,6 +190,12 @@ def test_a_sitemap_reached_through_redirects_records_its_final_url(site):
         node = site.node(path)
         assert (node["status"], node["pages"]) == ("completed", 2), path
         assert node["final_url"] == site.base + target
+    # Archived as a page is: each hop's 3xx head, then the sitemap as the last one led to it.
+    captures = [(uri, kind) for _, rec, uri, _, kind in archived_captures(site) if rec == "response"]
+    first = site.base + s.THREE_HOPS
+    chain = [c for c in captures if c[0].startswith(first) or c[0] == site.base + "/target/3-hops.xml"]
+    hops = [(first, "redirect"), (first + "/hop-1", "redirect"), (first + "/hop-2", "redirect")]
+    assert chain == [*hops, (site.base + "/target/3-hops.xml", "sitemap")]
 
 
 def test_more_than_five_redirects_fail_the_sitemap(site):
@@ -298,6 +304,14 @@ def test_a_page_that_recovers_is_completed_and_retry_after_is_honoured(site):
         ("response", 429, "HTTP 429 Too Many Requests"),
         ("response", 200, ""),
     ]
+
+
+def archived_captures(site) -> list[tuple[str, str, str, str, str]]:
+    """Every capture of the crawl's WARC files, in the order written (tests.support.warc_captures)."""
+    from harvester.adapters.local.documents import FolderDocumentStore
+    from tests.support import warc_captures
+
+    return warc_captures(FolderDocumentStore(site.state / "documents"))
 
 
 def archived_answers(site, path: str) -> list[tuple[str, int, str]]:
