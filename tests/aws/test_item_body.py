@@ -77,3 +77,10 @@ def test_version_1_stays_readable_and_its_dictionary_never_changes():
 def test_a_body_in_a_format_this_version_does_not_know_is_refused_by_name(stored):
     with pytest.raises(ValueError, match=r"item JOB#j/URL#k: body stored in format (07|empty).*cannot read"):
         body_text(item({"B": stored}))
+
+
+def test_a_damaged_body_is_refused_by_name_not_read_in_part():
+    whole = stored_body(json.dumps({"url": "https://www.example.com/" + "a" * 300, "state": "fetched"}))["B"]
+    for damaged in (whole[:-4], whole + b"\x00\x01", whole[:1] + b"\xff" * 8):
+        with pytest.raises(ValueError, match=r"item JOB#j/URL#k: body stored damaged"):
+            body_text(item({"B": damaged}))

@@ -145,6 +145,25 @@ def test_a_sitemap_sent_again_whole_with_the_same_bytes_is_archived_as_a_revisit
     assert {uri: digest for uri, (digest, _) in sitemaps.items()} == {u: first_read[u][0] for u in sitemaps}
 
 
+def test_a_warc_job_after_a_files_job_asks_for_what_no_warc_record_holds_whole_once(live_site, tmp_path):
+    """What a crawl with --output files stored exists only as loose documents: a WARC job after it asks for
+    each page and sitemap whole (a 304 would be a revisit of no record), archives them as responses, and the
+    next WARC job asks conditionally again and archives revisits."""
+    site = live_site(pages=4, sitemaps=1)
+    state = tmp_path / "state"
+    crawl(site, state, "--output", "files")
+    wanted = [*site.page_paths(), *(url.removeprefix(site.base) for url in site.sitemap_urls)]
+    assert "/sitemaps/0.xml" in wanted and "/sitemap_index.xml" in wanted
+    for asked, kind in (((False, 200), "response"), ((True, 304), "revisit")):
+        job = crawl(site, state, "--full")
+        assert {(h.path, h.conditional, h.status) for h in site.hits if h.path in wanted} == {
+            (path, *asked) for path in wanted
+        }
+        captures = [c for c in warc_captures(local_stores(state)[0]) if job["job_id"] in c[0]]
+        kinds = {uri: record_type for _, record_type, uri, _, what in captures if what in ("page", "sitemap")}
+        assert kinds == {site.url(p): kind for p in wanted}, job["job_id"]
+
+
 def documents_read(state: Path, job_id: str) -> dict[str, tuple[str, str]]:
     """The sitemaps and robots.txt a job archived: URL -> (payload digest, record type)."""
     return {

@@ -231,7 +231,16 @@ def read_record(stream: BinaryIO, offset: int, length: int) -> Stored:
 
 
 def parse_record(member: bytes, *, where: str = "") -> Stored:
-    """The record a ranged read gave (one gzip member)."""
+    """The record a ranged read gave (one gzip member); ValueError when those bytes hold none."""
+    try:
+        return _parse_record(member, where)
+    except ValueError:
+        raise
+    except Exception as exc:  # (warcio's and zlib's errors for bytes that are no WARC record)
+        raise ValueError(f"no readable WARC record at {where}: {exc}".replace(" at :", ":")) from exc
+
+
+def _parse_record(member: bytes, where: str) -> Stored:
     for record in ArchiveIterator(io.BytesIO(member)):
         http = record.http_headers
         status = int(http.get_statuscode()) if http is not None and http.get_statuscode() else 0

@@ -70,10 +70,8 @@ def run_get(args: argparse.Namespace) -> int:
             stored = read_capture(harvest.warcs, place)
         except FileNotFoundError:
             raise UsageError(f"{url}: its WARC file {place.filename} is missing") from None
-        except Exception as exc:  # (a file cut short or replaced: no readable record where the location says)
-            raise UsageError(
-                f"{url}: no readable WARC record at {place.filename} offset {place.offset}: {exc}"
-            ) from None
+        except ValueError as exc:  # (a file cut short or replaced: no readable record where the location says)
+            raise UsageError(f"{url}: {exc}") from None
         if stored.record_type != "response":
             raise UsageError(f"{url}: {place.filename} offset {place.offset} is a {stored.record_type} record")
         if args.headers:

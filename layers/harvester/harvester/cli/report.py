@@ -66,7 +66,8 @@ def run_report(args: argparse.Namespace) -> int:
 class JobStores(Protocol):
     """What reading a job's records needs: a local state directory's stores, or a deployed stack's."""
 
-    store: StateStore
+    @property
+    def store(self) -> StateStore: ...
 
 
 def write_job_records(harvest: JobStores, job_id: str, fmt: str, out: TextIO) -> int:

@@ -184,7 +184,7 @@ async def _settle(
         if not await admission.turn(ctx.gate, record.url):  # the gate has no turn for it soon: back to the queue
             not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
             return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
-        headers = _validators(record.known)
+        headers = _validators(record.known, warc=archive is not None)
         # One request per delivery: a transient failure comes back through the queue, so that every
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
         fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
@@ -214,10 +214,13 @@ def _untried(record: SitemapURL) -> SitemapURL:
     return record.model_copy(update={"attempts": max(0, record.attempts - 1)})
 
 
-def _validators(known: CrawlRecord | None) -> dict[str, str]:
-    """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage."""
+def _validators(known: CrawlRecord | None, *, warc: bool) -> dict[str, str]:
+    """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage.
+    For a job that keeps WARC, stored means in a WARC record, which its 304 is archived as a revisit of:
+    content kept only as a loose document (a crawl with ``--output files`` before) is asked for whole once,
+    so that the archive holds it."""
     headers: dict[str, str] = {}
-    if known is not None and (known.document_key or known.warc):
+    if known is not None and (known.warc or (known.document_key and not warc)):
         if known.etag:
             headers["If-None-Match"] = known.etag
         if known.http_last_modified:

@@ -256,7 +256,13 @@ class SitemapReading:
         url = self.record.url
         limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
         prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
-        headers = _validators(prior)
+        # A job that keeps WARC asks for a whole reading with no WARC record whole once (it was read by a job
+        # that kept files, or before WARC): a 304 is archived as a revisit of that record, and there is none
+        # yet. (A reading cut at the size limit is never archived: it stays conditional.)
+        unarchived = (
+            prior is not None and prior.warc is None and not prior.truncated and self.request.output is Output.WARC
+        )
+        headers = {} if unarchived else _validators(prior)
         # The fetcher retries a transient failure at once, within what is left of the sitemap's budget
         # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
         retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))

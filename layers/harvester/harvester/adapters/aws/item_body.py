@@ -62,10 +62,19 @@ def body_text(item: Mapping[str, Any]) -> str:
     packed = bytes(value["B"])
     dictionary = _DICTIONARIES.get(packed[0]) if packed else None
     if dictionary is None:
-        key = f"{item.get('pk', {}).get('S')}/{item.get('sk', {}).get('S')}"
         raise ValueError(
-            f"item {key}: body stored in format {packed[:1].hex() or 'empty'}, which this version of Harvester"
+            f"item {_key(item)}: body stored in format {packed[:1].hex() or 'empty'}, which this version of Harvester"
             f" cannot read (it reads {sorted(_DICTIONARIES)}): written by a later version?"
         )
     inflate = zlib.decompressobj(-15, zdict=dictionary)
-    return (inflate.decompress(packed[1:]) + inflate.flush()).decode()
+    try:
+        text = inflate.decompress(packed[1:]) + inflate.flush()
+    except zlib.error as exc:
+        raise ValueError(f"item {_key(item)}: body stored damaged ({exc})") from None
+    if not inflate.eof or inflate.unused_data:  # (cut short, or with bytes after its end)
+        raise ValueError(f"item {_key(item)}: body stored damaged (its deflate stream is not whole)")
+    return text.decode()
+
+
+def _key(item: Mapping[str, Any]) -> str:
+    return f"{item.get('pk', {}).get('S')}/{item.get('sk', {}).get('S')}"

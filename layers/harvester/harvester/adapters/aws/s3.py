@@ -13,6 +13,18 @@ from botocore.exceptions import ClientError
 from harvester.limits import SPOOL_IN_MEMORY
 
 
+@contextmanager
+def missing_as_file_not_found(bucket: str, key: str) -> Iterator[None]:
+    """S3's answer for a missing object as the ports say it (FileNotFoundError, as a folder's store raises),
+    so that a caller tells "not there" from a failure to reach S3 the same way on both backends."""
+    try:
+        yield
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("NoSuchKey", "404", "NotFound"):
+            raise FileNotFoundError(f"s3://{bucket}/{key}") from None
+        raise
+
+
 class S3DocumentStore:
     writes_inline = False  # (a PUT is a network round trip: made in a thread)
 
@@ -49,12 +61,14 @@ class S3DocumentStore:
             self.put(key, out, content_type=content_type)  # type: ignore[arg-type]
 
     def get(self, key: str) -> bytes:
-        return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        with missing_as_file_not_found(self.bucket, key):
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
     @contextmanager
     def reader(self, key: str) -> Iterator[BinaryIO]:
         """The object's body as it streams in."""
-        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        with missing_as_file_not_found(self.bucket, key):
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
         try:
             yield body
         finally:

@@ -13,8 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
-from botocore.exceptions import ClientError
-
+from harvester.adapters.aws.s3 import missing_as_file_not_found
 from harvester.archive.warc import Archived, cdxj_line, warcinfo
 from harvester.limits import SPOOL_IN_MEMORY
 
@@ -45,12 +44,8 @@ class S3WarcStore:
 
     def read(self, filename: str, offset: int, length: int) -> bytes:
         byte_range = f"bytes={offset}-{offset + length - 1}"
-        try:
+        with missing_as_file_not_found(self.bucket, filename):
             return self.client.get_object(Bucket=self.bucket, Key=filename, Range=byte_range)["Body"].read()
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
-                raise FileNotFoundError(f"s3://{self.bucket}/{filename}") from None
-            raise
 
     def files(self, job_id: str) -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")
