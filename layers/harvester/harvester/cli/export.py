@@ -23,31 +23,15 @@ from typing import Any, BinaryIO
 from harvester.adapters.local.warc_files import indexed_end
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.report import write_job_records
-from harvester.cli.state import open_state
+from harvester.cli.state import open_stores
 from harvester.pipeline.completion import index_key
 
 #: The file name a binary format is written to by default: ``<job_id>.<extension>``.
 EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet"}
 
 
-@contextlib.contextmanager
-def _job_output(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
-    """The stores a job's output is read from (``store``, ``documents``, ``warcs``), and where they are."""
-    if args.stack:
-        from harvester.adapters.aws.stack import StackError, reading_stack
-
-        try:
-            with reading_stack(args.stack, region=args.region) as stores:
-                yield stores, f"stack {args.stack!r}"
-        except StackError as exc:
-            raise UsageError(str(exc)) from None
-        return
-    with open_state(args.state_dir) as harvest:
-        yield harvest, str(args.state_dir)
-
-
 def run_export(args: argparse.Namespace) -> int:
-    with _job_output(args) as (harvest, where):
+    with open_stores(args) as (harvest, where):
         if harvest.store.get_job(args.job_id) is None:
             raise UsageError(f"no job {args.job_id!r} in {where}")
         if args.format in ("jsonl", "csv"):

@@ -14,30 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from harvester.archive.stored import read_capture
 from harvester.cli.errors import EXIT_OK, UsageError
-from harvester.cli.state import open_state
+from harvester.cli.state import open_stores
 from harvester.urls import normalize, origin_of, require_http_url
-
-
-@contextmanager
-def _stores(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
-    """The stores to read (``crawldb``, ``warcs``, ``documents``) and how to name where they are."""
-    if args.stack:
-        from harvester.adapters.aws.stack import StackError, reading_stack
-
-        try:
-            with reading_stack(args.stack, region=args.region) as stores:
-                yield stores, f"stack {args.stack!r}"
-        except StackError as exc:
-            raise UsageError(str(exc)) from None
-        return
-    with open_state(args.state_dir) as harvest:
-        yield harvest, str(args.state_dir)
 
 
 def run_get(args: argparse.Namespace) -> int:
@@ -45,7 +26,7 @@ def run_get(args: argparse.Namespace) -> int:
         url = normalize(require_http_url(args.url))
     except ValueError as exc:
         raise UsageError(f"{args.url}: {exc}") from None
-    with _stores(args) as (harvest, where):
+    with open_stores(args) as (harvest, where):
         record = harvest.crawldb.get_urls(origin_of(url), [url]).get(url)
         if record is None:
             raise UsageError(f"{url}: not in the crawl database of {where}")

@@ -1,11 +1,13 @@
-"""The local state directory as the commands that use it open it, and the engine's failures in the words
-and exit statuses of the command line."""
+"""The local state directory (or a deployed stack's stores) as the commands that use it open it, and the
+engine's failures in the words and exit statuses of the command line."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harvester.adapters.local.database import StateDirBusy, StateDirError, StorageFailed, storage_failure
 from harvester.adapters.local.runner import JobStuck, LocalHarvest
@@ -49,3 +51,20 @@ def open_state(state_dir: Path) -> Iterator[LocalHarvest]:
         raise UsageError(f"--state-dir {state_dir}: no harvest state there")
     with engine_failures(state_dir), LocalHarvest.open(state_dir) as harvest:
         yield harvest
+
+
+@contextlib.contextmanager
+def open_stores(args: argparse.Namespace) -> Iterator[tuple[Any, str]]:
+    """What `get` and `export` read (``store``, ``crawldb``, ``documents``, ``warcs``): a local state
+    directory's (``--state-dir``), or a deployed stack's (``--stack``: DynamoDB and S3); and how to name it."""
+    if args.stack:
+        from harvester.adapters.aws.stack import StackError, reading_stack
+
+        try:
+            with reading_stack(args.stack, region=args.region) as stores:
+                yield stores, f"stack {args.stack!r}"
+        except StackError as exc:
+            raise UsageError(str(exc)) from None
+        return
+    with open_state(args.state_dir) as harvest:
+        yield harvest, str(args.state_dir)
