@@ -6,7 +6,7 @@ batching work that is to meet them needs a figure to start from, the same figure
 and a map of where the requests come from. This script is that figure: it counts what a crawl costs, it
 changes nothing in the engine.
 
-    python bench/aws_cost.py [--pages 1000] [--where] [--top 6]
+    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json]
 
 What runs: a demo site of ``--pages`` pages (harvester.demo.live.LiveSite, served on 127.0.0.1) is crawled
 twice through the AWS path of bench/_aws_path.py (template.yaml translated with samtranslator and created in
@@ -68,6 +68,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections
+import json
 import math
 import re
 import sys
@@ -659,16 +660,38 @@ def report_where(columns: list[tuple[Layout, Crawl]], top: int) -> None:
                 print(f"      {rest / crawl.pages:8.3f}  ({len(sites) - top} more call sites)")
 
 
+def figures(layouts: list[Layout]) -> dict[str, dict[str, dict[str, float]]]:
+    """The headline figures per layout and crawl, for a program to read (``--json``)."""
+    return {
+        layout.name: {
+            crawl.name: {
+                "pages": crawl.pages,
+                "requests_per_page": sum(requests_by_operation(crawl).values()) / crawl.pages,
+                "dollars_per_million_pages": sum(costs(crawl).values()) / crawl.pages * 1e6,
+                "write_units_per_page": crawl.tally.unit("WRU") / crawl.pages,
+                "index_write_units_per_page": crawl.tally.unit("WRU index") / crawl.pages,
+                "s3_puts_per_page": crawl.tally.unit("S3 PUT") / crawl.pages,
+            }
+            for crawl in layout.crawls
+        }
+        for layout in layouts
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=1_000, help="pages of the demo site (default 1,000)")
     parser.add_argument("--where", action="store_true", help="also the top call sites of each operation")
     parser.add_argument("--top", type=int, default=6, help="call sites shown per operation with --where")
+    parser.add_argument("--json", action="store_true", help="the headline figures as one JSON object, no table")
     args = parser.parse_args()
     layouts = [loose_objects(args.pages, where=args.where)]
     batched = batched_layout(args.pages, where=args.where)
     if batched is not None:
         layouts.append(batched)
+    if args.json:
+        print(json.dumps(figures(layouts)))
+        return
     report(layouts, args.pages, where=args.where, top=args.top)
 
 

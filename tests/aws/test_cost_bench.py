@@ -1,0 +1,52 @@
+"""bench/aws_cost.py's billed units, as facts about the AWS layouts (a small crawl, in a process of its own:
+the bench starts its own moto).
+
+Units are counted from requests and item sizes, not timed, so these hold on any machine: a WARC location in
+the records costs no write unit (bodies are stored deflated and stay within 1 KB), and a page batch's WARC
+object costs a fraction of the S3 PUTs of one object per page. Issue 11's dollar target is a known gap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PAGES = 40
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, Any]:
+    run = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "aws_cost.py"), "--pages", str(PAGES), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_the_warc_location_costs_no_write_unit_and_a_batch_object_fewer_puts(figures):
+    loose, warc = figures["loose objects (today)"], figures["WARC per batch"]
+    for crawl in ("first crawl", "re-crawl"):
+        assert warc[crawl]["pages"] == loose[crawl]["pages"] == PAGES
+        # (within half a unit a page: a claim that meets another worker's, a lone page's claim, vary by run;
+        # a location that pushed items past 1 KB cost 4 units a page more)
+        assert warc[crawl]["write_units_per_page"] <= loose[crawl]["write_units_per_page"] + 0.5, crawl
+        assert warc[crawl]["index_write_units_per_page"] <= loose[crawl]["index_write_units_per_page"] + 0.5, crawl
+    assert warc["first crawl"]["s3_puts_per_page"] < 0.5 * loose["first crawl"]["s3_puts_per_page"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 11: <= $2 per million pages needs the job's per-URL state kept per page batch (see its notes);"
+    " per-URL records written in transactions cost ~14 write units a page ($8.7/M) today",
+)
+def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages(figures):
+    assert figures["WARC per batch"]["first crawl"]["dollars_per_million_pages"] <= 2.0
