@@ -8,9 +8,9 @@ Layout (``pk`` / ``sk``):
 * ``CRAWL#<site>`` / ``SITEMAP#<url key>``: the last complete reading of a sitemap;
 * ``CRAWL#<site>`` / ``SITE``: lastmod trust.
 
-Records are stored as their JSON ``body`` with a ``version``; a versioned write is a Put conditioned on the
-version it was computed from (``attribute_not_exists(pk)`` for a new record), so it can ride in the same
-transaction as the job's records.
+Records are stored as their JSON ``body`` (deflated: item_body.py) with a ``version``; a versioned write
+is a Put conditioned on the version it was computed from (``attribute_not_exists(pk)`` for a new record),
+so it can ride in the same transaction as the job's records.
 """
 
 from __future__ import annotations

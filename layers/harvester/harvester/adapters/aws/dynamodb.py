@@ -9,9 +9,9 @@ Layout (``pk`` / ``sk``):
   the shards, read with TransactGetItems when a completion check must see one instant;
 * ``JOB#<id>`` / ``SITEMAP#<url key>`` and ``URL#<url key>``: the sitemap and page records.
 
-Every record is stored as its JSON ``body`` plus the attributes conditions need (``status``,
-``lease_token``, ``lease_until``, ``version``). Unfinished items carry ``open_pk`` so that the sparse
-``OpenItems`` index lists exactly what a resume must look at. Each counter delta is written in the same
+Every record is stored as its JSON ``body`` (deflated: item_body.py) plus the attributes conditions need
+(``status``, ``lease_token``, ``lease_until``, ``version``). Unfinished items carry ``open_pk`` so that the
+sparse ``OpenItems`` index lists exactly what a resume must look at. Each counter delta is written in the same
 TransactWriteItems as the record change that justifies it.
 """
 
