@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _state_dir_argument(export)
     export.add_argument("--stack", help="export a deployed stack's job (its records, WARC objects and index)")
-    export.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
+    _region_argument(export)
     export.set_defaults(run=_command("export", "run_export"))
 
     get = commands.add_parser(
@@ -177,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("url", help="a page URL the crawl database holds (a local state directory's, or a stack's)")
     _state_dir_argument(get)
     get.add_argument("--stack", help="read a deployed stack's crawl database and WARC objects instead")
-    get.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
+    _region_argument(get)
     get.add_argument("--raw", action="store_true", help="the body as received (its Content-Encoding still on)")
     get.add_argument("--headers", action="store_true", help="the HTTP status line and headers first")
     get.set_defaults(run=_command("get", "run_get"))
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
     _job_arguments(submit, network=False)
     submit.add_argument("--job-id", help="idempotent job id (default: generated)")
-    submit.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
+    _region_argument(submit)
     submit.set_defaults(run=_command("remote", "run_submit"))
 
     status = commands.add_parser(
@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("job_id", help="the job id harvest submit printed")
     status.add_argument("--stack", required=True, help="CloudFormation stack name")
-    status.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
+    _region_argument(status)
     status.set_defaults(run=_command("remote", "run_status"))
 
     jobs = commands.add_parser(
@@ -264,6 +264,10 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _delay_argument(parser)
     if network:
         parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+
+
+def _region_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
 
 
 def _state_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,14 @@ from harvester.fetch.errors import (
     TooManyRedirects,
     UnsupportedScheme,
 )
-from harvester.fetch.policy import DEFAULT_USER_AGENT, FetchPolicy, is_transient, parse_networks, policy_for
+from harvester.fetch.policy import (
+    DEFAULT_USER_AGENT,
+    FetchPolicy,
+    conditional_headers,
+    is_transient,
+    parse_networks,
+    policy_for,
+)
 from harvester.fetch.response import FetchResponse
 from harvester.fetch.robots import RobotsEntry, RobotsRules
 
@@ -46,6 +53,7 @@ __all__ = [
     "TooManyRedirects",
     "UnsupportedScheme",
     "check_url",
+    "conditional_headers",
     "embedded_ipv4",
     "is_transient",
     "parse_networks",

@@ -42,6 +42,17 @@ def is_transient(status_code: int) -> bool:
     return status_code in (408, 429) or 500 <= status_code <= 599
 
 
+def conditional_headers(etag: str | None, last_modified: str | None) -> dict[str, str]:
+    """The headers of a conditional GET from the validators a stored copy came with (a 304 then costs no
+    body); none without validators."""
+    headers: dict[str, str] = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    return headers
+
+
 def parse_networks(values: Iterable[str]) -> tuple[IPNetwork, ...]:
     """CIDRs (or bare addresses) to networks; each value may itself hold several, comma or space separated.
 

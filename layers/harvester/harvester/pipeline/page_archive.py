@@ -49,19 +49,28 @@ class RawBody:
         self.file.close()
 
 
-def capture(
-    job: JobRecord,
-    record: SitemapURL,
+def identical(stored: WarcLocation | None, body: RawBody) -> WarcLocation | None:
+    """``stored`` when the body just read is byte for byte its payload (what a revisit with the profile
+    identical-payload-digest then refers to), else None."""
+    return stored if stored is not None and stored.payload_digest == body.digest else None
+
+
+def add_answer(
+    archive: WarcBatch,
+    key: str,
     response: FetchResponse,
     *,
+    fetched_at: datetime,
+    metadata: dict[str, Any],
+    job_id: str,
     body: RawBody | None = None,
     revisits: WarcLocation | None = None,
-) -> Capture:
-    """The capture of a page's fetch: a response with ``body``, or a revisit of the stored record ``revisits``."""
-    assert record.fetch_time is not None  # (set when the response came)
-    refers = archived(revisits.url or record.url, revisits) if revisits is not None else None
-    head = response.exchange
-    return exchange(head, fetched_at=record.fetch_time, metadata=metadata(job, record), body=body, revisits=refers)
+) -> None:
+    """Adds the capture of an answer to the batch under ``key`` (the URL asked for): a response read whole
+    into ``body``, or a revisit of the stored record ``revisits``; after the redirects that led to it."""
+    refers = archived(revisits.url or key, revisits) if revisits is not None else None
+    main = exchange(response.exchange, fetched_at=fetched_at, metadata=metadata, body=body, revisits=refers)
+    archive.add(key, main, hops=hops(response, fetched_at=fetched_at, job_id=job_id))
 
 
 def add_with_hops(
@@ -73,10 +82,18 @@ def add_with_hops(
     body: RawBody | None = None,
     revisits: WarcLocation | None = None,
 ) -> None:
-    """Adds the capture of a page's answer to the batch (read whole into ``body``, or a revisit), after the
-    redirects that led to it."""
-    main = capture(job, record, response, body=body, revisits=revisits)
-    archive.add(record.url, main, hops=hops(response, fetched_at=main.fetched_at, job_id=job.job_id))
+    """Adds the capture of a page's answer (``add_answer``), with what the job knows of the page."""
+    assert record.fetch_time is not None  # (set when the response came)
+    add_answer(
+        archive,
+        record.url,
+        response,
+        fetched_at=record.fetch_time,
+        metadata=metadata(job, record),
+        job_id=job.job_id,
+        body=body,
+        revisits=revisits,
+    )
 
 
 def exchange(

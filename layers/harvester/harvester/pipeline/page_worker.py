@@ -25,7 +25,14 @@ from datetime import UTC, datetime, timedelta
 from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
 from harvester.crawldb.documents import page_key
-from harvester.fetch import BlockedAddress, FetchError, FetchResponse, is_transient, parse_retry_after
+from harvester.fetch import (
+    BlockedAddress,
+    FetchError,
+    FetchResponse,
+    conditional_headers,
+    is_transient,
+    parse_retry_after,
+)
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, WarcLocation
 from harvester.model.messages import Output, PageTask
@@ -219,13 +226,9 @@ def _validators(known: CrawlRecord | None, *, warc: bool) -> dict[str, str]:
     For a job that keeps WARC, stored means in a WARC record, which its 304 is archived as a revisit of:
     content kept only as a loose document (a crawl with ``--output files`` before) is asked for whole once,
     so that the archive holds it."""
-    headers: dict[str, str] = {}
-    if known is not None and (known.warc or (known.document_key and not warc)):
-        if known.etag:
-            headers["If-None-Match"] = known.etag
-        if known.http_last_modified:
-            headers["If-Modified-Since"] = known.http_last_modified
-    return headers
+    if known is None or not (known.warc or (known.document_key and not warc)):
+        return {}
+    return conditional_headers(known.etag, known.http_last_modified)
 
 
 async def _settle_response(
@@ -301,7 +304,7 @@ async def _settle_response(
         kept = {"signature": signature, "content_type": response.content_type, "size": size, **validators}
         if raw is not None and archive is not None:
             # Kept as WARC: a payload identical to the stored one is a revisit of its record, else a response.
-            same = known.warc if known is not None and known.warc and known.warc.payload_digest == raw.digest else None
+            same = page_archive.identical(known.warc if known is not None else None, raw)
             done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
             page_archive.add_with_hops(archive, job, done.record, response, body=raw, revisits=same)
             return done

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from harvester.archive.batch import WarcBatch, archived
+from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import http_error, listed
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
-from harvester.fetch import FetchError, FetchResponse, is_transient
+from harvester.fetch import FetchError, FetchResponse, conditional_headers, is_transient
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl, WarcLocation
@@ -256,13 +256,7 @@ class SitemapReading:
         url = self.record.url
         limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
         prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
-        # A job that keeps WARC asks for a whole reading with no WARC record whole once (it was read by a job
-        # that kept files, or before WARC): a 304 is archived as a revisit of that record, and there is none
-        # yet. (A reading cut at the size limit is never archived: it stays conditional.)
-        unarchived = (
-            prior is not None and prior.warc is None and not prior.truncated and self.request.output is Output.WARC
-        )
-        headers = {} if unarchived else _validators(prior)
+        headers = _validators(prior, warc=self.request.output is Output.WARC)
         # The fetcher retries a transient failure at once, within what is left of the sitemap's budget
         # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
         retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))
@@ -367,8 +361,7 @@ class SitemapReading:
                         document_key = self._store_raw(raw, response.content_type, signature)
             if as_received is not None and broken is None and response.complete:
                 # The same bytes as the stored reading's record: a revisit of it, as for a page.
-                same = prior.warc if prior is not None and prior.warc else None
-                same = same if same is not None and same.payload_digest == as_received.digest else None
+                same = page_archive.identical(prior.warc if prior is not None else None, as_received)
                 archived_at = await self._archive(response, body=as_received, revisits=same)
         finally:  # (a body broken off is raised from within: its spool is let go all the same)
             if as_received is not None:
@@ -383,11 +376,12 @@ class SitemapReading:
             truncated=response.truncated,
         )
         if outcome.status is SitemapStatus.COMPLETED and broken is None and keep:
+            # (a revisit's location is not kept: the record it refers to holds the bytes)
+            response_at = archived_at if archived_at is not None and archived_at.record_type == "response" else None
             if prior is not None and unchanged:
-                fresh = archived_at if archived_at is not None and archived_at.record_type == "response" else None
-                self._refresh(prior, response.headers, warc=fresh)
+                self._refresh(prior, response.headers, warc=response_at)
             else:
-                self._remember(outcome, response.headers, signature, warc=archived_at)
+                self._remember(outcome, response.headers, signature, warc=response_at)
         return outcome
 
     def _outcome(
@@ -512,7 +506,7 @@ class SitemapReading:
                 truncated=outcome.truncated,
                 warnings=outcome.warnings,
                 entries=self.entries,
-                warc=warc if warc is not None and warc.record_type == "response" else None,
+                warc=warc,
             ),
         )
 
@@ -860,15 +854,18 @@ class SitemapReading:
         record was stored."""
         kind = "robots.txt" if self.is_robots else "sitemap"
         metadata = {"job_id": self.job.job_id, "kind": kind, "url": self.record.url, "depth": self.record.depth}
-        refers = archived(revisits.url or self.record.url, revisits) if revisits is not None else None
         batch = WarcBatch()
         try:
-            fetched_at = self.ctx.clock()
-            main = page_archive.exchange(
-                response.exchange, fetched_at=fetched_at, metadata=metadata, body=body, revisits=refers
+            page_archive.add_answer(
+                batch,
+                self.record.url,
+                response,
+                fetched_at=self.ctx.clock(),
+                metadata=metadata,
+                job_id=self.job.job_id,
+                body=body,
+                revisits=revisits,
             )
-            hops = page_archive.hops(response, fetched_at=fetched_at, job_id=self.job.job_id)
-            batch.add(self.record.url, main, hops=hops)
             return (await page_archive.store(self.ctx, self.job, batch)).get(self.record.url)
         finally:
             batch.close()
@@ -907,14 +904,14 @@ def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> Site
     )
 
 
-def _validators(prior: SitemapCrawl | None) -> dict[str, str]:
-    headers = {}
-    if prior is not None:
-        if prior.etag:
-            headers["If-None-Match"] = prior.etag
-        if prior.http_last_modified:
-            headers["If-Modified-Since"] = prior.http_last_modified
-    return headers
+def _validators(prior: SitemapCrawl | None, *, warc: bool) -> dict[str, str]:
+    """The conditional headers of a sitemap read before (its stored copy answers a 304). For a job that
+    keeps WARC, only of a reading a WARC record holds, which a 304 is archived as a revisit of: one read by a
+    job that kept files, or before WARC, is asked for whole once. (A reading cut at the size limit is never
+    archived: it stays conditional.)"""
+    if prior is None or (warc and prior.warc is None and not prior.truncated):
+        return {}
+    return conditional_headers(prior.etag, prior.http_last_modified)
 
 
 def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:

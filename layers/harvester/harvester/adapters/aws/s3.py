@@ -12,6 +12,9 @@ from botocore.exceptions import ClientError
 
 from harvester.limits import SPOOL_IN_MEMORY
 
+#: The error codes S3 answers a missing object with (GetObject: NoSuchKey; HeadObject: 404, no body).
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
 
 @contextmanager
 def missing_as_file_not_found(bucket: str, key: str) -> Iterator[None]:
@@ -20,7 +23,7 @@ def missing_as_file_not_found(bucket: str, key: str) -> Iterator[None]:
     try:
         yield
     except ClientError as exc:
-        if exc.response["Error"]["Code"] in ("NoSuchKey", "404", "NotFound"):
+        if exc.response["Error"]["Code"] in _MISSING:
             raise FileNotFoundError(f"s3://{bucket}/{key}") from None
         raise
 
@@ -76,11 +79,10 @@ class S3DocumentStore:
 
     def exists(self, key: str) -> bool:
         try:
-            self.client.head_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise
+            with missing_as_file_not_found(self.bucket, key):
+                self.client.head_object(Bucket=self.bucket, Key=key)
+        except FileNotFoundError:
+            return False
         return True
 
     def keys(self, prefix: str) -> Iterator[str]:

@@ -94,10 +94,8 @@ def reading_stack(stack: str, *, region: str | None = None) -> Iterator[StackSto
 
 def job_status(job_id: str, stack: str, *, region: str | None = None, session: Any = None) -> dict[str, Any]:
     """The job as BulkProcessingJob JSON, with where its result lands."""
-    session = session or _session(region)
-    outputs = stack_outputs(stack, region=region, session=session)
-    store = DynamoStateStore(session.client("dynamodb"), _output(outputs, "StateTableName", stack))
-    documents = S3DocumentStore(session.client("s3"), _output(outputs, "DocumentBucketName", stack))
+    stores = stack_stores(stack, region=region, session=session)
+    store, documents = stores.store, stores.documents
     try:
         snapshot = store.snapshot(job_id)
     except (ClientError, BotoCoreError) as exc:
