@@ -15,8 +15,8 @@ from harvester.adapters.aws.crawl import DynamoCrawlDatabase, url_item_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.crawl import WarcLocation
 from harvester.model.records import UrlStatus, body_of
-from harvester.ports import Lease, PageOutcome
-from tests.contract.test_state_store import NOW, claimed_sitemap, counts, lease, new_job, page, sitemap
+from harvester.ports import Lease, PageOutcome, PageRetry
+from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
 
 
 class Store:
@@ -59,6 +59,37 @@ def recorded(aws: Store, n_pages: int) -> tuple[str, list[str]]:
     aws.store.record_pages(job_id, sitemap(1).url, pages, checkpoint=n_pages, lease=lease())
     aws.calls.clear()
     return job_id, [p.url for p in pages]
+
+
+def index_entries(aws: Store, job_id: str) -> list[str]:
+    """The sort keys the OpenItems index holds for the job."""
+    response = aws.store.client.query(
+        TableName=aws.store.table,
+        IndexName="OpenItems",
+        KeyConditionExpression="open_pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"OPEN#{job_id}"}},
+    )
+    return [item["sk"]["S"] for item in response["Items"]]
+
+
+def test_pages_stay_out_of_the_open_index_and_a_resume_still_finds_them(aws):
+    """An index entry per page cost 3 write units a fetched page (added, rewritten at the claim, removed): a
+    resume reads the job's partition for its open pages instead, and finds each in every state."""
+    job_id, urls = recorded(aws, 4)
+    assert index_entries(aws, job_id) == [f"SITEMAP#{sitemap(1).key}"]
+    pending = {p.url for p in aws.store.pages(job_id, status=UrlStatus.PENDING)}
+    assert pending == set(urls)
+    claimed = aws.store.claim_pages(job_id, urls[:3], lease("w", seconds=-1), now=NOW)
+    done = claimed[0].model_copy(update={"status": UrlStatus.COMPLETED, "finished_at": T0})
+    assert aws.store.finish_pages(job_id, [PageOutcome(done)], lease("w", seconds=-1)).applied == [urls[0]]
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    retry = PageRetry(urls[1], retries=1, error_message="503", not_before=later)
+    assert aws.store.retry_pages(job_id, [retry], lease("w", seconds=-1)) == [urls[1]]
+    assert index_entries(aws, job_id) == [f"SITEMAP#{sitemap(1).key}"]
+    assert {p.url for p in aws.store.pages(job_id, status=UrlStatus.PENDING)} == {urls[1], urls[3]}
+    assert [p.url for p in aws.store.pages(job_id, status=UrlStatus.PROCESSING)] == [urls[2]]
+    assert aws.store.release_leases(job_id) == 2  # the sitemap's lease and the claimed page's
+    assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[1:]
 
 
 def test_a_batch_is_claimed_in_one_read_and_one_write(aws):
@@ -173,6 +204,8 @@ def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(a
     aws.store.client.put_item(TableName=aws.store.table, Item=whole)
     assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PENDING)] == [listed.url]
     (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
+    assert index_entries(aws, JOB) == []  # (an entry it had leaves the index at its first move)
+    assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PROCESSING)] == [listed.url]
     assert claimed == listed.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": 1})
     done = fetched(claimed)
     assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]

@@ -5,8 +5,8 @@ Why: a job record carries ``known``, the crawl record its listing wrote (the val
 version a fetch works on; what the change feed and the lastmod evidence compare with at the job's end).
 Stored whole, it repeats the URL, the sitemap's values, the job's id and the listing time, and once the page
 is fetched, the content's fields the record shows too: a fetched page's item was 1,336 bytes, and DynamoDB
-bills a write per started KB (twice in a transaction, and again for the OpenItems index), so every move of
-the record cost twice what a 1 KB item does. The stored form keeps only what differs, under ``_k``:
+bills a write per started KB (twice in a transaction, and pages were then in the OpenItems index), so every
+move of the record cost twice what a 1 KB item does. The stored form keeps only what differs, under ``_k``:
 
 * a field the snapshot shares with the record (same name, same value: ``url``, ``sitemap``, ``signature``,
   ...) is left out and taken from the record when read; one the snapshot lacks while the record has it is
