@@ -233,7 +233,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
     assert sources == {
         "JobFunction": ("JobQueue", 1, None, 2, ("ReportBatchItemFailures",)),
         "SitemapFunction": ("SitemapQueue", 1, None, 5, ("ReportBatchItemFailures",)),
-        "PageFunction": ("PageQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
+        "PageFunction": ("PageQueue", 50, 1, 20, ("ReportBatchItemFailures",)),
         "PagePriorityFunction": ("PagePriorityQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
     }
     assert stack.function("SchedulerFunction").event_sources == ()
@@ -368,11 +368,11 @@ def test_batch_size_and_attributes_of_a_full_batch(deployed_stack: Deployment) -
     stack, _ = deployed_stack
     recorder = Recorder()
     poller = LambdaPoller(stack, handlers={"PageFunction": recorder, "SitemapFunction": recorder})
-    send(stack, "PageQueue", *[f"p{i}" for i in range(25)])
+    send(stack, "PageQueue", *[f"p{i}" for i in range(60)])
     send(stack, "SitemapQueue", "s1", "s2")
-    assert [poller.poll_once("PageFunction") for _ in range(4)] == [10, 10, 5, 0]
+    assert [poller.poll_once("PageFunction") for _ in range(3)] == [50, 10, 0]  # (10 per ReceiveMessage)
     assert [poller.poll_once("SitemapFunction") for _ in range(3)] == [1, 1, 0]
-    assert sorted(recorder.bodies()) == sorted([f"p{i}" for i in range(25)] + ["s1", "s2"])
+    assert sorted(recorder.bodies()) == sorted([f"p{i}" for i in range(60)] + ["s1", "s2"])
     assert depth(poller, "PageQueue") == (0, 0, 0)
 
 

@@ -16,7 +16,7 @@ FUNCTIONS = {
     # logical id: (code dir, timeout, memory, queue, batch size)
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
-    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 10),
+    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 50),
     "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
@@ -84,6 +84,9 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     assert function["Layers"] == [{"Ref": layer_id(translated_template)}]
     environment = function["Environment"]["Variables"]
     assert {k: environment[k] for k in GLOBAL_ENV} == GLOBAL_ENV
+    # A page batch spools its pages, their captures and its WARC object to /tmp (~2 GB at worst for 50).
+    storage = 2048 if function_id.startswith("Page") else None
+    assert function.get("EphemeralStorage", {}).get("Size") == storage
     if function_id == "SchedulerFunction":
         assert environment["HARVEST_RECURRING_JOBS"] == {"Ref": "RecurringJobs"}
     else:
@@ -108,6 +111,8 @@ def test_sqs_event_sources(translated_template: dict[str, Any], function_id: str
     ]
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert mapping["BatchSize"] == batch_size
+    if batch_size > 10:  # (SQS event sources refuse a batch above 10 without a batching window)
+        assert mapping["MaximumBatchingWindowInSeconds"] >= 1
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     queue = props(translated_template, queue_id)
     assert queue["VisibilityTimeout"] == 6 * timeout
