@@ -184,6 +184,7 @@ class Invocation:
     seconds: float
     memory_mb: int
     aws_seconds: float  # of which inside the handler's AWS calls (moto)
+    messages: int = 0  # the event's records
 
     @property
     def gb_seconds(self) -> float:
@@ -485,25 +486,31 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
                 return inner(event, context)
             finally:
                 seconds = time.perf_counter() - start - (tally.meter_seconds - meter_before)
-                tally.invocations.append(Invocation(function_id, seconds, memory, tally.aws_seconds - aws_before))
+                aws_seconds = tally.aws_seconds - aws_before
+                messages = len(event.get("Records", ())) if isinstance(event, dict) else 0
+                tally.invocations.append(Invocation(function_id, seconds, memory, aws_seconds, messages))
 
         return invoke
 
     aws.poller.handler = handler  # type: ignore[method-assign]
 
 
-def loose_objects(pages: int, *, where: bool) -> Layout:
+#: The job's rate_limit_delay by default: no spacing between a host's requests (only its 8 at once).
+NO_SPACING = 0.00001
+
+
+def loose_objects(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
     """The baseline layout, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
     unchanged site."""
-    return _layout("loose objects (today)", "files", pages, where=where)
+    return _layout("loose objects (today)", "files", pages, where=where, delay=delay)
 
 
-def batched_layout(pages: int, *, where: bool) -> Layout | None:
+def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout | None:
     """The batched layout (the default, ``--output warc``): each page batch's captures in one WARC object."""
-    return _layout("WARC per batch", "warc", pages, where=where)
+    return _layout("WARC per batch", "warc", pages, where=where, delay=delay)
 
 
-def _layout(name: str, output: str, pages: int, *, where: bool) -> Layout:
+def _layout(name: str, output: str, pages: int, *, where: bool, delay: float) -> Layout:
     from harvester.model.messages import JobRequest, Output
 
     crawls = []
@@ -514,7 +521,7 @@ def _layout(name: str, output: str, pages: int, *, where: bool) -> Layout:
         for leg_name in ("first crawl", "re-crawl"):
             site.reset_log()
             meter.tally = Tally()
-            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001, output=Output(output)))
+            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=delay, output=Output(output)))
             fetched = sum(1 for hit in site.page_hits() if hit.status == 200)
             crawls.append(Crawl(leg_name, pages, fetched, leg["seconds"], meter.tally))
     return Layout(name, crawls)
@@ -551,7 +558,7 @@ def verdict(met: bool) -> str:
     return "met" if met else "MISSED"
 
 
-def report(layouts: list[Layout], pages: int, *, where: bool, top: int) -> None:
+def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: float = NO_SPACING) -> None:
     columns = [(layout, crawl) for layout in layouts for crawl in layout.crawls]
     width = 24
     label_width = 58
@@ -566,7 +573,8 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int) -> None:
         f"AWS cost of a crawl: a {pages:,}-page demo site on 127.0.0.1, crawled twice through the AWS path"
         " (template.yaml in moto, the real handlers driven as Lambda's SQS poller drives them)"
     )
-    print(f"Prices: us-east-1 list prices as of {PRICES_AS_OF} (PRICES in this script)\n")
+    print(f"Prices: us-east-1 list prices as of {PRICES_AS_OF} (PRICES in this script)")
+    print(f"The job's rate_limit_delay: {delay:g} s between requests to the host\n")
     line("layout", [layout.name[: width - 1] for layout, _ in columns])
     line("crawl", [c.name for _, c in columns])
     line("pages (the denominator)", [c.per for _, c in columns])
@@ -592,6 +600,10 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int) -> None:
     line("S3 PUT-class requests", per_page(lambda c: c.tally.unit("S3 PUT")))
     line("S3 GET-class requests", per_page(lambda c: c.tally.unit("S3 GET")))
     line("Lambda invocations", per_page(lambda c: len(c.tally.invocations)))
+    line(
+        "  page deliveries (a page waiting for its host's turn: more)",
+        per_page(lambda c: sum(i.messages for i in c.tally.invocations if i.function.startswith("Page"))),
+    )
     line(
         "Lambda GB-seconds (measured durations)",
         per_page(lambda c: sum(i.gb_seconds for i in c.tally.invocations), "{:.4f}"),
@@ -684,15 +696,22 @@ def main() -> None:
     parser.add_argument("--where", action="store_true", help="also the top call sites of each operation")
     parser.add_argument("--top", type=int, default=6, help="call sites shown per operation with --where")
     parser.add_argument("--json", action="store_true", help="the headline figures as one JSON object, no table")
+    parser.add_argument(
+        "--delay",
+        type=float,
+        default=NO_SPACING,
+        help="the job's rate_limit_delay, seconds between requests to the host (default: none, the cost of the"
+        " work itself; a polite crawl's pages wait for their host's turns, and what a wait costs shows here)",
+    )
     args = parser.parse_args()
-    layouts = [loose_objects(args.pages, where=args.where)]
-    batched = batched_layout(args.pages, where=args.where)
+    layouts = [loose_objects(args.pages, where=args.where, delay=args.delay)]
+    batched = batched_layout(args.pages, where=args.where, delay=args.delay)
     if batched is not None:
         layouts.append(batched)
     if args.json:
         print(json.dumps(figures(layouts)))
         return
-    report(layouts, args.pages, where=args.where, top=args.top)
+    report(layouts, args.pages, where=args.where, top=args.top, delay=args.delay)
 
 
 if __name__ == "__main__":
