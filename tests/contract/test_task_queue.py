@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
 from harvester.pipeline.ranking import PRIORITY_LANE
 
@@ -44,6 +46,17 @@ def test_fan_out_sends_batches_of_ten(queues):
 def test_delayed_messages_wait(queues):
     queues.queue.push([PageTask(job_id="job-9", url="https://example.com/later")], delay_seconds=60)
     assert queues.take("pages") == []
+
+
+def test_each_message_may_have_a_delay_of_its_own_in_one_batch(queues):
+    """Pages deferred to turns of their own come back one by one: one push, still a batch of ten a request."""
+    pages = [PageTask(job_id="job-9", url=f"https://example.com/d/{n}") for n in range(12)]
+    queues.queue.push(pages, delay_seconds=[0, 60] * 6)
+    assert sorted(p.url for p in queues.take("pages")) == sorted(p.url for p in pages[::2])
+    if queues.name == "aws":
+        assert queues.calls.get("SendMessageBatch") == 2
+    with pytest.raises(ValueError, match="2 delays for 3 messages"):
+        queues.queue.push(pages[:3], delay_seconds=[0, 60])
 
 
 def test_sending_nothing_sends_nothing(queues):

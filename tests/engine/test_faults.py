@@ -84,8 +84,9 @@ class TwiceQueue:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def push(self, messages: Any, *, delay_seconds: float = 0) -> None:
-        self._inner.push(list(messages) * 2, delay_seconds=delay_seconds)
+    def push(self, messages: Any, *, delay_seconds: Any = 0) -> None:
+        delays = delay_seconds if isinstance(delay_seconds, int | float) else list(delay_seconds) * 2
+        self._inner.push(list(messages) * 2, delay_seconds=delays)
 
 
 def crawl(

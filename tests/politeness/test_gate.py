@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harvester.politeness import GateRules, HostReport, HostState, admit, settle
+from harvester.politeness import GateRules, HostReport, HostState, admit, paced, settle
 from harvester.politeness.gate import SLOWDOWN_FLOOR
 
 RULES = GateRules(max_in_flight=3, horizon=1.0, slot_seconds=60.0, slowdown_max=8.0, retry_after_max=30.0)
@@ -21,6 +21,32 @@ def test_starts_are_spaced_and_granted_only_within_the_horizon():
     assert grant.later == pytest.approx(101.2)
     nxt = admit(state, "b", 1, spacing=0.4, now=100.1, rules=RULES)  # (every slot is held, too)
     assert nxt.starts == () and nxt.later == pytest.approx(101.2)
+
+
+def test_requests_the_pace_held_back_ask_again_a_turn_apart_and_those_without_a_slot_soon():
+    """All asking again at the next free turn, one got it and the rest were deferred again (on AWS each
+    time a claim, a release and a message): each held back by the pace comes back for a turn of its own."""
+    rules = GateRules(max_in_flight=8, horizon=1.0)
+    state = HostState()
+    grant = admit(state, "a", 6, spacing=0.4, now=100.0, rules=rules)
+    assert grant.starts == pytest.approx((100.0, 100.4, 100.8))
+    assert grant.asks(3) == pytest.approx([101.2, 101.6, 102.0])
+    full = admit(HostState(), "b", 5, spacing=0.0, now=100.0, rules=RULES)  # (3 slots, no pace)
+    assert len(full.starts) == 3 and full.asks(2) == pytest.approx([100.5, 100.5])
+    assert admit(HostState(), "c", 2, spacing=0.4, now=100.0, rules=rules).asks(0) == []
+
+
+def test_the_pace_alone_is_looked_at_without_granting_anything():
+    """What a batch may claim: the turns the pace leaves within the horizon, whatever the slots (a page past
+    them waits for one its batch's own requests free), and when each of the others should ask again."""
+    state = HostState()
+    admit(state, "held", 3, spacing=0.0, now=100.0, rules=RULES)  # every slot held
+    before = state.dumps()
+    ahead = paced(state, 5, spacing=0.4, now=100.0, rules=RULES)
+    assert ahead.starts == pytest.approx((100.0, 100.4, 100.8)) and ahead.asks(2) == pytest.approx([101.2, 101.6])
+    assert state.dumps() == before
+    assert paced(state, 2, spacing=0.4, now=100.0, rules=RULES).asks(0) == []
+    assert len(paced(state, 50, spacing=0.0, now=100.0, rules=RULES).starts) == 50  # (no pace: all of them)
 
 
 def test_no_more_than_max_in_flight_and_a_settled_grant_frees_its_slots():

@@ -38,6 +38,19 @@ if TYPE_CHECKING:
 Message = JobRequest | SitemapTask | PageTask
 
 
+#: A push's delay in seconds: one for every message, or one per message (pages deferred to turns of their own).
+Delays = float | Sequence[float]
+
+
+def each_delay(messages: Sequence[Message], delay_seconds: Delays) -> list[float]:
+    """The delay of each message of a push."""
+    if isinstance(delay_seconds, int | float):
+        return [float(delay_seconds)] * len(messages)
+    if len(delay_seconds) != len(messages):
+        raise ValueError(f"{len(delay_seconds)} delays for {len(messages)} messages")
+    return [float(delay) for delay in delay_seconds]
+
+
 class QueueUnavailable(RuntimeError):
     """A push failed for a reason that may pass (a dropped connection, a busy or full disk): the caller may
     keep the messages elsewhere for now (the local runner keeps them in memory and says so)."""
@@ -55,10 +68,10 @@ class TaskQueue(Protocol):
     queues (seeds/request-queues.txt), with SQS's at-least-once delivery: a popped message stays the
     queue's until ``ack``, so a worker that dies with it does not lose it."""
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
         """Sends every message or raises (``QueueUnavailable`` when the failure may pass); a message may be
-        delivered more than once, never lost. It is not delivered before ``delay_seconds`` (at most 900;
-        SQS rounds up to whole seconds)."""
+        delivered more than once, never lost. It is not delivered before ``delay_seconds`` (one for all, or
+        one per message; at most 900; SQS rounds up to whole seconds)."""
 
     def pop(self) -> Popped | None:
         """The next message to handle (job requests, then sitemaps, then pages by rank), or None: none is
@@ -435,6 +448,10 @@ class HostGate(Protocol):
         and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
         that grant instead of making a new one, giving ``returning`` of its slots back first (a missed turn
         asked for again)."""
+
+    def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
+        """What the host's pace alone leaves a turn for within the horizon, granting nothing (see
+        ``politeness.gate.paced``): the pages of a batch it has none for go back to the queue unclaimed."""
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         """Frees the grant's slots and tells the host what its requests came to (its slow-down moves)."""

@@ -38,7 +38,7 @@ from harvester.model.crawl import ChangeKind, CrawlRecord, WarcLocation
 from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.pipeline import page_archive
-from harvester.pipeline.admission import admit, queue_delay
+from harvester.pipeline.admission import admit, queue_delay, unpaced
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
@@ -89,6 +89,12 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
         by_url.setdefault(normalize(task.url), task)
     urls = list(by_url)
     result.jobs.update(dict.fromkeys(urls, job.job_id))
+    waiting = await unpaced(ctx, job, {url: task.priority for url, task in by_url.items()})
+    if waiting:  # (unclaimed: their tries stay as they were)
+        _send_back(ctx, [(by_url[url].model_copy(update={"url": url}), when) for url, when in waiting.items()])
+        result.deferred.extend(waiting)
+        result.retried.extend(waiting)
+        urls = [url for url in urls if url not in waiting]
     now = ctx.clock()
     lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
     claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
@@ -127,17 +133,22 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
             result.failed.append(record.url)
     if retries:
         retried = set(store.retry_pages(job.job_id, retries, lease))
-        by_delay: dict[float, list[PageTask]] = defaultdict(list)
-        for retry in retries:
-            if retry.url not in retried:
-                continue
-            delay = queue_delay((retry.not_before - ctx.clock()).total_seconds())
-            base = by_url[retry.url]
-            by_delay[delay].append(base.model_copy(update={"url": retry.url, "attempt": retry.retries}))
-            result.retried.append(retry.url)
-        for delay, delayed in by_delay.items():
-            ctx.queue.push(delayed, delay_seconds=delay)
+        again = [r for r in retries if r.url in retried]
+        _send_back(
+            ctx,
+            [
+                (by_url[r.url].model_copy(update={"url": r.url, "attempt": r.retries}), r.not_before.timestamp())
+                for r in again
+            ],
+        )
+        result.retried.extend(r.url for r in again)
     maybe_complete(ctx, job.job_id)
+
+
+def _send_back(ctx: StepContext, tasks: Sequence[tuple[PageTask, float]]) -> None:
+    """Sends the tasks back to the queue in one push, each delayed to its time (epoch seconds)."""
+    now = ctx.clock().timestamp()
+    ctx.queue.push([task for task, _ in tasks], delay_seconds=[queue_delay(when - now) for _, when in tasks])
 
 
 def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease: Lease) -> list[str]:

@@ -10,6 +10,12 @@ times the rate its job asked for. Here every worker of every job asks the one ho
 longer) and at most ``max_in_flight`` are out at once (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN). A grant
 holds its slots until settled or, if its worker died, until ``slot_seconds`` pass.
 
+Requests the gate has no turn for within the horizon are told when to ask again: at the host's next free
+turn when no slot is free (when one frees is unknown), else, held back by the pace, each at a turn of its own
+(the first at the next free turn, each further one a turn later), so that a polite crawl's waiting pages
+come back about when their turns come instead of all at the next one, where one got it and the others were
+deferred again, each time a claim, a release and a message.
+
 The slow-down is AutoThrottle's rule with errors as its signal: a 429 or 503 doubles it (at least to one
 second, at most ``slowdown_max``) and pushes the next start past the ``Retry-After`` asked for; healthy
 responses halve its distance to the latency target (latency over the allowed concurrency) and, once there,
@@ -87,13 +93,21 @@ class HostState:
 @dataclass(frozen=True, slots=True)
 class Grant:
     """What the gate allowed of ``want`` requests: a start time for each of the first ``len(starts)``, and
-    when the others may ask again (``later``; None when all were granted)."""
+    when the others may ask again (``later`` for the first, each further one ``spread`` after it; None when
+    all were granted)."""
 
     token: str
     starts: tuple[float, ...] = ()
     later: float | None = None
     #: When it was granted (the ``now`` it was granted at).
     at: float = 0.0
+    spread: float = 0.0
+
+    def asks(self, n: int) -> list[float]:
+        """When each of ``n`` requests not granted asks again."""
+        if self.later is None:
+            return []
+        return [self.later + i * self.spread for i in range(n)]
 
 
 @dataclass(slots=True)
@@ -127,11 +141,7 @@ def admit(
             del state.grants[token]
     room = max(0, rules.max_in_flight - state.in_flight(now))
     step = max(spacing, state.slowdown)
-    start = max(now, state.next_start)
-    starts: list[float] = []
-    while len(starts) < min(want, room) and start <= now + rules.horizon:
-        starts.append(start)
-        start += step
+    starts, start = _turns(state, min(want, room), step, now, rules)
     if starts:
         state.next_start = start
         held = state.grants.setdefault(token, [0, 0.0])
@@ -139,8 +149,31 @@ def admit(
         held[1] = now + rules.slot_seconds
     if len(starts) == want:
         return Grant(token, tuple(starts), at=now)
-    later = start if len(starts) < room else max(start, now + RECHECK_SECONDS)
-    return Grant(token, tuple(starts), later, at=now)
+    if len(starts) == room:  # no free slot: when one frees is unknown, so all ask again soon
+        return Grant(token, tuple(starts), max(start, now + RECHECK_SECONDS), at=now)
+    return Grant(token, tuple(starts), start, at=now, spread=step)  # (the pace held the rest back)
+
+
+def paced(state: HostState, want: int, *, spacing: float, now: float, rules: GateRules) -> Grant:
+    """What :func:`admit` would grant of ``want`` requests by the host's pace alone, granting nothing (its
+    ``starts`` are not held): a batch claims only the pages its host's pace has a turn for within the
+    horizon, since past the host's slots a page waits for one its batch's own requests free, and sends the
+    others back to the queue unclaimed, each to ask again for a turn of its own."""
+    step = max(spacing, state.slowdown)
+    starts, start = _turns(state, want, step, now, rules)
+    if len(starts) == want:
+        return Grant("", tuple(starts), at=now)
+    return Grant("", tuple(starts), start, at=now, spread=step)
+
+
+def _turns(state: HostState, most: int, step: float, now: float, rules: GateRules) -> tuple[list[float], float]:
+    """Up to ``most`` start times ``step`` apart from the host's next, within the horizon; and the one after."""
+    start = max(now, state.next_start)
+    starts: list[float] = []
+    while len(starts) < most and start <= now + rules.horizon:
+        starts.append(start)
+        start += step
+    return starts, start
 
 
 def settle(state: HostState, token: str, report: HostReport, *, spacing: float, now: float, rules: GateRules) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from harvester.politeness.gate import GateRules, Grant, HostReport, HostState, admit, settle
+from harvester.politeness.gate import GateRules, Grant, HostReport, HostState, admit, paced, settle
 
 
 class MemoryHostGate:
@@ -23,6 +23,9 @@ class MemoryHostGate:
         state = self.hosts.setdefault(host, HostState())
         token = token or uuid.uuid4().hex
         return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, returning=returning)
+
+    def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
+        return paced(self.hosts.get(host) or HostState(), want, spacing=spacing, now=now, rules=self.rules)
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         state = self.hosts.setdefault(host, HostState())

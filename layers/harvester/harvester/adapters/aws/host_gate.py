@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from harvester.politeness import GateRules, Grant, HostReport, HostState, admit, settle
+from harvester.politeness import GateRules, Grant, HostReport, HostState, admit, paced, settle
 from harvester.politeness.gate import RECHECK_SECONDS
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,12 @@ class DynamoHostGate:
             fresh = True
         log.warning("host gate contended; pages deferred", extra={"host": host})
         return Grant(token, (), now + RECHECK_SECONDS)
+
+    def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
+        # Read, not the view of the last move: other containers move the host's turns on (one read a batch,
+        # and the acquire that follows starts from it).
+        self._read(host)
+        return paced(self._seen[host][1], want, spacing=spacing, now=now, rules=self.rules)
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
         for _ in range(_RACES):

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.pipeline.ranking import PRIORITY_LANE
-from harvester.ports import Message
+from harvester.ports import Delays, Message, each_delay
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +65,13 @@ class SqsTaskQueue:
             return self.priority_url
         return self.urls[type(message)]
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
-        by_queue: dict[str, list[str]] = defaultdict(list)
-        for message in messages:
-            by_queue[self.queue_of(message)].append(message.model_dump_json(exclude_none=True))
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
+        by_queue: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        for message, delay in zip(messages, each_delay(messages, delay_seconds), strict=True):
+            by_queue[self.queue_of(message)].append((message.model_dump_json(exclude_none=True), delay))
         for queue_url, bodies in by_queue.items():
             for start in range(0, len(bodies), BATCH):
-                self._send_batch(queue_url, bodies[start : start + BATCH], delay_seconds)
+                self._send_batch(queue_url, bodies[start : start + BATCH])
 
     def pop(self) -> SqsMessage | None:
         """(Lambda's pollers hand the functions their messages; this is for anything else that consumes.)"""
@@ -104,9 +104,11 @@ class SqsTaskQueue:
         self._length = total
         return total
 
-    def _send_batch(self, queue_url: str, bodies: list[str], delay_seconds: float) -> None:
-        delay = max(0, min(900, math.ceil(delay_seconds)))  # never sooner than asked
-        entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay} for i, body in enumerate(bodies)]
+    def _send_batch(self, queue_url: str, bodies: list[tuple[str, float]]) -> None:
+        entries = [
+            {"Id": str(i), "MessageBody": body, "DelaySeconds": max(0, min(900, math.ceil(delay)))}  # never sooner
+            for i, (body, delay) in enumerate(bodies)
+        ]
         for attempt in range(_SEND_ATTEMPTS):
             response = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
             failed = {f["Id"]: f for f in response.get("Failed", [])}

@@ -32,7 +32,7 @@ from harvester.adapters.local.queue import (
     rank,
     target_host,
 )
-from harvester.ports import Message, QueueUnavailable
+from harvester.ports import Delays, Message, QueueUnavailable, each_delay
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,10 @@ class MemoryTaskQueue:
 
     # the TaskQueue port ------------------------------------------------------------------------------
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
-        available = time.time() + delay_seconds
-        for message in messages:
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
+        now = time.time()
+        for message, delay in zip(messages, each_delay(messages, delay_seconds), strict=True):
+            available = now + delay
             sequence = next(self._ids)
             queue = queue_of(message)
             received = Received(
@@ -206,7 +207,7 @@ class FallbackQueue:
         self.arrivals = durable.arrivals
         self.kept_in_memory = 0
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
         try:
             self.durable.push(messages, delay_seconds=delay_seconds)
         except QueueUnavailable as exc:

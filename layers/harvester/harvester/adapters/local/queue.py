@@ -16,7 +16,7 @@ from typing import Protocol
 
 from harvester.adapters.local.database import Transaction
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
-from harvester.ports import Message, QueueUnavailable
+from harvester.ports import Delays, Message, QueueUnavailable, each_delay
 from harvester.urls import host_of
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class LocalQueue(Protocol):
 
     arrivals: dict[str | None, float]
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None: ...
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None: ...
     def take_pages(self, job_ids: Sequence[str], host: str, limit: int) -> list[Received]: ...
     def take_control(self, job_ids: Sequence[str], limit: int) -> list[Received]: ...
     def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None: ...
@@ -108,13 +108,13 @@ class SqliteTaskQueue:
         self.arrivals: dict[str | None, float] = {}
         self._length = 0
 
-    def push(self, messages: Sequence[Message], *, delay_seconds: float = 0) -> None:
+    def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
         if not messages:
             return
-        available = time.time() + delay_seconds
+        now = time.time()
         rows = [
-            (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), available, rank(m), target_host(m))
-            for m in messages
+            (queue_of(m), job_of(m), m.model_dump_json(exclude_defaults=True), now + delay, rank(m), target_host(m))
+            for m, delay in zip(messages, each_delay(messages, delay_seconds), strict=True)
         ]
         try:
             with Transaction(self.conn) as db:
@@ -125,7 +125,7 @@ class SqliteTaskQueue:
                 )
         except sqlite3.OperationalError as exc:  # (busy, locked, full, I/O: all may pass)
             raise QueueUnavailable(f"the state file's queue: {exc}") from exc
-        for queue, _, _, _, _, host in rows:
+        for queue, _, _, available, _, host in rows:
             note_arrival(self.arrivals, lane(queue, host), available)
 
     def pop(self) -> Received | None:
