@@ -92,6 +92,21 @@ def test_pages_stay_out_of_the_open_index_and_a_resume_still_finds_them(aws):
     assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[1:]
 
 
+def test_a_batchs_retries_are_one_read_and_one_write_and_a_page_leased_elsewhere_is_left_out(aws):
+    """Each retry was a GetItem and a transaction of its own (a batch whose pages waited for their host's turn
+    sent each back so)."""
+    job_id, urls = recorded(aws, 6)
+    aws.store.claim_pages(job_id, urls[:5], lease("w"), now=NOW)
+    aws.store.claim_pages(job_id, urls[5:], lease("other"), now=NOW)
+    aws.calls.clear()
+    retries = [PageRetry(url, retries=1, error_message="503", not_before=T0) for url in urls + urls[:1]]
+    assert aws.store.retry_pages(job_id, retries, lease("w")) == urls[:5]
+    assert aws.calls == {"BatchGetItem": 1, "TransactWriteItems": 2}  # (the second without the page leased elsewhere)
+    pending = {p.url: p for p in aws.store.pages(job_id, status=UrlStatus.PENDING)}
+    assert set(pending) == set(urls[:5]) and all(p.retries == 1 for p in pending.values())
+    assert aws.store.get_page(job_id, urls[5]).status is UrlStatus.PROCESSING
+
+
 def test_a_batch_is_claimed_in_one_read_and_one_write(aws):
     job_id, urls = recorded(aws, 10)
     claimed = aws.store.claim_pages(job_id, urls + urls[:3], lease("w1"), now=NOW)

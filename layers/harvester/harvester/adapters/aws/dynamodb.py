@@ -666,20 +666,36 @@ class DynamoStateStore:
         return settled
 
     def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
-        applied = []
-        for retry in retries:
-            page = self.get_page(job_id, retry.url)
-            if page is None:
-                continue
-            moved = accounting.retried_page(page, retry)
-            try:
-                self._transact([self._page_update(job_id, moved, lease), self._counter_update(job_id, JobCounts())])
-            except TransactionFailed as exc:
-                if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+        """The pages read with one BatchGetItem and moved back to pending with one TransactWriteItems per 99
+        (and the counters' mark of activity), where each was a GetItem and a transaction of its own: a batch
+        whose pages waited for their host's turn sent back each one that way. A page no longer leased to us
+        is left out and the others moved again."""
+        by_sk = {f"URL#{url_key(r.url)}": r for r in reversed(retries)}  # (the first retry of a URL)
+        moves: dict[str, dict[str, Any]] = {}
+        sks = list(by_sk)
+        for start in range(0, len(sks), BATCH_GET):
+            keys = [self._key(job_id, sk) for sk in sks[start : start + BATCH_GET]]
+            for item in batch_get(self.client, self.table, keys):
+                retry = by_sk[item["sk"]["S"]]
+                page = SitemapURL.model_validate_json(unpack(body_text(item), job_id))
+                moves[retry.url] = self._page_update(job_id, accounting.retried_page(page, retry), lease)
+        applied: set[str] = set()
+        pending = list(moves.items())
+        room = _TRANSACTION_ITEMS - 1
+        for start in range(0, len(pending), room):
+            chunk = pending[start : start + room]
+            while chunk:
+                try:
+                    self._transact([update for _, update in chunk] + [self._counter_update(job_id, JobCounts())])
+                except TransactionFailed as exc:
+                    lost = exc.failed_conditions(len(chunk))
+                    if not lost:
+                        raise
+                    chunk = [move for i, move in enumerate(chunk) if i not in lost]
                     continue
-                raise
-            applied.append(retry.url)
-        return applied
+                applied.update(url for url, _ in chunk)
+                break
+        return [url for url in dict.fromkeys(r.url for r in retries) if url in applied]
 
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
         for item in self._records(job_id, "URL#", status.value if status else None):
