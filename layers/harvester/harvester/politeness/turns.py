@@ -27,26 +27,28 @@ _TURNS = 5
 class Turns:
     """What the gate allowed of a batch: a start time per URL given a turn (a URL without one is settled
     without a request, as a page robots.txt forbids), the deferred URLs with when to try them, and the
-    grants to give back."""
+    grants to give back. A grant may hold fewer slots than it has turns: its requests take their turns
+    through its slots, one ending freeing its slot for the next."""
 
     starts: dict[str, float] = field(default_factory=dict)
     deferred: dict[str, float] = field(default_factory=dict)
     grants: dict[str, tuple[Grant, float]] = field(default_factory=dict)
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
-    #: Requests of the batch that ended, by host, whose slots no deferred page has taken yet.
-    freed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Requests of the batch in flight, by host (at most its grant's slots).
+    running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Seconds from each answered request's start to its answer's headers, by URL (for the page metrics).
     latency: dict[str, float] = field(default_factory=dict)
     _ended: asyncio.Condition | None = None
 
     async def turn(self, gate: HostGate, url: str) -> bool:
-        """Waits for the URL's start (at most the gate's horizon, which granted it). A turn missed (the
-        worker was busy when it came) is taken again; False when the gate has none left within the horizon
-        (then ``deferred`` says when to try). A URL the gate had no slot for waits, up to the horizon, for
-        one of the batch's own requests to its host to end, and takes its slot: a batch of pages to a host
-        at its limit is fetched a few at a time, not sent back to the queue but for those few."""
-        if url in self.deferred and not await self._take_freed(gate, url):
+        """Waits for the URL's start (at most the gate's horizon, which granted it) and for one of its grant's
+        slots: a batch of pages to a host at its limit is fetched a few at a time, each taking the slot of one
+        of the batch's requests that ended, not sent back to the queue. A turn missed (the worker was busy, or
+        no slot freed in time) is taken again; False when the gate has none left within the horizon (then
+        ``deferred`` says when to try)."""
+        if url in self.deferred:
             return False
+        host = host_of(url)
         for _ in range(_TURNS):
             start = self.starts.get(url)
             if start is None:
@@ -54,11 +56,14 @@ class Turns:
             wait = start - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if not await self._slot(host, gate.rules.horizon):
+                self.deferred[url] = time.time() + RECHECK_SECONDS
+                return False
             now = time.time()
-            if now - start <= LATE_MAX:
-                return True
-            host = host_of(url)
             grant, spacing = self.grants[host]
+            if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
+                return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
+            self._free(host)
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
             if not again.starts:
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
@@ -71,32 +76,30 @@ class Turns:
         """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
         if url not in self.starts:
             return
-        self.freed[host_of(url)] += 1
+        self._free(host_of(url))
         if self._ended is not None:
             async with self._ended:
                 self._ended.notify_all()
 
-    async def _take_freed(self, gate: HostGate, url: str) -> bool:
-        host = host_of(url)
-        if host not in self.grants:
-            return False  # (the batch holds no slot at the host: nothing of its own will free one)
+    async def _slot(self, host: str, most: float) -> bool:
+        """Takes one of the host's grant's slots, waiting at most ``most`` seconds for one to free."""
+        grant = self.grants.get(host)
+        slots = grant[0].at_once if grant is not None else 1
+        if self.running[host] < slots:
+            self.running[host] += 1
+            return True
         if self._ended is None:
             self._ended = asyncio.Condition()
         try:
             async with self._ended:
-                await asyncio.wait_for(self._ended.wait_for(lambda: self.freed[host] > 0), gate.rules.horizon)
+                await asyncio.wait_for(self._ended.wait_for(lambda: self.running[host] < slots), most)
         except TimeoutError:
             return False
-        self.freed[host] -= 1
-        grant, spacing = self.grants[host]
-        now = time.time()
-        again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
-        if not again.starts:  # (the slot went back to the gate with the asking)
-            self.deferred[url] = again.later or now + RECHECK_SECONDS
-            return False
-        del self.deferred[url]
-        self.starts[url] = again.starts[0]
+        self.running[host] += 1
         return True
+
+    def _free(self, host: str) -> None:
+        self.running[host] = max(0, self.running[host] - 1)
 
     def observe(self, url: str, *, status: int | None, latency: float, retry_after: str | None = None) -> None:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""
