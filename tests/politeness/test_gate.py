@@ -142,24 +142,20 @@ def test_a_missed_turn_asked_again_gives_its_slot_back_first():
     assert admit(state, "other", 1, spacing=0.1, now=0.5, rules=RULES).starts == ()  # still full
 
 
-def test_a_batchs_pages_beyond_the_free_slots_take_the_slots_its_own_requests_free():
-    """Six pages to a host that allows two requests at once: two get turns at admission, and each of the
-    others takes the slot of one of the batch's requests that ended, at the host's pace; none goes back to
-    the queue, and never more than two are in flight."""
+def fetched_batch(gate, urls, *, spacing, took):
+    """A page function's batch of ``urls`` to one host through ``gate``, each request taking ``took``
+    seconds: what its turns came to, when each request started, and the most in flight at once."""
     import asyncio
 
-    from harvester.politeness.memory import MemoryHostGate
     from harvester.politeness.turns import Turns
-
-    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
-    urls = [f"https://h.example/p/{n}" for n in range(6)]
 
     async def batch() -> tuple[Turns, list[float], int]:
         turns = Turns()
-        grant = gate.acquire("h.example", len(urls), spacing=0.01, now=time.time())
-        turns.grants["h.example"] = (grant, 0.01)
+        grant = gate.acquire("h.example", len(urls), spacing=spacing, now=time.time())
+        turns.grants["h.example"] = (grant, spacing)
         turns.starts.update(zip(urls, grant.starts, strict=False))
-        turns.deferred.update(dict.fromkeys(urls[len(grant.starts) :], grant.later))
+        waiting = urls[len(grant.starts) :]
+        turns.deferred.update(zip(waiting, grant.asks(len(waiting)), strict=True))
         started: list[float] = []
         in_flight = most = 0
 
@@ -170,7 +166,7 @@ def test_a_batchs_pages_beyond_the_free_slots_take_the_slots_its_own_requests_fr
             started.append(time.time())
             in_flight += 1
             most = max(most, in_flight)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(took)
             in_flight -= 1
             await turns.ended(url)
 
@@ -178,7 +174,18 @@ def test_a_batchs_pages_beyond_the_free_slots_take_the_slots_its_own_requests_fr
         turns.release(gate)
         return turns, started, most
 
-    turns, started, most = asyncio.run(batch())
+    return asyncio.run(batch())
+
+
+def test_a_batchs_pages_beyond_the_free_slots_take_the_slots_its_own_requests_free():
+    """Six pages to a host that allows two requests at once: two start at once, and each of the others
+    takes the slot of one of the batch's requests that ended, at the host's pace; none goes back to the
+    queue, and never more than two are in flight."""
+    from harvester.politeness.memory import MemoryHostGate
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
+    urls = [f"https://h.example/p/{n}" for n in range(6)]
+    turns, started, most = fetched_batch(gate, urls, spacing=0.01, took=0.05)
     assert turns.deferred == {} and len(started) == 6
     assert most == 2
     assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= 0.01 - 0.002
@@ -191,40 +198,14 @@ def test_a_batchs_requests_take_their_turns_through_its_slots_without_moving_the
     once (each page past the slots was a move of the host's item: on AWS a conditional write, 0.88 a page at
     0.05 s a request and without spacing). Paced, the requests are shorter than the spacing; with no pace to
     keep, a page late for its turn (its slot was busy) starts when the slot frees, within the horizon."""
-    import asyncio
-
     from harvester.politeness.memory import MemoryHostGate
-    from harvester.politeness.turns import Turns
 
     gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
     asked = []
     acquire = gate.acquire
     gate.acquire = lambda *args, **kwargs: asked.append(args) or acquire(*args, **kwargs)  # type: ignore[method-assign]
     urls = [f"https://h.example/p/{n}" for n in range(8)]
-
-    async def batch() -> tuple[Turns, list[float], int]:
-        turns = Turns()
-        grant = gate.acquire("h.example", len(urls), spacing=spacing, now=time.time())
-        turns.grants["h.example"] = (grant, spacing)
-        turns.starts.update(zip(urls, grant.starts, strict=True))
-        started: list[float] = []
-        in_flight = most = 0
-
-        async def fetch(url: str) -> None:
-            nonlocal in_flight, most
-            if await turns.turn(gate, url):
-                started.append(time.time())
-                in_flight += 1
-                most = max(most, in_flight)
-                await asyncio.sleep(took)
-                in_flight -= 1
-                await turns.ended(url)
-
-        await asyncio.gather(*(fetch(u) for u in urls))
-        turns.release(gate)
-        return turns, started, most
-
-    turns, started, most = asyncio.run(batch())
+    turns, started, most = fetched_batch(gate, urls, spacing=spacing, took=took)
     assert turns.deferred == {} and len(started) == 8
     assert len(asked) == 1 and most <= 2
     assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= spacing - 0.002
