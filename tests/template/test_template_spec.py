@@ -16,7 +16,7 @@ FUNCTIONS = {
     # logical id: (code dir, timeout, memory, queue, batch size)
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
-    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 50),
+    "PageFunction": ("functions/page/", 120, 512, "PageQueue", "PageBatchSize"),
     "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
@@ -62,6 +62,7 @@ def test_parameters(source_template: dict[str, Any]) -> None:
         "ScheduleExpression": "rate(15 minutes)",
         "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "PageConcurrency": 20,
+        "PageBatchSize": 50,
         "HostMaxInFlight": 8,
         "SitemapConcurrency": 5,
         "RetentionDays": 30,
@@ -110,9 +111,12 @@ def test_sqs_event_sources(translated_template: dict[str, Any], function_id: str
         if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": function_id}
     ]
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    assert mapping["BatchSize"] == batch_size
-    if batch_size > 10:  # (SQS event sources refuse a batch above 10 without a batching window)
+    if batch_size == "PageBatchSize":
+        assert mapping["BatchSize"] == {"Ref": "PageBatchSize"}
+        # (SQS event sources refuse a batch above 10 without a batching window)
         assert mapping["MaximumBatchingWindowInSeconds"] >= 1
+    else:
+        assert mapping["BatchSize"] == batch_size
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     queue = props(translated_template, queue_id)
     assert queue["VisibilityTimeout"] == 6 * timeout
