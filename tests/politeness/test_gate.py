@@ -209,3 +209,41 @@ def test_a_batchs_requests_take_their_turns_through_its_slots_without_moving_the
     assert turns.deferred == {} and len(started) == 8
     assert len(asked) == 1 and most <= 2
     assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= spacing - 0.002
+
+
+def test_a_missed_turn_not_granted_again_gives_its_slot_up_in_the_batch_too():
+    """A page late for its turn gives its slot back to ask again; when the gate has no turn for it (another
+    worker booked the host's pace), the gate counts the slot no longer, and neither may the batch: no more
+    of its requests run at once than the gate holds for it (a review found one more ran)."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import Turns
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=1.0))
+    urls = [f"https://h.example/{n}" for n in range(5)]
+    took = {url: 0.5 if n == 0 else 3.0 for n, url in enumerate(urls)}
+    over: list[tuple[int, int]] = []
+
+    async def batch() -> Turns:
+        now = time.time()
+        grant = gate.acquire("h.example", len(urls), spacing=0.2, now=now)
+        turns = Turns()
+        turns.grants["h.example"] = (grant, 0.2)
+        turns.starts.update(zip(urls, grant.starts, strict=True))
+        gate.hosts["h.example"].next_start = now + 100  # (another worker booked the host's pace)
+
+        async def fetch(url: str) -> None:
+            if await turns.turn(gate, url):
+                held = gate.hosts["h.example"].grants.get(grant.token, [0])[0]
+                if turns.running["h.example"] > held:
+                    over.append((turns.running["h.example"], held))
+                await asyncio.sleep(took[url])
+                await turns.ended(url)
+
+        await asyncio.gather(*(fetch(u) for u in urls))
+        return turns
+
+    turns = asyncio.run(batch())
+    assert over == []
+    assert len(turns.deferred) == 3
