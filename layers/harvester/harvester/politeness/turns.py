@@ -36,9 +36,6 @@ class Turns:
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
     #: Requests of the batch in flight, by host (at most its grant's slots).
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    #: Slots of a host's grant given back to the gate by a missed turn asked again and not granted: the
-    #: gate counts them no longer, so neither may the batch.
-    given_back: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Seconds from each answered request's start to its answer's headers, by URL (for the page metrics).
     latency: dict[str, float] = field(default_factory=dict)
     _ended: asyncio.Condition | None = None
@@ -66,9 +63,8 @@ class Turns:
             grant, spacing = self.grants[host]
             if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
                 return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
-            await self._free(host)
+            self._free(host)
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
-            self.given_back[host] += 1 - again.at_once
             if not again.starts:
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
                 return False
@@ -80,34 +76,30 @@ class Turns:
         """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
         if url not in self.starts:
             return
-        await self._free(host_of(url))
+        self._free(host_of(url))
+        if self._ended is not None:
+            async with self._ended:
+                self._ended.notify_all()
 
     async def _slot(self, host: str, most: float) -> bool:
         """Takes one of the host's grant's slots, waiting at most ``most`` seconds for one to free."""
-
-        def free() -> bool:
-            grant = self.grants.get(host)
-            return self.running[host] < (grant[0].at_once if grant is not None else 1) - self.given_back[host]
-
-        if free():
+        grant = self.grants.get(host)
+        slots = grant[0].at_once if grant is not None else 1
+        if self.running[host] < slots:
             self.running[host] += 1
             return True
         if self._ended is None:
             self._ended = asyncio.Condition()
         try:
             async with self._ended:
-                await asyncio.wait_for(self._ended.wait_for(free), most)
+                await asyncio.wait_for(self._ended.wait_for(lambda: self.running[host] < slots), most)
         except TimeoutError:
             return False
         self.running[host] += 1
         return True
 
-    async def _free(self, host: str) -> None:
-        """A slot of the host's grant is free: a page of the batch waiting for one may take it."""
+    def _free(self, host: str) -> None:
         self.running[host] = max(0, self.running[host] - 1)
-        if self._ended is not None:
-            async with self._ended:
-                self._ended.notify_all()
 
     def observe(self, url: str, *, status: int | None, latency: float, retry_after: str | None = None) -> None:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""
