@@ -68,17 +68,24 @@ class PageBatch:
 
 
 async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatch:
+    """The jobs of a batch side by side: one after the other, a fast site's pages waited for a slow host's
+    pages of the same batch, which take their turns through their grant's slots (up to the gate's horizon).
+    Every job's pages are seen to the end before a failure is raised, so that no claim is left to lapse."""
     result = PageBatch()
     by_job: dict[str, list[PageTask]] = defaultdict(list)
     for task in tasks:
         by_job[task.job_id].append(task)
+    runs = []
     for job_id, job_tasks in by_job.items():
         job = ctx.job(job_id)
         if job is None:
             log.warning("page tasks for an unknown job dropped", extra={"job_id": job_id})
             result.skipped.extend(t.url for t in job_tasks)
             continue
-        await _process_job_pages(ctx, job, job_tasks, result)
+        runs.append(_process_job_pages(ctx, job, job_tasks, result))
+    for failure in await asyncio.gather(*runs, return_exceptions=True):
+        if isinstance(failure, BaseException):
+            raise failure
     return result
 
 
