@@ -442,12 +442,12 @@ class HostGate(Protocol):
     rules: GateRules
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
     ) -> Grant:
         """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
         and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
-        that grant instead of making a new one, giving ``returning`` of its slots back first (a missed turn
-        asked for again)."""
+        that grant instead of making a new one; with ``rebook``, new turns for requests of that grant that
+        missed theirs, which keep their slots."""
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         """What the host's pace alone leaves a turn for within the horizon, granting nothing (see

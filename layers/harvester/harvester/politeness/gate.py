@@ -135,22 +135,28 @@ class HostReport:
 
 
 def admit(
-    state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules, returning: int = 0
+    state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules, rebook: bool = False
 ) -> Grant:
     """Grants start times to up to ``want`` requests, each ``spacing`` (or the slow-down) after the last one
     granted, within the horizon, and as many of the free slots as they can use: the grant's requests take
     their turns through its slots (``Grant.slots``), one ending freeing its slot for the next, with no move
     of the gate (a page past the slots took a freed one with a write of the host's item: 0.88 writes a page
-    at 0.05 s a request). Records the grant under ``token``. ``returning``: slots of that grant given back
-    first (turns its worker missed, asked for again)."""
+    at 0.05 s a request). Records the grant under ``token``.
+
+    ``rebook``: requests of the grant ``token`` that missed their turns (their worker was busy) ask for new
+    ones, keeping their slots: only the turn was missed. (Giving the slot back to ask again, a request the
+    gate then had no turn for left its batch counting a slot the gate no longer did: one request more
+    than ``max_in_flight`` could reach the host.)"""
     _expire(state, now)
     held = state.grants.get(token)
-    if held is not None and returning:
-        held[0] -= min(returning, int(held[0]))
-        if held[0] <= 0:
-            del state.grants[token]
-    room = max(0, rules.max_in_flight - state.in_flight(now))
     step = max(spacing, state.slowdown)
+    if rebook and held is not None:
+        starts, start = _turns(state, want, step, now, rules)
+        if starts:
+            state.next_start = start
+            held[1] = now + rules.slot_seconds
+        return Grant(token, tuple(starts), None if len(starts) == want else start, at=now, spread=step, slots=0)
+    room = max(0, rules.max_in_flight - state.in_flight(now))
     starts, start = _turns(state, want if room else 0, step, now, rules)
     slots = min(len(starts), room)
     if starts:

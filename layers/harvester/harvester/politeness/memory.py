@@ -18,11 +18,11 @@ class MemoryHostGate:
         self.hosts: dict[str, HostState] = {}
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
     ) -> Grant:
         state = self.hosts.setdefault(host, HostState())
         token = token or uuid.uuid4().hex
-        return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, returning=returning)
+        return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         return paced(self.hosts.get(host) or HostState(), want, spacing=spacing, now=now, rules=self.rules)

@@ -44,11 +44,12 @@ class Turns:
         """Waits for the URL's start (at most the gate's horizon, which granted it) and for one of its grant's
         slots: a batch of pages to a host at its limit is fetched a few at a time, each taking the slot of one
         of the batch's requests that ended, not sent back to the queue. A turn missed (the worker was busy, or
-        no slot freed in time) is taken again; False when the gate has none left within the horizon (then
-        ``deferred`` says when to try)."""
+        no slot freed in time) is asked for again, the slot kept; False when the gate has none left within
+        the horizon (then ``deferred`` says when to try, and the slot serves the batch's other pages)."""
         if url in self.deferred:
             return False
         host = host_of(url)
+        holding = False
         for _ in range(_TURNS):
             start = self.starts.get(url)
             if start is None:
@@ -56,30 +57,28 @@ class Turns:
             wait = start - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if not await self._slot(host, gate.rules.horizon):
+            if not holding and not await self._slot(host, gate.rules.horizon):
                 self.deferred[url] = time.time() + RECHECK_SECONDS
                 return False
+            holding = True
             now = time.time()
             grant, spacing = self.grants[host]
             if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
                 return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
-            self._free(host)
-            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, returning=1)
+            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
             if not again.starts:
+                await self._free(host)
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
                 return False
             self.starts[url] = again.starts[0]
+        await self._free(host)
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
 
     async def ended(self, url: str) -> None:
         """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
-        if url not in self.starts:
-            return
-        self._free(host_of(url))
-        if self._ended is not None:
-            async with self._ended:
-                self._ended.notify_all()
+        if url in self.starts:
+            await self._free(host_of(url))
 
     async def _slot(self, host: str, most: float) -> bool:
         """Takes one of the host's grant's slots, waiting at most ``most`` seconds for one to free."""
@@ -98,8 +97,12 @@ class Turns:
         self.running[host] += 1
         return True
 
-    def _free(self, host: str) -> None:
+    async def _free(self, host: str) -> None:
+        """A slot of the host's grant is free: a page of the batch waiting for one may take it."""
         self.running[host] = max(0, self.running[host] - 1)
+        if self._ended is not None:
+            async with self._ended:
+                self._ended.notify_all()
 
     def observe(self, url: str, *, status: int | None, latency: float, retry_after: str | None = None) -> None:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""

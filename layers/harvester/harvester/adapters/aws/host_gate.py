@@ -41,15 +41,15 @@ class DynamoHostGate:
         self._seen: dict[str, tuple[int, HostState]] = {}
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, returning: int = 0
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
     ) -> Grant:
         token = token or uuid.uuid4().hex
         fresh = False
         for _ in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
-            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, returning=returning)
-            if not grant.starts and not returning:
+            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
+            if not grant.starts:
                 if fresh or host not in self._seen:
                     return grant
                 self._read(host)  # nothing for us on what we saw: see what is there now, once
