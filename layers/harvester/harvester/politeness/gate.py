@@ -155,7 +155,7 @@ def admit(
         if starts:
             state.next_start = start
             held[1] = now + rules.slot_seconds
-        return Grant(token, tuple(starts), None if len(starts) == want else start, at=now, spread=step, slots=0)
+        return _grant(token, starts, start, want, now=now, step=step, slots=0)
     room = max(0, rules.max_in_flight - state.in_flight(now))
     starts, start = _turns(state, want if room else 0, step, now, rules)
     slots = min(len(starts), room)
@@ -164,11 +164,9 @@ def admit(
         held = state.grants.setdefault(token, [0, 0.0])
         held[0] += slots
         held[1] = now + rules.slot_seconds
-    if len(starts) == want:
-        return Grant(token, tuple(starts), at=now, spread=step, slots=slots)
-    if not room:  # no free slot: when one frees is unknown, so all ask again soon
+    if not room and want:  # no free slot: when one frees is unknown, so all ask again soon
         return Grant(token, (), max(start, now + RECHECK_SECONDS), at=now, slots=0)
-    return Grant(token, tuple(starts), start, at=now, spread=step, slots=slots)  # (the pace held the rest back)
+    return _grant(token, starts, start, want, now=now, step=step, slots=slots)  # (the pace may hold some back)
 
 
 def paced(state: HostState, want: int, *, spacing: float, now: float, rules: GateRules) -> Grant:
@@ -178,9 +176,14 @@ def paced(state: HostState, want: int, *, spacing: float, now: float, rules: Gat
     and sends the others back to the queue unclaimed, each to ask again for a turn of its own."""
     step = max(spacing, state.slowdown)
     starts, start = _turns(state, want, step, now, rules)
-    if len(starts) == want:
-        return Grant("", tuple(starts), at=now)
-    return Grant("", tuple(starts), start, at=now, spread=step)
+    return _grant("", starts, start, want, now=now, step=step, slots=None)
+
+
+def _grant(
+    token: str, starts: list[float], start: float, want: int, *, now: float, step: float, slots: int | None
+) -> Grant:
+    """``starts`` granted of ``want``; the others ask again from ``start``, a step apart."""
+    return Grant(token, tuple(starts), None if len(starts) == want else start, at=now, spread=step, slots=slots)
 
 
 def _turns(state: HostState, most: int, step: float, now: float, rules: GateRules) -> tuple[list[float], float]:
