@@ -164,5 +164,9 @@ def test_a_hosts_slow_down_outlives_the_run(tmp_path):
     conn.close()
     again = SqliteHostGate(sqlite3.connect(tmp_path / "harvest.db"), rules)
     state = again.hosts["example.com"]
-    assert (state.slowdown, state.next_start, state.grants) == (1.0, 1030.5, {})
+    assert (state.slowdown, state.next_start, state.grants, state.slowed_at) == (1.0, 1030.5, {}, 1000.5)
     assert again.acquire("example.com", 1, spacing=0.1, now=1001.0).starts == ()  # still held by Retry-After
+    # A 429 to a request of the last run, sent at the old pace, reported after it: one signal, not two.
+    late = HostReport(sent=1, throttled=1, granted_at=grant.at)
+    again.release("example.com", grant, late, spacing=0.1, now=1031.0)
+    assert again.hosts["example.com"].slowdown == 1.0

@@ -24,7 +24,9 @@ class SqliteHostGate(MemoryHostGate):
             self.hosts[host] = state
 
     def changed(self, host: str, state: HostState) -> None:
-        saved = HostState(next_start=state.next_start, slowdown=state.slowdown, throttled=state.throttled)
+        saved = HostState(
+            next_start=state.next_start, slowdown=state.slowdown, throttled=state.throttled, slowed_at=state.slowed_at
+        )
         self.conn.execute(
             "INSERT OR REPLACE INTO hosts (host, body, updated_at) VALUES (?, ?, ?)", (host, saved.dumps(), time.time())
         )
