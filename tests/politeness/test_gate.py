@@ -215,6 +215,21 @@ def test_a_batchs_requests_take_their_turns_through_its_slots_without_moving_the
     assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= spacing - 0.002
 
 
+def test_a_page_waiting_for_its_new_turn_leaves_its_slot_to_the_batch():
+    """Ten pages, two slots, requests longer than the spacing: pages miss their turns (no slot yet) and are
+    granted new ones; waiting for those, a page leaves its slot to the batch's others (the gate counts it
+    for the grant still). Held while waiting, each wait made the next page miss its turn too: one page went
+    back to the queue and the batch ended 0.8 s later (a review's simulation)."""
+    from harvester.politeness.memory import MemoryHostGate
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
+    urls = [f"https://h.example/p/{n}" for n in range(10)]
+    turns, started, most = fetched_batch(gate, urls, spacing=0.2, took=0.6)
+    assert turns.deferred == {} and len(started) == 10
+    assert most == 2
+    assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= 0.2 - 0.002
+
+
 def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
     """A page late for its turn asks for another keeping its slot; when the gate has none for it (another
     worker booked the host's pace), the batch gives the slot to its other pages: no more of its requests

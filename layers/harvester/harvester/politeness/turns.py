@@ -44,12 +44,11 @@ class Turns:
         """Waits for the URL's start (at most the gate's horizon, which granted it) and for one of its grant's
         slots: a batch of pages to a host at its limit is fetched a few at a time, each taking the slot of one
         of the batch's requests that ended, not sent back to the queue. A turn missed (the worker was busy, or
-        no slot freed in time) is asked for again, the slot kept; False when the gate has none left within
-        the horizon (then ``deferred`` says when to try, and the slot serves the batch's other pages)."""
+        no slot freed in time) is asked for again under the grant, whose slot it keeps at the gate; False
+        when the gate has none left within the horizon (then ``deferred`` says when to try)."""
         if url in self.deferred:
             return False
         host = host_of(url)
-        holding = False
         for _ in range(_TURNS):
             start = self.starts.get(url)
             if start is None:
@@ -57,21 +56,20 @@ class Turns:
             wait = start - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if not holding and not await self._slot(host, gate.rules.horizon):
+            if not await self._slot(host, gate.rules.horizon):
                 self.deferred[url] = time.time() + RECHECK_SECONDS
                 return False
-            holding = True
             now = time.time()
             grant, spacing = self.grants[host]
             if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
                 return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
+            # The slot serves the batch's other pages meanwhile (the gate still counts it for the grant).
+            await self._free(host)
             if not again.starts:
-                await self._free(host)
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
                 return False
             self.starts[url] = again.starts[0]
-        await self._free(host)
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
 
