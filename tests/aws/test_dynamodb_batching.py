@@ -114,23 +114,6 @@ def test_a_batch_is_claimed_in_one_read_and_one_write(aws):
     assert aws.calls == {"BatchGetItem": 1, "TransactWriteItems": 1}
 
 
-def test_every_transaction_carries_a_token_of_its_own(aws):
-    """A transaction whose reply was lost is sent again by botocore: with its token, DynamoDB answers the
-    success of the one applied (for 10 minutes) instead of applying it again, which would fail its own
-    conditions (a page listed by it taken for a duplicate, never queued). moto does not model the
-    idempotency itself: what is held here is that every attempt names one, and no two the same."""
-    tokens: list[str | None] = []
-
-    def seen(params: dict[str, Any], **_: Any) -> None:
-        tokens.append(params.get("ClientRequestToken"))
-
-    aws.store.client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", seen)
-    job_id, urls = recorded(aws, 4)
-    aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
-    assert len(tokens) >= 2 and all(tokens) and len(set(tokens)) == len(tokens), tokens
-    assert all(len(str(token)) <= 36 for token in tokens)  # (DynamoDB's limit)
-
-
 def test_a_lone_page_is_claimed_without_a_transaction(aws):
     """A transaction bills each write twice: one claimable page is one conditional UpdateItem."""
     job_id, urls = recorded(aws, 3)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import random
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -137,14 +136,10 @@ class DynamoStateStore:
         return item.get("Item")
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
-        """TransactWriteItems, retrying conflicts with other transactions (never condition failures).
-
-        Each attempt carries a token of its own: when its reply is lost and botocore sends it again, DynamoDB
-        answers the applied transaction's success instead of applying it again, which would fail its own
-        conditions (a listed page taken for one listed before, and never queued; a retry taken for lost)."""
+        """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                self.client.transact_write_items(TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
+                self.client.transact_write_items(TransactItems=items)
                 return
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
