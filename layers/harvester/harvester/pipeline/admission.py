@@ -2,8 +2,10 @@
 
 A page its host's pace has no turn for within the gate's horizon goes back to the queue before it is claimed
 (``unpaced``); one the gate then has no turn for goes back to pending and to the queue without a request (its
-claim's try is taken back). Each is delayed to a turn of its own (politeness/gate.py). Within a host the
-batch's pages take their turns by priority, highest first (FIFO within a priority: the batch's order).
+claim's try is taken back), unless only a slot was missing and the gate's next turn is within the horizon:
+then it asks again in the container (``Turns.given``). Each is delayed to a turn of its own
+(politeness/gate.py). Within a host the batch's pages take their turns by priority, highest first (FIFO
+within a priority: the batch's order).
 """
 
 from __future__ import annotations
@@ -28,11 +30,7 @@ async def admit(ctx: StepContext, job: JobRecord, pages: Sequence[SitemapURL]) -
     by_host, spacing = await _by_host(ctx, job, {page.url: page.priority for page in pages})
     for host, host_urls in by_host.items():
         grant = ctx.gate.acquire(host, len(host_urls), spacing=spacing[host], now=time.time())
-        if grant.starts:
-            admission.grants[host] = (grant, spacing[host])
-        admission.starts.update(zip(host_urls, grant.starts, strict=False))
-        waiting = host_urls[len(grant.starts) :]
-        admission.deferred.update(zip(waiting, grant.asks(len(waiting)), strict=True))
+        admission.given(host, host_urls, grant, spacing[host], horizon=ctx.gate.rules.horizon)
     return admission
 
 

@@ -38,7 +38,25 @@ class Turns:
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Seconds from each answered request's start to its answer's headers, by URL (for the page metrics).
     latency: dict[str, float] = field(default_factory=dict)
+    #: Hosts whose every slot other workers held when the batch asked, with the batch's URLs to each (in
+    #: turn order), the spacing and until when they may wait: they ask again in the container when the
+    #: gate says, within the horizon, rather than going back to the queue (whose delays are whole seconds
+    #: on SQS: a host left idle between two workers' batches).
+    full: dict[str, tuple[list[str], float, float]] = field(default_factory=dict)
+    _asking: dict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _ended: asyncio.Condition | None = None
+
+    def given(self, host: str, urls: list[str], grant: Grant, spacing: float, *, horizon: float) -> None:
+        """What the gate granted of the batch's ``urls`` to ``host`` (in turn order): a start for the first
+        ones, when to ask again for the others; with no slot free but a turn within the horizon, they wait
+        for one in the container (``full``)."""
+        if grant.starts:
+            self.grants[host] = (grant, spacing)
+        elif grant.later is not None and grant.later <= grant.at + horizon:
+            self.full[host] = (urls, spacing, grant.at + horizon)
+        self.starts.update(zip(urls, grant.starts, strict=False))
+        waiting = urls[len(grant.starts) :]
+        self.deferred.update(zip(waiting, grant.asks(len(waiting)), strict=True))
 
     async def turn(self, gate: HostGate, url: str) -> bool:
         """Waits for the URL's start (at most the gate's horizon, which granted it) and for one of its grant's
@@ -46,7 +64,7 @@ class Turns:
         of the batch's requests that ended, not sent back to the queue. A turn missed (the worker was busy, or
         no slot freed in time) is asked for again under the grant, whose slot it keeps at the gate; False
         when the gate has none left within the horizon (then ``deferred`` says when to try)."""
-        if url in self.deferred:
+        if url in self.deferred and not await self._waited(gate, url):
             return False
         host = host_of(url)
         for _ in range(_TURNS):
@@ -72,6 +90,28 @@ class Turns:
             self.starts[url] = again.starts[0]
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
+
+    async def _waited(self, gate: HostGate, url: str) -> bool:
+        """For a URL of a host that had no free slot: asks the gate again when it said to, until the host's
+        deadline, for all the batch's URLs to that host still waiting (one asker a host at a time); True when
+        the URL was given a start."""
+        host = host_of(url)
+        if host not in self.full:
+            return False
+        urls, spacing, deadline = self.full[host]
+        async with self._asking[host]:
+            while host not in self.grants and url in self.deferred and self.deferred[url] <= deadline:
+                await asyncio.sleep(max(0.0, self.deferred[url] - time.time()))
+                waiting = [u for u in urls if u in self.deferred]
+                grant = gate.acquire(host, len(waiting), spacing=spacing, now=time.time())
+                for u in waiting[: len(grant.starts)]:
+                    del self.deferred[u]
+                if grant.starts:
+                    self.grants[host] = (grant, spacing)
+                self.starts.update(zip(waiting, grant.starts, strict=False))
+                left = waiting[len(grant.starts) :]
+                self.deferred.update(zip(left, grant.asks(len(left)), strict=True))
+        return url not in self.deferred
 
     async def ended(self, url: str) -> None:
         """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
