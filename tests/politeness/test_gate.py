@@ -283,8 +283,8 @@ def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
         now = time.time()
         grant = gate.acquire("h.example", len(urls), spacing=0.2, now=now)
         turns = Turns()
-        turns.grants["h.example"] = (grant, 0.2)
-        turns.starts.update(zip(urls, grant.starts, strict=True))
+        turns.given("h.example", urls, grant, 0.2, horizon=gate.rules.horizon)
+        assert len(turns.starts) == len(urls)
         gate.hosts["h.example"].next_start = now + 100  # (another worker booked the host's pace)
 
         async def fetch(url: str) -> None:

@@ -50,11 +50,17 @@ class Turns:
         """What the gate granted of the batch's ``urls`` to ``host`` (in turn order): a start for the first
         ones, when to ask again for the others; with no slot free but a turn within the horizon, they wait
         for one in the container (``full``)."""
+        self._take(host, urls, grant, spacing)
+        if not grant.starts and grant.later is not None and grant.later <= grant.at + horizon:
+            self.full[host] = (urls, spacing, grant.at + horizon)
+
+    def _take(self, host: str, urls: list[str], grant: Grant, spacing: float) -> None:
+        """A grant for ``urls`` (in turn order): the first ones start when it says, the others are deferred."""
         if grant.starts:
             self.grants[host] = (grant, spacing)
-        elif grant.later is not None and grant.later <= grant.at + horizon:
-            self.full[host] = (urls, spacing, grant.at + horizon)
-        self.starts.update(zip(urls, grant.starts, strict=False))
+        for url, start in zip(urls, grant.starts, strict=False):
+            self.starts[url] = start
+            self.deferred.pop(url, None)
         waiting = urls[len(grant.starts) :]
         self.deferred.update(zip(waiting, grant.asks(len(waiting)), strict=True))
 
@@ -103,14 +109,7 @@ class Turns:
             while host not in self.grants and url in self.deferred and self.deferred[url] <= deadline:
                 await asyncio.sleep(max(0.0, self.deferred[url] - time.time()))
                 waiting = [u for u in urls if u in self.deferred]
-                grant = gate.acquire(host, len(waiting), spacing=spacing, now=time.time())
-                for u in waiting[: len(grant.starts)]:
-                    del self.deferred[u]
-                if grant.starts:
-                    self.grants[host] = (grant, spacing)
-                self.starts.update(zip(waiting, grant.starts, strict=False))
-                left = waiting[len(grant.starts) :]
-                self.deferred.update(zip(left, grant.asks(len(left)), strict=True))
+                self._take(host, waiting, gate.acquire(host, len(waiting), spacing=spacing, now=time.time()), spacing)
         return url not in self.deferred
 
     async def ended(self, url: str) -> None:
