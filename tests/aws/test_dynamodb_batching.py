@@ -107,15 +107,16 @@ def test_a_batchs_retries_are_one_read_and_one_write_and_a_page_leased_elsewhere
     assert aws.store.get_page(job_id, urls[5]).status is UrlStatus.PROCESSING
 
 
-def test_a_batch_is_claimed_in_one_read_and_one_write(aws):
+def test_a_batch_is_read_once_and_each_page_claimed_by_one_plain_conditional_write(aws):
+    """A transaction bills each write twice and a claim needs no other write beside it: one BatchGetItem for
+    the batch, then one conditional UpdateItem a claimable page (no transaction)."""
     job_id, urls = recorded(aws, 10)
     claimed = aws.store.claim_pages(job_id, urls + urls[:3], lease("w1"), now=NOW)
     assert [p.url for p in claimed] == urls and all(p.attempts == 1 for p in claimed)
-    assert aws.calls == {"BatchGetItem": 1, "TransactWriteItems": 1}
+    assert aws.calls == {"BatchGetItem": 1, "UpdateItem": 10}
 
 
-def test_a_lone_page_is_claimed_without_a_transaction(aws):
-    """A transaction bills each write twice: one claimable page is one conditional UpdateItem."""
+def test_a_page_claimed_elsewhere_costs_no_write(aws):
     job_id, urls = recorded(aws, 3)
     aws.store.claim_pages(job_id, urls[1:], lease("w1"), now=NOW)
     aws.calls.clear()
@@ -125,8 +126,8 @@ def test_a_lone_page_is_claimed_without_a_transaction(aws):
 
 @pytest.mark.parametrize("competitor", ["claims", "settles"])
 def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, competitor):
-    """Another worker claims (or settles) one page of the batch after the batch was read: the transaction
-    fails on that page's condition, and the others are claimed without it, each once."""
+    """Another worker claims (or settles) one page of the batch after the batch was read: that page's
+    conditional write fails, and the others are claimed, each once."""
     job_id, urls = recorded(aws, 5)
     other = Lease(token="w2", until=NOW + 60)
 
@@ -136,7 +137,7 @@ def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, c
             done = taken.model_copy(update={"status": UrlStatus.COMPLETED})
             assert aws.store.finish_pages(job_id, [PageOutcome(done)], other).applied == [urls[2]]
 
-    aws.before["TransactWriteItems"] = compete
+    aws.before["UpdateItem"] = compete  # (the first claim is written after the batch was read)
     mine = aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
     assert [p.url for p in mine] == [u for u in urls if u != urls[2]] and all(p.attempts == 1 for p in mine)
     stored = aws.store.get_page(job_id, urls[2])
