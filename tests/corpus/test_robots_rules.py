@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from harvester.adapters.local.runner import LocalHarvest
+from harvester.model.crawl import CrawlState
 from tests.corpus import sites as s
 from tests.corpus.cli import FAST_RETRIES, ONLY_127_0_0_1, Run, Tree, harvest
 from tests.corpus.server import Hit, RouteServer, serving
@@ -36,6 +38,7 @@ class RobotsCrawl:
     throttled: RouteServer
     missing: RouteServer
     elsewhere: RouteServer
+    state: Path
 
     def record(self, server: RouteServer, path: str) -> dict[str, Any]:
         return self.records[server.url(path)]
@@ -52,13 +55,14 @@ def crawl(server: RouteServer, second_server: RouteServer, tmp_path_factory) -> 
     with ExitStack() as stack:
         unreachable, throttled, missing = (stack.enter_context(serving()) for _ in range(3))
         s.robots_site(server, unreachable, throttled, missing, second_server)
+        state = tmp_path_factory.mktemp("state")
         run = harvest(
             "crawl",
             server.base + "/",
             "--allow-network",
             LOOPBACK,
             "--state-dir",
-            str(tmp_path_factory.mktemp("state")),
+            str(state),
             "--json",
             "--quiet",
             "--rate-limit-delay",
@@ -70,7 +74,7 @@ def crawl(server: RouteServer, second_server: RouteServer, tmp_path_factory) -> 
         for line in Path(result["processed_urls"]).read_text().splitlines():
             record = json.loads(line)
             records[record["url"]] = record
-        return RobotsCrawl(run, records, server, unreachable, throttled, missing, second_server)
+        return RobotsCrawl(run, records, server, unreachable, throttled, missing, second_server, state)
 
 
 def test_the_crawl_completes(crawl):
@@ -102,6 +106,27 @@ def test_the_harvester_group_decides_by_longest_match_with_allow_winning_a_tie(c
         assert (record["status"], record["error_message"]) == ("excluded", "forbidden by robots.txt")
         assert (record["crawl_state"], record["attempts"]) == ("unfetched", 0)
         assert not any(h.path == path for h in crawl.site.hits), "a forbidden page was fetched"
+
+
+def test_every_listed_url_is_in_the_crawl_database_as_listed_by_the_job_fetched_or_not(crawl):
+    """A listing leaves the crawl record of a URL it hands to a fetch to the fetch's settlement (one write
+    for both): a page robots.txt forbids, or one given up without a request, still has it written."""
+    job_id = crawl.run.json()["job_id"]
+    in_scope = {url: r for url, r in crawl.records.items() if url.startswith("http://127.0.0.1")}
+    forbidden = [url for url, r in in_scope.items() if r["status"] == "excluded"]
+    untried = [url for url, r in in_scope.items() if r["status"] == "failed" and r.get("attempts", 0) == 0]
+    assert forbidden and untried
+    with LocalHarvest.open(crawl.state) as harvest:
+        known = {
+            r.url: r
+            for origin in {server.base for server in (crawl.site, crawl.unreachable, crawl.throttled, crawl.missing)}
+            for r in harvest.crawldb.site_urls(origin)
+        }
+    for url in in_scope:
+        assert url in known, url
+        assert known[url].last_listed_job == job_id
+    for url in forbidden:
+        assert (known[url].state, known[url].last_fetch_time) == (CrawlState.UNFETCHED, None)
 
 
 def test_pages_robots_txt_forbids_are_counted_as_excluded_not_as_failures(crawl):

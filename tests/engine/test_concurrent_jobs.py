@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
@@ -20,7 +21,9 @@ from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.crawl import CrawlRecord
 from harvester.model.messages import JobRequest
-from harvester.model.records import utcnow
+from harvester.model.records import SitemapURL, UrlStatus, utcnow
+from harvester.pipeline.page_worker import _relisted, _with_listing
+from harvester.ports import PageOutcome
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
@@ -166,6 +169,47 @@ def test_a_first_crawl_looks_up_no_record_and_a_job_that_listed_them_all_scans_n
         assert all(r.version == 2 for r in records(tmp_path, site.base).values())
 
 
+class ListingWrites:
+    """The state store, with the crawl records each listing batch asked it to write."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.crawl_writes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def record_pages(self, *args: Any, **kwargs: Any) -> Any:
+        self.crawl_writes.append(len(kwargs.get("crawl") or {}))
+        return self._inner.record_pages(*args, **kwargs)
+
+
+def test_a_fetched_urls_crawl_record_is_written_once_for_its_listing_and_its_fetch(tmp_path):
+    """Written at the listing and again at the fetch's end, it was two of the ten write units a fetched page
+    cost on DynamoDB; the listing leaves it to the fetch's settlement. A URL the re-crawl does not fetch is
+    still written by its listing (nothing else will say it was listed)."""
+    with LiveSite(pages=6, sitemaps=1).serving() as site:
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001)
+        spies: list[ListingWrites] = []
+
+        def wrap(harvest: LocalHarvest) -> None:
+            spies.append(ListingWrites(harvest.store))
+            harvest.store = spies[-1]  # type: ignore[assignment]
+
+        first = crawl(tmp_path, request, wrap)
+        after_first = records(tmp_path, site.base)
+        assert spies[0].crawl_writes and not any(spies[0].crawl_writes)
+        assert len(after_first) == 6
+        for record in after_first.values():
+            assert (record.version, record.last_listed_job, record.state.value) == (1, first.job.job_id, "fetched")
+            assert record.last_fetch_time is not None and record.first_listed is not None
+
+        again = crawl(tmp_path, request, wrap)  # nothing due: every URL listed, none fetched
+        assert sum(spies[1].crawl_writes) == 6
+        for record in records(tmp_path, site.base).values():
+            assert (record.version, record.last_listed_job) == (2, again.job.job_id)
+
+
 def test_a_first_crawl_raced_by_another_job_is_decided_again_on_its_records(tmp_path, caplog):
     """A site's first crawl looks up no record per listed URL; the other job's records, written after it
     saw the site empty, refuse its inserts, and the batch is decided again on them."""
@@ -214,4 +258,29 @@ def test_a_fetch_that_lost_the_race_is_settled_again_on_the_winners_record(tmp_p
             # Both changes are counted: the other job's, then this job's fetch found the real content.
             assert after[url].changes == before[url].changes + 2
             assert after[url].signature not in ("theirs", before[url].signature)
-            assert after[url].version == before[url].version + 3  # this listing, their fetch, this fetch
+            # Their fetch, then this job's listing and fetch in one write (a listing leaves the crawl record of a
+            # URL it hands to a fetch to the fetch's settlement), applied again on top of theirs.
+            assert after[url].version == before[url].version + 2
+            assert after[url].last_listed_job == outcome.job.job_id
+
+
+def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_winners_record():
+    """A page robots.txt forbids (or one given up without a request) moves no crawl record by a fetch, but
+    still writes the one its listing left to it; when another job wrote that record meanwhile, the listing
+    is applied again on top of theirs, their fetch kept."""
+    url, sitemap, now = "https://example.com/a", "https://example.com/sitemap.xml", utcnow()
+    fields = {"lastmod": None, "changefreq": None, "priority": 0.5, "sitemap": sitemap, "now": now}
+    known = listed(None, url=url, job_id="mine", schedule=Schedule(), **fields)
+    record = SitemapURL(
+        url=url, status=UrlStatus.EXCLUDED, error_message="forbidden", sitemap=sitemap, discovered_at=now, known=known
+    )
+    outcome = _with_listing(PageOutcome(record))
+    assert outcome.crawl == known and outcome.crawl.version == 1
+
+    theirs = their_fetch(listed(None, url=url, job_id="theirs", schedule=Schedule(), **fields))
+    ctx = SimpleNamespace(clock=utcnow, settings=EngineSettings())
+    again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, theirs)  # type: ignore[arg-type]
+    assert again.crawl is not None and again.record.known == again.crawl
+    assert again.crawl.version == theirs.version + 1
+    assert (again.crawl.last_listed_job, again.crawl.signature) == ("mine", "theirs")
+    assert again.crawl.state is theirs.state and again.record.status is UrlStatus.EXCLUDED

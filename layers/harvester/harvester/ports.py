@@ -156,9 +156,9 @@ class Lease:
 
 @dataclass(slots=True)
 class PageOutcome:
-    """The final state of one claimed page, applied together with the job's counters and, when the page was
-    fetched, the URL's new crawl record (``crawl``, written only if its stored version is still the one it
-    was computed from: ``crawl.version - 1``)."""
+    """The final state of one claimed page, applied together with the job's counters and the URL's crawl
+    record as the job's listing and fetch leave it (``crawl``: the listing leaves it to the settlement;
+    written only if its stored version is still the one it was computed from: ``crawl.version - 1``)."""
 
     record: SitemapURL  # the record as it should be stored (status completed or failed)
     crawl: CrawlRecord | None = None

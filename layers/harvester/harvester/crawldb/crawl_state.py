@@ -77,7 +77,7 @@ def listed(
     lastmod: datetime | None,
     changefreq: str | None,
     priority: float,
-    sitemap: str,
+    sitemap: str | None,
     job_id: str,
     now: datetime,
     schedule: Schedule,

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from harvester.archive.batch import WarcBatch
-from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, classify_status, http_error, verdict
+from harvester.crawldb.crawl_state import (
+    Fetched,
+    FetchResult,
+    after_fetch,
+    classify_status,
+    http_error,
+    listed,
+    verdict,
+)
 from harvester.crawldb.documents import page_key
 from harvester.fetch import (
     BlockedAddress,
@@ -160,9 +168,11 @@ def _send_back(ctx: StepContext, tasks: Sequence[tuple[PageTask, float]]) -> Non
 
 def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease: Lease) -> list[str]:
     """Settles the outcomes with their crawl records; an outcome whose crawl record another job of the site
-    moved meanwhile is computed again on that newer version (the fetch itself stands) and settled again."""
+    moved meanwhile is computed again on that newer version (the listing and the fetch themselves stand)
+    and settled again."""
     site = job.request.origin
     applied: list[str] = []
+    outcomes = [_with_listing(o) for o in outcomes]
     for _ in range(STALE_ATTEMPTS):
         settled = ctx.store.finish_pages(job.job_id, outcomes, lease, site=site)
         applied += settled.applied
@@ -170,12 +180,40 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
             return applied
         stale = set(settled.stale)
         priors = ctx.crawldb.get_urls(site, settled.stale)
-        outcomes = [
-            _crawled(ctx, o.record, o.fetched, priors.get(o.record.url)) for o in outcomes if o.record.url in stale
-        ]
+        outcomes = [_relisted(ctx, job, o, priors.get(o.record.url)) for o in outcomes if o.record.url in stale]
     # Still leased to us: the lease lapses, the task comes back and the page is fetched again.
     log.warning("crawl records kept changing; pages left to their next delivery", extra={"urls": len(outcomes)})
     return applied
+
+
+def _with_listing(outcome: PageOutcome) -> PageOutcome:
+    """An outcome that moves no crawl record (no request was sent, or a rule excluded the URL) still writes
+    the one its listing left unwritten for the fetch (``known``), so that the crawl database knows the URL
+    was listed."""
+    if outcome.crawl is not None or outcome.record.known is None:
+        return outcome
+    return replace(outcome, crawl=outcome.record.known)
+
+
+def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: CrawlRecord | None) -> PageOutcome:
+    """The outcome again on the crawl record another job of the site wrote meanwhile: that record as this
+    job's listing leaves it (as the sitemap worker would have written it, at the listing's time), then
+    moved by the fetch, if there was one."""
+    record = outcome.record
+    basis = listed(
+        stored,
+        url=record.url,
+        lastmod=record.last_modified,
+        changefreq=record.change_frequency,
+        priority=record.priority,
+        sitemap=record.sitemap,
+        job_id=job.job_id,
+        now=record.discovered_at or ctx.clock(),
+        schedule=ctx.settings.schedule,
+    )
+    if outcome.fetched is None:
+        return PageOutcome(record.model_copy(update={"known": basis}), crawl=basis)
+    return _crawled(ctx, record, outcome.fetched, basis)
 
 
 def _placed(ctx: StepContext, outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
@@ -394,7 +432,10 @@ def _listed_as(record: SitemapURL) -> ChangeKind | None:
 
 def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basis: CrawlRecord | None) -> PageOutcome:
     """A final job record with the crawl record its fetch moves ``basis`` to (nothing to move without a
-    fetch, or for a record that has no crawl record)."""
+    fetch, or for a record that has no crawl record).
+
+    ``basis`` is the crawl record as the job's listing left it, not written yet (the listing leaves that to
+    this settlement): the record this writes is its version, conditioned on the version the listing read."""
     if fetched is None:
         return PageOutcome(record)
     update: dict[str, object] = {}
@@ -403,6 +444,7 @@ def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basi
     if basis is None:
         return PageOutcome(record.model_copy(update=update), fetched=fetched)
     after = after_fetch(basis, fetched, now=ctx.clock(), schedule=ctx.settings.schedule)
+    after = after.model_copy(update={"version": basis.version})  # (one write for the listing and the fetch)
     if fetched.result in (FetchResult.SUCCESS, FetchResult.NOTMODIFIED):
         # What the job's view shows of the content: the stored version, which a 304 did not resend.
         update = {

@@ -719,7 +719,11 @@ class SitemapReading:
     ) -> list[SitemapURL | ListedRow]:
         """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
         moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
-        that job wrote."""
+        that job wrote.
+
+        The crawl record of a URL handed to a fetch is not written here but by the fetch's settlement, the
+        listing and the fetch in one write (the job record carries it as ``known``): written twice, it was
+        two of the ten write units a fetched page cost on DynamoDB (bench/aws_cost.py)."""
         counter = self.ctx.counter
         if counter is not None:  # a throwaway run: its consumer makes what it hands out of the new ones
             new = counter.count_pages(
@@ -751,7 +755,7 @@ class SitemapReading:
                 checkpoint=checkpoint,
                 lease=self.lease,
                 site=self.site,
-                crawl={page.url: crawl for page, crawl in decided},
+                crawl={page.url: crawl for page, crawl in decided if crawl is not None},
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
                 keys=keys,
             )
@@ -763,9 +767,10 @@ class SitemapReading:
 
     def _decide(
         self, fresh: list[tuple[str, PageEntry]], priors: Mapping[str, CrawlRecord], now: datetime
-    ) -> list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow]]:
-        """Each URL's job record and crawl record as this listing leaves them; those of a URL new to the
-        site in a job that fetches nothing written straight as JSON (``listed_rows``)."""
+    ) -> list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow | None]]:
+        """Each URL's job record and the crawl record this listing writes (None for a URL to fetch: its
+        settlement writes it); those of a URL new to the site in a job that fetches nothing written straight
+        as JSON (``listed_rows``)."""
         if self.request.fetch_pages:
             return [self._page(url, entry, priors.get(url), now) for url, entry in fresh]
         firsts = iter(
@@ -777,7 +782,7 @@ class SitemapReading:
                 schedule=self.schedule,
             )
         )
-        decided: list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow]] = []
+        decided: list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow | None]] = []
         for url, entry in fresh:
             prior = priors.get(url)
             rows = next(firsts) if prior is None else None
@@ -786,9 +791,10 @@ class SitemapReading:
 
     def _page(
         self, url: str, entry: PageEntry, prior: CrawlRecord | None, now: datetime
-    ) -> tuple[SitemapURL, CrawlRecord]:
+    ) -> tuple[SitemapURL, CrawlRecord | None]:
         """The job's record of a listed URL (to be fetched: pending, with the reason; or not due), and the
-        URL's crawl record as this listing leaves it."""
+        URL's crawl record as this listing leaves it: to be written now, or (None) with the fetch's outcome,
+        the job record carrying it as ``known``."""
         known = listed(
             prior,
             url=url,
@@ -816,9 +822,10 @@ class SitemapReading:
         if decision.reason is None:
             return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
         self.probes += decision.probe
-        # The page worker fetches on this snapshot: its validators, its signature, its version.
+        # The page worker fetches on this snapshot (its validators, its signature) and writes it, moved by
+        # the fetch, as version ``known.version``: conditioned on the version this listing read.
         base.update(known=known, fetch_reason=decision.reason, change=change)
-        return SitemapURL.trusted(base), known
+        return SitemapURL.trusted(base), None
 
     def _listed_fields(self, url: str, entry: PageEntry, now: datetime) -> dict[str, Any]:
         return listed_fields(url, entry, self.record.url, now)
