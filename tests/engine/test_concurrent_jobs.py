@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -284,3 +285,9 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     assert again.crawl.version == theirs.version + 1
     assert (again.crawl.last_listed_job, again.crawl.signature) == ("mine", "theirs")
     assert again.crawl.state is theirs.state and again.record.status is UrlStatus.EXCLUDED
+
+    # Their listing later than this job's stands (the orphan rule asks who listed the URL last, and when).
+    later = theirs.model_copy(update={"last_listed": now + timedelta(seconds=5)})
+    again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, later)  # type: ignore[arg-type]
+    assert again.crawl is not None and again.crawl.version == theirs.version + 1
+    assert (again.crawl.last_listed_job, again.crawl.last_listed) == ("theirs", later.last_listed)

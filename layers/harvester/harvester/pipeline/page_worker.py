@@ -198,7 +198,8 @@ def _with_listing(outcome: PageOutcome) -> PageOutcome:
 def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: CrawlRecord | None) -> PageOutcome:
     """The outcome again on the crawl record another job of the site wrote meanwhile: that record as this
     job's listing leaves it (as the sitemap worker would have written it, at the listing's time), then
-    moved by the fetch, if there was one."""
+    moved by the fetch, if there was one. A listing of the other job later than this one's stands: the
+    orphan rule asks who listed the URL last, and when."""
     record = outcome.record
     basis = listed(
         stored,
@@ -211,6 +212,8 @@ def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: Cr
         now=record.discovered_at or ctx.clock(),
         schedule=ctx.settings.schedule,
     )
+    if stored is not None and stored.last_listed > basis.last_listed:
+        basis = basis.model_copy(update={"last_listed": stored.last_listed, "last_listed_job": stored.last_listed_job})
     if outcome.fetched is None:
         return PageOutcome(record.model_copy(update={"known": basis}), crawl=basis)
     return _crawled(ctx, record, outcome.fetched, basis)
