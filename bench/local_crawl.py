@@ -17,7 +17,8 @@ The target (issue 9) is harvest crawl at 2.00x Scrapy's pages/s. nginx is instal
 missing (root only); ``--server python`` uses the demo's threading server instead, which caps every contender
 at its own few hundred pages/s.
 
-    python bench/local_crawl.py [--pages 20000] [--concurrency 16] [--server nginx|python] [--only NAME]
+    python bench/local_crawl.py [--pages 20000] [--concurrency 16] [--server nginx|python]
+                                [--output warc|files] [--only NAME]
 """
 
 from __future__ import annotations
@@ -131,14 +132,14 @@ def run_httpx(site: str, out: Path, concurrency: int, pages: int) -> int:
     return asyncio.run(crawl())
 
 
-def run_harvester(site: str, out: Path, concurrency: int, pages: int) -> int:
+def run_harvester(site: str, out: Path, concurrency: int, pages: int, output: str = "warc") -> int:
     from harvester.adapters.local.runner import LocalHarvest, LocalRunner
     from harvester.fetch import FetchPolicy, parse_networks
     from harvester.model.messages import JobRequest
     from harvester.settings import EngineSettings
 
     policy = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
-    request = JobRequest(site=site, rate_limit_delay=0.00001)
+    request = JobRequest(site=site, rate_limit_delay=0.00001, output=output)
     # As many requests to the one host at once as Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN allows.
     settings = dataclasses.replace(EngineSettings.from_env(), host_max_in_flight=concurrency)
 
@@ -161,7 +162,11 @@ CONTENDERS = {
 def contender_main(args: argparse.Namespace) -> None:
     """One contender's run; prints one JSON line for the parent (its own time and peak memory)."""
     start = time.perf_counter()
-    pages = CONTENDERS[args.contender][1](args.site, args.out, args.concurrency, args.pages)
+    run = CONTENDERS[args.contender][1]
+    if args.contender == "harvester":
+        pages = run_harvester(args.site, args.out, args.concurrency, args.pages, args.output)
+    else:
+        pages = run(args.site, args.out, args.concurrency, args.pages)
     seconds = time.perf_counter() - start
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"pages": pages, "seconds": seconds, "peak_mib": peak_kib / 1024}))
@@ -227,7 +232,7 @@ def run_contender(name: str, site: str, out: Path, args: argparse.Namespace) -> 
     out.mkdir()
     os.sync()  # the last contender's files written back first: its disk traffic is not the next one's cost
     command = [sys.executable, __file__, "--contender", name, "--site", site, "--out", str(out)]
-    command += ["--concurrency", str(args.concurrency), "--pages", str(args.pages)]
+    command += ["--concurrency", str(args.concurrency), "--pages", str(args.pages), "--output", args.output]
     done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -237,6 +242,9 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--server", choices=("nginx", "python"), default="nginx")
+    parser.add_argument(
+        "--output", choices=("warc", "files"), default="warc", help="how harvest crawl keeps pages (its --output)"
+    )
     parser.add_argument("--only", action="append", choices=tuple(CONTENDERS), help="run only this contender")
     parser.add_argument("--contender", choices=tuple(CONTENDERS), help=argparse.SUPPRESS)
     parser.add_argument("--site", help=argparse.SUPPRESS)
@@ -264,7 +272,10 @@ def main() -> None:
                 build_site(root, base, SiteSpec(pages=args.pages, broken=0))
             for name in names:
                 results[name] = run_contender(name, f"{base}/", tmp / name, args)
-    print(f"site: {args.pages} pages on 127.0.0.1 ({args.server}), {args.concurrency} concurrent requests, no delay")
+    print(
+        f"site: {args.pages} pages on 127.0.0.1 ({args.server}), {args.concurrency} concurrent requests, no delay; "
+        f"harvest crawl keeps pages as {args.output}"
+    )
     print(f"{'':40} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'peak MiB':>9}")
     for name in names:
         result = results[name]
