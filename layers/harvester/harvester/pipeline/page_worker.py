@@ -128,7 +128,7 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
             admission.release(ctx.gate)
         if archive is not None:  # stored before any page names its record
             placed = await page_archive.store(ctx, job, archive)
-            settled = [_placed(ctx, s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled]
+            settled = [_placed(s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled]
     finally:
         if archive is not None:
             archive.close()
@@ -219,14 +219,17 @@ def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: Cr
     return _crawled(ctx, record, outcome.fetched, basis)
 
 
-def _placed(ctx: StepContext, outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
+def _placed(outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
     """The outcome of a page whose capture was stored at ``place``: its record names it, and a response
     record becomes where the crawl record finds the URL's content (a revisit leaves that where it was)."""
     if place is None or outcome.fetched is None:
         return outcome
-    fetched = replace(outcome.fetched, warc=place) if place.record_type == "response" else outcome.fetched
-    again = _crawled(ctx, outcome.record, fetched, outcome.record.known)
-    return replace(again, record=again.record.model_copy(update={"warc": place}))
+    record = outcome.record.model_copy(update={"warc": place})
+    if place.record_type != "response" or outcome.fetched.result is not FetchResult.SUCCESS:
+        return replace(outcome, record=record)
+    # (only the place is new: the outcome is not computed again, a tenth of what WARC output cost a page)
+    crawl = outcome.crawl.model_copy(update={"warc": place}) if outcome.crawl is not None else None
+    return PageOutcome(record, crawl=crawl, fetched=replace(outcome.fetched, warc=place))
 
 
 async def _settle(
