@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -122,6 +123,29 @@ def test_a_page_claimed_elsewhere_costs_no_write(aws):
     aws.calls.clear()
     assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[:1]
     assert aws.calls == {"BatchGetItem": 1, "UpdateItem": 1}
+
+
+def test_a_claim_refused_because_a_transaction_holds_its_item_is_tried_again(aws):
+    """A single write to an item a transaction is changing is refused (TransactionConflictException), and
+    botocore does not retry that: the claim is tried again, not raised with the batch's other claims made."""
+    job_id, urls = recorded(aws, 3)
+    refused: list[int] = []
+
+    def conflict(**_: Any) -> Any:
+        if len(refused) < 2:  # (the first claim, twice)
+            refused.append(1)
+            error = {"Error": {"Code": "TransactionConflictException", "Message": "in a transaction"}}
+            return SimpleNamespace(status_code=400), error | {"ResponseMetadata": {"HTTPStatusCode": 400}}
+        return None
+
+    aws.store.client.meta.events.register_first("before-call.dynamodb.UpdateItem", conflict)
+    try:
+        claimed = aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
+    finally:
+        aws.store.client.meta.events.unregister("before-call.dynamodb.UpdateItem", conflict)
+    assert len(refused) == 2
+    assert [p.url for p in claimed] == urls and all(p.attempts == 1 for p in claimed)
+    assert all(aws.store.get_page(job_id, url).attempts == 1 for url in urls)
 
 
 @pytest.mark.parametrize("competitor", ["claims", "settles"])

@@ -29,6 +29,7 @@ from harvester.model.records import CrawlWrite, body_of, url_key
 SHARDS = 16
 BATCH_GET = 100
 _UNPROCESSED_RETRIES = 10
+_CONFLICT_RETRIES = 12
 
 
 def _s(value: str) -> dict[str, str]:
@@ -55,14 +56,25 @@ def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> d
 
 
 def conditional(write: Callable[[], object]) -> bool:
-    """Runs a conditional write: True when it landed, False when its condition failed."""
-    try:
-        write()
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-            return False
-        raise
-    return True
+    """Runs a conditional write: True when it landed, False when its condition failed.
+
+    A single write to an item a transaction is changing is refused with TransactionConflictException, which
+    botocore does not retry (unlike a transaction's own conflicts, retried by the state store): nothing was
+    written, so it is tried again after a short back-off. (Page claims are single writes, and a batch's
+    settlement or another worker's listing may hold one of the batch's items.)"""
+    attempt = 0
+    while True:
+        try:
+            write()
+            return True
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "ConditionalCheckFailedException":
+                return False
+            attempt += 1
+            if code != "TransactionConflictException" or attempt == _CONFLICT_RETRIES:
+                raise
+        time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
 
 def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
