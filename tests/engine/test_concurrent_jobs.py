@@ -20,7 +20,7 @@ from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, lis
 from harvester.crawldb.schedule import Schedule
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.model.crawl import CrawlRecord
+from harvester.model.crawl import CrawlRecord, CrawlState
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL, UrlStatus, utcnow
 from harvester.pipeline.page_worker import _relisted, _with_listing
@@ -279,7 +279,10 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     assert outcome.crawl == known and outcome.crawl.version == 1
 
     theirs = their_fetch(listed(None, url=url, job_id="theirs", schedule=Schedule(), **fields))
-    ctx = SimpleNamespace(clock=utcnow, settings=EngineSettings())
+    starts = {"before": now - timedelta(seconds=5), "after": now + timedelta(seconds=5)}
+    ctx = SimpleNamespace(
+        clock=utcnow, settings=EngineSettings(), job=lambda job_id: SimpleNamespace(start_time=starts[job_id])
+    )
     again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, theirs)  # type: ignore[arg-type]
     assert again.crawl is not None and again.record.known == again.crawl
     assert again.crawl.version == theirs.version + 1
@@ -291,3 +294,15 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, later)  # type: ignore[arg-type]
     assert again.crawl is not None and again.crawl.version == theirs.version + 1
     assert (again.crawl.last_listed_job, again.crawl.last_listed) == ("theirs", later.last_listed)
+
+    # Orphaned meanwhile: by a job that started after this listing, it stays orphan (that job's orphan pass
+    # would have found this listing older than its start); by one that started before, it is listed again.
+    for orphaning, stays in (("after", True), ("before", False)):
+        orphaned = theirs.model_copy(
+            update={"state": CrawlState.ORPHAN, "orphan_of": theirs.state, "orphaned_job": orphaning}
+        )
+        again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, orphaned)  # type: ignore[arg-type]
+        assert again.crawl is not None and again.crawl.last_listed_job == "mine"
+        assert (again.crawl.state is CrawlState.ORPHAN) is stays, orphaning
+        assert again.crawl.orphaned_job == (orphaning if stays else None)
+        assert again.record.crawl_state is again.crawl.state

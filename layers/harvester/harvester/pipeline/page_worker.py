@@ -42,7 +42,7 @@ from harvester.fetch import (
     parse_retry_after,
 )
 from harvester.limits import SPOOL_IN_MEMORY
-from harvester.model.crawl import ChangeKind, CrawlRecord, WarcLocation
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
 from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.pipeline import page_archive
@@ -198,9 +198,14 @@ def _with_listing(outcome: PageOutcome) -> PageOutcome:
 def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: CrawlRecord | None) -> PageOutcome:
     """The outcome again on the crawl record another job of the site wrote meanwhile: that record as this
     job's listing leaves it (as the sitemap worker would have written it, at the listing's time), then
-    moved by the fetch, if there was one. A listing of the other job later than this one's stands: the
-    orphan rule asks who listed the URL last, and when."""
+    moved by the fetch, if there was one.
+
+    The result is what the records would be had the listing been written when it was made: a listing of
+    the other job later than this one's stands (the orphan rule asks who listed the URL last, and when),
+    and a URL orphaned by a job that started after this listing stays orphan (that job's orphan pass
+    would have found this listing older than its start; a job that started before it would not have)."""
     record = outcome.record
+    listed_at = record.discovered_at or ctx.clock()
     basis = listed(
         stored,
         url=record.url,
@@ -209,14 +214,30 @@ def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: Cr
         priority=record.priority,
         sitemap=record.sitemap,
         job_id=job.job_id,
-        now=record.discovered_at or ctx.clock(),
+        now=listed_at,
         schedule=ctx.settings.schedule,
     )
     if stored is not None and stored.last_listed > basis.last_listed:
         basis = basis.model_copy(update={"last_listed": stored.last_listed, "last_listed_job": stored.last_listed_job})
+    if stored is not None and _orphaned_since(ctx, stored, listed_at):
+        basis = basis.model_copy(
+            update={"state": stored.state, "orphan_of": stored.orphan_of, "orphaned_job": stored.orphaned_job}
+        )
     if outcome.fetched is None:
-        return PageOutcome(record.model_copy(update={"known": basis}), crawl=basis)
+        update: dict[str, object] = {"known": basis}
+        if record.status is UrlStatus.EXCLUDED:  # (as _excluded shows it: the state the URL keeps)
+            update["crawl_state"] = basis.state
+        return PageOutcome(record.model_copy(update=update), crawl=basis)
     return _crawled(ctx, record, outcome.fetched, basis)
+
+
+def _orphaned_since(ctx: StepContext, stored: CrawlRecord, listed_at: datetime) -> bool:
+    """Whether the record was orphaned by a job that started after ``listed_at`` (one whose record is gone
+    cannot say: the listing brings the URL back, as a listing after the orphaning does)."""
+    if stored.state is not CrawlState.ORPHAN or stored.orphaned_job is None:
+        return False
+    orphaning = ctx.job(stored.orphaned_job)
+    return orphaning is not None and orphaning.start_time > listed_at
 
 
 def _placed(outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
