@@ -20,7 +20,7 @@ from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, lis
 from harvester.crawldb.schedule import Schedule
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.model.crawl import CrawlRecord, CrawlState
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL, UrlStatus, utcnow
 from harvester.pipeline.page_worker import _relisted, _with_listing
@@ -273,7 +273,13 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     fields = {"lastmod": None, "changefreq": None, "priority": 0.5, "sitemap": sitemap, "now": now}
     known = listed(None, url=url, job_id="mine", schedule=Schedule(), **fields)
     record = SitemapURL(
-        url=url, status=UrlStatus.EXCLUDED, error_message="forbidden", sitemap=sitemap, discovered_at=now, known=known
+        url=url,
+        status=UrlStatus.EXCLUDED,
+        error_message="forbidden",
+        change=ChangeKind.NEW,
+        sitemap=sitemap,
+        discovered_at=now,
+        known=known,
     )
     outcome = _with_listing(PageOutcome(record))
     assert outcome.crawl == known and outcome.crawl.version == 1
@@ -288,6 +294,13 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     assert again.crawl.version == theirs.version + 1
     assert (again.crawl.last_listed_job, again.crawl.signature) == ("mine", "theirs")
     assert again.crawl.state is theirs.state and again.record.status is UrlStatus.EXCLUDED
+    # Listed as new, but another job created the record meanwhile: the URL is not new any more.
+    assert (outcome.record.change, again.record.change) == (ChangeKind.NEW, ChangeKind.EXCLUDED)
+    fetched = Fetched(FetchResult.SUCCESS, 200, signature="mine", document_key="mine")
+    done = record.model_copy(update={"status": UrlStatus.COMPLETED, "error_message": None})
+    again = _relisted(ctx, SimpleNamespace(job_id="mine"), PageOutcome(done, fetched=fetched), theirs)  # type: ignore[arg-type]
+    assert again.crawl is not None and (again.crawl.signature, again.crawl.version) == ("mine", theirs.version + 1)
+    assert again.record.change is ChangeKind.CHANGED  # (their content, then this fetch's: not new)
 
     # Their listing later than this job's stands (the orphan rule asks who listed the URL last, and when).
     later = theirs.model_copy(update={"last_listed": now + timedelta(seconds=5)})

@@ -223,12 +223,17 @@ def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: Cr
         basis = basis.model_copy(
             update={"state": stored.state, "orphan_of": stored.orphan_of, "orphaned_job": stored.orphaned_job}
         )
+    # The change the listing makes, decided again on the record it now lists (another job may have created
+    # the URL's record, or brought it back, since the listing found it new or orphan).
+    change = ChangeKind.NEW if stored is None else ChangeKind.BACK if stored.state is CrawlState.ORPHAN else None
+    if change is ChangeKind.BACK and basis.state is CrawlState.ORPHAN:
+        change = None
     if outcome.fetched is None:
         update: dict[str, object] = {"known": basis}
         if record.status is UrlStatus.EXCLUDED:  # (as _excluded shows it: the state the URL keeps)
-            update["crawl_state"] = basis.state
+            update |= {"crawl_state": basis.state, "change": change or ChangeKind.EXCLUDED}
         return PageOutcome(record.model_copy(update=update), crawl=basis)
-    return _crawled(ctx, record, outcome.fetched, basis)
+    return _crawled(ctx, record.model_copy(update={"change": change}), outcome.fetched, basis)
 
 
 def _orphaned_since(ctx: StepContext, stored: CrawlRecord, listed_at: datetime) -> bool:
