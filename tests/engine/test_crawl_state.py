@@ -13,6 +13,7 @@ from harvester.crawldb.crawl_state import (
     classify_status,
     http_error,
     listed,
+    listing_change,
     orphaned,
     verdict,
 )
@@ -131,6 +132,15 @@ def test_gone_is_looked_at_again_rarely():
     assert gone.state is CrawlState.GONE and gone.next_fetch_time == NOW + timedelta(days=45)
     never = after_fetch(new("never"), Fetched(FetchResult.GONE, http_status=404), now=NOW, schedule=SCHEDULE)
     assert never.next_fetch_time == NOW + timedelta(seconds=SCHEDULE.max_interval * 0.9)
+
+
+def test_what_a_listing_changes_for_the_site():
+    """New when the site has no record of the URL, back when it had orphaned it, nothing otherwise (what the
+    fetch then finds is the fetch's change)."""
+    fetched = after_fetch(new(), ok("a"), now=NOW, schedule=SCHEDULE)
+    assert listing_change(None) is ChangeKind.NEW
+    assert listing_change(orphaned(fetched, job_id="j2")) is ChangeKind.BACK
+    assert listing_change(fetched) is None
 
 
 def test_an_orphan_listed_again_returns_to_its_state():

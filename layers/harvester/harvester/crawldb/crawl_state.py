@@ -112,6 +112,14 @@ def listed(
     return prior.model_copy(update=update)
 
 
+def listing_change(prior: CrawlRecord | None) -> ChangeKind | None:
+    """What a listing changes for the site, whatever the fetch then finds: a URL new to it, or one it had
+    orphaned and lists again (``listed`` brings it back)."""
+    if prior is None:
+        return ChangeKind.NEW
+    return ChangeKind.BACK if prior.state is CrawlState.ORPHAN else None
+
+
 def after_fetch(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
     """The record after a job's final word on a fetch (Nutch's CrawlDbReducer, with the adaptive schedule).
 

@@ -30,6 +30,7 @@ from harvester.crawldb.crawl_state import (
     classify_status,
     http_error,
     listed,
+    listing_change,
     verdict,
 )
 from harvester.crawldb.documents import page_key
@@ -225,9 +226,7 @@ def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: Cr
         )
     # The change the listing makes, decided again on the record it now lists (another job may have created
     # the URL's record, or brought it back, since the listing found it new or orphan).
-    change = ChangeKind.NEW if stored is None else ChangeKind.BACK if stored.state is CrawlState.ORPHAN else None
-    if change is ChangeKind.BACK and basis.state is CrawlState.ORPHAN:
-        change = None
+    change = listing_change(stored) if basis.state is not CrawlState.ORPHAN else None
     if outcome.fetched is None:
         update: dict[str, object] = {"known": basis}
         if record.status is UrlStatus.EXCLUDED:  # (as _excluded shows it: the state the URL keeps)

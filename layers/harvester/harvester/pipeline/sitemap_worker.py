@@ -29,13 +29,13 @@ from datetime import datetime
 from typing import Any
 
 from harvester.archive.batch import WarcBatch
-from harvester.crawldb.crawl_state import http_error, listed
+from harvester.crawldb.crawl_state import http_error, listed, listing_change
 from harvester.crawldb.documents import sitemap_key
 from harvester.crawldb.schedule import due
 from harvester.fetch import FetchError, FetchResponse, conditional_headers, is_transient
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl, WarcLocation
+from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl, SitemapCrawl, WarcLocation
 from harvester.model.messages import Output, PageTask, Refetch, SitemapOrigin, SitemapTask
 from harvester.model.records import (
     FILTERED,
@@ -806,7 +806,7 @@ class SitemapReading:
             now=now,
             schedule=self.schedule,
         )
-        change = ChangeKind.NEW if prior is None else ChangeKind.BACK if prior.state is CrawlState.ORPHAN else None
+        change = listing_change(prior)
         base = self._listed_fields(url, entry, now)
         if not self.request.fetch_pages:
             return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
