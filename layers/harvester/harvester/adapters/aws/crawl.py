@@ -29,7 +29,8 @@ from harvester.model.records import CrawlWrite, body_of, url_key
 SHARDS = 16
 BATCH_GET = 100
 _UNPROCESSED_RETRIES = 10
-_CONFLICT_RETRIES = 12
+#: Tries of a write (or a transaction) that conflicts with a transaction in progress.
+CONFLICT_RETRIES = 12
 
 
 def _s(value: str) -> dict[str, str]:
@@ -55,6 +56,11 @@ def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> d
     return {"Put": put}
 
 
+def conflict_pause(attempt: int) -> None:
+    """The back-off before trying again a write that met a transaction in progress (jittered, doubling)."""
+    time.sleep(random.uniform(0, 0.02 * 2**attempt))
+
+
 def conditional(write: Callable[[], object]) -> bool:
     """Runs a conditional write: True when it landed, False when its condition failed.
 
@@ -72,9 +78,9 @@ def conditional(write: Callable[[], object]) -> bool:
             if code == "ConditionalCheckFailedException":
                 return False
             attempt += 1
-            if code != "TransactionConflictException" or attempt == _CONFLICT_RETRIES:
+            if code != "TransactionConflictException" or attempt == CONFLICT_RETRIES:
                 raise
-        time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        conflict_pause(attempt)
 
 
 def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from harvester.adapters.aws.crawl import BATCH_GET, batch_get, conditional, url_put
+from harvester.adapters.aws.crawl import BATCH_GET, CONFLICT_RETRIES, batch_get, conditional, conflict_pause, url_put
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
 from harvester.model import accounting
@@ -67,7 +67,6 @@ OPEN_INDEX = "OpenItems"
 ACTIVE_JOBS = "JOBS"
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
 _TRANSACTION_ITEMS = 100
-_CONFLICT_RETRIES = 12
 
 
 def _s(value: str) -> dict[str, str]:
@@ -137,7 +136,7 @@ class DynamoStateStore:
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
         """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
-        for attempt in range(_CONFLICT_RETRIES):
+        for attempt in range(CONFLICT_RETRIES):
             try:
                 self.client.transact_write_items(TransactItems=items)
                 return
@@ -147,7 +146,7 @@ class DynamoStateStore:
                 reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
                 if "ConditionalCheckFailed" in reasons or not any(r == "TransactionConflict" for r in reasons):
                     raise TransactionFailed(reasons) from exc
-                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+                conflict_pause(attempt)
         raise TransactionFailed(["TransactionConflict"])
 
     def _counter_update(self, job_id: str, delta: JobCounts) -> dict[str, Any]:
@@ -305,7 +304,7 @@ class DynamoStateStore:
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         keys = [self._key(job_id, "JOB")] + [self._shard_key(job_id, i) for i in range(SHARDS)]
-        for attempt in range(_CONFLICT_RETRIES):
+        for attempt in range(CONFLICT_RETRIES):
             try:
                 response = self.client.transact_get_items(
                     TransactItems=[{"Get": {"TableName": self.table, "Key": k}} for k in keys]
@@ -314,7 +313,7 @@ class DynamoStateStore:
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise
-                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+                conflict_pause(attempt)
         else:
             raise TransactionFailed(["TransactionConflict"])
         items = [r.get("Item") for r in response["Responses"]]
