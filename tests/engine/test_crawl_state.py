@@ -134,6 +134,16 @@ def test_gone_is_looked_at_again_rarely():
     assert never.next_fetch_time == NOW + timedelta(seconds=SCHEDULE.max_interval * 0.9)
 
 
+def test_a_fetch_on_a_listing_not_yet_written_takes_its_version():
+    """The settlement writes the listing's record and the fetch's at once: one version, not two."""
+    listing = new()
+    assert after_fetch(listing, ok("a"), now=NOW, schedule=SCHEDULE).version == listing.version + 1
+    assert after_fetch(listing, ok("a"), now=NOW, schedule=SCHEDULE, unwritten=True).version == listing.version
+    orphan = orphaned(after_fetch(listing, ok("a"), now=NOW, schedule=SCHEDULE), job_id="j2")
+    kept = after_fetch(orphan, ok("b"), now=NOW, schedule=SCHEDULE, unwritten=True)
+    assert (kept.version, kept.state) == (orphan.version, CrawlState.ORPHAN)
+
+
 def test_what_a_listing_changes_for_the_site():
     """New when the site has no record of the URL, back when it had orphaned it, nothing otherwise (what the
     fetch then finds is the fetch's change)."""

@@ -120,22 +120,28 @@ def listing_change(prior: CrawlRecord | None) -> ChangeKind | None:
     return ChangeKind.BACK if prior.state is CrawlState.ORPHAN else None
 
 
-def after_fetch(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
+def after_fetch(
+    prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule, unwritten: bool = False
+) -> CrawlRecord:
     """The record after a job's final word on a fetch (Nutch's CrawlDbReducer, with the adaptive schedule).
 
     A URL another job orphaned while this one fetched it stays orphan (no sitemap lists it any more); what
-    the fetch found becomes the state it returns to if it is listed again."""
-    record = _fetched(prior, fetched, now=now, schedule=schedule)
+    the fetch found becomes the state it returns to if it is listed again. ``unwritten``: ``prior`` is the
+    record as a listing left it, not written yet (the settlement writes both at once), so the result takes
+    its version rather than the next."""
+    record = _fetched(prior, fetched, now=now, schedule=schedule, version=prior.version if unwritten else None)
     if prior.state is CrawlState.ORPHAN:
         return record.model_copy(update={"state": CrawlState.ORPHAN, "orphan_of": record.state})
     return record
 
 
-def _fetched(prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule) -> CrawlRecord:
+def _fetched(
+    prior: CrawlRecord, fetched: Fetched, *, now: datetime, schedule: Schedule, version: int | None
+) -> CrawlRecord:
     update: dict[str, object] = {
         "last_fetch_time": now,
         "http_status": fetched.http_status,
-        "version": prior.version + 1,
+        "version": prior.version + 1 if version is None else version,
     }
     result = fetched.result
     interval = prior.fetch_interval

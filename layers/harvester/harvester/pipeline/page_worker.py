@@ -474,8 +474,7 @@ def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basi
         update = {"signature": fetched.signature, "size": fetched.size, "document_key": fetched.document_key}
     if basis is None:
         return PageOutcome(record.model_copy(update=update), fetched=fetched)
-    after = after_fetch(basis, fetched, now=ctx.clock(), schedule=ctx.settings.schedule)
-    after = after.model_copy(update={"version": basis.version})  # (one write for the listing and the fetch)
+    after = after_fetch(basis, fetched, now=ctx.clock(), schedule=ctx.settings.schedule, unwritten=True)
     if fetched.result in (FetchResult.SUCCESS, FetchResult.NOTMODIFIED):
         # What the job's view shows of the content: the stored version, which a 304 did not resend.
         update = {
