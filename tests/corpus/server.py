@@ -163,12 +163,22 @@ def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             hit = Hit(path=self.path, at=time.monotonic(), headers=dict(self.headers.items()))
             server._enter(hit)
+            self._answering = True
             try:
                 route = server.override(hit) if server.override else None
                 self._answer(route or server._route_for(self.path), hit)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             finally:
+                self._answered()
+
+        def _answered(self) -> None:
+            """The request leaves the in-flight count before the last bytes of its answer are written, not
+            after: once they are, the client may take its next request to this host over another connection
+            (a new handler thread) while this thread still waits for the GIL to count the end — on a loaded
+            machine, one request too many in flight for a client that never had more than its limit out."""
+            if self._answering:
+                self._answering = False
                 server._leave()
 
         def _answer(self, route: Route, hit: Hit) -> None:
@@ -196,6 +206,7 @@ def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             if cut_after is not None:
                 self.send_header("Connection", "close")
+            self._answered()  # (the headers, then the body: no more waiting in between)
             self.end_headers()
             if cut_after is None:
                 self.wfile.write(body)
@@ -212,6 +223,7 @@ def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
             for chunk in chunks:
                 if chunk:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self._answered()
             self.wfile.write(b"0\r\n\r\n")
 
     return Handler
