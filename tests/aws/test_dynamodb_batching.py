@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.crawl import DynamoCrawlDatabase, url_item_key
+from harvester.adapters.aws.crawl import SHARDS, DynamoCrawlDatabase, url_item_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.crawl import WarcLocation
 from harvester.model.records import UrlStatus, body_of
 from harvester.ports import Lease, PageOutcome, PageRetry
+from tests.contract.test_crawl_database import crawl_record
 from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
 
 
@@ -250,3 +251,21 @@ def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(a
     done = fetched(claimed)
     assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
     assert aws.store.get_page(JOB, listed.url) == done
+
+
+def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_with_some_by_one(deployed_stack):
+    """``count_urls`` is 0 for an empty site (its first crawl then looks up none of the URLs it lists): one
+    single-item Query per shard of the site's URL records; a site with a record stops at the first shard
+    that has one, and says None (counting would read every record)."""
+    stack, _ = deployed_stack
+    crawldb = AwsAdapters.from_env(stack.function("PageFunction").environment).crawldb
+    calls: list[str] = []
+    crawldb.client.meta.events.register("before-call.dynamodb.*", lambda event_name, **_: calls.append(event_name))
+    assert crawldb.count_urls("https://empty.example") == 0
+    assert calls == ["before-call.dynamodb.Query"] * 16
+    record = crawl_record(page(1).url)
+    assert crawldb.put_urls("https://known.example", [record]) == []
+    shard = url_item_key("https://known.example", record.url)["pk"]["S"][-1]
+    calls.clear()
+    assert crawldb.count_urls("https://known.example") is None
+    assert len(calls) == SHARDS.index(shard) + 1

@@ -14,6 +14,7 @@ import pytest
 from moto import mock_aws
 
 from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.stack import job_status, submit_job
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobStatus, UrlStatus
@@ -113,6 +114,27 @@ def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_fact
     failed = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
     assert failed == dict.fromkeys(site.broken_urls, "HTTP 404 Not Found")
     assert len(stored_versions(adapters_of(stack).documents, origin_of(site.base_url))) == 40
+
+
+def test_a_sites_first_crawl_looks_up_none_of_its_urls_and_its_re_crawl_looks_them_up(aws, site_factory):
+    """DynamoDB tells a site with no URL record from one with some (it cannot count them cheaply): the first
+    crawl decides every listed URL without reading the crawl database, the next one reads what it knows."""
+    site = site_factory(pages=30, broken=0)
+    stack, poller = aws()
+    request = JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)
+    spy = mock.patch.object(DynamoCrawlDatabase, "get_urls", autospec=True, side_effect=DynamoCrawlDatabase.get_urls)
+    with spy as lookups:
+        first = submit_job(request, stack.outputs["JobQueueUrl"])
+        poller.drain()
+        assert lookups.call_count == 0
+        again = submit_job(request, stack.outputs["JobQueueUrl"])
+        poller.drain()
+        looked_up = {url for call in lookups.call_args_list for url in call.args[2]}
+    assert looked_up == set(site.page_urls)
+    for job_id in (first, again):
+        result = result_of(stack, job_id)
+        assert (result["total_urls"], result["successful_processing"]) == (30, 30)
+    assert {r["url"] for r in records_of(stack, first)} == set(site.page_urls)
 
 
 def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_factory):
