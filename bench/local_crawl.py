@@ -18,7 +18,7 @@ missing (root only); ``--server python`` uses the demo's threading server instea
 at its own few hundred pages/s.
 
     python bench/local_crawl.py [--pages 20000] [--concurrency 16] [--server nginx|python]
-                                [--output warc|files] [--only NAME]
+                                [--output warc|files] [--page-kb 0] [--only NAME]
 """
 
 from __future__ import annotations
@@ -241,6 +241,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--page-kb", type=int, default=0, help="pad every page to about this many KB (0: the demo's sub-KB page)"
+    )
     parser.add_argument("--server", choices=("nginx", "python"), default="nginx")
     parser.add_argument(
         "--output", choices=("warc", "files"), default="warc", help="how harvest crawl keeps pages (its --output)"
@@ -256,6 +259,7 @@ def main() -> None:
     from harvester.demo import SiteSpec, build_site
 
     names = args.only or list(CONTENDERS)
+    spec = SiteSpec(pages=args.pages, broken=0, page_bytes=args.page_kb * 1024)
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -263,17 +267,18 @@ def main() -> None:
         root.mkdir()
         if args.server == "nginx":
             port = free_port()
-            build_site(root, f"http://127.0.0.1:{port}", SiteSpec(pages=args.pages, broken=0))
+            build_site(root, f"http://127.0.0.1:{port}", spec)
             server = nginx(root, tmp, port)
         else:
             server = python_server(root)
         with server as base:
             if args.server == "python":
-                build_site(root, base, SiteSpec(pages=args.pages, broken=0))
+                build_site(root, base, spec)
             for name in names:
                 results[name] = run_contender(name, f"{base}/", tmp / name, args)
+    size = f"{args.page_kb} KB pages" if args.page_kb else "sub-KB pages"
     print(
-        f"site: {args.pages} pages on 127.0.0.1 ({args.server}), {args.concurrency} concurrent requests, no delay; "
+        f"site: {args.pages} {size} on 127.0.0.1 ({args.server}), {args.concurrency} concurrent requests, no delay; "
         f"harvest crawl keeps pages as {args.output}"
     )
     print(f"{'':40} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'peak MiB':>9}")

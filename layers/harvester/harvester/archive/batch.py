@@ -1,7 +1,8 @@
 """The captures of one page batch, written as one chunk of WARC records and stored with one call.
 
 A batch's pages are fetched side by side; each capture is written to the batch's spooled chunk as its page
-ends (compressed on the way, so what is held is the archive's size, not the pages'), and the chunk is
+ends (compressed on the way, so what is held is the archive's size, not the pages'; a large page's in a
+thread, so the writes of one batch are serialised by a lock), and the chunk is
 handed to the :class:`~harvester.ports.WarcStore` once, before any page of the batch is settled: a URL
 record only ever names a record that is stored. On S3 the chunk becomes one object (one PUT per batch, not
 per page); a folder appends it to the job's current file.
@@ -10,6 +11,7 @@ per page); a folder appends it to the job's current file.
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ class WarcBatch:
         self._file = WarcFile(self._chunk, "", warcinfo=False)  # type: ignore[arg-type]
         #: Every capture written, in order; the page's key for those a record names (a redirect hop: None).
         self._captures: list[tuple[str | None, Archived]] = []
+        self._writing = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._captures)
@@ -35,9 +38,10 @@ class WarcBatch:
     def add(self, key: str, capture: Capture, *, hops: Sequence[Capture] = ()) -> None:
         """Writes the capture of the page ``key`` (its URL as the job knows it) into the chunk, after the
         redirects that led to it (indexed too, but not what the page's record names)."""
-        for hop in hops:
-            self._captures.append((None, self._file.add(hop)))
-        self._captures.append((key, self._file.add(capture)))
+        with self._writing:
+            for hop in hops:
+                self._captures.append((None, self._file.add(hop)))
+            self._captures.append((key, self._file.add(capture)))
 
     def store(self, warcs: WarcStore, job_id: str) -> dict[str, WarcLocation]:
         """Stores the chunk in the job's WARC files; where each page's record is, by page."""
