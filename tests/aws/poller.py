@@ -29,8 +29,10 @@ would in real time.
 What is not simulated here: concurrency (a poller's invocations run one at a time; several pollers in
 threads are tests.aws.concurrent's), the batching window (a batch is
 whatever one receive returns), Lambda's own retries of throttled invocations, and the X-Ray trace
-header. ``LAMBDA_TASK_ROOT``/``AWS_EXECUTION_ENV`` are deliberately not set, so that Powertools' Tracer
-stays disabled (as under ``sam local``). Isolation is per handler module only: each poller imports
+header. ``LAMBDA_TASK_ROOT`` is set to the function's code directory, as Lambda sets it: Powertools' batch
+processing then runs each batch on the thread's event loop, kept from one invocation to the next as in a
+container, so the engine and its connections are too (Harvester uses no Tracer, which it would switch on);
+``AWS_EXECUTION_ENV`` is not set. Isolation is per handler module only: each poller imports
 ``app.py`` afresh, but the modules it imports (the harvester package, boto3) are the test process's, so
 state they cache survives from one poller, function or test to the next - unlike separate Lambda
 containers.
@@ -56,6 +58,7 @@ from unittest import mock
 
 import boto3
 
+from harvester.adapters.aws.lambda_runtime import close_current
 from tests.aws.stack import DeployedFunction, DeployedStack, EventSource
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -285,6 +288,7 @@ class LambdaPoller:
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function.name}",
             "AWS_LAMBDA_LOG_STREAM_NAME": f"[$LATEST]{function.logical_id}",
             "_HANDLER": function.handler,
+            "LAMBDA_TASK_ROOT": str(self.code_dir(function.logical_id)),
         }
         return {**function.environment, **runtime}
 
@@ -334,10 +338,12 @@ class LambdaPoller:
         return self._handlers[function_logical_id]
 
     def close(self) -> None:
-        """Forget the loaded handler modules (the next poller gets cold starts)."""
+        """Forget the loaded handler modules (the next poller gets cold starts), and close the runtime the
+        invocations left in this thread (its engine's connections), as a container's shutdown does."""
         for name in self._modules:
             sys.modules.pop(name, None)
         self._modules.clear()
+        close_current()
 
     # ------------------------------------------------------------------ invoking
 

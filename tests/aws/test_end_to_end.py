@@ -3,7 +3,9 @@ driven as Lambda's SQS poller drives them, a real site served on 127.0.0.1."""
 
 from __future__ import annotations
 
+import gc
 import json
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +18,7 @@ from moto import mock_aws
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.stack import job_status, submit_job
+from harvester.engine import Engine
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobStatus, UrlStatus
 from harvester.urls import origin_of
@@ -135,6 +138,32 @@ def test_a_sites_first_crawl_looks_up_none_of_its_urls_and_its_re_crawl_looks_th
         result = result_of(stack, job_id)
         assert (result["total_urls"], result["successful_processing"]) == (30, 30)
     assert {r["url"] for r in records_of(stack, first)} == set(site.page_urls)
+
+
+def test_a_container_builds_its_engine_once_and_closes_its_connections_when_it_goes(aws, site_factory, caplog):
+    """In Lambda, Powertools runs a batch on the thread's event loop, kept across invocations, and the page
+    handler runs on the same one: a container's engine (its fetcher, its keep-alive connections, its robots.txt
+    cache) is built once, whichever handlers it runs, and its connections are closed when it goes, never left
+    for the garbage collector to find open ("Unclosed client session")."""
+    site = site_factory(pages=15, broken=0)
+    stack, poller = aws()
+    built: list[Engine] = []
+    init = Engine.__init__
+
+    def recording(self: Engine, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    with mock.patch.object(Engine, "__init__", recording), caplog.at_level(logging.ERROR, logger="asyncio"):
+        job_id = submit_job(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+        poller.drain()
+        poller.close()
+        gc.collect()
+    assert result_of(stack, job_id)["successful_processing"] == 15
+    invoked = {i.function_logical_id for i in poller.invocations}
+    assert {"JobFunction", "SitemapFunction", "PageFunction"} <= invoked and len(poller.invocations) > 3
+    assert len(built) == 1
+    assert [r.message for r in caplog.records if "Unclosed" in r.message] == []
 
 
 def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_factory):

@@ -305,7 +305,7 @@ def test_handler_runs_in_the_function_environment(deployed_stack: Deployment, re
         assert call["environ"][key] == value
     assert call["environ"]["AWS_LAMBDA_FUNCTION_NAME"] == function.name
     assert call["environ"]["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] == "1024"
-    assert "LAMBDA_TASK_ROOT" not in call["environ"]  # keeps Powertools' Tracer off, as under sam local
+    assert call["environ"]["LAMBDA_TASK_ROOT"] == str(poller.code_dir("SitemapFunction"))  # (as Lambda sets it)
     poller.close()
 
 

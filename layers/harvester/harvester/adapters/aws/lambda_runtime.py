@@ -54,7 +54,6 @@ class LambdaRuntime:
     _settings: EngineSettings | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _engine: Engine | None = None
-    _batch_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
@@ -106,15 +105,22 @@ class LambdaRuntime:
         return self._engine
 
     def run(self, step: Callable[[Engine], Awaitable[None]]) -> None:
-        """Runs ``step`` on the container's own event loop, kept across invocations: the engine (its fetcher
-        and keep-alive connections) is built for a loop, and a loop per invocation would build one each time."""
-        if self._batch_loop is None or self._batch_loop.is_closed():
-            self._batch_loop = asyncio.new_event_loop()
+        """Runs ``step`` on the thread's event loop, kept across invocations, the one Powertools' batch
+        processing runs the other handlers' records on in Lambda: the engine (its fetcher and keep-alive
+        connections) is built for a loop, and a loop per invocation would build one each time."""
 
         async def with_engine() -> None:
             await step(self.engine())
 
-        self._batch_loop.run_until_complete(with_engine())
+        thread_loop().run_until_complete(with_engine())
+
+    def close(self) -> None:
+        """Closes the engine's connections on the loop they were opened on (a runtime replaced by another,
+        as when a container's settings change; not while that loop runs)."""
+        engine, loop = self._engine, self._loop
+        self._engine = None
+        if engine is not None and loop is not None and not loop.is_closed() and not loop.is_running():
+            loop.run_until_complete(engine.fetcher.aclose())
 
     def parse(self, record: SQSRecord, model: type[Model], dead_letter_url: str | None) -> Model | None:
         """The record's body as ``model``, or None after dead-lettering a body that can never be valid."""
@@ -159,8 +165,32 @@ def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
     key = tuple(sorted((k, v) for k, v in environ.items() if k.startswith(("HARVEST_", "AWS_REGION"))))
     held: tuple[tuple[tuple[str, str], ...], LambdaRuntime] | None = getattr(_local, "runtime", None)
     if held is None or held[0] != key:
+        if held is not None:
+            held[1].close()
         held = _local.runtime = (key, LambdaRuntime.from_env(environ))
     return held[1]
+
+
+def close_current() -> None:
+    """Closes the thread's runtime, if it has one (a container shut down; a test's stack taken down)."""
+    held: tuple[object, LambdaRuntime] | None = getattr(_local, "runtime", None)
+    if held is not None:
+        held[1].close()
+        del _local.runtime
+
+
+def thread_loop() -> asyncio.AbstractEventLoop:
+    """The thread's event loop, made (and set) when it has none or a closed one: what Powertools' batch
+    processing takes in Lambda (``asyncio.get_event_loop()``), so that whichever handler a container runs,
+    its batches run on one loop for the container's life."""
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # (none set in this thread, or unset by an asyncio.run that ended here)
+        loop = None
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+    return loop
 
 
 Step = Callable[["Engine", Model, SQSRecord], Awaitable[None]]
