@@ -15,6 +15,7 @@ import hashlib
 import tempfile
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from harvester.archive.batch import WarcBatch, archived
@@ -73,7 +74,14 @@ def add_answer(
     archive.add(key, main, hops=hops(response, fetched_at=fetched_at, job_id=job_id))
 
 
-def add_with_hops(
+#: A page whose body is at least this big has its records written in a thread: the compression and the
+#: digests (zlib and hashlib let go of the GIL) then run beside the event loop, on the machine's other core,
+#: where on the loop they held up every other page of the run (about 2 ms a 100 KB page). A smaller page's
+#: records cost less than the hand-off to a thread and back.
+IN_THREAD_BYTES = 32 * 1024
+
+
+async def add_with_hops(
     archive: WarcBatch,
     job: JobRecord,
     record: SitemapURL,
@@ -82,9 +90,11 @@ def add_with_hops(
     body: RawBody | None = None,
     revisits: WarcLocation | None = None,
 ) -> None:
-    """Adds the capture of a page's answer (``add_answer``), with what the job knows of the page."""
+    """Adds the capture of a page's answer (``add_answer``), with what the job knows of the page; in a
+    thread for a large body (``IN_THREAD_BYTES``). The body's file stays open until this returns."""
     assert record.fetch_time is not None  # (set when the response came)
-    add_answer(
+    write = partial(
+        add_answer,
         archive,
         record.url,
         response,
@@ -94,30 +104,10 @@ def add_with_hops(
         body=body,
         revisits=revisits,
     )
-
-
-#: A page whose body is at least this big has its records written in a thread: the compression and the
-#: digests (zlib and hashlib let go of the GIL) then run beside the event loop, on the machine's other core,
-#: where on the loop they held up every other page of the run (about 2 ms a 100 KB page). A smaller page's
-#: records cost less than the hand-off to a thread and back.
-IN_THREAD_BYTES = 32 * 1024
-
-
-async def archive_page(
-    archive: WarcBatch,
-    job: JobRecord,
-    record: SitemapURL,
-    response: FetchResponse,
-    *,
-    body: RawBody | None = None,
-    revisits: WarcLocation | None = None,
-) -> None:
-    """``add_with_hops``, in a thread for a large body (``IN_THREAD_BYTES``). The body's file stays open
-    until this returns."""
     if body is not None and body.length >= IN_THREAD_BYTES:
-        await asyncio.to_thread(add_with_hops, archive, job, record, response, body=body, revisits=revisits)
+        await asyncio.to_thread(write)
     else:
-        add_with_hops(archive, job, record, response, body=body, revisits=revisits)
+        write()
 
 
 def exchange(

@@ -363,7 +363,7 @@ async def _settle_response(
             return _failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
         done = _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
         if archive is not None and known is not None and known.warc is not None:
-            page_archive.add_with_hops(archive, job, done.record, response, revisits=known.warc)
+            await page_archive.add_with_hops(archive, job, done.record, response, revisits=known.warc)
         return done
     if outcome is not FetchResult.SUCCESS:
         reason = http_error(code)
@@ -393,7 +393,7 @@ async def _settle_response(
             # Kept as WARC: a payload identical to the stored one is a revisit of its record, else a response.
             same = page_archive.identical(known.warc if known is not None else None, raw)
             done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
-            await page_archive.archive_page(archive, job, done.record, response, body=raw, revisits=same)
+            await page_archive.add_with_hops(archive, job, done.record, response, body=raw, revisits=same)
             return done
         if known is not None and known.signature == signature and known.document_key:
             key = known.document_key  # the same content: stored already, not again
@@ -427,7 +427,7 @@ async def _archive_answer(
         async for _ in response.iter_bytes():
             pass
         if response.complete:
-            await page_archive.archive_page(archive, job, record, response, body=raw)
+            await page_archive.add_with_hops(archive, job, record, response, body=raw)
     except FetchError as exc:
         log.info("an error page was not archived", extra={"url": record.url, "error": str(exc)})
     finally:
