@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.crawl import SHARDS, DynamoCrawlDatabase, url_item_key
+from harvester.adapters.aws.crawl import URL_SHARDS, DynamoCrawlDatabase, url_item_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.crawl import WarcLocation
 from harvester.model.records import UrlStatus, body_of
@@ -268,4 +268,4 @@ def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_wit
     shard = url_item_key("https://known.example", record.url)["pk"]["S"][-1]
     calls.clear()
     assert crawldb.count_urls("https://known.example") is None
-    assert len(calls) == SHARDS.index(shard) + 1
+    assert len(calls) == URL_SHARDS.index(shard) + 1

@@ -26,7 +26,6 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import CrawlWrite, body_of, url_key
 
-SHARDS = 16
 BATCH_GET = 100
 _UNPROCESSED_RETRIES = 10
 #: Tries of a write (or a transaction) that conflicts with a transaction in progress.
@@ -38,7 +37,7 @@ def _s(value: str) -> dict[str, str]:
 
 
 #: A site's URL records are spread over 16 partitions by the first hex digit of their key.
-SHARDS = "0123456789abcdef"
+URL_SHARDS = "0123456789abcdef"
 
 
 def url_item_key(site: str, url: str) -> dict[str, Any]:
@@ -132,7 +131,7 @@ class DynamoCrawlDatabase:
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         paginator = self.client.get_paginator("query")
-        for shard in SHARDS:
+        for shard in URL_SHARDS:
             pages = paginator.paginate(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk",
@@ -151,7 +150,7 @@ class DynamoCrawlDatabase:
         since a COUNT query reads, and pays for, every record it counts. Saying 0 spares a site's first
         crawl the lookup of every URL it lists (a read unit a page, in batches) for 16 small reads a
         container asks once per job."""
-        for shard in SHARDS:
+        for shard in URL_SHARDS:
             found = self.client.query(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk",
