@@ -165,8 +165,7 @@ def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:
     key = tuple(sorted((k, v) for k, v in environ.items() if k.startswith(("HARVEST_", "AWS_REGION"))))
     held: tuple[tuple[tuple[str, str], ...], LambdaRuntime] | None = getattr(_local, "runtime", None)
     if held is None or held[0] != key:
-        if held is not None:
-            held[1].close()
+        close_current()
         held = _local.runtime = (key, LambdaRuntime.from_env(environ))
     return held[1]
 
