@@ -175,6 +175,15 @@ def sqs_chunks(payload: int) -> int:
     return max(1, math.ceil(payload / SQS_CHUNK))
 
 
+def _pages_in(record: Any) -> int:
+    """Pages an SQS record of the page queues carries: a page batch's, or 1 (any other record: 1)."""
+    try:
+        body = json.loads(record.get("body", ""))
+    except (ValueError, AttributeError):
+        return 1
+    return len(body.get("pages", ())) if isinstance(body, dict) and body.get("kind") == "pages" else 1
+
+
 # ---------------------------------------------------------------------------------------------- tally
 
 
@@ -185,6 +194,7 @@ class Invocation:
     memory_mb: int
     aws_seconds: float  # of which inside the handler's AWS calls (moto)
     messages: int = 0  # the event's records
+    pages: int = 0  # the pages they carry (a page batch is one record for many pages)
 
     @property
     def gb_seconds(self) -> float:
@@ -487,8 +497,10 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
             finally:
                 seconds = time.perf_counter() - start - (tally.meter_seconds - meter_before)
                 aws_seconds = tally.aws_seconds - aws_before
-                messages = len(event.get("Records", ())) if isinstance(event, dict) else 0
-                tally.invocations.append(Invocation(function_id, seconds, memory, aws_seconds, messages))
+                records = event.get("Records", ()) if isinstance(event, dict) else ()
+                tally.invocations.append(
+                    Invocation(function_id, seconds, memory, aws_seconds, len(records), sum(map(_pages_in, records)))
+                )
 
         return invoke
 
@@ -602,6 +614,10 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: f
     line("Lambda invocations", per_page(lambda c: len(c.tally.invocations)))
     line(
         "  page deliveries (a page waiting for its host's turn: more)",
+        per_page(lambda c: sum(i.pages for i in c.tally.invocations if i.function.startswith("Page"))),
+    )
+    line(
+        "  page messages (page batches)",
         per_page(lambda c: sum(i.messages for i in c.tally.invocations if i.function.startswith("Page"))),
     )
     line(

@@ -19,7 +19,7 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.stack import job_status, submit_job
 from harvester.engine import Engine
-from harvester.model.messages import JobRequest
+from harvester.model.messages import JobRequest, PageBatchTask, PageTask
 from harvester.model.records import JobStatus, UrlStatus
 from harvester.urls import origin_of
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
@@ -99,12 +99,14 @@ def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, si
     table = stack.outputs["StateTableName"]
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}})
     assert int(item["Item"]["expires_at"]["N"]) > 0
-    # Every page was requested once; the page function saw more records than pages only because pages
-    # past the host's eight requests in flight were sent back to wait for their turn (never requested).
+    # Every page was requested once. The site's high priorities took their lane, a page a message; the
+    # others travel in page batches: PageFunction took a message a batch, not a message a page (more than
+    # one a 50 pages only because pages past the host's eight requests in flight were sent back to wait for
+    # their turn, never requested).
     assert {r["attempts"] for r in records} == {1}
-    lanes = stats.per_function["PageFunction"].records + stats.per_function["PagePriorityFunction"].records
-    assert lanes >= 2000
-    assert stats.per_function["PagePriorityFunction"].records > 0  # the site's high priorities took their lane
+    lane = stats.per_function["PagePriorityFunction"].records
+    bulk = stats.per_function["PageFunction"].records
+    assert 0 < lane < 2000 and (2000 - lane) / 50 <= bulk < (2000 - lane) / 4, (lane, bulk)
 
 
 def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_factory):
@@ -188,6 +190,52 @@ def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_
         snapshot = store.snapshot(job_id)
         assert snapshot is not None and snapshot.job.status is JobStatus.COMPLETED
         assert snapshot.counts.urls_total == snapshot.counts.urls_succeeded == 15
+
+
+def page_tasks_in(body: str) -> list[PageTask]:
+    if json.loads(body).get("kind") == "pages":
+        tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
+        assert not invalid
+        return tasks
+    return [PageTask.model_validate_json(body)]
+
+
+def test_pages_travel_in_page_batches_and_an_invalid_page_of_one_is_dead_lettered_alone(aws, site_factory):
+    """A sitemap's pages are sent as page batch messages (one message for many pages); a page of a batch that
+    can never be valid goes to the dead-letter queue alone, with the reason, and the batch's other pages are
+    fetched."""
+    site = site_factory(pages=6, broken=0)
+    stack, poller = aws()
+    sqs = boto3.client("sqs")
+    job_id = submit_job(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+    while poller.poll_once("JobFunction") + poller.poll_once("SitemapFunction"):
+        pass  # (discovery only: the pages stay queued)
+    tasks: list[PageTask] = []
+    messages = 0
+    for queue in ("PageQueue", "PagePriorityQueue"):
+        url = stack.queue_url(queue)
+        while taken := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            for message in taken:
+                messages += 1
+                tasks += page_tasks_in(message["Body"])
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sorted(t.url for t in tasks) == sorted(site.page_urls)
+    assert messages < len(tasks)  # (page batches; the priority lane's pages are a batch of their own)
+
+    batch = json.loads(PageBatchTask.of(tasks).model_dump_json())
+    batch["pages"].insert(2, {"url": "ftp://nope/", "priority": 0.5})
+    sqs.send_message(QueueUrl=stack.queue_url("PageQueue"), MessageBody=json.dumps(batch))
+    stats = poller.drain()
+
+    assert stats.failed_invocations == 0 and stats.returned == 0
+    result = result_of(stack, job_id)
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (6, 6, 0)
+    (dead,) = sqs.receive_message(
+        QueueUrl=stack.queue_url("PageDeadLetterQueue"), MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    assert json.loads(dead["Body"]) == {"kind": "page", "job_id": job_id, "url": "ftp://nope/", "priority": 0.5}
+    reason = dead["MessageAttributes"]["HarvestError"]["StringValue"]
+    assert reason.startswith("invalid PageTask: ") and "url" in reason
 
 
 def test_bad_messages_go_to_their_dead_letter_queue_at_once_and_the_batch_goes_on(aws, site_factory):

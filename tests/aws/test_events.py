@@ -11,11 +11,16 @@ import pytest
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.messages import JobRequest, PageBatchTask, PageTask, SitemapTask
 from harvester.model.records import JobStatus
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-MODELS = {"job_request.json": JobRequest, "sitemap_task.json": SitemapTask, "page_tasks.json": PageTask}
+MODELS = {
+    "job_request.json": JobRequest,
+    "sitemap_task.json": SitemapTask,
+    "page_tasks.json": PageTask,
+    "page_batch.json": PageBatchTask,
+}
 
 
 def load(name: str, *, site: str | None = None) -> dict[str, Any]:
@@ -29,7 +34,10 @@ def load(name: str, *, site: str | None = None) -> dict[str, Any]:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_sample_bodies_are_valid_messages(name):
     for record in load(name)["Records"]:
-        parse(event=record["body"], model=MODELS[name])
+        message = parse(event=record["body"], model=MODELS[name])
+        if isinstance(message, PageBatchTask):
+            tasks, invalid = message.tasks()
+            assert len(tasks) == len(message.pages) > 1 and invalid == []
 
 
 def test_the_invalid_sample_is_invalid():
@@ -51,6 +59,7 @@ def test_the_handlers_take_the_sample_events(deployed_stack, site_factory):
     # The sample sitemap task and page tasks, delivered by hand on top of the job's own messages.
     assert poller.invoke("SitemapFunction", load("sitemap_task.json", site=site.base_url)) == {"batchItemFailures": []}
     assert poller.invoke("PageFunction", load("page_tasks.json", site=site.base_url)) == {"batchItemFailures": []}
+    assert poller.invoke("PageFunction", load("page_batch.json", site=site.base_url)) == {"batchItemFailures": []}
     # The priority lane's function is the same code, fed the same events.
     lane = poller.invoke("PagePriorityFunction", load("page_tasks.json", site=site.base_url))
     assert lane == {"batchItemFailures": []}

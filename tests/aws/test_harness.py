@@ -114,6 +114,17 @@ class Recorder:
         return [r["body"] for e in self.events for r in e["Records"]]
 
 
+def batched(stack: DeployedStack, function: str = "PageFunction", size: int = 50, window: int = 1) -> DeployedStack:
+    """The stack with ``function`` taking up to ``size`` messages at once (its SQS event source's BatchSize):
+    the template's page functions take one message (a page batch), but the poller plays Lambda's batches of
+    any size, partial failures included, and these tests check it on batches of many."""
+    deployed = stack.functions[function]
+    (source,) = deployed.event_sources
+    source = dataclasses.replace(source, batch_size=size, maximum_batching_window=window)
+    functions = stack.functions | {function: dataclasses.replace(deployed, event_sources=(source,))}
+    return dataclasses.replace(stack, functions=functions)
+
+
 def fail_bodies(*bodies: str) -> Callable[[dict[str, Any]], Any]:
     def respond(event: dict[str, Any]) -> Any:
         ids = [r["messageId"] for r in event["Records"] if r["body"] in bodies]
@@ -233,7 +244,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
     assert sources == {
         "JobFunction": ("JobQueue", 1, None, 2, ("ReportBatchItemFailures",)),
         "SitemapFunction": ("SitemapQueue", 1, None, 5, ("ReportBatchItemFailures",)),
-        "PageFunction": ("PageQueue", 50, 1, 20, ("ReportBatchItemFailures",)),
+        "PageFunction": ("PageQueue", 1, None, 20, ("ReportBatchItemFailures",)),
         "PagePriorityFunction": ("PagePriorityQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
     }
     assert stack.function("SchedulerFunction").event_sources == ()
@@ -284,6 +295,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_USER_AGENT": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "HARVEST_RETENTION_DAYS": "30",
         "HARVEST_HOST_MAX_IN_FLIGHT": "8",
+        "HARVEST_PAGE_BATCH_SIZE": "50",
     }
     for function in stack.functions.values():
         extra = {"HARVEST_RECURRING_JOBS": "[]"} if function.logical_id == "SchedulerFunction" else {}
@@ -367,7 +379,7 @@ def test_event_shape_matches_lambda(deployed_stack: Deployment, recording_dirs: 
 def test_batch_size_and_attributes_of_a_full_batch(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
     recorder = Recorder()
-    poller = LambdaPoller(stack, handlers={"PageFunction": recorder, "SitemapFunction": recorder})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": recorder, "SitemapFunction": recorder})
     send(stack, "PageQueue", *[f"p{i}" for i in range(60)])
     send(stack, "SitemapQueue", "s1", "s2")
     assert [poller.poll_once("PageFunction") for _ in range(3)] == [50, 10, 0]  # (10 per ReceiveMessage)
@@ -382,7 +394,7 @@ def test_batch_size_and_attributes_of_a_full_batch(deployed_stack: Deployment) -
 def test_partial_failures_stay_and_come_back(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
     recorder = Recorder(fail_bodies("b"))
-    poller = LambdaPoller(stack, handlers={"PageFunction": recorder})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": recorder})
     ids = dict(zip(["a", "b", "c"], send(stack, "PageQueue", "a", "b", "c"), strict=True))
 
     assert poller.poll_once("PageFunction") == 3
@@ -409,7 +421,7 @@ def test_raising_handler_returns_the_whole_batch(deployed_stack: Deployment) -> 
     def explode(event: dict[str, Any]) -> Any:
         raise RuntimeError("boom")
 
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder(explode)})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder(explode)})
     send(stack, "PageQueue", "a", "b", "c")
     assert poller.poll_once("PageFunction") == 3
     assert depth(poller, "PageQueue") == (0, 3, 0)
@@ -418,7 +430,7 @@ def test_raising_handler_returns_the_whole_batch(deployed_stack: Deployment) -> 
     assert "boom" in (failure.traceback or "")
     assert poller.expire_in_flight() == 3
 
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder()})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder()})
     assert poller.poll_once("PageFunction") == 3
     assert depth(poller, "PageQueue") == (0, 0, 0)
 
@@ -448,7 +460,7 @@ def test_raise_errors_propagates_after_leaving_the_batch(deployed_stack: Deploym
 )
 def test_invalid_partial_response_fails_the_whole_batch(deployed_stack: Deployment, response: Any) -> None:
     stack, _ = deployed_stack
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder(lambda event: response)})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder(lambda event: response)})
     send(stack, "PageQueue", "a", "b")
     assert poller.poll_once("PageFunction") == 2
     assert depth(poller, "PageQueue") == (0, 2, 0)
@@ -462,7 +474,9 @@ def test_empty_responses_are_success(response: Any) -> None:
 
 def test_unserializable_response_fails_the_batch(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder(lambda event: {"batchItemFailures": [object()]})})
+    poller = LambdaPoller(
+        batched(stack), handlers={"PageFunction": Recorder(lambda event: {"batchItemFailures": [object()]})}
+    )
     send(stack, "PageQueue", "a")
     poller.poll_once("PageFunction")
     assert isinstance(poller.invocations[-1].error, TypeError)
@@ -473,7 +487,7 @@ def test_overrunning_the_timeout_returns_the_batch(deployed_stack: Deployment) -
     stack, _ = deployed_stack
     # A function whose Timeout has already passed when the handler returns.
     stack.functions["PageFunction"] = dataclasses.replace(stack.function("PageFunction"), timeout=0)
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder(lambda event: time.sleep(0.01))})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder(lambda event: time.sleep(0.01))})
     send(stack, "PageQueue", "slow")
     poller.poll_once("PageFunction")
     assert poller.invocations[-1].timed_out
@@ -483,7 +497,7 @@ def test_overrunning_the_timeout_returns_the_batch(deployed_stack: Deployment) -
 def test_after_five_receives_a_message_lands_in_the_dlq(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
     recorder = Recorder(fail_bodies("poison"))
-    poller = LambdaPoller(stack, handlers={"PageFunction": recorder})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": recorder})
     (poison_id,) = send(stack, "PageQueue", "poison")
     send(stack, "PageQueue", "fine")
 
@@ -566,7 +580,7 @@ def test_drain_runs_a_fan_out_pipeline(deployed_stack: Deployment) -> None:
 
 def test_drain_reports_a_stall(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder()})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder()})
     # A message someone else holds in flight: the poller cannot expire it.
     send(stack, "PageQueue", "held")
     boto3.client("sqs").receive_message(QueueUrl=stack.outputs["PageQueueUrl"])
@@ -576,7 +590,7 @@ def test_drain_reports_a_stall(deployed_stack: Deployment) -> None:
 
 def test_drain_with_expiry_disabled_reports_in_flight_work(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
-    poller = LambdaPoller(stack, handlers={"PageFunction": Recorder(fail_bodies("x"))})
+    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder(fail_bodies("x"))})
     send(stack, "PageQueue", "x")
     with pytest.raises(DrainError, match="in_flight=1"):
         poller.drain(expire_in_flight=False)
@@ -598,7 +612,7 @@ def test_drain_of_two_thousand_messages_is_quick(deployed_stack: Deployment) -> 
             Entries=[{"Id": str(i), "MessageBody": f"m{start + i}"} for i in range(10)],
         )
     recorder = Recorder()
-    stats = LambdaPoller(stack, handlers={"PageFunction": recorder}).drain()
+    stats = LambdaPoller(batched(stack), handlers={"PageFunction": recorder}).drain()
     assert stats.records == stats.deleted == 2000
     assert len(set(recorder.bodies())) == 2000
     # ~4 s with the speedups on this kind of machine; ~190 s without them.

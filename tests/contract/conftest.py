@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
-from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.messages import JobRequest, PageBatchTask, PageTask, SitemapTask
 from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue, WarcStore
 from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 
@@ -30,6 +31,17 @@ class Backend:
     calls: dict[str, int]
     crawldb: CrawlDatabase
     warcs: WarcStore
+    #: Messages taken so far, by queue (aws: a page batch is one message for many pages).
+    carried: dict[str, int] = field(default_factory=dict)
+
+
+def messages_in(queue: str, body: str) -> list[Message]:
+    """What one message of ``queue`` holds: one message, or a page batch's pages (all valid here)."""
+    if queue == "pages" and json.loads(body).get("kind") == "pages":
+        tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
+        assert not invalid, invalid
+        return list(tasks)
+    return [MODELS[queue].model_validate_json(body)]
 
 
 @pytest.fixture(params=["local", "aws"])
@@ -87,10 +99,20 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
                 if not messages:
                     break
                 for message in messages:
-                    taken.append(MODELS[queue].model_validate_json(message["Body"]))
+                    taken += messages_in(queue, message["Body"])
+                    carried[queue] = carried.get(queue, 0) + 1
                     adapters.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         return taken
 
+    carried: dict[str, int] = {}
     yield Backend(
-        "aws", adapters.store, adapters.queue, adapters.documents, take_sqs, calls, adapters.crawldb, adapters.warcs
+        "aws",
+        adapters.store,
+        adapters.queue,
+        adapters.documents,
+        take_sqs,
+        calls,
+        adapters.crawldb,
+        adapters.warcs,
+        carried,
     )

@@ -34,13 +34,22 @@ def test_messages_reach_their_queues_intact(queues):
     assert sorted(queues.take("pages"), key=lambda p: p.url) == pages
 
 
-def test_fan_out_sends_batches_of_ten(queues):
-    pages = [PageTask(job_id="job-9", url=f"https://example.com/p/{n}") for n in range(25)]
-    queues.queue.push(pages)
-    assert len(queues.take("pages")) == 25
+def test_fan_out_sends_batches_of_ten_and_pages_in_page_batches(queues):
+    """On SQS a request sends ten messages, and a message carries a page batch of up to 50 pages of a job
+    (what a page function takes at once): 120 pages are three messages, 25 sitemap tasks three requests."""
+    pages = [PageTask(job_id="job-9", url=f"https://example.com/p/{n}") for n in range(120)]
+    others = [PageTask(job_id="job-8", url=f"https://example.com/o/{n}") for n in range(2)]
+    sitemaps = [
+        SitemapTask(job_id="job-9", url=f"https://example.com/s/{n}.xml", origin=SitemapOrigin.INDEX, depth=2)
+        for n in range(25)
+    ]
+    queues.queue.push([*sitemaps, *pages, *others])
+    assert sorted(p.url for p in queues.take("pages")) == sorted(p.url for p in pages + others)
+    assert len(queues.take("sitemaps")) == 25
     if queues.name == "aws":
-        assert queues.calls.get("SendMessageBatch") == 3
+        assert queues.calls.get("SendMessageBatch") == 4  # 3 of sitemap tasks, 1 of the 4 page messages
         assert "SendMessage" not in queues.calls
+        assert queues.carried == {"pages": 4, "sitemaps": 25}  # 50 + 50 + 20 pages of job-9, 2 of job-8
 
 
 def test_delayed_messages_wait(queues):
@@ -49,12 +58,14 @@ def test_delayed_messages_wait(queues):
 
 
 def test_each_message_may_have_a_delay_of_its_own_in_one_batch(queues):
-    """Pages deferred to turns of their own come back one by one: one push, still a batch of ten a request."""
+    """Pages deferred to turns of their own come back one by one: one push, one request; on SQS, whose
+    delays are whole seconds, the pages of one delay travel as one page batch."""
     pages = [PageTask(job_id="job-9", url=f"https://example.com/d/{n}") for n in range(12)]
     queues.queue.push(pages, delay_seconds=[0, 60] * 6)
     assert sorted(p.url for p in queues.take("pages")) == sorted(p.url for p in pages[::2])
     if queues.name == "aws":
-        assert queues.calls.get("SendMessageBatch") == 2
+        assert queues.calls.get("SendMessageBatch") == 1
+        assert queues.carried == {"pages": 1}  # (the six delayed a minute are the other message)
     with pytest.raises(ValueError, match="2 delays for 3 messages"):
         queues.queue.push(pages[:3], delay_seconds=[0, 60])
 
@@ -104,7 +115,8 @@ def test_a_queue_that_cannot_answer_pops_nothing_and_never_counts_zero(backend):
     count of 0 would make the queue look finished). (The durable queues: memory always answers.)"""
     queues = backend
     queue = queues.queue
-    queue.push([PageTask(job_id="job-9", url=f"https://example.com/p/{n}") for n in range(3)])
+    for n in range(3):  # (three messages: pushed together, SQS would carry them as one page batch)
+        queue.push([PageTask(job_id="job-9", url=f"https://example.com/p/{n}")])
     assert len(queue) == 3
     with unavailable(queues):
         assert queue.pop() is None

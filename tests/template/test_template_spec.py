@@ -13,10 +13,11 @@ import pytest
 from tests.tools.check_template import Template, queues_sent_to
 
 FUNCTIONS = {
-    # logical id: (code dir, timeout, memory, queue, batch size)
+    # logical id: (code dir, timeout, memory, queue, batch size); a page function takes one message, a page
+    # batch of up to PageBatchSize pages (HARVEST_PAGE_BATCH_SIZE, packed by the sender)
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
-    "PageFunction": ("functions/page/", 120, 512, "PageQueue", "PageBatchSize"),
+    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 1),
     "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
@@ -36,6 +37,7 @@ GLOBAL_ENV = {
     "HARVEST_USER_AGENT": {"Ref": "UserAgent"},
     "HARVEST_RETENTION_DAYS": {"Ref": "RetentionDays"},
     "HARVEST_HOST_MAX_IN_FLIGHT": {"Ref": "HostMaxInFlight"},
+    "HARVEST_PAGE_BATCH_SIZE": {"Ref": "PageBatchSize"},
     "POWERTOOLS_SERVICE_NAME": "harvester",
     "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
     "POWERTOOLS_LOG_LEVEL": "INFO",
@@ -111,12 +113,7 @@ def test_sqs_event_sources(translated_template: dict[str, Any], function_id: str
         if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": function_id}
     ]
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    if batch_size == "PageBatchSize":
-        assert mapping["BatchSize"] == {"Ref": "PageBatchSize"}
-        # (SQS event sources refuse a batch above 10 without a batching window)
-        assert mapping["MaximumBatchingWindowInSeconds"] >= 1
-    else:
-        assert mapping["BatchSize"] == batch_size
+    assert mapping["BatchSize"] == batch_size
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     queue = props(translated_template, queue_id)
     assert queue["VisibilityTimeout"] == 6 * timeout
@@ -132,7 +129,7 @@ def test_page_and_sitemap_concurrency_come_from_parameters(translated_template: 
     page = props(translated_template, "PageFunctionPages")
     sitemap = props(translated_template, "SitemapFunctionSitemaps")
     assert page["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "PageConcurrency"}}
-    assert page["MaximumBatchingWindowInSeconds"] == 1
+    assert "MaximumBatchingWindowInSeconds" not in page  # (one message: nothing to wait for)
     assert sitemap["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "SitemapConcurrency"}}
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -135,6 +136,48 @@ class PageTask(BaseModel):
 
 
 Task = SitemapTask | PageTask
+
+#: The most pages one page message carries (``PageBatchSize`` in template.yaml can only lower it).
+PAGES_PER_MESSAGE = 50
+
+
+class PageBatchTask(BaseModel):
+    """Pages of one job that travel as one message: on SQS one send, one delivery and one deletion for a
+    batch of pages where each page was a message of its own (a third of a request a page, 0.14 of the $5.4
+    a million pages cost, bench/aws_cost.py), and the unit a page function takes at once.
+
+    Its pages are kept as given and validated one by one (:meth:`tasks`), so that an invalid page is refused
+    alone and the batch's other pages go on. Each is a :class:`PageTask` without ``kind`` and ``job_id``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    kind: Literal["pages"] = "pages"
+    job_id: str = Field(pattern=JOB_ID_PATTERN)
+    pages: tuple[dict[str, Any], ...] = Field(min_length=1, max_length=PAGES_PER_MESSAGE)
+
+    @classmethod
+    def of(cls, tasks: Sequence[PageTask]) -> PageBatchTask:
+        """The batch of ``tasks``, all of one job (what each page says beyond the defaults, nothing more)."""
+        jobs = {task.job_id for task in tasks}
+        if len(jobs) != 1:
+            raise ValueError(f"a page batch is of one job, not {len(jobs)}")
+        pages = tuple(task.model_dump(mode="json", exclude={"kind", "job_id"}, exclude_defaults=True) for task in tasks)
+        return cls(job_id=jobs.pop(), pages=pages)
+
+    def tasks(self) -> tuple[list[PageTask], list[tuple[str, str]]]:
+        """The valid pages as tasks, and each invalid one as its body (a page task's JSON) with the reason."""
+        valid: list[PageTask] = []
+        invalid: list[tuple[str, str]] = []
+        for page in self.pages:
+            body = {"kind": "page", "job_id": self.job_id} | page
+            if body["kind"] != "page" or body["job_id"] != self.job_id:
+                invalid.append((json.dumps(body), "a page of a batch is a page of the batch's job"))
+                continue
+            try:
+                valid.append(PageTask.model_validate(body))
+            except ValueError as exc:  # (pydantic's ValidationError is one)
+                invalid.append((json.dumps(body), str(exc)))
+        return valid, invalid
 
 
 def job_id_from(seed: str, prefix: str = "job") -> str:

@@ -19,6 +19,7 @@ from harvester.adapters.aws.host_gate import DynamoHostGate
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
+from harvester.model.messages import PAGES_PER_MESSAGE
 
 # Standard retry mode backs off on throttling; the adaptive client-side rate limiter is not worth it here.
 BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50)
@@ -41,6 +42,8 @@ class AwsResources:
     retention_days: int = 30
     #: The page tasks' priority lane (None: a stack from before it, every page task to page_queue_url).
     page_priority_queue_url: str | None = None
+    #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
+    page_batch_size: int = PAGES_PER_MESSAGE
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -61,6 +64,7 @@ class AwsResources:
             document_bucket=need("HARVEST_DOCUMENT_BUCKET"),
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
+            page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
         )
 
 
@@ -92,6 +96,7 @@ class AwsAdapters:
                 sitemap_queue_url=resources.sitemap_queue_url,
                 page_queue_url=resources.page_queue_url,
                 page_priority_queue_url=resources.page_priority_queue_url,
+                pages_per_message=resources.page_batch_size,
             ),
             documents=S3DocumentStore(s3, resources.document_bucket),
             warcs=S3WarcStore(s3, resources.document_bucket),

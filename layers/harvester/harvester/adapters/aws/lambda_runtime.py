@@ -18,6 +18,7 @@ parser, whose import brings every AWS event model with it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import threading
@@ -32,7 +33,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from harvester.adapters.aws import AwsAdapters, AwsResources
-from harvester.model.messages import Unprocessable
+from harvester.model.messages import PageBatchTask, PageTask, Unprocessable
 
 if TYPE_CHECKING:
     from harvester.engine import Engine
@@ -135,13 +136,39 @@ class LambdaRuntime:
             self.dead_letter(record, dead_letter_url, reason)
             return None
 
-    def dead_letter(self, record: SQSRecord, dead_letter_url: str | None, reason: str) -> None:
+    def page_tasks(self, record: SQSRecord, dead_letter_url: str | None) -> list[PageTask]:
+        """A page message's tasks: its page task, or its page batch's valid pages, each invalid page of the
+        batch dead-lettered alone with the reason (the batch's other pages go on)."""
+        try:
+            kind = json.loads(record.body).get("kind")
+        except (ValueError, AttributeError):  # (not JSON, or not an object: the page task's parse says why)
+            kind = None
+        if kind != "pages":
+            task = self.parse(record, PageTask, dead_letter_url)
+            return [task] if task is not None else []
+        batch = self.parse(record, PageBatchTask, dead_letter_url)
+        if batch is None:
+            return []
+        tasks, invalid = batch.tasks()
+        for body, why in invalid:
+            reason = f"invalid PageTask: {_short(ValueError(why))}"
+            log.error(
+                "invalid page of a page batch moved to the dead-letter queue",
+                extra={"message_id": record.message_id, "reason": reason, "body": body[:2000]},
+            )
+            self.dead_letter(record, dead_letter_url, reason, body=body)
+        return tasks
+
+    def dead_letter(
+        self, record: SQSRecord, dead_letter_url: str | None, reason: str, *, body: str | None = None
+    ) -> None:
+        """Sends ``body`` (the record's own by default) to the dead-letter queue with the reason."""
         if not dead_letter_url:
             log.error("no dead-letter queue configured; the invalid message is dropped after logging")
             return
         self.adapters.sqs.send_message(
             QueueUrl=dead_letter_url,
-            MessageBody=record.body,
+            MessageBody=record.body if body is None else body,
             MessageAttributes={
                 "HarvestError": {"DataType": "String", "StringValue": reason[:_REASON_LIMIT]},
                 "SourceMessageId": {"DataType": "String", "StringValue": record.message_id},
@@ -239,33 +266,42 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
 
 
 BatchStep = Callable[["Engine", list[Model]], Awaitable[None]]
+#: What a record holds, validated: ``(runtime, record, dead-letter queue URL) -> messages``; what can never
+#: be valid is dead-lettered by the reader, with the reason.
+Reader = Callable[[LambdaRuntime, SQSRecord, "str | None"], list[Model]]
 
 
-def sqs_batch_handler(model: type[Model], step: BatchStep[Model], *, dead_letter: str) -> Handler:
-    """The Lambda handler of an SQS queue whose records are one unit of work: each record is validated as
-    ``model`` (an invalid one goes to the ``<dead_letter>_dlq_url`` queue at once, alone), and ``step`` gets
-    the valid ones together, so that their writes are batched (one claim, one settlement, one turn at the
-    host's gate per batch). A ``step`` that raises reports every one of them failed: they come back after
-    the visibility timeout, and their claims keep a redelivery from doing twice what was done."""
+def read_page_tasks(runtime: LambdaRuntime, record: SQSRecord, dead_letter_url: str | None) -> list[PageTask]:
+    return runtime.page_tasks(record, dead_letter_url)
+
+
+def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_letter: str) -> Handler:
+    """The Lambda handler of an SQS queue whose records are one unit of work: each record is read into its
+    messages by ``read`` (what can never be valid goes to the ``<dead_letter>_dlq_url`` queue at once, alone),
+    and ``step`` gets the valid ones together, so that their writes are batched (one claim, one settlement,
+    one turn at the host's gate per batch). A ``step`` that raises reports every record failed: they come
+    back after the visibility timeout, and their claims keep a redelivery from doing twice what was done."""
     logger = structured_logger()
 
     @logger.inject_lambda_context
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         runtime = current()
         dead_letter_url = getattr(runtime.resources, f"{dead_letter}_dlq_url")
-        valid: list[tuple[Model, SQSRecord]] = []
+        messages: list[Model] = []
+        records: list[SQSRecord] = []
         for raw in event.get("Records", []):
             record = SQSRecord(raw)
-            message = runtime.parse(record, model, dead_letter_url)
-            if message is not None:
-                valid.append((message, record))
-        if not valid:
+            read_from = read(runtime, record, dead_letter_url)
+            if read_from:
+                messages += read_from
+                records.append(record)
+        if not messages:
             return {"batchItemFailures": []}
         try:
-            runtime.run(lambda engine: step(engine, [message for message, _ in valid]))
+            runtime.run(lambda engine: step(engine, messages))
         except Exception:
-            log.exception("batch failed; its messages come back", extra={"records": len(valid)})
-            return {"batchItemFailures": [{"itemIdentifier": record.message_id} for _, record in valid]}
+            log.exception("batch failed; its messages come back", extra={"records": len(records)})
+            return {"batchItemFailures": [{"itemIdentifier": record.message_id} for record in records]}
         return {"batchItemFailures": []}
 
     return handler

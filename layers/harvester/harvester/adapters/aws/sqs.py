@@ -1,4 +1,7 @@
-"""The task queue on SQS: fan-out in SendMessageBatch calls of ten, never one call per URL."""
+"""The task queue on SQS: fan-out in SendMessageBatch calls of ten, never one call per URL, and the pages of a
+push packed into page batch messages (``PageBatchTask``) of up to ``PageBatchSize`` pages, one per job and
+delay: a page function takes one message at a time (template.yaml), so a message is a batch of work. (The
+priority lane's pages travel one a message, see PRIORITY_PAGES_PER_MESSAGE.)"""
 
 from __future__ import annotations
 
@@ -6,19 +9,27 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, PageBatchTask, PageTask, SitemapTask
 from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.ports import Delays, Message, each_delay
 
 log = logging.getLogger(__name__)
 
 BATCH = 10
+#: A message's body at most: SQS bills every 64 KiB of a request as one request.
+MESSAGE_BYTES = 60_000
+#: The bodies of one SendMessageBatch at most, together (SQS refuses a request over 256 KiB).
+BATCH_BYTES = 240_000
+#: Pages a message of the priority lane carries: one, as before page batches. Its function takes ten messages
+#: at once within a second (template.yaml), so that the lane's pages of several pushes (a sitemap's pages are
+#: sent a few dozen at a time) are fetched together, and never more than ten.
+PRIORITY_PAGES_PER_MESSAGE = 1
 _SEND_ATTEMPTS = 5
 _COUNTED = (
     "ApproximateNumberOfMessages",
@@ -52,8 +63,10 @@ class SqsTaskQueue:
         sitemap_queue_url: str,
         page_queue_url: str,
         page_priority_queue_url: str | None = None,
+        pages_per_message: int = PAGES_PER_MESSAGE,
     ) -> None:
         self.client = client
+        self.pages_per_message = max(1, min(pages_per_message, PAGES_PER_MESSAGE))
         self.urls = {JobRequest: job_queue_url, SitemapTask: sitemap_queue_url, PageTask: page_queue_url}
         self.priority_url = page_priority_queue_url or page_queue_url
         #: Popped in this order: job requests, sitemaps, then the priority lane before the other pages.
@@ -66,12 +79,22 @@ class SqsTaskQueue:
         return self.urls[type(message)]
 
     def push(self, messages: Sequence[Message], *, delay_seconds: Delays = 0) -> None:
-        by_queue: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        by_queue: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        pages: dict[tuple[str, str, int], list[PageTask]] = defaultdict(list)
         for message, delay in zip(messages, each_delay(messages, delay_seconds), strict=True):
-            by_queue[self.queue_of(message)].append((message.model_dump_json(exclude_none=True), delay))
+            queue_url, seconds = self.queue_of(message), _whole_seconds(delay)
+            if isinstance(message, PageTask):
+                pages[(queue_url, message.job_id, seconds)].append(message)
+            else:
+                by_queue[queue_url].append((message.model_dump_json(exclude_none=True), seconds))
+        for (queue_url, _, seconds), tasks in pages.items():
+            limit = self.pages_per_message
+            if queue_url == self.priority_url != self.urls[PageTask]:
+                limit = min(limit, PRIORITY_PAGES_PER_MESSAGE)
+            by_queue[queue_url] += [(body, seconds) for body in page_messages(tasks, limit)]
         for queue_url, bodies in by_queue.items():
-            for start in range(0, len(bodies), BATCH):
-                self._send_batch(queue_url, bodies[start : start + BATCH])
+            for batch in _requests(bodies):
+                self._send_batch(queue_url, batch)
 
     def pop(self) -> SqsMessage | None:
         """(Lambda's pollers hand the functions their messages; this is for anything else that consumes.)"""
@@ -104,10 +127,9 @@ class SqsTaskQueue:
         self._length = total
         return total
 
-    def _send_batch(self, queue_url: str, bodies: list[tuple[str, float]]) -> None:
+    def _send_batch(self, queue_url: str, bodies: list[tuple[str, int]]) -> None:
         entries = [
-            {"Id": str(i), "MessageBody": body, "DelaySeconds": max(0, min(900, math.ceil(delay)))}  # never sooner
-            for i, (body, delay) in enumerate(bodies)
+            {"Id": str(i), "MessageBody": body, "DelaySeconds": seconds} for i, (body, seconds) in enumerate(bodies)
         ]
         for attempt in range(_SEND_ATTEMPTS):
             response = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
@@ -119,3 +141,45 @@ class SqsTaskQueue:
             entries = [e for e in entries if e["Id"] in failed]
             time.sleep(0.1 * 2**attempt)
         raise QueueSendError(f"SQS kept failing {len(entries)} messages to {queue_url}")
+
+
+def _whole_seconds(delay: float) -> int:
+    """SQS's delay for ``delay``: whole seconds, never sooner, at most 900."""
+    return max(0, min(900, math.ceil(delay)))
+
+
+def page_messages(tasks: Sequence[PageTask], limit: int) -> Iterator[str]:
+    """The bodies that carry ``tasks`` (of one job), in order: batches of up to ``limit`` pages and
+    ``MESSAGE_BYTES``; a page alone travels as the page task it is."""
+    batch: list[PageTask] = []
+    size = 0
+    for task in tasks:
+        page_size = len(task.url) + len(task.sitemap or "") + 200  # (a page's other fields: well under 200)
+        if batch and (len(batch) == limit or size + page_size > MESSAGE_BYTES):
+            yield _body(batch)
+            batch, size = [], 0
+        batch.append(task)
+        size += page_size
+    if batch:
+        yield _body(batch)
+
+
+def _body(tasks: list[PageTask]) -> str:
+    if len(tasks) == 1:
+        return tasks[0].model_dump_json(exclude_none=True)
+    return PageBatchTask.of(tasks).model_dump_json()
+
+
+def _requests(bodies: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
+    """The bodies grouped into SendMessageBatch requests: ten at most, ``BATCH_BYTES`` at most together."""
+    request: list[tuple[str, int]] = []
+    size = 0
+    for body, seconds in bodies:
+        length = len(body.encode())
+        if request and (len(request) == BATCH or size + length > BATCH_BYTES):
+            yield request
+            request, size = [], 0
+        request.append((body, seconds))
+        size += length
+    if request:
+        yield request
