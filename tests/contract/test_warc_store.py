@@ -3,16 +3,19 @@ a CDXJ index beside it, every record read back alone by its location (a ranged r
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import io
 import json
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from harvester.archive.batch import WarcBatch, archived
 from harvester.archive.stored import read_capture
-from harvester.archive.warc import Capture
+from harvester.archive.warc import Capture, payload_digest
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -103,3 +106,50 @@ def test_a_revisit_names_the_record_it_refers_to(backend):
 def test_an_empty_batch_stores_nothing(backend):
     assert WarcBatch().store(backend.warcs, "j3") == {}
     assert list(backend.warcs.files("j3")) == []
+
+
+class MeetingBody(io.BytesIO):
+    """A body whose first read waits until the other page's body is being read too."""
+
+    def __init__(self, data: bytes, meeting: threading.Barrier) -> None:
+        super().__init__(data)
+        self.meeting = meeting
+        self.met = False
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        if not self.met:
+            self.met = True
+            self.meeting.wait()  # (BrokenBarrierError after its timeout: the other page could not start)
+        return super().read(size)
+
+
+def test_the_pages_of_a_batch_are_written_side_by_side(backend):
+    """Pages written from threads (large ones are) compress their records at the same time: only the copy
+    into the batch's chunk is one at a time, so a batch's last page does not wait for every other's writing."""
+    meeting = threading.Barrier(2, timeout=5)
+    bodies = {n: b"<p>%d</p>" % n * 4000 for n in (0, 1)}
+    batch = WarcBatch()
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            one = dataclasses.replace(
+                capture(n, bodies[n]),
+                body=MeetingBody(bodies[n], meeting),
+                body_length=len(bodies[n]),
+                body_digest=payload_digest(bodies[n]),
+            )
+            batch.add(f"https://example.com/p/{n}", one)
+        except BaseException as exc:  # (the test's thread: reported below)
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in (0, 1)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    assert errors == []
+    places = batch.store(backend.warcs, "j4")
+    for n in (0, 1):
+        stored = read_capture(backend.warcs, places[f"https://example.com/p/{n}"])
+        assert (stored.url, stored.body) == (f"https://example.com/p/{n}", bodies[n])

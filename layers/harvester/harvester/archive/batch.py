@@ -1,15 +1,16 @@
 """The captures of one page batch, written as one chunk of WARC records and stored with one call.
 
-A batch's pages are fetched side by side; each capture is written to the batch's spooled chunk as its page
-ends (compressed on the way, so what is held is the archive's size, not the pages'; a large page's in a
-thread, so the writes of one batch are serialised by a lock), and the chunk is
-handed to the :class:`~harvester.ports.WarcStore` once, before any page of the batch is settled: a URL
-record only ever names a record that is stored. On S3 the chunk becomes one object (one PUT per batch, not
-per page); a folder appends it to the job's current file.
+A batch's pages are fetched side by side; each capture is written as its page ends (compressed on the way,
+so what is held is the archive's size, not the pages'), into a buffer of the page's own and then appended
+to the batch's spooled chunk, and the chunk is handed to the :class:`~harvester.ports.WarcStore` once,
+before any page of the batch is settled: a URL record only ever names a record that is stored. On S3 the
+chunk becomes one object (one PUT per batch, not per page); a folder appends it to the job's current file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 class WarcBatch:
     def __init__(self) -> None:
         self._chunk = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 (closed by close())
-        self._file = WarcFile(self._chunk, "", warcinfo=False)  # type: ignore[arg-type]
         #: Every capture written, in order; the page's key for those a record names (a redirect hop: None).
         self._captures: list[tuple[str | None, Archived]] = []
         self._writing = threading.Lock()
@@ -37,11 +37,19 @@ class WarcBatch:
 
     def add(self, key: str, capture: Capture, *, hops: Sequence[Capture] = ()) -> None:
         """Writes the capture of the page ``key`` (its URL as the job knows it) into the chunk, after the
-        redirects that led to it (indexed too, but not what the page's record names)."""
+        redirects that led to it (indexed too, but not what the page's record names).
+
+        The records are written (compressed, digested) into a buffer of the page's own, and only the copy of
+        their bytes into the chunk holds the batch's lock: the pages of a batch written in threads (large
+        ones, see page_archive.IN_THREAD_BYTES) are compressed side by side, where one at a time they made
+        the batch's last page wait for all the others' (bench/local_crawl.py --page-kb 100)."""
+        own = io.BytesIO()
+        page = WarcFile(own, "", warcinfo=False)  # type: ignore[arg-type]
+        written = [(None, page.add(hop)) for hop in hops] + [(key, page.add(capture))]
         with self._writing:
-            for hop in hops:
-                self._captures.append((None, self._file.add(hop)))
-            self._captures.append((key, self._file.add(capture)))
+            start = self._chunk.tell()
+            self._chunk.write(own.getbuffer())
+            self._captures += [(k, dataclasses.replace(at, offset=start + at.offset)) for k, at in written]
 
     def store(self, warcs: WarcStore, job_id: str) -> dict[str, WarcLocation]:
         """Stores the chunk in the job's WARC files; where each page's record is, by page."""
