@@ -614,12 +614,9 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: f
     line("Lambda invocations", per_page(lambda c: len(c.tally.invocations)))
     line(
         "  page deliveries (a page waiting for its host's turn: more)",
-        per_page(lambda c: sum(i.pages for i in c.tally.invocations if i.function.startswith("Page"))),
+        per_page(lambda c: page_invocations(c, "pages")),
     )
-    line(
-        "  page messages (page batches)",
-        per_page(lambda c: sum(i.messages for i in c.tally.invocations if i.function.startswith("Page"))),
-    )
+    line("  page messages (page batches)", per_page(lambda c: page_invocations(c, "messages")))
     line(
         "Lambda GB-seconds (measured durations)",
         per_page(lambda c: sum(i.gb_seconds for i in c.tally.invocations), "{:.4f}"),
@@ -688,6 +685,11 @@ def report_where(columns: list[tuple[Layout, Crawl]], top: int) -> None:
                 print(f"      {rest / crawl.pages:8.3f}  ({len(sites) - top} more call sites)")
 
 
+def page_invocations(crawl: Any, field: str) -> int:
+    """The page functions' records (``messages``) or the pages they carried (``pages``), over the crawl."""
+    return sum(getattr(i, field) for i in crawl.tally.invocations if i.function.startswith("Page"))
+
+
 def figures(layouts: list[Layout]) -> dict[str, dict[str, dict[str, float]]]:
     """The headline figures per layout and crawl, for a program to read (``--json``)."""
     return {
@@ -699,6 +701,9 @@ def figures(layouts: list[Layout]) -> dict[str, dict[str, dict[str, float]]]:
                 "write_units_per_page": crawl.tally.unit("WRU") / crawl.pages,
                 "index_write_units_per_page": crawl.tally.unit("WRU index") / crawl.pages,
                 "s3_puts_per_page": crawl.tally.unit("S3 PUT") / crawl.pages,
+                "sqs_requests_per_page": crawl.tally.unit("SQS") / crawl.pages,
+                "page_messages_per_page": page_invocations(crawl, "messages") / crawl.pages,
+                "page_deliveries_per_page": page_invocations(crawl, "pages") / crawl.pages,
             }
             for crawl in layout.crawls
         }
