@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import socket
 import statistics
 import tempfile
 import zlib
 from pathlib import Path
+
+from local_crawl import free_port
 
 from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.page_body import pack
@@ -47,9 +48,7 @@ def write_units(size: int) -> int:
 
 def crawl(pages: int, root: Path) -> tuple[list[str], list[str]]:
     """The job records (as the AWS store packs them) and crawl records of a local crawl of the demo site."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     build_site(root / "site", base, SiteSpec(pages=pages, broken=0))
     request = JobRequest(site=f"{base}/", rate_limit_delay=0.00001)

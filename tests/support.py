@@ -117,3 +117,14 @@ def local_stores(state: Path) -> tuple[Any, Any]:
     from harvester.adapters.local.warc_files import FolderWarcStore
 
     return FolderDocumentStore(state / "documents"), FolderWarcStore(state / "documents")
+
+
+def page_tasks_in(body: str) -> list[Any]:
+    """The page tasks a page message carries: its page task, or its page batch's pages (all valid here)."""
+    from harvester.model.messages import PageBatchTask, PageTask
+
+    if json.loads(body).get("kind") == "pages":
+        tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
+        assert invalid == [], invalid
+        return tasks
+    return [PageTask.model_validate_json(body)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harvester.adapters.aws import metrics
-from harvester.adapters.aws.lambda_runtime import read_page_tasks, sqs_batch_handler
+from harvester.adapters.aws.lambda_runtime import LambdaRuntime, sqs_batch_handler
 from harvester.model.messages import PageTask
 
 if TYPE_CHECKING:  # (the engine is imported when the first message builds it, not at INIT)
@@ -18,4 +18,4 @@ async def fetch_pages(engine: Engine, tasks: list[PageTask]) -> None:
     metrics.emit_page_batch(await engine.process_pages(tasks))
 
 
-handler = sqs_batch_handler(read_page_tasks, fetch_pages, dead_letter="page")
+handler = sqs_batch_handler(LambdaRuntime.page_tasks, fetch_pages, dead_letter="page")

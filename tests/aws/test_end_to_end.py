@@ -26,7 +26,7 @@ from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
-from tests.support import stored_content, stored_versions
+from tests.support import page_tasks_in, stored_content, stored_versions
 
 LOOPBACK = "127.0.0.0/8"
 
@@ -190,14 +190,6 @@ def test_a_job_id_sent_twice_is_one_job_and_a_redelivered_request_too(aws, site_
         snapshot = store.snapshot(job_id)
         assert snapshot is not None and snapshot.job.status is JobStatus.COMPLETED
         assert snapshot.counts.urls_total == snapshot.counts.urls_succeeded == 15
-
-
-def page_tasks_in(body: str) -> list[PageTask]:
-    if json.loads(body).get("kind") == "pages":
-        tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
-        assert not invalid
-        return tasks
-    return [PageTask.model_validate_json(body)]
 
 
 def test_pages_travel_in_page_batches_and_an_invalid_page_of_one_is_dead_lettered_alone(aws, site_factory):

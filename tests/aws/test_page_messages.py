@@ -10,6 +10,7 @@ import pytest
 from harvester.adapters.aws.sqs import BATCH_BYTES, MESSAGE_BYTES, SqsTaskQueue, _requests, page_messages
 from harvester.model.messages import PAGES_PER_MESSAGE, PageBatchTask, PageTask
 from harvester.pipeline.ranking import PRIORITY_LANE
+from tests.support import page_tasks_in
 
 
 def pages(count: int, *, job: str = "job-1", path: str = "p", rank: float = 0.0) -> list[PageTask]:
@@ -19,19 +20,11 @@ def pages(count: int, *, job: str = "job-1", path: str = "p", rank: float = 0.0)
     ]
 
 
-def unpacked(body: str) -> list[PageTask]:
-    if json.loads(body)["kind"] == "page":
-        return [PageTask.model_validate_json(body)]
-    tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
-    assert invalid == []
-    return tasks
-
-
 def test_a_push_of_pages_is_page_batches_of_the_limit_in_order_and_a_page_alone_is_a_page_task():
     tasks = pages(120)
     bodies = list(page_messages(tasks, PAGES_PER_MESSAGE))
-    assert [len(unpacked(b)) for b in bodies] == [50, 50, 20]
-    assert [t for b in bodies for t in unpacked(b)] == tasks
+    assert [len(page_tasks_in(b)) for b in bodies] == [50, 50, 20]
+    assert [t for b in bodies for t in page_tasks_in(b)] == tasks
     (alone,) = page_messages(tasks[:1], PAGES_PER_MESSAGE)
     assert PageTask.model_validate_json(alone) == tasks[0]
 
@@ -61,7 +54,7 @@ def test_long_urls_make_smaller_batches_within_a_message_and_requests_within_sqs
     tasks = [PageTask(job_id="job-1", url="https://example.com/" + "x" * 2000 + str(n)) for n in range(120)]
     bodies = list(page_messages(tasks, PAGES_PER_MESSAGE))
     assert all(len(b.encode()) <= MESSAGE_BYTES for b in bodies) and len(bodies) > 120 / PAGES_PER_MESSAGE
-    assert [t for b in bodies for t in unpacked(b)] == tasks
+    assert [t for b in bodies for t in page_tasks_in(b)] == tasks
     requests = list(_requests([(b, 0) for b in bodies] * 4))
     assert all(len(r) <= 10 and sum(len(b.encode()) for b, _ in r) <= BATCH_BYTES for r in requests)
     assert sum(len(r) for r in requests) == 4 * len(bodies)
@@ -90,7 +83,7 @@ def test_pages_are_packed_by_job_and_delay_and_the_priority_lane_carries_a_page_
     ahead = pages(25, path="ahead", rank=PRIORITY_LANE + 0.5)
     mine, theirs = pages(30), pages(3, job="job-2", path="q")
     queue.push([*ahead, *mine, *theirs], delay_seconds=[0.0] * 25 + [0.2] * 15 + [61.0] * 15 + [0.0] * 3)
-    entries = [(url, e["DelaySeconds"], unpacked(e["MessageBody"])) for url, batch in client.sent for e in batch]
+    entries = [(url, e["DelaySeconds"], page_tasks_in(e["MessageBody"])) for url, batch in client.sent for e in batch]
     assert [(url, delay, len(tasks)) for url, delay, tasks in entries] == [
         *[("lane", 0, 1)] * 25,
         ("pages", 1, 15),  # (SQS's delays are whole seconds, never sooner)
@@ -106,4 +99,4 @@ def test_a_smaller_page_batch_size_makes_smaller_batches():
         client, job_queue_url="jobs", sitemap_queue_url="sitemaps", page_queue_url="pages", pages_per_message=10
     )
     queue.push(pages(25))
-    assert [len(unpacked(e["MessageBody"])) for _, batch in client.sent for e in batch] == [10, 10, 5]
+    assert [len(page_tasks_in(e["MessageBody"])) for _, batch in client.sent for e in batch] == [10, 10, 5]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,9 +11,10 @@ import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
-from harvester.model.messages import JobRequest, PageBatchTask, PageTask, SitemapTask
+from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue, WarcStore
 from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
+from tests.support import page_tasks_in
 
 MODELS: dict[str, type[Message]] = {"jobs": JobRequest, "sitemaps": SitemapTask, "pages": PageTask}
 
@@ -37,10 +37,8 @@ class Backend:
 
 def messages_in(queue: str, body: str) -> list[Message]:
     """What one message of ``queue`` holds: one message, or a page batch's pages (all valid here)."""
-    if queue == "pages" and json.loads(body).get("kind") == "pages":
-        tasks, invalid = PageBatchTask.model_validate_json(body).tasks()
-        assert not invalid, invalid
-        return list(tasks)
+    if queue == "pages":
+        return page_tasks_in(body)
     return [MODELS[queue].model_validate_json(body)]
 
 

@@ -128,7 +128,7 @@ class LambdaRuntime:
         try:
             return model.model_validate_json(record.body)
         except (ValidationError, ValueError, TypeError) as exc:
-            reason = f"invalid {model.__name__}: {_short(exc)}"
+            reason = f"invalid {model.__name__}: {_short(str(exc))}"
             log.error(
                 "invalid message moved to the dead-letter queue",
                 extra={"message_id": record.message_id, "reason": reason, "body": record.body[:2000]},
@@ -151,7 +151,7 @@ class LambdaRuntime:
             return []
         tasks, invalid = batch.tasks()
         for body, why in invalid:
-            reason = f"invalid PageTask: {_short(ValueError(why))}"
+            reason = f"invalid PageTask: {_short(why)}"
             log.error(
                 "invalid page of a page batch moved to the dead-letter queue",
                 extra={"message_id": record.message_id, "reason": reason, "body": body[:2000]},
@@ -176,8 +176,8 @@ class LambdaRuntime:
         )
 
 
-def _short(exc: Exception) -> str:
-    text = str(exc).replace("\n", "; ")
+def _short(reason: str) -> str:
+    text = reason.replace("\n", "; ")
     return text if len(text) <= _REASON_LIMIT else text[: _REASON_LIMIT - 3] + "..."
 
 
@@ -267,12 +267,8 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
 
 BatchStep = Callable[["Engine", list[Model]], Awaitable[None]]
 #: What a record holds, validated: ``(runtime, record, dead-letter queue URL) -> messages``; what can never
-#: be valid is dead-lettered by the reader, with the reason.
+#: be valid is dead-lettered by the reader, with the reason (``LambdaRuntime.page_tasks`` is one).
 Reader = Callable[[LambdaRuntime, SQSRecord, "str | None"], list[Model]]
-
-
-def read_page_tasks(runtime: LambdaRuntime, record: SQSRecord, dead_letter_url: str | None) -> list[PageTask]:
-    return runtime.page_tasks(record, dead_letter_url)
 
 
 def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_letter: str) -> Handler:

@@ -9,9 +9,9 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -20,6 +20,7 @@ from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.ports import Delays, Message, each_delay
 
 log = logging.getLogger(__name__)
+Item = TypeVar("Item")
 
 BATCH = 10
 #: A message's body at most: SQS bills every 64 KiB of a request as one request.
@@ -151,35 +152,31 @@ def _whole_seconds(delay: float) -> int:
 def page_messages(tasks: Sequence[PageTask], limit: int) -> Iterator[str]:
     """The bodies that carry ``tasks`` (of one job), in order: batches of up to ``limit`` pages and
     ``MESSAGE_BYTES``; a page alone travels as the page task it is."""
-    batch: list[PageTask] = []
-    size = 0
-    for task in tasks:
-        page_size = len(task.url) + len(task.sitemap or "") + 200  # (a page's other fields: well under 200)
-        if batch and (len(batch) == limit or size + page_size > MESSAGE_BYTES):
-            yield _body(batch)
-            batch, size = [], 0
-        batch.append(task)
-        size += page_size
-    if batch:
-        yield _body(batch)
-
-
-def _body(tasks: list[PageTask]) -> str:
-    if len(tasks) == 1:
-        return tasks[0].model_dump_json(exclude_none=True)
-    return PageBatchTask.of(tasks).model_dump_json()
+    # (a page's size told from its URLs: its other fields are well under 200 bytes)
+    for batch in _packed(tasks, limit, MESSAGE_BYTES, lambda t: len(t.url) + len(t.sitemap or "") + 200):
+        yield (
+            batch[0].model_dump_json(exclude_none=True)
+            if len(batch) == 1
+            else PageBatchTask.of(batch).model_dump_json()
+        )
 
 
 def _requests(bodies: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
     """The bodies grouped into SendMessageBatch requests: ten at most, ``BATCH_BYTES`` at most together."""
-    request: list[tuple[str, int]] = []
-    size = 0
-    for body, seconds in bodies:
-        length = len(body.encode())
-        if request and (len(request) == BATCH or size + length > BATCH_BYTES):
-            yield request
-            request, size = [], 0
-        request.append((body, seconds))
-        size += length
-    if request:
-        yield request
+    return _packed(bodies, BATCH, BATCH_BYTES, lambda body: len(body[0].encode()))
+
+
+def _packed(items: Sequence[Item], most: int, budget: int, size: Callable[[Item], int]) -> Iterator[list[Item]]:
+    """``items`` in order, in groups of at most ``most`` whose sizes add up to at most ``budget`` (an item
+    bigger than the budget alone in its group)."""
+    group: list[Item] = []
+    total = 0
+    for item in items:
+        length = size(item)
+        if group and (len(group) == most or total + length > budget):
+            yield group
+            group, total = [], 0
+        group.append(item)
+        total += length
+    if group:
+        yield group
