@@ -117,3 +117,22 @@ def test_a_batch_is_deleted_in_one_call(queue):
     queue.delete(*batch)
     assert len(queue) == 0
     assert not queue.holds("j")
+
+
+def test_a_batch_whose_requests_are_over_frees_its_slots_before_it_is_done(queue):
+    """Its captures are still being stored and its outcomes settled, but its requests are over and its
+    grants back at the gate: the host's slots and the budget's serve other pages meanwhile, while the job
+    still counts the batch as busy (the run must not take the job for idle)."""
+    queue.push(pages("a.example", 12))
+    dispatcher = Dispatcher(queue, ["j"], per_host=4, budget=4)
+    first = dispatcher.take_batch(4)
+    assert len(first) == 4 and dispatcher.take_batch(4) == []
+    dispatcher.requests_over(first)
+    second = dispatcher.take_batch(4)
+    assert len(second) == 4
+    assert dispatcher.busy["j"] == 8
+    for message in first:  # done after its requests were over: its slots are not freed twice
+        dispatcher.done(message)
+    assert dispatcher.take_batch(4) == [] and dispatcher.busy["j"] == 4
+    dispatcher.done(second[0])
+    assert len(dispatcher.take_batch(4)) == 1

@@ -7,12 +7,14 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
 from urllib.request import urlopen
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.adapters.local.warc_files import FolderWarcStore
 from harvester.archive.batch import WarcBatch
 from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest
@@ -64,3 +66,36 @@ def test_small_pages_are_archived_on_the_event_loop(site_factory, tmp_path):
     outcome, off_loop = crawl_recording_threads(tmp_path / "state", site)
     assert outcome.result.successful_processing == 10
     assert len(off_loop) == 10 and not any(off_loop)
+
+
+def test_batches_storing_their_captures_leave_their_slots_to_other_pages(site_factory, tmp_path):
+    """A batch's pages count against their host's slots and the run's budget until their requests are over,
+    not until their captures are stored and their outcomes settled: with 8 requests at once and a slow
+    store, more than 8 pages are being stored at a time, while others are fetched. (Counted to the end of
+    their batch, pages being stored filled the budget, and every request waited for a store to end.)"""
+    site = site_factory(pages=48, broken=0)
+    store = WarcBatch.store
+    lock = threading.Lock()
+    storing = [0]
+    most = [0]
+
+    def slow(self: WarcBatch, warcs: Any, job_id: str) -> Any:
+        with lock:
+            storing[0] += len(self)
+            most[0] = max(most[0], storing[0])
+        try:
+            time.sleep(0.3)
+            return store(self, warcs, job_id)
+        finally:
+            with lock:
+                storing[0] -= len(self)
+
+    with (
+        mock.patch.object(WarcBatch, "store", slow),
+        mock.patch.object(FolderWarcStore, "writes_inline", False),  # (stored in a thread, as on S3)
+        LocalHarvest.open(tmp_path / "state") as harvest,
+    ):
+        runner = LocalRunner(harvest, policy=POLICY, settings=EngineSettings(), concurrency=8)
+        outcome = asyncio.run(runner.crawl(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)))
+    assert outcome.result.successful_processing == 48
+    assert most[0] > 8, most[0]  # pages being stored at once: more than the run's 8 requests

@@ -24,8 +24,10 @@ class Engine(StepContext):
     async def process_sitemap(self, task: SitemapTask) -> SitemapRecord | None:
         return await sitemap_worker.process_sitemap(self, task)
 
-    async def process_pages(self, tasks: Sequence[PageTask]) -> page_worker.PageBatch:
-        return await page_worker.process_pages(self, tasks)
+    async def process_pages(
+        self, tasks: Sequence[PageTask], *, requests_over: page_worker.RequestsOver | None = None
+    ) -> page_worker.PageBatch:
+        return await page_worker.process_pages(self, tasks, requests_over=requests_over)
 
     def maybe_complete(self, job_id: str) -> bool:
         return completion.maybe_complete(self, job_id)

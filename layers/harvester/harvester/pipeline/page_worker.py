@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 #: Times an outcome is settled again when other jobs keep moving its crawl record.
 STALE_ATTEMPTS = 8
 
+#: Told a job's id when that job's pages of a batch have made their last request.
+RequestsOver = Callable[[str], None]
+
 
 @dataclass
 class PageBatch:
@@ -76,10 +79,16 @@ class PageBatch:
     latency: dict[str, float] = field(default_factory=dict)
 
 
-async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatch:
+async def process_pages(
+    ctx: StepContext, tasks: Sequence[PageTask], *, requests_over: RequestsOver | None = None
+) -> PageBatch:
     """The jobs of a batch side by side: one after the other, a fast site's pages waited for a slow host's
     pages of the same batch, which take their turns through their grant's slots (up to the gate's horizon).
-    Every job's pages are seen to the end before a failure is raised, so that no claim is left to lapse."""
+    Every job's pages are seen to the end before a failure is raised, so that no claim is left to lapse.
+
+    ``requests_over(job_id)`` is told when a job's pages of the batch have made their last request (their
+    host's grants given back), before their captures are stored and their outcomes settled: a caller that
+    counts requests in flight (the local dispatcher) frees their slots then, as the gate does."""
     result = PageBatch()
     by_job: dict[str, list[PageTask]] = defaultdict(list)
     for task in tasks:
@@ -91,14 +100,20 @@ async def process_pages(ctx: StepContext, tasks: Sequence[PageTask]) -> PageBatc
             log.warning("page tasks for an unknown job dropped", extra={"job_id": job_id})
             result.skipped.extend(t.url for t in job_tasks)
             continue
-        runs.append(_process_job_pages(ctx, job, job_tasks, result))
+        runs.append(_process_job_pages(ctx, job, job_tasks, result, requests_over))
     for failure in await asyncio.gather(*runs, return_exceptions=True):
         if isinstance(failure, BaseException):
             raise failure
     return result
 
 
-async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[PageTask], result: PageBatch) -> None:
+async def _process_job_pages(
+    ctx: StepContext,
+    job: JobRecord,
+    tasks: Sequence[PageTask],
+    result: PageBatch,
+    requests_over: RequestsOver | None = None,
+) -> None:
     store, settings = ctx.store, ctx.settings
     by_url: dict[str, PageTask] = {}
     for task in tasks:
@@ -127,6 +142,8 @@ async def _process_job_pages(ctx: StepContext, job: JobRecord, tasks: Sequence[P
             settled = await asyncio.gather(*(_settle(ctx, job, record, admission, archive) for record in claimed))
         finally:
             admission.release(ctx.gate)
+            if requests_over is not None:
+                requests_over(job.job_id)
         if archive is not None:  # stored before any page names its record
             placed = await page_archive.store(ctx, job, archive)
             settled = [_placed(s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled]

@@ -57,6 +57,8 @@ class Dispatcher:
         #: Messages handed out and not yet done, by the host they make requests to; and by job.
         self.in_flight: Counter[str] = Counter()
         self.busy: Counter[str] = Counter()
+        #: Messages handed out whose requests may not be over yet (their slots still counted).
+        self._requesting: set[int] = set()
         self.changed = asyncio.Event()
         queue.arrivals.clear()
         for host in queue.hosts(self.job_ids):
@@ -108,13 +110,25 @@ class Dispatcher:
             batch.append(self._hand_out(waiting.popleft()))
         return batch
 
+    def requests_over(self, messages: Sequence[Received]) -> None:
+        """The messages' pages have made their last request (their grants are back at the gate), though
+        their captures are still being stored and their outcomes settled: their host's slots and the
+        budget's are free for other pages, as the gate's are. (Counted until :meth:`done`, a batch's
+        slots stayed taken through its writes, and a crawl of 100 KB pages kept its hosts short of
+        requests: 276 pages/s, against 294-315 with twice the slots.)"""
+        for message in messages:
+            if message.id not in self._requesting:
+                continue
+            self._requesting.discard(message.id)
+            self.in_flight[message.host] -= 1
+            if message.queue == "pages":
+                self.pages_in_flight -= 1
+        self.changed.set()
+
     def done(self, message: Received) -> None:
         """The worker is through with ``message`` (deleted, handed back or dead-lettered)."""
-        self.in_flight[message.host] -= 1
-        if message.queue == "pages":
-            self.pages_in_flight -= 1
+        self.requests_over([message])
         self.busy[message.job_id] -= 1
-        self.changed.set()
 
     async def wait(self, timeout: float) -> None:
         """Until a message is done (a host may have a free slot again) or ``timeout`` passes."""
@@ -132,6 +146,7 @@ class Dispatcher:
 
     def _hand_out(self, message: Received) -> Received:
         self.in_flight[message.host] += 1  # (a sitemap's request takes one of its host's slots at the gate too)
+        self._requesting.add(message.id)
         if message.queue == "pages":
             self.pages_in_flight += 1
         self.busy[message.job_id] += 1

@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -365,12 +366,12 @@ class LocalRunner:
                 await dispatcher.wait(POLL_INTERVAL)
                 continue
             try:
-                await self._handle(engine, messages)
+                await self._handle(engine, messages, dispatcher)
             finally:
                 for message in messages:
                     dispatcher.done(message)
 
-    async def _handle(self, engine: Engine, messages: list[Received]) -> None:
+    async def _handle(self, engine: Engine, messages: list[Received], dispatcher: Dispatcher) -> None:
         """Handles a job request, a sitemap task, or a batch of one job's page tasks (as the Lambda handlers
         do an SQS batch): an invalid message is dead-lettered alone, a failing batch handed back whole."""
         queue = self.harvest.queue
@@ -396,7 +397,8 @@ class LocalRunner:
             if isinstance(task, SitemapTask):
                 await engine.process_sitemap(task)
             elif isinstance(task, PageTask):
-                await engine.process_pages([t for t in tasks if isinstance(t, PageTask)])
+                pages = [t for t in tasks if isinstance(t, PageTask)]
+                await engine.process_pages(pages, requests_over=partial(_requests_over, dispatcher, valid))
             else:
                 engine.start_job(task, job_id=task.job_id or new_job_id())
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
@@ -407,3 +409,8 @@ class LocalRunner:
                 queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
             return
         queue.delete(*valid)
+
+
+def _requests_over(dispatcher: Dispatcher, messages: list[Received], job_id: str) -> None:
+    """A job's pages of a worker's batch made their last request: their slots are the dispatcher's again."""
+    dispatcher.requests_over([m for m in messages if m.job_id == job_id])
