@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+
+gc.disable()  # until the end of INIT: lambda_runtime.end_of_init
+
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -38,3 +42,6 @@ def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
     }
     logger.info("schedule tick", extra=summary | {"event_time": event.time})
     return summary
+
+
+lambda_runtime.end_of_init()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gc
 import importlib.util
 import json
 import os
@@ -333,6 +334,12 @@ class LambdaPoller:
         except BaseException:
             del sys.modules[module_name]
             raise
+        finally:
+            # An app.py switches the garbage collector off for its INIT and freezes what INIT made
+            # (lambda_runtime.end_of_init): right for a container, which loads it once, but this process loads
+            # one per poller, and each freeze would keep whatever garbage the tests before had left.
+            gc.unfreeze()
+            gc.enable()
         self._modules.append(module_name)
         self._handlers[function_logical_id] = getattr(module, attribute)
         return self._handlers[function_logical_id]

@@ -1,0 +1,53 @@
+"""A handler's INIT runs with the garbage collector off and leaves what it made frozen: the collector's full
+collections walked INIT's long-lived objects again and again while they were being made (25-64 ms of CPU
+a handler, bench/cold_start.py), and would walk them again in every later full collection. And it imports
+none of Powertools' parser models. Timings are bench/'s; this checks the mechanisms, in a fresh
+interpreter per handler as Lambda starts one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+from cold_start import ENVIRONMENT, FUNCTIONS, LAYER  # noqa: E402
+
+PROBE = """
+import gc, json, py_compile, sys
+sys.path[:0] = [{code!r}, {layer!r}]
+py_compile.compile({code!r} + "/app.py")  # (compiling app.py itself comes before its first statement)
+before = [g["collections"] for g in gc.get_stats()]
+import app
+after = [g["collections"] for g in gc.get_stats()]
+print(json.dumps({{
+    "collections": [a - b for a, b in zip(after, before)],
+    "enabled": gc.isenabled(),
+    "frozen": gc.get_freeze_count(),
+    "parser models": "aws_lambda_powertools.utilities.parser.models" in sys.modules,
+}}))
+"""
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_a_handlers_init_makes_no_collection_leaves_the_collector_on_and_builds_no_parser_model(function):
+    code = REPO / "functions" / function
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(code=str(code), layer=str(LAYER))],
+        env={"PATH": "/usr/bin:/bin", **ENVIRONMENT},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    assert probe["collections"] == [0, 0, 0]
+    assert probe["enabled"]
+    assert probe["frozen"] > 50_000  # (INIT's objects: modules, classes, validators)
+    # Powertools' parser models (every AWS event's, built with pydantic) are not needed, so not imported:
+    # its batch processor imports them for type hints when pydantic was imported before it.
+    assert not probe["parser models"]
