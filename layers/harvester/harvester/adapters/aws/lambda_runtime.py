@@ -193,10 +193,10 @@ def end_of_init() -> None:
 
     INIT makes objects that live as long as the container (pydantic's validators and schemas, Powertools'
     event classes, the modules themselves): with the collector on, its full collections walked them again
-    and again while they were being made, 29 ms of the page handler's cold start (459 -> 431 ms, against
-    362 for the bare boto3 handler: bench/cold_start.py). Frozen, they are left out of every collection to
-    come, and the collector resumes for what the invocations make. (What INIT left as garbage is frozen with
-    them: a few objects, once.)"""
+    and again while they were being made: 25-64 ms of CPU a handler's cold start (page 455 -> 391 ms,
+    against 319 for the bare boto3 handler, in alternating runs; bench/cold_start.py). Frozen, they are
+    left out of every collection to come, and the collector resumes for what the invocations make. (What
+    INIT left as garbage is frozen with them: a few objects, once.)"""
     gc.freeze()
     gc.enable()
 
