@@ -33,7 +33,7 @@ CONTAINERS = 4
 
 @pytest.fixture
 def host() -> Iterator[RouteServer]:
-    with serving("127.0.0.1") as running:
+    with serving("127.0.0.1", kernel_times=True) as running:
         yield running
 
 
@@ -207,7 +207,11 @@ def test_jobs_for_different_sites_share_the_page_functions_and_a_slow_host_does_
     """A fast site crawled alone, then a site just like it beside one answering in 0.5 s (on 127.0.0.2), by
     the same containers: each host keeps its own pace, and the fast site takes about as long as alone
     (the slow host's requests in flight are bounded; its other pages wait in the queue, not in a container)."""
-    with serving("127.0.0.1") as alone, serving("127.0.0.1") as fast, serving("127.0.0.2") as slow:
+    with (
+        serving("127.0.0.1", kernel_times=True) as alone,
+        serving("127.0.0.1", kernel_times=True) as fast,
+        serving("127.0.0.2", kernel_times=True) as slow,
+    ):
         site(alone, 30)
         site(fast, 30)
         site(slow, 16, page=Route("<html>slow</html>", content_type=HTML, delay=0.5))

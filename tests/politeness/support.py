@@ -45,10 +45,13 @@ def storm(seconds: float) -> Callable[[Hit], Route | None]:
 
 
 def gaps(hits: list[Hit]) -> list[float]:
-    return [b.at - a.at for a, b in itertools.pairwise(hits)]
+    """Between request starts, in the order they arrived (a server thread may log them in another)."""
+    ordered = sorted(hits, key=lambda h: h.at)
+    return [b.at - a.at for a, b in itertools.pairwise(ordered)]
 
 
 def timeline(hits: list[Hit]) -> str:
     """The requests in order with the gap before each, for a failure's message: which requests came close
     together, and whether the one before was late (a long gap then a short one) or two turns overlapped."""
-    return ", ".join(f"{b.path} +{b.at - a.at:.3f}" for a, b in itertools.pairwise(hits))
+    ordered = sorted(hits, key=lambda h: h.at)
+    return ", ".join(f"{b.path} +{b.at - a.at:.3f}" for a, b in itertools.pairwise(ordered))

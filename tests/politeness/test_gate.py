@@ -303,3 +303,28 @@ def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
     # /2 missed its turn (no slot until /0 ended) and was not granted another: its slot served /3, on time;
     # /4 found none free within the horizon.
     assert sorted(turns.deferred) == [urls[2], urls[4]]
+
+
+@pytest.mark.parametrize("kernel_times", [True, False])
+def test_the_sites_server_times_a_request_by_its_arrival_not_by_when_a_thread_reads_it(monkeypatch, kernel_times):
+    """The AWS politeness tests serve the site from the process that also serves moto, whose threads may
+    hold it for a while: a request is timed when the kernel received it (``kernel_times``), so a request the
+    server gets to 0.3 s late is still logged when it came (and without, when the server got to it)."""
+    import urllib.request
+
+    from harvester.demo.site import QuietServer
+    from tests.corpus import server as corpus
+
+    handle = QuietServer.process_request
+
+    def late(self, request, client_address):
+        time.sleep(0.3)
+        return handle(self, request, client_address)
+
+    monkeypatch.setattr(QuietServer, "process_request", late)
+    with corpus.serving("127.0.0.1", kernel_times=kernel_times) as server:
+        server.add("/p", corpus.Route("ok"))
+        sent = time.monotonic()
+        urllib.request.urlopen(server.url("/p"), timeout=5).read()
+    [hit] = server.hits
+    assert (hit.at - sent < 0.05) is kernel_times
