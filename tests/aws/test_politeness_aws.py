@@ -64,10 +64,11 @@ def aws() -> Iterator[Aws]:
 @contextmanager
 def no_pauses() -> Iterator[None]:
     """This process serves the site and moto: a full collection of its heap (moto's state and whatever the
-    tests before left) holds every thread of it, and a request that arrived meanwhile was logged when it
-    ended, late, the next one on time: two requests seemingly 11 ms apart at a 0.2 s pace, in full runs
-    only. Measured in a run of tests/aws: full collections of 0.28-0.49 s, several a test of this module.
-    So the heap is collected before the test, and not during it."""
+    tests before left) holds every thread of it, in a run of tests/aws 0.28-0.49 s several times a test of
+    this module, and moto's answers to the containers (their claims, their turns at the gate) waited for it.
+    So the heap is collected before the test, and not during it. (The site's requests are timed by the
+    kernel, ``kernel_times``: a request logged by a thread that got to it late once looked 11 ms from the
+    one before at a 0.2 s pace.)"""
     gc.collect()
     gc.disable()
     try:
