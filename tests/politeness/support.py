@@ -44,14 +44,18 @@ def storm(seconds: float) -> Callable[[Hit], Route | None]:
     return throttle
 
 
+def arrived(hits: list[Hit]) -> list[Hit]:
+    """The requests in the order they arrived (a server thread may log them in another)."""
+    return sorted(hits, key=lambda h: h.at)
+
+
 def gaps(hits: list[Hit]) -> list[float]:
-    """Between request starts, in the order they arrived (a server thread may log them in another)."""
-    ordered = sorted(hits, key=lambda h: h.at)
-    return [b.at - a.at for a, b in itertools.pairwise(ordered)]
+    """Between request starts, in the order they arrived."""
+    return [b.at - a.at for a, b in itertools.pairwise(arrived(hits))]
 
 
 def timeline(hits: list[Hit]) -> str:
     """The requests in order with the gap before each, for a failure's message: which requests came close
     together, and whether the one before was late (a long gap then a short one) or two turns overlapped."""
-    ordered = sorted(hits, key=lambda h: h.at)
-    return ", ".join(f"{b.path} +{b.at - a.at:.3f}" for a, b in itertools.pairwise(ordered))
+    ordered = arrived(hits)
+    return ", ".join(f"{hit.path} +{gap:.3f}" for hit, gap in zip(ordered[1:], gaps(ordered), strict=True))

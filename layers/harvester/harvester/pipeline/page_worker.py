@@ -112,7 +112,7 @@ async def _process_job_pages(
     job: JobRecord,
     tasks: Sequence[PageTask],
     result: PageBatch,
-    requests_over: RequestsOver | None = None,
+    requests_over: RequestsOver | None,
 ) -> None:
     store, settings = ctx.store, ctx.settings
     by_url: dict[str, PageTask] = {}
