@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,8 @@ class AwsPath:
 
 
 @contextmanager
-def aws_path() -> Iterator[AwsPath]:
+def aws_path(parameters: Mapping[str, str] | None = None) -> Iterator[AwsPath]:
+    """The stack in moto, deployed with template.yaml's defaults but loopback allowed (and ``parameters``)."""
     os.environ.update(_ENVIRONMENT)
     from moto import mock_aws
 
@@ -118,7 +119,7 @@ def aws_path() -> Iterator[AwsPath]:
 
     requests = AwsRequests()
     with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), requests.patched():
-        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8", **(parameters or {})})
         poller = LambdaPoller(stack)
         requests.excluded.add(id(poller.sqs))
         try:

@@ -13,9 +13,11 @@ twice through the AWS path of bench/_aws_path.py (template.yaml translated with 
 moto, the real handlers driven as Lambda's SQS poller drives them): a first crawl, which fetches and stores
 every page, and a re-crawl of the unchanged site, which fetches nothing. Every AWS request is seen at
 botocore's ``_make_api_call`` and counted by service and operation; each is also weighed in the units AWS
-bills, and those units are priced with ``PRICES`` below. The layout before WARC, one S3 object per page
-(``--output files``), is the named baseline "loose objects (today)"; ``batched_layout`` crawls the same site
-with the default, one WARC object (and its CDXJ) per page batch, and its columns are printed beside it.
+bills, and those units are priced with ``PRICES`` below. The layout issue 11 started from, one S3 object per
+page (``--output files``) and an item per URL for the job's state (``StateLayout=items``), is the named
+baseline "loose objects (today)"; ``item_layout`` crawls the same site with one WARC object (and its CDXJ)
+per page batch but the state still an item per URL, and ``batched_layout`` with the defaults, WARC and the
+state kept a listed batch at a time (adapters/aws/page_batches.py); their columns are printed beside it.
 
 Denominators: the first crawl's figures are per fetched page (the site's page requests answered 200), the
 re-crawl's per listed page (it fetches none). The request target counts every billed request: the handlers'
@@ -514,19 +516,27 @@ NO_SPACING = 0.00001
 def loose_objects(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
     """The baseline layout, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
     unchanged site."""
-    return _layout("loose objects (today)", "files", pages, where=where, delay=delay)
+    return _layout("loose objects (today)", "files", pages, where=where, delay=delay, state="items")
+
+
+def item_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+    """WARC per page batch with the job's state kept an item per URL (``StateLayout=items``, the default before
+    page batches): what the state layout alone changes."""
+    return _layout("WARC, item per URL", "warc", pages, where=where, delay=delay, state="items")
 
 
 def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout | None:
-    """The batched layout (the default, ``--output warc``): each page batch's captures in one WARC object."""
+    """The batched layout (the defaults: ``--output warc``, ``StateLayout=batches``): each page batch's captures
+    in one WARC object, the job's state of its pages in a few items."""
     return _layout("WARC per batch", "warc", pages, where=where, delay=delay)
 
 
-def _layout(name: str, output: str, pages: int, *, where: bool, delay: float) -> Layout:
+def _layout(name: str, output: str, pages: int, *, where: bool, delay: float, state: str = "batches") -> Layout:
     from harvester.model.messages import JobRequest, Output
 
     crawls = []
-    with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, aws_path() as aws:
+    site_serving = LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving()
+    with site_serving as site, aws_path({"StateLayout": state}) as aws:
         meter = Meter(aws, where=where)
         aws.requests.observer = meter
         timed_handlers(aws, meter)
@@ -726,6 +736,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     layouts = [loose_objects(args.pages, where=args.where, delay=args.delay)]
+    layouts.append(item_layout(args.pages, where=args.where, delay=args.delay))
     batched = batched_layout(args.pages, where=args.where, delay=args.delay)
     if batched is not None:
         layouts.append(batched)

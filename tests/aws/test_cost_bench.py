@@ -33,7 +33,7 @@ def figures() -> dict[str, Any]:
 
 
 def test_the_warc_location_costs_no_write_unit_and_a_batch_object_fewer_puts(figures):
-    loose, warc = figures["loose objects (today)"], figures["WARC per batch"]
+    loose, warc = figures["loose objects (today)"], figures["WARC, item per URL"]  # (the same state layout)
     for crawl in ("first crawl", "re-crawl"):
         assert warc[crawl]["pages"] == loose[crawl]["pages"] == PAGES
         # (within half a unit a page: a claim that meets another worker's, a lone page's claim, vary by run;
@@ -43,9 +43,22 @@ def test_the_warc_location_costs_no_write_unit_and_a_batch_object_fewer_puts(fig
     assert warc["first crawl"]["s3_puts_per_page"] < 0.5 * loose["first crawl"]["s3_puts_per_page"]
 
 
+def test_keeping_the_jobs_state_a_listed_batch_at_a_time_halves_its_write_units(figures):
+    """The batch layout (page_batches.py) against an item per URL, the same WARC output: a fetched page made
+    three writes of its own item, two of them transactional (~7.4 units); it now makes its mark (1 unit) and
+    shares its batch's few items (its crawl record, written in the settlement, is the rest)."""
+    items, batches = figures["WARC, item per URL"], figures["WARC per batch"]
+    first, again = batches["first crawl"], batches["re-crawl"]
+    assert first["pages"] == items["first crawl"]["pages"] == PAGES
+    assert first["write_units_per_page"] <= 0.6 * items["first crawl"]["write_units_per_page"]
+    assert first["requests_per_page"] <= items["first crawl"]["requests_per_page"]
+    assert again["write_units_per_page"] < items["re-crawl"]["write_units_per_page"]
+    assert first["dollars_per_million_pages"] < items["first crawl"]["dollars_per_million_pages"]
+
+
 def test_a_page_batch_is_one_message(figures):
     """The pages a sitemap sends travel as page batches: every page is delivered, in a message for many."""
-    for layout in ("loose objects (today)", "WARC per batch"):
+    for layout in ("loose objects (today)", "WARC, item per URL", "WARC per batch"):
         first = figures[layout]["first crawl"]
         assert first["page_deliveries_per_page"] == 1.0, layout
         assert 0 < first["page_messages_per_page"] <= 0.1, layout  # (one a page before page batches)
@@ -53,8 +66,9 @@ def test_a_page_batch_is_one_message(figures):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 11: <= $2 per million pages needs the job's per-URL state kept per page batch (see its notes):"
-    " a URL's items written at its listing, claim and settlement cost ~7.4 write units a page ($5.3/M) today",
+    reason="issue 11: <= $2 per million pages needs the settlement's crawl record writes gone (2 of the 3.7"
+    " DynamoDB write units a fetched page costs with the job's state kept per listed batch: $3.0/M); the plan,"
+    " crawl records folded with the fetch outcomes when read, is in the issue's notes",
 )
 def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages(figures):
     assert figures["WARC per batch"]["first crawl"]["dollars_per_million_pages"] <= 2.0

@@ -14,8 +14,8 @@ import boto3
 from botocore.config import Config
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
-from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.host_gate import DynamoHostGate
+from harvester.adapters.aws.page_batches import BATCHES, DynamoBatchStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
@@ -44,6 +44,8 @@ class AwsResources:
     page_priority_queue_url: str | None = None
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE
+    #: How new jobs keep their pages (``HARVEST_STATE_LAYOUT``: page_batches.LAYOUTS); a job keeps its own.
+    state_layout: str = BATCHES
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -65,6 +67,7 @@ class AwsResources:
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
             page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
+            state_layout=environ.get("HARVEST_STATE_LAYOUT") or BATCHES,
         )
 
 
@@ -72,7 +75,7 @@ class AwsResources:
 class AwsAdapters:
     resources: AwsResources
     sqs: Any
-    store: DynamoStateStore
+    store: DynamoBatchStateStore
     queue: SqsTaskQueue
     documents: S3DocumentStore
     warcs: S3WarcStore
@@ -89,7 +92,12 @@ class AwsAdapters:
         return cls(
             resources=resources,
             sqs=sqs,
-            store=DynamoStateStore(dynamodb, resources.state_table, retention_days=resources.retention_days),
+            store=DynamoBatchStateStore(
+                dynamodb,
+                resources.state_table,
+                retention_days=resources.retention_days,
+                layout=resources.state_layout,
+            ),
             queue=SqsTaskQueue(
                 sqs,
                 job_queue_url=resources.job_queue_url,

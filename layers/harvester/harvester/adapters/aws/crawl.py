@@ -90,10 +90,12 @@ def conditional(write: Callable[[], object]) -> bool:
         conflict_pause(attempt)
 
 
-def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The items of up to 100 keys, read consistently in one BatchGetItem (and again for any DynamoDB left
-    unprocessed, with a back-off), in no particular order."""
-    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+def batch_get(
+    client: Any, table: str, keys: list[dict[str, Any]], *, consistent: bool = True
+) -> Iterator[dict[str, Any]]:
+    """The items of up to 100 keys, read in one BatchGetItem (and again for any DynamoDB left unprocessed,
+    with a back-off), in no particular order; consistently unless told (half the read units)."""
+    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": consistent}}
     for attempt in range(_UNPROCESSED_RETRIES):
         response = client.batch_get_item(RequestItems=request)
         yield from response.get("Responses", {}).get(table, [])

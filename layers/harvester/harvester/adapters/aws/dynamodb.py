@@ -240,12 +240,17 @@ class DynamoStateStore:
             "open_pk": _s(ACTIVE_JOBS),
             "version": _n(1),
             "expires_at": self._expires(),
+            **self._job_attributes(),
         }
         new_only = "attribute_not_exists(pk)"  # an id already stored is that job: it is returned as it is
         conditional(lambda: self.client.put_item(TableName=self.table, Item=item, ConditionExpression=new_only))
         stored = self.get_job(job.job_id)
         assert stored is not None
         return stored
+
+    def _job_attributes(self) -> dict[str, Any]:
+        """What a new job's item carries beyond its record (a subclass's layout)."""
+        return {}
 
     def get_job(self, job_id: str) -> JobRecord | None:
         item = self._get(job_id, "JOB")
@@ -476,29 +481,49 @@ class DynamoStateStore:
                     if p.url in writes:
                         items.append(url_put(self.table, str(site), writes[p.url]))
                         roles.append(("crawl", p.url))
-                items.append(self._sitemap_update(job_id, moved, lease, keep_lease=True))
-                roles.append(("sitemap", sitemap_url))
-                items.append(self._counter_update(job_id, accounting.new_pages(chunk)))
-                try:
-                    self._transact(items)
-                except TransactionFailed as exc:
-                    failed = [roles[i] for i in exc.failed_conditions(len(roles))]
-                    if any(role == "sitemap" for role, _ in failed):
-                        raise LeaseLost(
-                            f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
-                        ) from exc
-                    stale = [url for role, url in failed if role == "crawl"]
-                    if stale:
-                        recorded.stale = stale
-                        return recorded
+                failed = self._commit_listing(job_id, sitemap_url, lease, items, roles, moved, chunk)
+                stale = [url for role, url in failed if role == "crawl"]
+                if stale:
+                    recorded.stale = stale
+                    return recorded
+                if failed:  # (pages the job has already: the chunk without them)
                     existing = {url for role, url in failed if role == "page"}
-                    if not existing:
-                        raise
                     chunk = [p for p in chunk if p.url not in existing]
                     continue
                 recorded.new.extend(chunk)
                 break
         return recorded
+
+    def _commit_listing(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        lease: Lease,
+        items: list[dict[str, Any]],
+        roles: list[tuple[str, str]],
+        moved: SitemapRecord,
+        pages: Sequence[PageRecord],
+    ) -> list[tuple[str, str]]:
+        """Writes a listed chunk's ``items`` (each with its role and URL) in one transaction with the sitemap's
+        checkpoint (``moved``) and the count of ``pages``; returns the roles whose condition failed (nothing
+        was written then), empty when written. Raises LeaseLost when the sitemap is no longer ours."""
+        items = [
+            *items,
+            self._sitemap_update(job_id, moved, lease, keep_lease=True),
+            self._counter_update(job_id, accounting.new_pages(pages)),
+        ]
+        roles = [*roles, ("sitemap", sitemap_url)]
+        try:
+            self._transact(items)
+        except TransactionFailed as exc:
+            failed = [roles[i] for i in exc.failed_conditions(len(roles))]
+            if any(role == "sitemap" for role, _ in failed):
+                lost = f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
+                raise LeaseLost(lost) from exc
+            if not failed:
+                raise
+            return failed
+        return []
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         sitemap = self._leased_sitemap(job_id, sitemap_url, lease)

@@ -1,0 +1,723 @@
+"""The state store's pages kept a listed batch at a time: one item for a batch's job records, one for their
+states, one per settlement for their outcomes, and a small mark per URL that keeps it once in its job.
+
+Why: with an item per URL, a fetched page made three writes of its own item (listed, claimed, settled),
+two of them in transactions that bill each write twice: 7.4 of the 7.4 DynamoDB write units a fetched page
+cost (bench/aws_cost.py), two thirds of what a million pages cost. A batch's pages are listed together,
+claimed together and settled together (a page batch is one message), so each of those writes can be one
+item's for the whole batch; only the mark stays per URL, a plain conditional put of ~100 bytes (one unit),
+because a URL listed by two sitemaps of a job must be counted once, whichever comes first.
+
+Layout (``pk`` ``JOB#<id>``; the job's other items are DynamoStateStore's):
+
+* ``MARK#<url key>``: the URL is the job's, listed in batch ``bid`` by the sitemap ``sm`` (a digest);
+* ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), a JSON list, deflated;
+* ``BATCH#<bid>#O#<n>``: the final records of the pages a settlement settled, by position in the batch;
+* ``BATCH#<bid>#S``: the pages' states since listing (status, attempts, retries, error, lease), by
+  position, with the item's ``version``; it is written with the records, so it is what says the batch was
+  committed.
+
+A page's record is its outcome when it has one, else its listed record with its state applied. The items of
+a batch sort together (records, outcomes, states), so a reading of the job folds them a batch at a time.
+
+Listing is two steps: the marks (conditional puts, side by side), then one transaction with the records,
+the states, the sitemap's checkpoint and a counter shard. A mark whose batch was never committed (a crash,
+or a listing whose crawl records had moved) is taken over by the next listing of the same sitemap, which
+holds the sitemap's lease, so the batch that wrote it can no longer commit; a mark of another sitemap is
+left to that sitemap's reading. (A URL both listed by another sitemap whose listing crashed and dropped by
+that sitemap's next reading is not recorded: the one loss this layout can make, and it needs a crash and a
+sitemap changing in between.)
+
+Jobs keep the layout they were created with (``layout`` on the job's item): a job created before this
+layout, or with ``HARVEST_STATE_LAYOUT=items``, keeps an item per URL (DynamoStateStore).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from harvester.adapters.aws.crawl import BATCH_GET, batch_get, conditional, conflict_pause, url_put
+from harvester.adapters.aws.dynamodb import (
+    _TRANSACTION_ITEMS,
+    DynamoStateStore,
+    TransactionFailed,
+    _n,
+    _s,
+)
+from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.page_body import pack, unpack
+from harvester.model import accounting
+from harvester.model.records import (
+    CrawlWrite,
+    JobCounts,
+    PageRecord,
+    SitemapURL,
+    UrlStatus,
+    body_of,
+    url_key,
+)
+from harvester.ports import Checkpoint, Lease, PageOutcome, PageRetry, Recorded, Settled
+
+#: The layouts of a job's pages (``layout`` on the job's item; absent: items).
+ITEMS = "items"
+BATCHES = "batches"
+LAYOUTS = (ITEMS, BATCHES)
+
+#: Marks written at once (each is a request of its own).
+_MARK_THREADS = 16
+#: Tries of a write to a batch's states that other workers of the batch keep moving.
+_STATE_RETRIES = 25
+_FINAL = frozenset({"completed", "failed", "excluded"})
+
+
+def _batch_sk(bid: str) -> str:
+    return f"BATCH#{bid}"
+
+
+def _state_sk(bid: str) -> str:
+    return f"BATCH#{bid}#S"
+
+
+def _outcome_sk(bid: str, version: int, part: int) -> str:
+    return f"BATCH#{bid}#O#{version:06d}#{part}"
+
+
+#: The most bytes of packed records one item holds, before deflate (an item holds 400 KB): a batch of pages
+#: with large extensions (an image sitemap's hundreds of images a page) is split into smaller batches.
+ITEM_BYTES = 256 * 1024
+
+
+def _sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[Any]]:
+    """``items`` in runs of at most ``most`` items and ITEM_BYTES (a larger item is a run of its own)."""
+    runs: list[list[Any]] = []
+    run: list[Any] = []
+    size = 0
+    for item, n in zip(items, sizes, strict=True):
+        if run and (len(run) == most or size + n > ITEM_BYTES):
+            runs.append(run)
+            run, size = [], 0
+        run.append(item)
+        size += n
+    if run:
+        runs.append(run)
+    return runs
+
+
+def _sitemap_digest(sitemap_url: str) -> str:
+    return hashlib.blake2b(sitemap_url.encode(), digest_size=8).hexdigest()
+
+
+@dataclass
+class _Batch:
+    """A batch as read: its listed records (packed bodies, in order), the states and final records (packed) of
+    the pages that moved since, by position, and its states' version."""
+
+    bid: str
+    records: list[str]
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    version: int = 0
+    _positions: dict[str, int] | None = None
+
+    def position(self, url: str) -> int | None:
+        if self._positions is None:
+            self._positions = {orjson.loads(body)["url"]: i for i, body in enumerate(self.records)}
+        return self._positions.get(url)
+
+    def status(self, i: int) -> str:
+        state = self.states.get(str(i))
+        if state is not None:
+            return str(state["s"])
+        return str(orjson.loads(self.records[i]).get("status", "pending"))
+
+    def body(self, i: int, job_id: str) -> str:
+        """The page's record as ``body_of`` writes it."""
+        key = str(i)
+        if key in self.outcomes:
+            return unpack(self.outcomes[key], job_id)
+        if key not in self.states:
+            return unpack(self.records[i], job_id)
+        return body_of(self.record(i, job_id))
+
+    def record(self, i: int, job_id: str) -> SitemapURL:
+        key = str(i)
+        if key in self.outcomes:
+            return SitemapURL.model_validate_json(unpack(self.outcomes[key], job_id))
+        listed = SitemapURL.model_validate_json(unpack(self.records[i], job_id))
+        state = self.states.get(key)
+        return listed if state is None else _applied(listed, state)
+
+    def add_outcomes(self, text: str) -> None:
+        for line in text.split("\n"):
+            i, _, body = line.partition("\t")
+            self.outcomes[i] = body
+
+
+def _lines(bodies: Sequence[str]) -> str:
+    """Bodies one a line (JSON holds no raw newline), so that reading splits rather than parses them."""
+    return "\n".join(bodies)
+
+
+def _applied(record: SitemapURL, state: Mapping[str, Any]) -> SitemapURL:
+    when = state.get("n")
+    return record.model_copy(
+        update={
+            "status": UrlStatus(state["s"]),
+            "attempts": int(state.get("a", 0)),
+            "retries": int(state.get("r", 0)),
+            "error_message": state.get("e"),
+            "next_fetch_time": datetime.fromisoformat(when) if when else None,
+        }
+    )
+
+
+def _state_of(record: SitemapURL, lease: Lease | None = None) -> dict[str, Any]:
+    """What a page's state keeps of its record (what claims and retries change), and its lease."""
+    state: dict[str, Any] = {"s": record.status.value, "a": record.attempts}
+    if record.retries:
+        state["r"] = record.retries
+    if record.error_message is not None:
+        state["e"] = record.error_message
+    if record.next_fetch_time is not None:
+        state["n"] = record.next_fetch_time.isoformat()
+    if lease is not None:
+        state["t"], state["u"] = lease.token, lease.until
+    return state
+
+
+class DynamoBatchStateStore(DynamoStateStore):
+    """DynamoStateStore with the pages of new jobs kept a listed batch at a time (module docstring)."""
+
+    def __init__(self, client: Any, table: str, *, retention_days: int = 30, layout: str = BATCHES) -> None:
+        super().__init__(client, table, retention_days=retention_days)
+        if layout not in LAYOUTS:
+            raise ValueError(f"state layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+        self.layout = layout
+        self._layouts: dict[str, bool] = {}
+        #: Where the pages a lease claimed are (url -> batch id, position), for their settlement.
+        self._placed: dict[tuple[str, str], tuple[str, int]] = {}
+        #: The batches a lease claimed in, as its last write left them (lease token, batch id): its
+        #: settlement and retries write on that version without reading it again (a conflict reads it).
+        self._held: dict[tuple[str, str], _Batch] = {}
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # layout ---------------------------------------------------------------------------------------
+
+    def _job_attributes(self) -> dict[str, Any]:
+        return {"layout": _s(self.layout)}
+
+    def batched(self, job_id: str) -> bool:
+        """Whether the job keeps its pages a batch at a time (read once per job: a job never changes it)."""
+        known = self._layouts.get(job_id)
+        if known is None:
+            item = self._get(job_id, "JOB")
+            known = item is not None and item.get("layout", {}).get("S") == BATCHES
+            if item is not None:
+                self._layouts[job_id] = known
+        return known
+
+    # listing --------------------------------------------------------------------------------------
+
+    def record_pages(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[PageRecord],
+        *,
+        checkpoint: int,
+        lease: Lease,
+        site: str | None = None,
+        crawl: Mapping[str, CrawlWrite] | None = None,
+        enqueued: Checkpoint | None = None,
+        keys: Sequence[int] | None = None,
+    ) -> Recorded:
+        if not self.batched(job_id):
+            return super().record_pages(
+                job_id,
+                sitemap_url,
+                pages,
+                checkpoint=checkpoint,
+                lease=lease,
+                site=site,
+                crawl=crawl,
+                enqueued=enqueued,
+                keys=keys,
+            )
+        writes = crawl if site is not None and crawl else {}
+        unique = accounting.first_per_url(pages)
+        recorded = Recorded()
+        packed = {p.url: pack(body_of(p), job_id) for p in unique}
+        chunks = _sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
+        digest = _sitemap_digest(sitemap_url)
+        for n, chunk in enumerate(chunks):
+            sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
+            last = n == len(chunks) - 1
+            # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
+            target = checkpoint if last else sitemap.pages_recorded
+            bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
+            mine = self._mark(job_id, bid, digest, chunk)
+            moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
+            items: list[dict[str, Any]] = []
+            roles: list[tuple[str, str]] = []
+            if mine:
+                records = _lines([packed[p.url] for p in mine])
+                items.append(self._new_item(job_id, _batch_sk(bid), records, version=None))
+                items.append(self._new_item(job_id, _state_sk(bid), "{}", version=1))
+                roles += [("batch", bid), ("batch", bid)]
+            for p in mine:
+                if p.url in writes:
+                    items.append(url_put(self.table, str(site), writes[p.url]))
+                    roles.append(("crawl", p.url))
+            failed = self._commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
+            stale = [url for role, url in failed if role == "crawl"]
+            if stale:  # (nothing written: the marks are taken over by the listing decided again)
+                recorded.stale = stale
+                return recorded
+            if failed:
+                raise RuntimeError(f"batch {bid} of job {job_id} was written already: {failed}")
+            recorded.new.extend(mine)
+        return recorded
+
+    def _new_item(self, job_id: str, sk: str, body: str, *, version: int | None) -> dict[str, Any]:
+        item = {**self._key(job_id, sk), "body": stored_body(body), "expires_at": self._expires()}
+        if version is not None:
+            item["version"] = _n(version)
+        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
+    def _mark(self, job_id: str, bid: str, digest: str, chunk: Sequence[PageRecord]) -> list[PageRecord]:
+        """The pages of ``chunk`` that are this batch's: marked now, or marked by a batch of the same sitemap
+        that was never committed (taken over). The others are the job's already (or another sitemap's)."""
+        if not chunk:
+            return []
+        landed = list(self._pool_map(lambda p: self._put_mark(job_id, p.key, bid, digest), chunk))
+        taken = [p for p, ok in zip(chunk, landed, strict=True) if not ok]
+        if not taken:
+            return list(chunk)
+        marks = self._marks(job_id, [p.url for p in taken])
+        candidates = {url: other for url, (other, sm) in marks.items() if sm == digest and other != bid}
+        committed = self._committed(job_id, set(candidates.values()))
+        lost = {p.url for p in taken}
+        for url, other in candidates.items():
+            if other not in committed and self._take_mark(job_id, url_key(url), other, bid):
+                lost.discard(url)
+        return [p for p in chunk if p.url not in lost]
+
+    def _pool_map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_MARK_THREADS, thread_name_prefix="marks")
+        return self._pool.map(fn, items)
+
+    def _put_mark(self, job_id: str, key: str, bid: str, digest: str) -> bool:
+        item = {
+            **self._key(job_id, f"MARK#{key}"),
+            "bid": _s(bid),
+            "sm": _s(digest),
+            "expires_at": self._expires(),
+        }
+        return conditional(
+            lambda: self.client.put_item(
+                TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
+
+    def _take_mark(self, job_id: str, key: str, old: str, bid: str) -> bool:
+        return conditional(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=self._key(job_id, f"MARK#{key}"),
+                UpdateExpression="SET bid = :bid",
+                ConditionExpression="bid = :old",
+                ExpressionAttributeValues={":bid": _s(bid), ":old": _s(old)},
+            )
+        )
+
+    def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
+        """Each URL's batch and sitemap digest, for the URLs the job has."""
+        by_key = {url_key(url): url for url in urls}
+        keys = [self._key(job_id, f"MARK#{key}") for key in by_key]
+        marks: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(keys), BATCH_GET):
+            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET], consistent=consistent):
+                url = by_key[item["sk"]["S"].removeprefix("MARK#")]
+                marks[url] = (item["bid"]["S"], item["sm"]["S"])
+        return marks
+
+    def _committed(self, job_id: str, bids: set[str]) -> set[str]:
+        keys = [self._key(job_id, _state_sk(bid)) for bid in bids]
+        found: set[str] = set()
+        for start in range(0, len(keys), BATCH_GET):
+            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET]):
+                found.add(item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))
+        return found
+
+    # reading batches ------------------------------------------------------------------------------
+
+    def _batches(self, job_id: str, bids: set[str], *, outcomes: bool) -> dict[str, _Batch]:
+        """The batches ``bids`` (records and states; with ``outcomes``, their outcomes too)."""
+        keys = [self._key(job_id, sk) for bid in bids for sk in (_batch_sk(bid), _state_sk(bid))]
+        items: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), BATCH_GET):
+            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET]):
+                items[item["sk"]["S"]] = item
+        batches: dict[str, _Batch] = {}
+        for bid in bids:
+            records, states = items.get(_batch_sk(bid)), items.get(_state_sk(bid))
+            if records is None or states is None:
+                continue  # (never committed)
+            batch = _Batch(bid, body_text(records).split("\n"))
+            batch.states = json.loads(body_text(states))
+            batch.version = int(states["version"]["N"])
+            batches[bid] = batch
+        if outcomes:
+            for bid, batch in batches.items():
+                for item in self._query(
+                    KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                    ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s(f"BATCH#{bid}#O#")},
+                    ConsistentRead=True,
+                ):
+                    batch.add_outcomes(body_text(item))
+        return batches
+
+    def _state(self, job_id: str, bid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
+        item = self._get(job_id, _state_sk(bid))
+        if item is None:
+            return None
+        return json.loads(body_text(item)), int(item["version"]["N"])
+
+    def _state_update(self, job_id: str, bid: str, states: Mapping[str, Any], version: int) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._key(job_id, _state_sk(bid)),
+                "UpdateExpression": "SET body = :body, version = :next",
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": {
+                    ":body": stored_body(json.dumps(states, separators=(",", ":"))),
+                    ":next": _n(version + 1),
+                    ":seen": _n(version),
+                },
+            }
+        }
+
+    def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, _Batch]]:
+        """Each URL's batch and position, and those batches (records and states) as read now.
+
+        A mark is read eventually consistent (half a read unit) first: it is written before its batch commits
+        and changed only when that batch never did, so one read too early, or before a takeover, names no
+        committed batch, and only such URLs are read again, consistently."""
+        placed: dict[str, tuple[str, int]] = {}
+        batches: dict[str, _Batch] = {}
+        missing = list(urls)
+        for consistent in (False, True):
+            marks = self._marks(job_id, missing, consistent=consistent)
+            batches |= self._batches(job_id, {bid for bid, _ in marks.values()} - set(batches), outcomes=False)
+            for url, (bid, _) in marks.items():
+                batch = batches.get(bid)
+                i = batch.position(url) if batch is not None else None
+                if i is not None:
+                    placed[url] = (bid, i)
+            missing = [url for url in missing if url not in placed]
+            if not missing:
+                break
+        return placed, batches
+
+    # pages ----------------------------------------------------------------------------------------
+
+    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
+        """Each batch's pages claimed with one conditional write of its states (on the version read)."""
+        if not self.batched(job_id):
+            return super().claim_pages(job_id, urls, lease, now=now)
+        wanted = list(dict.fromkeys(urls))
+        placed, batches = self._place(job_id, wanted)
+        claimed: dict[str, SitemapURL] = {}
+        by_batch: dict[str, list[str]] = {}
+        for url in wanted:
+            if url in placed:
+                by_batch.setdefault(placed[url][0], []).append(url)
+        for bid, batch_urls in by_batch.items():
+            batch = batches[bid]
+            for attempt in range(_STATE_RETRIES):
+                states = dict(batch.states)
+                mine: dict[str, SitemapURL] = {}
+                for url in batch_urls:
+                    i = placed[url][1]
+                    state = states.get(str(i))
+                    until = float(state.get("u", 0)) if state is not None else 0.0
+                    if not accounting.claimable(batch.status(i), until, now):
+                        continue
+                    record = accounting.claimed(batch.record(i, job_id))
+                    states[str(i)] = _state_of(record, lease)
+                    mine[url] = record
+                if not mine:
+                    break
+                if self._conditional(self._state_update(job_id, bid, states, batch.version)):
+                    claimed.update(mine)
+                    batch.states, batch.version = states, batch.version + 1
+                    with self._lock:
+                        for url in mine:
+                            self._placed[(lease.token, url)] = placed[url]
+                        self._held[(lease.token, bid)] = batch
+                    break
+                conflict_pause(min(attempt, 4))
+                fresh = self._state(job_id, bid)
+                if fresh is None:
+                    break
+                batch.states, batch.version = fresh
+        return [claimed[url] for url in wanted if url in claimed]
+
+    def _locate(self, job_id: str, urls: Sequence[str], lease: Lease) -> dict[str, tuple[str, int]]:
+        with self._lock:
+            known = {url: self._placed[(lease.token, url)] for url in urls if (lease.token, url) in self._placed}
+        missing = [url for url in urls if url not in known]
+        if missing:
+            known.update(self._place(job_id, missing)[0])
+        return known
+
+    def _forget(self, lease: Lease, urls: Sequence[str]) -> None:
+        """Lets go of what the lease holds of ``urls`` (settled or sent back), and of the batches it holds no
+        other page of."""
+        with self._lock:
+            for url in urls:
+                self._placed.pop((lease.token, url), None)
+            still = {bid for (token, _), (bid, _) in self._placed.items() if token == lease.token}
+            for key in [key for key in self._held if key[0] == lease.token and key[1] not in still]:
+                del self._held[key]
+
+    def _holding(self, job_id: str, bid: str, lease: Lease, *, records: bool) -> _Batch | None:
+        """The batch as the lease's last write left it (taken: a write that fails reads it again), else read
+        now (its states; with ``records``, its records too)."""
+        with self._lock:
+            held = self._held.pop((lease.token, bid), None)
+        if held is not None and (held.records or not records):
+            return held
+        if records:
+            return self._batches(job_id, {bid}, outcomes=False).get(bid)
+        read = self._state(job_id, bid)
+        if read is None:
+            return None
+        batch = _Batch(bid, [])
+        batch.states, batch.version = read
+        return batch
+
+    def _hold(self, lease: Lease, batch: _Batch, states: dict[str, dict[str, Any]]) -> None:
+        batch.states, batch.version = states, batch.version + 1
+        with self._lock:
+            self._held[(lease.token, batch.bid)] = batch
+
+    def finish_pages(
+        self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
+    ) -> Settled:
+        """Each batch's settled pages: its states and an outcome item, in one transaction with the pages'
+        crawl records and a counter shard (a settlement of several batches: one transaction for them all
+        while it holds them)."""
+        if not self.batched(job_id):
+            return super().finish_pages(job_id, outcomes, lease, site=site)
+        first: dict[str, PageOutcome] = {}
+        for outcome in outcomes:
+            if outcome.record.status.final:
+                first.setdefault(outcome.record.url, outcome)
+        placed = self._locate(job_id, list(first), lease)
+        settled = Settled()
+        pending = {url: o for url, o in first.items() if url in placed}
+        for _ in range(_STATE_RETRIES):
+            if not pending:
+                break
+            by_batch: dict[str, list[PageOutcome]] = {}
+            for url, o in pending.items():
+                by_batch.setdefault(placed[url][0], []).append(o)
+            items: list[dict[str, Any]] = []
+            roles: list[tuple[str, str]] = []
+            applied: list[PageOutcome] = []
+            held: list[tuple[_Batch, dict[str, dict[str, Any]]]] = []
+            for bid, batch_outcomes in by_batch.items():
+                crawls = sum(1 for o in batch_outcomes if site is not None and o.crawl is not None)
+                if items and len(items) + 2 + crawls + 1 > _TRANSACTION_ITEMS:
+                    break  # (the next round takes the rest)
+                batch = self._holding(job_id, bid, lease, records=False)
+                if batch is None:
+                    for o in batch_outcomes:
+                        pending.pop(o.record.url)
+                    continue
+                held.append((batch, states := dict(batch.states)))
+                version = batch.version
+                finals: dict[str, str] = {}
+                for o in batch_outcomes:
+                    i = str(placed[o.record.url][1])
+                    state = states.get(i)
+                    if state is None or state.get("s") != "processing" or state.get("t") != lease.token:
+                        pending.pop(o.record.url)  # (no longer ours)
+                        continue
+                    states[i] = {"s": o.record.status.value, "o": version + 1}
+                    finals[i] = f"{i}\t{pack(body_of(o.record), job_id)}"
+                    applied.append(o)
+                if not finals:
+                    continue
+                items.append(self._state_update(job_id, bid, states, version))
+                roles.append(("state", bid))
+                lines = list(finals.values())
+                for part, run in enumerate(_sized(lines, [len(line) for line in lines], len(lines))):
+                    items.append(self._new_item(job_id, _outcome_sk(bid, version + 1, part), _lines(run), version=None))
+                    roles.append(("outcome", bid))
+                for o in batch_outcomes:
+                    if str(placed[o.record.url][1]) in finals and site is not None and o.crawl is not None:
+                        items.append(url_put(self.table, site, o.crawl))
+                        roles.append(("crawl", o.record.url))
+            if not items:
+                break
+            items.append(
+                self._counter_update(job_id, accounting.total(accounting.page_done(o.record) for o in applied))
+            )
+            try:
+                self._transact(items)
+            except TransactionFailed as exc:
+                failed = [roles[i] for i in exc.failed_conditions(len(roles))]
+                if not failed:
+                    raise
+                stale = [url for role, url in failed if role == "crawl"]
+                settled.stale.extend(stale)
+                for url in stale:
+                    pending.pop(url, None)
+                conflict_pause(0)
+                continue  # (states moved: read again; a stale crawl record's page is held back)
+            for batch, states in held:
+                self._hold(lease, batch, states)
+            done = [o.record.url for o in applied]
+            settled.applied.extend(done)
+            for url in done:
+                pending.pop(url, None)
+            self._forget(lease, done)
+        return settled
+
+    def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
+        if not self.batched(job_id):
+            return super().retry_pages(job_id, retries, lease)
+        firsts = {r.url: r for r in reversed(retries)}  # (the first retry of a URL)
+        placed = self._locate(job_id, list(firsts), lease)
+        by_batch: dict[str, list[PageRetry]] = {}
+        for url, retry in firsts.items():
+            if url in placed:
+                by_batch.setdefault(placed[url][0], []).append(retry)
+        applied: set[str] = set()
+        for bid, batch_retries in by_batch.items():
+            for attempt in range(_STATE_RETRIES):
+                batch = self._holding(job_id, bid, lease, records=True)
+                if batch is None:
+                    break
+                states = dict(batch.states)
+                moved: list[str] = []
+                for retry in batch_retries:
+                    i = placed[retry.url][1]
+                    state = states.get(str(i))
+                    if state is None or state.get("s") != "processing" or state.get("t") != lease.token:
+                        continue
+                    states[str(i)] = _state_of(accounting.retried_page(batch.record(i, job_id), retry))
+                    moved.append(retry.url)
+                if not moved:
+                    break
+                try:
+                    self._transact(
+                        [
+                            self._state_update(job_id, bid, states, batch.version),
+                            self._counter_update(job_id, JobCounts()),
+                        ]
+                    )
+                except TransactionFailed as exc:
+                    if not exc.failed_conditions(1):
+                        raise
+                    conflict_pause(min(attempt, 4))
+                    continue
+                applied.update(moved)
+                self._hold(lease, batch, states)
+                break
+        self._forget(lease, list(applied))
+        return [url for url in dict.fromkeys(r.url for r in retries) if url in applied]
+
+    def _folded(self, job_id: str) -> Iterator[tuple[_Batch, int]]:
+        """Every page of the job, a batch at a time (its items come together: the query's order)."""
+        batch: _Batch | None = None
+        for item in self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s("BATCH#")},
+            ConsistentRead=True,
+        ):
+            bid, _, rest = item["sk"]["S"].removeprefix("BATCH#").partition("#")
+            if not rest:
+                batch = _Batch(bid, body_text(item).split("\n"))
+            elif batch is None or batch.bid != bid:
+                continue  # (outcomes or states of a batch whose records are not there: never committed)
+            elif rest.startswith("O#"):
+                batch.add_outcomes(body_text(item))
+            elif rest == "S":
+                batch.states = json.loads(body_text(item))
+                batch.version = int(item["version"]["N"])
+                yield from ((batch, i) for i in range(len(batch.records)))
+                batch = None
+
+    def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
+        if not self.batched(job_id):
+            yield from super().pages(job_id, status=status)
+            return
+        for batch, i in self._folded(job_id):
+            if status is None or batch.status(i) == status.value:
+                yield batch.record(i, job_id)
+
+    def page_bodies(self, job_id: str) -> Iterator[str]:
+        if not self.batched(job_id):
+            yield from super().page_bodies(job_id)
+            return
+        for batch, i in self._folded(job_id):
+            yield batch.body(i, job_id)
+
+    def get_page(self, job_id: str, url: str) -> SitemapURL | None:
+        if not self.batched(job_id):
+            return super().get_page(job_id, url)
+        marks = self._marks(job_id, [url])
+        if url not in marks:
+            return None
+        bid = marks[url][0]
+        batch = self._batches(job_id, {bid}, outcomes=True).get(bid)
+        i = batch.position(url) if batch is not None else None
+        return batch.record(i, job_id) if batch is not None and i is not None else None
+
+    def release_leases(self, job_id: str) -> int:
+        released = super().release_leases(job_id)
+        if not self.batched(job_id):
+            return released
+        for item in self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s("BATCH#")},
+            ConsistentRead=True,
+        ):
+            if not item["sk"]["S"].endswith("#S"):
+                continue
+            bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
+            for attempt in range(_STATE_RETRIES):
+                states = json.loads(body_text(item)) if attempt == 0 else None
+                version = int(item["version"]["N"]) if attempt == 0 else 0
+                if states is None:
+                    read = self._state(job_id, bid)
+                    if read is None:
+                        break
+                    states, version = read
+                leased = [i for i, s in states.items() if s.get("s") == "processing" and float(s.get("u", 0)) > 0]
+                if not leased:
+                    break
+                for i in leased:
+                    states[i] = {**states[i], "u": 0}
+                if self._conditional(self._state_update(job_id, bid, states, version)):
+                    released += len(leased)
+                    break
+                conflict_pause(min(attempt, 4))
+        return released

@@ -1,0 +1,219 @@
+"""The AWS state store's batch layout (adapters/aws/page_batches.py): what it writes, that it records what the
+item-per-URL layout records, and the listings it must recover from (a crash between marks and commit)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.page_batches import DynamoBatchStateStore, _sitemap_digest
+from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus
+from harvester.ports import Lease, PageOutcome, PageRetry
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+NOW = T0.timestamp()
+SITE = "https://example.com/"
+
+
+@pytest.fixture
+def aws(deployed_stack: Any) -> AwsAdapters:
+    stack, _ = deployed_stack
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def items_store(aws: AwsAdapters) -> DynamoBatchStateStore:
+    return DynamoBatchStateStore(aws.store.client, aws.store.table, layout="items")
+
+
+def lease(token: str = "a", seconds: float = 60.0) -> Lease:
+    return Lease(token=token, until=NOW + seconds)
+
+
+def sitemap(n: int) -> SitemapRecord:
+    return SitemapRecord(url=f"{SITE}sitemap-{n}.xml", origin=SitemapOrigin.INDEX, depth=2)
+
+
+def page(n: int, **fields: Any) -> SitemapURL:
+    return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=f"{SITE}sitemap-1.xml", discovered_at=T0, **fields)
+
+
+def new_job(store: DynamoBatchStateStore, job_id: str) -> str:
+    store.create_job(JobRecord(job_id=job_id, request=JobRequest(site=SITE), start_time=T0))
+    store.mark_seeded(job_id)
+    return job_id
+
+
+def leased_sitemap(store: DynamoBatchStateStore, job_id: str, n: int = 1, token: str = "s") -> Lease:
+    store.add_sitemaps(job_id, [sitemap(n)])
+    held = lease(token)
+    assert store.claim_sitemap(job_id, sitemap(n).url, held, now=NOW) is not None
+    return held
+
+
+def kinds(store: DynamoBatchStateStore, job_id: str) -> Counter[str]:
+    """The job partition's items by kind: MARK, URL, BATCH (records), STATE, OUTCOME."""
+    found: Counter[str] = Counter()
+    for item in store._query(
+        KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}}
+    ):
+        sk = item["sk"]["S"]
+        if sk.startswith("BATCH#"):
+            found["STATE" if sk.endswith("#S") else "OUTCOME" if "#O#" in sk else "BATCH"] += 1
+        else:
+            found[sk.split("#")[0]] += 1
+    return found
+
+
+def test_a_new_jobs_pages_are_kept_a_listed_batch_at_a_time(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-b")
+    held = leased_sitemap(store, job_id)
+    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(60)], checkpoint=60, lease=held)
+    assert len(recorded.new) == 60
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, MARK=60, BATCH=2, STATE=2)
+    urls = [page(i).url for i in range(60)]
+    claimed = store.claim_pages(job_id, urls, lease("p"), now=NOW)
+    assert [r.url for r in claimed] == urls and {r.attempts for r in claimed} == {1}
+    outcomes = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed]
+    assert sorted(store.finish_pages(job_id, outcomes, lease("p")).applied) == sorted(urls)
+    # One outcome item a batch for the settlement; no item per URL but the marks.
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, MARK=60, BATCH=2, STATE=2, OUTCOME=2)
+    assert store.counts(job_id).urls_succeeded == 60
+    assert store.recount(job_id) == store.counts(job_id)
+
+
+def test_a_job_keeps_the_layout_it_was_created_with(aws: AwsAdapters) -> None:
+    old = items_store(aws)
+    job_id = new_job(old, "job-old")
+    held = leased_sitemap(old, job_id)
+    aws.store.record_pages(job_id, sitemap(1).url, [page(1), page(2)], checkpoint=2, lease=held)
+    assert kinds(aws.store, job_id)["URL"] == 2 and not kinds(aws.store, job_id)["BATCH"]
+    assert [r.url for r in aws.store.claim_pages(job_id, [page(1).url], lease("p"), now=NOW)] == [page(1).url]
+    assert {r.url: r.status for r in aws.store.pages(job_id)} == {
+        page(1).url: UrlStatus.PROCESSING,
+        page(2).url: UrlStatus.PENDING,
+    }
+
+
+def _steps(store: DynamoBatchStateStore, job_id: str) -> list[list[str]]:
+    """One sequence of moves, and the job's records (as stored, sorted) after each."""
+    seen: list[list[str]] = []
+
+    def snap() -> None:
+        seen.append(sorted(store.page_bodies(job_id)))
+
+    held = leased_sitemap(store, job_id)
+    listed = [page(i) for i in range(5)] + [page(5, status=UrlStatus.EXCLUDED, error_message="robots.txt")]
+    store.record_pages(job_id, sitemap(1).url, listed, checkpoint=6, lease=held)
+    snap()
+    claimed = store.claim_pages(job_id, [page(i).url for i in range(4)], lease("p"), now=NOW)
+    snap()
+    by_url = {r.url: r for r in claimed}
+    done = by_url[page(0).url].model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})
+    failed = by_url[page(1).url].model_copy(update={"status": UrlStatus.FAILED, "error_message": "HTTP 404"})
+    store.finish_pages(job_id, [PageOutcome(record=done), PageOutcome(record=failed)], lease("p"))
+    snap()
+    later = T0 + timedelta(minutes=5)
+    store.retry_pages(job_id, [PageRetry(page(2).url, 1, "HTTP 503", later)], lease("p"))
+    snap()
+    store.release_leases(job_id)
+    again = store.claim_pages(job_id, [page(i).url for i in range(6)], lease("q"), now=NOW + 1)
+    assert sorted(r.url for r in again) == sorted(page(i).url for i in (2, 3, 4))
+    snap()
+    return seen
+
+
+def test_both_layouts_keep_the_same_records_through_the_same_moves(aws: AwsAdapters) -> None:
+    batches = _steps(aws.store, new_job(aws.store, "job-same"))
+    items = _steps(items_store(aws), new_job(items_store(aws), "job-same-items"))
+    assert batches == [[body.replace("job-same-items", "job-same") for body in step] for step in items]
+    assert aws.store.counts("job-same") == items_store(aws).counts("job-same-items")
+    assert aws.store.recount("job-same") == aws.store.counts("job-same")
+    got = aws.store.get_page("job-same", page(0).url)
+    assert got is not None and (got.status, got.http_status) == (UrlStatus.COMPLETED, 200)
+    assert aws.store.get_page("job-same", f"{SITE}never-listed") is None
+
+
+def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_reading(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-crash")
+    pages = [page(i) for i in range(10)]
+    # A first reading marked the pages, then died before its transaction.
+    assert store._mark(job_id, "dead0000dead0000", _sitemap_digest(sitemap(1).url), pages) == pages
+    held = leased_sitemap(store, job_id, token="second reading")
+    recorded = store.record_pages(job_id, sitemap(1).url, pages, checkpoint=10, lease=held)
+    assert len(recorded.new) == 10
+    assert store.counts(job_id).urls_total == 10 == len(list(store.pages(job_id)))
+    # Read once more (a redelivery after the commit): nothing new.
+    again = store.record_pages(job_id, sitemap(1).url, pages, checkpoint=10, lease=held)
+    assert again.new == [] and store.counts(job_id).urls_total == 10
+
+
+def test_another_sitemaps_mark_is_left_to_that_sitemap(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-two")
+    pages = [page(i) for i in range(4)]
+    # Sitemap 2's listing marked them and has not committed yet (it is still running).
+    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages)
+    first = leased_sitemap(store, job_id, 1)
+    assert store.record_pages(job_id, sitemap(1).url, pages, checkpoint=4, lease=first).new == []
+    second = leased_sitemap(store, job_id, 2, token="t")
+    assert len(store.record_pages(job_id, sitemap(2).url, pages, checkpoint=4, lease=second).new) == 4
+    assert store.counts(job_id).urls_total == 4
+
+
+def test_workers_claiming_pages_of_one_batch_at_once_claim_each_page_once(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-race")
+    held = leased_sitemap(store, job_id)
+    urls = [page(i).url for i in range(40)]
+    store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(40)], checkpoint=40, lease=held)
+    won: dict[str, list[str]] = {}
+    start = threading.Barrier(4)
+
+    def claim(token: str, wanted: list[str]) -> None:
+        worker = DynamoBatchStateStore(store.client, store.table)  # (a container of its own)
+        start.wait()
+        won[token] = [r.url for r in worker.claim_pages(job_id, wanted, lease(token), now=NOW)]
+
+    # Overlapping halves: every page is wanted by two workers.
+    wants = {"w0": urls[:20], "w1": urls[10:30], "w2": urls[20:], "w3": urls[:10] + urls[30:]}
+    threads = [threading.Thread(target=claim, args=item) for item in wants.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [url for got in won.values() for url in got]
+    assert sorted(every) == sorted(urls)  # each page claimed, and by one worker only
+    assert {r.attempts for r in store.pages(job_id)} == {1}
+
+
+def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pages(aws: AwsAdapters) -> None:
+    """A page batch of 49: its claim reads the marks and the batch and writes the batch's states once; its
+    settlement and its retries each write once, on the version the claim left, without reading it again."""
+    store = aws.store
+    job_id = new_job(store, "job-calls")
+    held = leased_sitemap(store, job_id)
+    store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(49)], checkpoint=49, lease=held)
+    calls: Counter[str] = Counter()
+    store.client.meta.events.register(
+        "before-call.dynamodb.*", lambda event_name, **_: calls.update([event_name.rsplit(".", 1)[-1]])
+    )
+    worker = DynamoBatchStateStore(store.client, store.table)  # (a page function's container)
+    claimed = worker.claim_pages(job_id, [page(i).url for i in range(49)], lease("p"), now=NOW)
+    assert len(claimed) == 49
+    assert calls == Counter(GetItem=1, BatchGetItem=2, UpdateItem=1)  # (GetItem: the job's layout, once)
+    calls.clear()
+    done = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed[:40]]
+    assert len(worker.finish_pages(job_id, done, lease("p")).applied) == 40
+    later = T0 + timedelta(minutes=1)
+    retries = [PageRetry(r.url, 1, "HTTP 503", later) for r in claimed[40:]]
+    assert len(worker.retry_pages(job_id, retries, lease("p"))) == 9
+    assert calls == Counter(TransactWriteItems=2)
+    assert Counter(r.status for r in store.pages(job_id)) == Counter({UrlStatus.COMPLETED: 40, UrlStatus.PENDING: 9})
