@@ -440,6 +440,9 @@ class SitemapRecord(BaseModel):
 class LoaderState(BaseModel):
     """The seed's loader state, as a view over a job's sitemap records and counters (``harvest report``)."""
 
+    # Built on first use, like every model here: every handler's INIT imports this module, none uses this one.
+    model_config = ConfigDict(defer_build=True)
+
     pending_sitemap_urls: list[str]
     in_progress_sitemaps: dict[str, int]  # url -> entries already handed out (the checkpoint)
     processed_sitemap_urls: list[str]
@@ -460,6 +463,9 @@ class LoaderState(BaseModel):
 
 
 class ErrorDetail(BaseModel):
+    # Built on first use: by the invocation that ends a job (pipeline.completion), not by every handler's INIT.
+    model_config = ConfigDict(defer_build=True)
+
     url: str
     kind: str  # "page" or "sitemap"
     error: str
