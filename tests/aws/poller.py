@@ -350,6 +350,7 @@ class LambdaPoller:
         for name in self._modules:
             sys.modules.pop(name, None)
         self._modules.clear()
+        self._handlers.clear()  # (a poller used again starts cold: a container that died, in fault tests)
         close_current()
 
     # ------------------------------------------------------------------ invoking

@@ -132,6 +132,8 @@ async def _process_job_pages(
     claimed_urls = {r.url for r in claimed}
     result.skipped.extend(u for u in urls if u not in claimed_urls)
     if not claimed:
+        if urls:  # (a delivery again of pages settled already: its first may have died before this check)
+            maybe_complete(ctx, job.job_id)
         return
     # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
     # time, and one taken before a slow write would be missed.

@@ -1,0 +1,125 @@
+"""Exact accounting on AWS under faults, in the batch layout: a container dies right after any one of the
+DynamoDB writes a job makes (marks, a listing's transaction, a claim, a settlement, the job's end...), its
+message comes back when its visibility lapses, and the job must still end with every URL counted once.
+
+Why: the batch layout writes a listing in two steps (the marks, then the batch) and keeps a batch's pages
+in shared items; tests/engine/test_faults.py does this for the local backend only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from unittest import mock
+
+from botocore.client import BaseClient
+from moto import mock_aws
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.stack import submit_job
+from harvester.demo.live import LiveSite
+from harvester.model.messages import JobRequest
+from harvester.model.records import JobStatus
+from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
+from tests.aws.moto_speedups import moto_sqs_speedups
+from tests.aws.poller import LambdaPoller
+from tests.aws.stack import TEMPLATE_PATH, deploy_stack
+
+PAGES = 4
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
+class Killed(BaseException):
+    """The container died: nothing in Harvester, Powertools or the poller catches this."""
+
+
+def _of_batches(params: dict[str, Any]) -> bool:
+    """A write of the batch layout's items (a mark, a batch's records, states or outcomes)."""
+    text = json.dumps(params, default=str)
+    return '"MARK#' in text or '"BATCH#' in text
+
+
+@contextmanager
+def dies_after(n: int | None) -> Iterator[list[str]]:
+    """Raises Killed right after the ``n``-th write of the batch layout's items that landed (None: never);
+    yields those writes. (The job's other writes, its sitemaps' among them, are the item layout's too:
+    tests/engine/test_faults.py kills after each of them on the local backend.)"""
+    original = BaseClient._make_api_call
+    landed: list[str] = []
+
+    def call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        result = original(client, operation, params)
+        if client.meta.service_model.service_name == "dynamodb" and operation in WRITES and _of_batches(params):
+            landed.append(operation)
+            if len(landed) == n:
+                raise Killed(f"after write {n} ({operation})")
+        return result
+
+    with mock.patch.object(BaseClient, "_make_api_call", call):
+        yield landed
+
+
+def adapters_of(stack: Any) -> AwsAdapters:
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def run(n: int | None) -> tuple[dict[str, Any], list[str], bool]:
+    """A crawl of a 4-page site whose container dies after the ``n``-th write: the job's
+    result, the writes made, and whether a container died."""
+    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), LiveSite(pages=PAGES, sitemaps=1).serving() as site:
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
+        poller = LambdaPoller(stack)
+        died = False
+        try:
+            job_id = submit_job(JobRequest(site=site.url("/"), rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+            with dies_after(n) as landed:
+                for _ in range(20):
+                    try:
+                        poller.drain(max_rounds=3000)
+                        break
+                    except Killed:
+                        died = True
+                        # The container is gone: its handler modules, engine and caches with it; its message
+                        # stays in flight until its visibility lapses (the next drain expires it), and by then
+                        # its leases have lapsed too.
+                        poller.close()
+                        with dies_after(None):
+                            adapters_of(stack).store.release_leases(job_id)
+            adapters = adapters_of(stack)
+            store = adapters.store
+            job = store.get_job(job_id)
+            counts, recount = store.counts(job_id), store.recount(job_id)
+            result = json.loads(adapters.documents.get(f"jobs/{job_id}/result.json"))
+            outcome = {
+                "status": job.status if job else None,
+                "counts": counts,
+                "recount": recount,
+                "result": result,
+                "batched": store.batched(job_id),
+            }
+        finally:
+            poller.close()
+    return outcome, landed, died
+
+
+def test_an_uninterrupted_crawl_is_the_baseline() -> None:
+    outcome, landed, died = run(None)
+    assert not died and outcome["batched"]
+    assert outcome["status"] is JobStatus.COMPLETED
+    assert (outcome["counts"].urls_total, outcome["counts"].urls_succeeded) == (PAGES, PAGES)
+    assert outcome["recount"] == outcome["counts"]
+    assert landed.count("PutItem") == PAGES  # (the marks; then the listing, a claim, a settlement)
+    assert len(landed) >= PAGES + 3
+
+
+def test_a_container_killed_after_any_write_leaves_the_job_exact() -> None:
+    _, writes, _ = run(None)
+    for n in range(1, len(writes) + 1):
+        outcome, _, died = run(n)
+        assert died, n
+        counts = outcome["counts"]
+        assert outcome["status"] is JobStatus.COMPLETED, (n, writes[n - 1])
+        assert (counts.urls_total, counts.urls_succeeded, counts.urls_failed) == (PAGES, PAGES, 0), (n, writes[n - 1])
+        assert outcome["recount"] == counts, (n, writes[n - 1])
+        assert outcome["result"]["total_urls"] == PAGES, (n, writes[n - 1])
