@@ -2,17 +2,19 @@
 states, one per settlement for their outcomes, and a small mark per URL that keeps it once in its job.
 
 Why: with an item per URL, a fetched page made three writes of its own item (listed, claimed, settled),
-two of them in transactions that bill each write twice: 7.4 of the 7.4 DynamoDB write units a fetched page
-cost (bench/aws_cost.py), two thirds of what a million pages cost. A batch's pages are listed together,
-claimed together and settled together (a page batch is one message), so each of those writes can be one
-item's for the whole batch; only the mark stays per URL, a plain conditional put of ~100 bytes (one unit),
-because a URL listed by two sitemaps of a job must be counted once, whichever comes first.
+two of them in transactions that bill each write twice: 5 of the 7.35 DynamoDB write units a fetched page
+cost (bench/aws_cost.py; its crawl record, written in the settlement, was 2 more), $4.7 of the $5.3 a
+million pages cost. A batch's pages are listed together, claimed together and settled together (a page
+batch is one message), so each of those writes can be one item's for the whole batch; only the mark stays
+per URL, a plain conditional put of ~100 bytes (one unit), because a URL listed by two sitemaps of a job
+must be counted once, whichever comes first. Kept this way, a fetched page costs 3.7 units ($2.9 a million).
 
 Layout (``pk`` ``JOB#<id>``; the job's other items are DynamoStateStore's):
 
 * ``MARK#<url key>``: the URL is the job's, listed in batch ``bid`` by the sitemap ``sm`` (a digest);
-* ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), a JSON list, deflated;
-* ``BATCH#<bid>#O#<n>``: the final records of the pages a settlement settled, by position in the batch;
+* ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), one a line, deflated;
+* ``BATCH#<bid>#O#<version>#<part>``: the final records of the pages a settlement settled, by position in
+  the batch (a part per 256 KB);
 * ``BATCH#<bid>#S``: the pages' states since listing (status, attempts, retries, error, lease), by
   position, with the item's ``version``; it is written with the records, so it is what says the batch was
   committed.
@@ -27,6 +29,10 @@ holds the sitemap's lease, so the batch that wrote it can no longer commit; a ma
 left to that sitemap's reading. (A URL both listed by another sitemap whose listing crashed and dropped by
 that sitemap's next reading is not recorded: the one loss this layout can make, and it needs a crash and a
 sitemap changing in between.)
+
+A claim reads the marks (eventually consistent: see ``_place``) and the batches, then writes each batch's
+states once; the settlement and the retries that follow write on the version the claim left (``_held``),
+reading it again only when another worker moved it.
 
 Jobs keep the layout they were created with (``layout`` on the job's item): a job created before this
 layout, or with ``HARVEST_STATE_LAYOUT=items``, keeps an item per URL (DynamoStateStore).
