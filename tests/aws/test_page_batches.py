@@ -13,8 +13,8 @@ import pytest
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.page_batches import DynamoBatchStateStore, _sitemap_digest
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus
-from harvester.ports import Lease, PageOutcome, PageRetry
+from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+from harvester.ports import Lease, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -145,8 +145,11 @@ def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_readi
     job_id = new_job(store, "job-crash")
     pages = [page(i) for i in range(10)]
     # A first reading marked the pages, then died before its transaction.
-    assert store._mark(job_id, "dead0000dead0000", _sitemap_digest(sitemap(1).url), pages) == pages
-    held = leased_sitemap(store, job_id, token="second reading")
+    dead = leased_sitemap(store, job_id, token="first reading")
+    assert store._mark(job_id, "dead0000dead0000", _sitemap_digest(sitemap(1).url), pages, dead) == pages
+    store.release_leases(job_id)  # (its lease lapsed)
+    held = lease("second reading")
+    assert store.claim_sitemap(job_id, sitemap(1).url, held, now=NOW) is not None
     recorded = store.record_pages(job_id, sitemap(1).url, pages, checkpoint=10, lease=held)
     assert len(recorded.new) == 10
     assert store.counts(job_id).urls_total == 10 == len(list(store.pages(job_id)))
@@ -160,12 +163,83 @@ def test_another_sitemaps_mark_is_left_to_that_sitemap(aws: AwsAdapters) -> None
     job_id = new_job(store, "job-two")
     pages = [page(i) for i in range(4)]
     # Sitemap 2's listing marked them and has not committed yet (it is still running).
-    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages)
+    second = leased_sitemap(store, job_id, 2, token="t")
+    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages, second)
     first = leased_sitemap(store, job_id, 1)
     assert store.record_pages(job_id, sitemap(1).url, pages, checkpoint=4, lease=first).new == []
-    second = leased_sitemap(store, job_id, 2, token="t")
     assert len(store.record_pages(job_id, sitemap(2).url, pages, checkpoint=4, lease=second).new) == 4
     assert store.counts(job_id).urls_total == 4
+
+
+def test_a_final_sitemaps_uncommitted_mark_is_taken_over(aws: AwsAdapters) -> None:
+    """Sitemap 2's reading marked the pages, died, and sitemap 2 then failed for good: its batch will never
+    commit, so sitemap 1's listing takes the marks over (else the URLs were lost to the job)."""
+    store = aws.store
+    job_id = new_job(store, "job-final")
+    pages = [page(i) for i in range(3)]
+    dying = leased_sitemap(store, job_id, 2, token="t")
+    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages, dying)
+    store.release_sitemap(job_id, sitemap(2).url, dying, error_message="HTTP 503")
+    failed = lease("u")
+    assert store.claim_sitemap(job_id, sitemap(2).url, failed, now=NOW) is not None
+    outcome = SitemapOutcome(status=SitemapStatus.FAILED, error_message="HTTP 503 (gave up after 3 attempts)")
+    assert store.finish_sitemap(job_id, sitemap(2).url, outcome, failed)
+    first = leased_sitemap(store, job_id, 1)
+    assert len(store.record_pages(job_id, sitemap(1).url, pages, checkpoint=3, lease=first).new) == 3
+    assert store.counts(job_id).urls_total == 3
+
+
+def test_a_reading_whose_lease_lapsed_cannot_take_marks_back(aws: AwsAdapters) -> None:
+    """Reading A marked a page and stalled; its lease lapsed and reading B took the sitemap, marking and
+    taking over. A, waking between B's marks and B's commit, must not take them back: B's batch would
+    commit with no mark naming it (its pages counted, never claimable)."""
+    store = aws.store
+    job_id = new_job(store, "job-take")
+    pages = [page(1), page(2)]
+    digest = _sitemap_digest(sitemap(1).url)
+    a, b = DynamoBatchStateStore(store.client, store.table), DynamoBatchStateStore(store.client, store.table)
+    store.add_sitemaps(job_id, [sitemap(1)])
+    la, lb = Lease("A", NOW + 10), Lease("B", NOW + 1000)
+    assert store.claim_sitemap(job_id, sitemap(1).url, la, now=NOW) is not None
+    assert a._mark(job_id, "a" * 16, digest, pages[:1], la) == pages[:1]
+    assert store.claim_sitemap(job_id, sitemap(1).url, lb, now=NOW + 20) is not None  # (A's lease lapsed)
+    commit = b._commit_listing
+
+    def a_wakes_first(*args: Any, **kwargs: Any) -> Any:
+        assert a._mark(job_id, "a" * 16, digest, pages, la) == []
+        return commit(*args, **kwargs)
+
+    b._commit_listing = a_wakes_first  # type: ignore[method-assign]
+    assert len(b.record_pages(job_id, sitemap(1).url, pages, checkpoint=2, lease=lb).new) == 2
+    worker = DynamoBatchStateStore(store.client, store.table)
+    assert len(worker.claim_pages(job_id, [p.url for p in pages], lease("w"), now=NOW + 30)) == 2
+    assert store.counts(job_id).urls_total == 2
+
+
+def test_a_settlement_that_wrote_nothing_to_a_batch_does_not_move_what_it_holds_of_it(aws: AwsAdapters) -> None:
+    """Lease A holds pages of batches X (1, 4) and Y (2); page 1 is claimed again by B after A's lease
+    lapsed. A's settlement of pages 1 and 2 writes Y only; what A holds of X must stay at X's version, or A's
+    later settlement of page 4 would land on B's and put page 1 back to processing (counted twice)."""
+    store = aws.store
+    job_id = new_job(store, "job-held")
+    held = leased_sitemap(store, job_id)
+    store.record_pages(job_id, sitemap(1).url, [page(1), page(4)], checkpoint=2, lease=held)
+    store.record_pages(job_id, sitemap(1).url, [page(2)], checkpoint=3, lease=held)
+    a, b = DynamoBatchStateStore(store.client, store.table), DynamoBatchStateStore(store.client, store.table)
+    la, lb = Lease("A", NOW + 10), Lease("B", NOW + 1000)
+    mine = {r.url: r for r in a.claim_pages(job_id, [page(i).url for i in (1, 4, 2)], la, now=NOW)}
+    theirs = b.claim_pages(job_id, [page(1).url], lb, now=NOW + 20)
+
+    def done(record: SitemapURL) -> PageOutcome:
+        return PageOutcome(record=record.model_copy(update={"status": UrlStatus.COMPLETED}))
+
+    assert a.finish_pages(job_id, [done(mine[page(1).url]), done(mine[page(2).url])], la).applied == [page(2).url]
+    assert b.finish_pages(job_id, [done(theirs[0])], lb).applied == [page(1).url]
+    assert a.finish_pages(job_id, [done(mine[page(4).url])], la).applied == [page(4).url]
+    assert {r.status for r in store.pages(job_id)} == {UrlStatus.COMPLETED}
+    later = DynamoBatchStateStore(store.client, store.table)
+    assert later.claim_pages(job_id, [page(1).url], lease("C"), now=NOW + 2000) == []
+    assert store.counts(job_id).urls_succeeded == 3 and store.recount(job_id) == store.counts(job_id)
 
 
 def test_workers_claiming_pages_of_one_batch_at_once_claim_each_page_once(aws: AwsAdapters) -> None:

@@ -40,7 +40,6 @@ layout, or with ``HARVEST_STATE_LAYOUT=items``, keeps an item per URL (DynamoSta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import uuid
@@ -81,6 +80,8 @@ LAYOUTS = (ITEMS, BATCHES)
 
 #: Marks written at once (each is a request of its own).
 _MARK_THREADS = 16
+#: Leases whose claims a store keeps in memory for their settlement (see ``_leases``).
+_LEASES_KEPT = 64
 #: Tries of a write to a batch's states that other workers of the batch keep moving.
 _STATE_RETRIES = 25
 _FINAL = frozenset({"completed", "failed", "excluded"})
@@ -120,7 +121,9 @@ def _sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[A
 
 
 def _sitemap_digest(sitemap_url: str) -> str:
-    return hashlib.blake2b(sitemap_url.encode(), digest_size=8).hexdigest()
+    """What a mark names its sitemap by: the sitemap record's key (``SITEMAP#<it>``), so a listing can see
+    whether the sitemap of another's mark is final."""
+    return url_key(sitemap_url)
 
 
 @dataclass
@@ -133,6 +136,8 @@ class _Batch:
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
     version: int = 0
+    #: The settlements whose outcome items were read.
+    read: set[int] = field(default_factory=set)
     _positions: dict[str, int] | None = None
 
     def position(self, url: str) -> int | None:
@@ -141,10 +146,17 @@ class _Batch:
         return self._positions.get(url)
 
     def status(self, i: int) -> str:
-        state = self.states.get(str(i))
+        key = str(i)
+        if key in self.outcomes:  # (an outcome is final, whatever states were read beside it)
+            return str(orjson.loads(self.outcomes[key])["status"])
+        state = self.states.get(key)
         if state is not None:
             return str(state["s"])
         return str(orjson.loads(self.records[i]).get("status", "pending"))
+
+    def settled_by(self) -> set[int]:
+        """The settlements (states' versions) whose outcome items the states name."""
+        return {int(state["o"]) for state in self.states.values() if "o" in state}
 
     def body(self, i: int, job_id: str) -> str:
         """The page's record as ``body_of`` writes it."""
@@ -163,7 +175,9 @@ class _Batch:
         state = self.states.get(key)
         return listed if state is None else _applied(listed, state)
 
-    def add_outcomes(self, text: str) -> None:
+    def add_outcomes(self, text: str, sk: str) -> None:
+        """An outcome item's records (``sk``: its sort key, ``BATCH#<bid>#O#<version>#<part>``)."""
+        self.read.add(int(sk.split("#O#")[1].split("#")[0]))
         for line in text.split("\n"):
             i, _, body = line.partition("\t")
             self.outcomes[i] = body
@@ -215,6 +229,9 @@ class DynamoBatchStateStore(DynamoStateStore):
         #: The batches a lease claimed in, as its last write left them (lease token, batch id): its
         #: settlement and retries write on that version without reading it again (a conflict reads it).
         self._held: dict[tuple[str, str], _Batch] = {}
+        #: The leases those are kept for, oldest first: a lease that never settled (its delivery failed) is
+        #: let go once _LEASES_KEPT newer ones came (a container takes one message at a time).
+        self._leases: dict[str, None] = {}
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -272,7 +289,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
-            mine = self._mark(job_id, bid, digest, chunk)
+            mine = self._mark(job_id, bid, digest, chunk, lease)
             moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
@@ -301,9 +318,11 @@ class DynamoBatchStateStore(DynamoStateStore):
             item["version"] = _n(version)
         return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
-    def _mark(self, job_id: str, bid: str, digest: str, chunk: Sequence[PageRecord]) -> list[PageRecord]:
-        """The pages of ``chunk`` that are this batch's: marked now, or marked by a batch of the same sitemap
-        that was never committed (taken over). The others are the job's already (or another sitemap's)."""
+    def _mark(self, job_id: str, bid: str, digest: str, chunk: Sequence[PageRecord], lease: Lease) -> list[PageRecord]:
+        """The pages of ``chunk`` that are this batch's: marked now, or marked by a batch that never committed
+        and never will (taken over): one of this sitemap's (its listing decided again, or a reading that died;
+        this one holds the sitemap's lease now), or one of a sitemap that is final. The others are the job's
+        already, or another sitemap's, still being read."""
         if not chunk:
             return []
         landed = list(self._pool_map(lambda p: self._put_mark(job_id, p.key, bid, digest), chunk))
@@ -311,13 +330,25 @@ class DynamoBatchStateStore(DynamoStateStore):
         if not taken:
             return list(chunk)
         marks = self._marks(job_id, [p.url for p in taken])
-        candidates = {url: other for url, (other, sm) in marks.items() if sm == digest and other != bid}
+        others = {sm for other, sm in marks.values() if sm != digest}
+        done = self._final_sitemaps(job_id, others) if others else set()
+        candidates = {url: other for url, (other, sm) in marks.items() if other != bid and (sm == digest or sm in done)}
         committed = self._committed(job_id, set(candidates.values()))
         lost = {p.url for p in taken}
         for url, other in candidates.items():
-            if other not in committed and self._take_mark(job_id, url_key(url), other, bid):
+            if other not in committed and self._take_mark(job_id, url_key(url), other, bid, digest, lease):
                 lost.discard(url)
         return [p for p in chunk if p.url not in lost]
+
+    def _final_sitemaps(self, job_id: str, keys: set[str]) -> set[str]:
+        """Which of the sitemaps (by record key) are final: their readings will commit nothing more."""
+        items = [self._key(job_id, f"SITEMAP#{key}") for key in keys]
+        final: set[str] = set()
+        for start in range(0, len(items), BATCH_GET):
+            for item in batch_get(self.client, self.table, items[start : start + BATCH_GET]):
+                if item["status"]["S"] not in ("pending", "processing"):
+                    final.add(item["sk"]["S"].removeprefix("SITEMAP#"))
+        return final
 
     def _pool_map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
         with self._lock:
@@ -338,16 +369,39 @@ class DynamoBatchStateStore(DynamoStateStore):
             )
         )
 
-    def _take_mark(self, job_id: str, key: str, old: str, bid: str) -> bool:
-        return conditional(
-            lambda: self.client.update_item(
-                TableName=self.table,
-                Key=self._key(job_id, f"MARK#{key}"),
-                UpdateExpression="SET bid = :bid",
-                ConditionExpression="bid = :old",
-                ExpressionAttributeValues={":bid": _s(bid), ":old": _s(old)},
+    def _take_mark(self, job_id: str, key: str, old: str, bid: str, digest: str, lease: Lease) -> bool:
+        """Moves a mark from batch ``old`` to ours, in one transaction with a check that our sitemap is still
+        ours: a reading whose lease lapsed meanwhile must not take back marks from the one holding it now
+        (their batch would commit with no mark naming it: counted, never claimable)."""
+        condition, values = self._leased(lease)
+        try:
+            self._transact(
+                [
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": self._key(job_id, f"MARK#{key}"),
+                            "UpdateExpression": "SET bid = :bid, sm = :sm",
+                            "ConditionExpression": "bid = :old",
+                            "ExpressionAttributeValues": {":bid": _s(bid), ":sm": _s(digest), ":old": _s(old)},
+                        }
+                    },
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": self._key(job_id, f"SITEMAP#{digest}"),
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                ]
             )
-        )
+        except TransactionFailed as exc:
+            if exc.failed_conditions(2):
+                return False
+            raise
+        return True
 
     def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
         """Each URL's batch and sitemap digest, for the URLs the job has."""
@@ -387,14 +441,17 @@ class DynamoBatchStateStore(DynamoStateStore):
             batch.version = int(states["version"]["N"])
             batches[bid] = batch
         if outcomes:
-            for bid, batch in batches.items():
-                for item in self._query(
-                    KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-                    ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s(f"BATCH#{bid}#O#")},
-                    ConsistentRead=True,
-                ):
-                    batch.add_outcomes(body_text(item))
+            for batch in batches.values():
+                self._read_outcomes(job_id, batch)
         return batches
+
+    def _read_outcomes(self, job_id: str, batch: _Batch) -> None:
+        for item in self._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s(f"BATCH#{batch.bid}#O#")},
+            ConsistentRead=True,
+        ):
+            batch.add_outcomes(body_text(item), item["sk"]["S"])
 
     def _state(self, job_id: str, bid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         item = self._get(job_id, _state_sk(bid))
@@ -475,6 +532,7 @@ class DynamoBatchStateStore(DynamoStateStore):
                         for url in mine:
                             self._placed[(lease.token, url)] = placed[url]
                         self._held[(lease.token, bid)] = batch
+                        self._keep(lease.token)
                     break
                 conflict_pause(min(attempt, 4))
                 fresh = self._state(job_id, bid)
@@ -490,6 +548,18 @@ class DynamoBatchStateStore(DynamoStateStore):
         if missing:
             known.update(self._place(job_id, missing)[0])
         return known
+
+    def _keep(self, token: str) -> None:
+        """Notes the lease as the newest, letting go of what the oldest beyond _LEASES_KEPT hold (the lock held)."""
+        self._leases.pop(token, None)
+        self._leases[token] = None
+        while len(self._leases) > _LEASES_KEPT:
+            old = next(iter(self._leases))
+            del self._leases[old]
+            for key in [key for key in self._placed if key[0] == old]:
+                del self._placed[key]
+            for key in [key for key in self._held if key[0] == old]:
+                del self._held[key]
 
     def _forget(self, lease: Lease, urls: Sequence[str]) -> None:
         """Lets go of what the lease holds of ``urls`` (settled or sent back), and of the batches it holds no
@@ -517,8 +587,9 @@ class DynamoBatchStateStore(DynamoStateStore):
         batch.states, batch.version = read
         return batch
 
-    def _hold(self, lease: Lease, batch: _Batch, states: dict[str, dict[str, Any]]) -> None:
-        batch.states, batch.version = states, batch.version + 1
+    def _hold(self, lease: Lease, batch: _Batch, states: dict[str, dict[str, Any]], *, moved: bool = True) -> None:
+        """Keeps the batch as the lease's write left it (``moved``: the write moved its version on)."""
+        batch.states, batch.version = states, batch.version + (1 if moved else 0)
         with self._lock:
             self._held[(lease.token, batch.bid)] = batch
 
@@ -548,38 +619,42 @@ class DynamoBatchStateStore(DynamoStateStore):
             applied: list[PageOutcome] = []
             held: list[tuple[_Batch, dict[str, dict[str, Any]]]] = []
             for bid, batch_outcomes in by_batch.items():
-                crawls = sum(1 for o in batch_outcomes if site is not None and o.crawl is not None)
-                if items and len(items) + 2 + crawls + 1 > _TRANSACTION_ITEMS:
-                    break  # (the next round takes the rest)
                 batch = self._holding(job_id, bid, lease, records=False)
                 if batch is None:
                     for o in batch_outcomes:
                         pending.pop(o.record.url)
                     continue
-                held.append((batch, states := dict(batch.states)))
-                version = batch.version
+                states, version = dict(batch.states), batch.version
                 finals: dict[str, str] = {}
+                mine: list[PageOutcome] = []
                 for o in batch_outcomes:
                     i = str(placed[o.record.url][1])
                     state = states.get(i)
                     if state is None or state.get("s") != "processing" or state.get("t") != lease.token:
                         pending.pop(o.record.url)  # (no longer ours)
+                        self._forget(lease, [o.record.url])
                         continue
                     states[i] = {"s": o.record.status.value, "o": version + 1}
                     finals[i] = f"{i}\t{pack(body_of(o.record), job_id)}"
-                    applied.append(o)
+                    mine.append(o)
                 if not finals:
-                    continue
+                    continue  # (nothing of ours: the batch is read again by whatever comes next)
+                lines = list(finals.values())
+                parts = _sized(lines, [len(line) for line in lines], len(lines))
+                crawls = [(o.record.url, c) for o in mine if site is not None and (c := o.crawl) is not None]
+                if items and len(items) + 1 + len(parts) + len(crawls) + 1 > _TRANSACTION_ITEMS:
+                    self._hold(lease, batch, batch.states, moved=False)
+                    break  # (the next round takes the rest)
+                held.append((batch, states))
+                applied.extend(mine)
                 items.append(self._state_update(job_id, bid, states, version))
                 roles.append(("state", bid))
-                lines = list(finals.values())
-                for part, run in enumerate(_sized(lines, [len(line) for line in lines], len(lines))):
+                for part, run in enumerate(parts):
                     items.append(self._new_item(job_id, _outcome_sk(bid, version + 1, part), _lines(run), version=None))
                     roles.append(("outcome", bid))
-                for o in batch_outcomes:
-                    if str(placed[o.record.url][1]) in finals and site is not None and o.crawl is not None:
-                        items.append(url_put(self.table, site, o.crawl))
-                        roles.append(("crawl", o.record.url))
+                for url, crawl in crawls:
+                    items.append(url_put(self.table, str(site), crawl))
+                    roles.append(("crawl", url))
             if not items:
                 break
             items.append(
@@ -664,10 +739,14 @@ class DynamoBatchStateStore(DynamoStateStore):
             elif batch is None or batch.bid != bid:
                 continue  # (outcomes or states of a batch whose records are not there: never committed)
             elif rest.startswith("O#"):
-                batch.add_outcomes(body_text(item))
+                batch.add_outcomes(body_text(item), item["sk"]["S"])
             elif rest == "S":
                 batch.states = json.loads(body_text(item))
                 batch.version = int(item["version"]["N"])
+                if not batch.settled_by() <= batch.read:
+                    # A settlement committed between the query's reading of the outcomes and of the states (a
+                    # query is no snapshot of a transaction): its outcomes are read now.
+                    self._read_outcomes(job_id, batch)
                 yield from ((batch, i) for i in range(len(batch.records)))
                 batch = None
 
