@@ -11,7 +11,7 @@ must be counted once, whichever comes first. Kept this way, a fetched page costs
 
 Layout (``pk`` ``JOB#<id>``; the job's other items are DynamoStateStore's):
 
-* ``MARK#<url key>``: the URL is the job's, listed in batch ``bid`` by the sitemap ``sm`` (a digest);
+* ``MARK#<url key>``: the URL is the job's, listed in batch ``bid`` by the sitemap ``sm`` (its record's key);
 * ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), one a line, deflated;
 * ``BATCH#<bid>#O#<version>#<part>``: the final records of the pages a settlement settled, by position in
   the batch (a part per 256 KB);
@@ -23,12 +23,13 @@ A page's record is its outcome when it has one, else its listed record with its 
 a batch sort together (records, outcomes, states), so a reading of the job folds them a batch at a time.
 
 Listing is two steps: the marks (conditional puts, side by side), then one transaction with the records,
-the states, the sitemap's checkpoint and a counter shard. A mark whose batch was never committed (a crash,
-or a listing whose crawl records had moved) is taken over by the next listing of the same sitemap, which
-holds the sitemap's lease, so the batch that wrote it can no longer commit; a mark of another sitemap is
-left to that sitemap's reading. (A URL both listed by another sitemap whose listing crashed and dropped by
-that sitemap's next reading is not recorded: the one loss this layout can make, and it needs a crash and a
-sitemap changing in between.)
+the states, the sitemap's checkpoint and a counter shard. A mark whose batch never committed and never will
+is taken over by the listing that meets it: one of the same sitemap's (a crash, or a listing whose crawl
+records had moved, decided again; the taker holds the sitemap's lease, checked in the takeover's own
+transaction, so the batch that wrote the mark can no longer commit), or one of a sitemap that is final. A
+mark of another sitemap still being read is left to that reading. (A URL marked by a reading that died, and
+dropped by its sitemap's next reading, is not recorded if another sitemap listed it meanwhile: the one loss
+this layout can make; it needs a crash and the sitemap changing in between.)
 
 A claim reads the marks (eventually consistent: see ``_place``) and the batches, then writes each batch's
 states once; the settlement and the retries that follow write on the version the claim left (``_held``),
