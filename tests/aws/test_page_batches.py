@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.page_batches import DynamoBatchStateStore, _sitemap_digest
+from harvester.adapters.aws.page_batches import DynamoBatchStateStore
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
+from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus, url_key
 from harvester.ports import Lease, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -146,7 +146,7 @@ def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_readi
     pages = [page(i) for i in range(10)]
     # A first reading marked the pages, then died before its transaction.
     dead = leased_sitemap(store, job_id, token="first reading")
-    assert store._mark(job_id, "dead0000dead0000", _sitemap_digest(sitemap(1).url), pages, dead) == pages
+    assert store._mark(job_id, "dead0000dead0000", url_key(sitemap(1).url), pages, dead) == pages
     store.release_leases(job_id)  # (its lease lapsed)
     held = lease("second reading")
     assert store.claim_sitemap(job_id, sitemap(1).url, held, now=NOW) is not None
@@ -164,7 +164,7 @@ def test_another_sitemaps_mark_is_left_to_that_sitemap(aws: AwsAdapters) -> None
     pages = [page(i) for i in range(4)]
     # Sitemap 2's listing marked them and has not committed yet (it is still running).
     second = leased_sitemap(store, job_id, 2, token="t")
-    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages, second)
+    store._mark(job_id, "beef0000beef0000", url_key(sitemap(2).url), pages, second)
     first = leased_sitemap(store, job_id, 1)
     assert store.record_pages(job_id, sitemap(1).url, pages, checkpoint=4, lease=first).new == []
     assert len(store.record_pages(job_id, sitemap(2).url, pages, checkpoint=4, lease=second).new) == 4
@@ -178,7 +178,7 @@ def test_a_final_sitemaps_uncommitted_mark_is_taken_over(aws: AwsAdapters) -> No
     job_id = new_job(store, "job-final")
     pages = [page(i) for i in range(3)]
     dying = leased_sitemap(store, job_id, 2, token="t")
-    store._mark(job_id, "beef0000beef0000", _sitemap_digest(sitemap(2).url), pages, dying)
+    store._mark(job_id, "beef0000beef0000", url_key(sitemap(2).url), pages, dying)
     store.release_sitemap(job_id, sitemap(2).url, dying, error_message="HTTP 503")
     failed = lease("u")
     assert store.claim_sitemap(job_id, sitemap(2).url, failed, now=NOW) is not None
@@ -196,17 +196,17 @@ def test_a_reading_whose_lease_lapsed_cannot_take_marks_back(aws: AwsAdapters) -
     store = aws.store
     job_id = new_job(store, "job-take")
     pages = [page(1), page(2)]
-    digest = _sitemap_digest(sitemap(1).url)
+    sitemap_key = url_key(sitemap(1).url)
     a, b = DynamoBatchStateStore(store.client, store.table), DynamoBatchStateStore(store.client, store.table)
     store.add_sitemaps(job_id, [sitemap(1)])
     la, lb = Lease("A", NOW + 10), Lease("B", NOW + 1000)
     assert store.claim_sitemap(job_id, sitemap(1).url, la, now=NOW) is not None
-    assert a._mark(job_id, "a" * 16, digest, pages[:1], la) == pages[:1]
+    assert a._mark(job_id, "a" * 16, sitemap_key, pages[:1], la) == pages[:1]
     assert store.claim_sitemap(job_id, sitemap(1).url, lb, now=NOW + 20) is not None  # (A's lease lapsed)
     commit = b._commit_listing
 
     def a_wakes_first(*args: Any, **kwargs: Any) -> Any:
-        assert a._mark(job_id, "a" * 16, digest, pages, la) == []
+        assert a._mark(job_id, "a" * 16, sitemap_key, pages, la) == []
         return commit(*args, **kwargs)
 
     b._commit_listing = a_wakes_first  # type: ignore[method-assign]

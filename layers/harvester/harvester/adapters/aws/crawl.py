@@ -93,17 +93,20 @@ def conditional(write: Callable[[], object]) -> bool:
 def batch_get(
     client: Any, table: str, keys: list[dict[str, Any]], *, consistent: bool = True
 ) -> Iterator[dict[str, Any]]:
-    """The items of up to 100 keys, read in one BatchGetItem (and again for any DynamoDB left unprocessed,
-    with a back-off), in no particular order; consistently unless told (half the read units)."""
-    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": consistent}}
-    for attempt in range(_UNPROCESSED_RETRIES):
-        response = client.batch_get_item(RequestItems=request)
-        yield from response.get("Responses", {}).get(table, [])
-        request = response.get("UnprocessedKeys") or {}
-        if not request:
-            return
-        time.sleep(random.uniform(0, 0.05 * 2**attempt))
-    raise RuntimeError(f"DynamoDB kept {len(request[table]['Keys'])} keys unprocessed")
+    """The items of ``keys``, read with one BatchGetItem per 100 (and again for any DynamoDB left
+    unprocessed, with a back-off), a hundred at a time as asked for, in no particular order; consistently
+    unless told (half the read units)."""
+    for start in range(0, len(keys), BATCH_GET):
+        request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET], "ConsistentRead": consistent}}
+        for attempt in range(_UNPROCESSED_RETRIES):
+            response = client.batch_get_item(RequestItems=request)
+            yield from response.get("Responses", {}).get(table, [])
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+        else:
+            raise RuntimeError(f"DynamoDB kept {len(request[table]['Keys'])} keys unprocessed")
 
 
 def url_put(table: str, site: str, record: CrawlWrite) -> dict[str, Any]:
@@ -119,13 +122,11 @@ class DynamoCrawlDatabase:
         return conditional(lambda: self.client.put_item(**request["Put"]))
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        unique = list(dict.fromkeys(urls))
+        keys = [url_item_key(site, u) for u in dict.fromkeys(urls)]
         found: dict[str, CrawlRecord] = {}
-        for start in range(0, len(unique), BATCH_GET):
-            keys = [url_item_key(site, u) for u in unique[start : start + BATCH_GET]]
-            for item in batch_get(self.client, self.table, keys):
-                record = CrawlRecord.model_validate_json(body_text(item))
-                found[record.url] = record
+        for item in batch_get(self.client, self.table, keys):
+            record = CrawlRecord.model_validate_json(body_text(item))
+            found[record.url] = record
         return found
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from harvester.adapters.aws.crawl import BATCH_GET, CONFLICT_RETRIES, batch_get, conditional, conflict_pause, url_put
+from harvester.adapters.aws.crawl import CONFLICT_RETRIES, batch_get, conditional, conflict_pause, url_put
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
 from harvester.model import accounting
@@ -618,12 +618,10 @@ class DynamoStateStore:
         by_sk = {f"URL#{url_key(url)}": url for url in dict.fromkeys(urls)}
         claimed: dict[str, SitemapURL] = {}
         sks = list(by_sk)
-        for start in range(0, len(sks), BATCH_GET):
-            keys = [self._key(job_id, sk) for sk in sks[start : start + BATCH_GET]]
-            for item in batch_get(self.client, self.table, keys):
-                move = self._claim_move(job_id, item, SitemapURL, lease, now)
-                if move is not None and self._conditional(move[1]):
-                    claimed[item["sk"]["S"]] = move[0]
+        for item in batch_get(self.client, self.table, [self._key(job_id, sk) for sk in sks]):
+            move = self._claim_move(job_id, item, SitemapURL, lease, now)
+            if move is not None and self._conditional(move[1]):
+                claimed[item["sk"]["S"]] = move[0]
         return [claimed[sk] for sk in sks if sk in claimed]
 
     def _page_update(self, job_id: str, page: SitemapURL, lease: Lease) -> dict[str, Any]:
@@ -683,13 +681,10 @@ class DynamoStateStore:
         is left out and the others moved again."""
         by_sk = {f"URL#{url_key(r.url)}": r for r in reversed(retries)}  # (the first retry of a URL)
         moves: dict[str, dict[str, Any]] = {}
-        sks = list(by_sk)
-        for start in range(0, len(sks), BATCH_GET):
-            keys = [self._key(job_id, sk) for sk in sks[start : start + BATCH_GET]]
-            for item in batch_get(self.client, self.table, keys):
-                retry = by_sk[item["sk"]["S"]]
-                page = SitemapURL.model_validate_json(unpack(body_text(item), job_id))
-                moves[retry.url] = self._page_update(job_id, accounting.retried_page(page, retry), lease)
+        for item in batch_get(self.client, self.table, [self._key(job_id, sk) for sk in by_sk]):
+            retry = by_sk[item["sk"]["S"]]
+            page = SitemapURL.model_validate_json(unpack(body_text(item), job_id))
+            moves[retry.url] = self._page_update(job_id, accounting.retried_page(page, retry), lease)
         applied: set[str] = set()
         pending = list(moves.items())
         room = _TRANSACTION_ITEMS - 1

@@ -52,7 +52,7 @@ from typing import Any
 
 import orjson
 
-from harvester.adapters.aws.crawl import BATCH_GET, batch_get, conditional, conflict_pause, url_put
+from harvester.adapters.aws.crawl import batch_get, conditional, conflict_pause, url_put
 from harvester.adapters.aws.dynamodb import (
     _TRANSACTION_ITEMS,
     DynamoStateStore,
@@ -67,6 +67,7 @@ from harvester.model.records import (
     CrawlWrite,
     JobCounts,
     PageRecord,
+    SitemapStatus,
     SitemapURL,
     UrlStatus,
     body_of,
@@ -85,7 +86,6 @@ _MARK_THREADS = 16
 _LEASES_KEPT = 64
 #: Tries of a write to a batch's states that other workers of the batch keep moving.
 _STATE_RETRIES = 25
-_FINAL = frozenset({"completed", "failed", "excluded"})
 
 
 def _batch_sk(bid: str) -> str:
@@ -119,12 +119,6 @@ def _sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[A
     if run:
         runs.append(run)
     return runs
-
-
-def _sitemap_digest(sitemap_url: str) -> str:
-    """What a mark names its sitemap by: the sitemap record's key (``SITEMAP#<it>``), so a listing can see
-    whether the sitemap of another's mark is final."""
-    return url_key(sitemap_url)
 
 
 @dataclass
@@ -182,6 +176,11 @@ class _Batch:
         for line in text.split("\n"):
             i, _, body = line.partition("\t")
             self.outcomes[i] = body
+
+
+def _states_of(item: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], int]:
+    """A states item's pages' states and its version."""
+    return json.loads(body_text(item)), int(item["version"]["N"])
 
 
 def _lines(bodies: Sequence[str]) -> str:
@@ -283,14 +282,14 @@ class DynamoBatchStateStore(DynamoStateStore):
         recorded = Recorded()
         packed = {p.url: pack(body_of(p), job_id) for p in unique}
         chunks = _sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
-        digest = _sitemap_digest(sitemap_url)
+        sitemap_key = url_key(sitemap_url)  # (a mark names its sitemap by its record's key)
         for n, chunk in enumerate(chunks):
             sitemap = self._leased_sitemap(job_id, sitemap_url, lease)
             last = n == len(chunks) - 1
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
-            mine = self._mark(job_id, bid, digest, chunk, lease)
+            mine = self._mark(job_id, bid, sitemap_key, chunk, lease)
             moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
@@ -319,37 +318,36 @@ class DynamoBatchStateStore(DynamoStateStore):
             item["version"] = _n(version)
         return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
-    def _mark(self, job_id: str, bid: str, digest: str, chunk: Sequence[PageRecord], lease: Lease) -> list[PageRecord]:
+    def _mark(
+        self, job_id: str, bid: str, sitemap_key: str, chunk: Sequence[PageRecord], lease: Lease
+    ) -> list[PageRecord]:
         """The pages of ``chunk`` that are this batch's: marked now, or marked by a batch that never committed
         and never will (taken over): one of this sitemap's (its listing decided again, or a reading that died;
         this one holds the sitemap's lease now), or one of a sitemap that is final. The others are the job's
         already, or another sitemap's, still being read."""
         if not chunk:
             return []
-        landed = list(self._pool_map(lambda p: self._put_mark(job_id, p.key, bid, digest), chunk))
+        landed = list(self._pool_map(lambda p: self._put_mark(job_id, p.key, bid, sitemap_key), chunk))
         taken = [p for p, ok in zip(chunk, landed, strict=True) if not ok]
         if not taken:
             return list(chunk)
         marks = self._marks(job_id, [p.url for p in taken])
-        others = {sm for other, sm in marks.values() if sm != digest}
+        others = {sm for other, sm in marks.values() if sm != sitemap_key}
         done = self._final_sitemaps(job_id, others) if others else set()
-        candidates = {url: other for url, (other, sm) in marks.items() if other != bid and (sm == digest or sm in done)}
+        candidates = {
+            url: other for url, (other, sm) in marks.items() if other != bid and (sm == sitemap_key or sm in done)
+        }
         committed = self._committed(job_id, set(candidates.values()))
         lost = {p.url for p in taken}
         for url, other in candidates.items():
-            if other not in committed and self._take_mark(job_id, url_key(url), other, bid, digest, lease):
+            if other not in committed and self._take_mark(job_id, url_key(url), other, bid, sitemap_key, lease):
                 lost.discard(url)
         return [p for p in chunk if p.url not in lost]
 
     def _final_sitemaps(self, job_id: str, keys: set[str]) -> set[str]:
         """Which of the sitemaps (by record key) are final: their readings will commit nothing more."""
-        items = [self._key(job_id, f"SITEMAP#{key}") for key in keys]
-        final: set[str] = set()
-        for start in range(0, len(items), BATCH_GET):
-            for item in batch_get(self.client, self.table, items[start : start + BATCH_GET]):
-                if item["status"]["S"] not in ("pending", "processing"):
-                    final.add(item["sk"]["S"].removeprefix("SITEMAP#"))
-        return final
+        items = batch_get(self.client, self.table, [self._key(job_id, f"SITEMAP#{key}") for key in keys])
+        return {i["sk"]["S"].removeprefix("SITEMAP#") for i in items if SitemapStatus(i["status"]["S"]).final}
 
     def _pool_map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
         with self._lock:
@@ -357,11 +355,11 @@ class DynamoBatchStateStore(DynamoStateStore):
                 self._pool = ThreadPoolExecutor(max_workers=_MARK_THREADS, thread_name_prefix="marks")
         return self._pool.map(fn, items)
 
-    def _put_mark(self, job_id: str, key: str, bid: str, digest: str) -> bool:
+    def _put_mark(self, job_id: str, key: str, bid: str, sitemap_key: str) -> bool:
         item = {
             **self._key(job_id, f"MARK#{key}"),
             "bid": _s(bid),
-            "sm": _s(digest),
+            "sm": _s(sitemap_key),
             "expires_at": self._expires(),
         }
         return conditional(
@@ -370,7 +368,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             )
         )
 
-    def _take_mark(self, job_id: str, key: str, old: str, bid: str, digest: str, lease: Lease) -> bool:
+    def _take_mark(self, job_id: str, key: str, old: str, bid: str, sitemap_key: str, lease: Lease) -> bool:
         """Moves a mark from batch ``old`` to ours, in one transaction with a check that our sitemap is still
         ours: a reading whose lease lapsed meanwhile must not take back marks from the one holding it now
         (their batch would commit with no mark naming it: counted, never claimable)."""
@@ -384,13 +382,13 @@ class DynamoBatchStateStore(DynamoStateStore):
                             "Key": self._key(job_id, f"MARK#{key}"),
                             "UpdateExpression": "SET bid = :bid, sm = :sm",
                             "ConditionExpression": "bid = :old",
-                            "ExpressionAttributeValues": {":bid": _s(bid), ":sm": _s(digest), ":old": _s(old)},
+                            "ExpressionAttributeValues": {":bid": _s(bid), ":sm": _s(sitemap_key), ":old": _s(old)},
                         }
                     },
                     {
                         "ConditionCheck": {
                             "TableName": self.table,
-                            "Key": self._key(job_id, f"SITEMAP#{digest}"),
+                            "Key": self._key(job_id, f"SITEMAP#{sitemap_key}"),
                             "ConditionExpression": condition,
                             "ExpressionAttributeNames": {"#status": "status"},
                             "ExpressionAttributeValues": values,
@@ -405,41 +403,32 @@ class DynamoBatchStateStore(DynamoStateStore):
         return True
 
     def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
-        """Each URL's batch and sitemap digest, for the URLs the job has."""
+        """Each URL's batch and its sitemap's record key, for the URLs the job has."""
         by_key = {url_key(url): url for url in urls}
         keys = [self._key(job_id, f"MARK#{key}") for key in by_key]
         marks: dict[str, tuple[str, str]] = {}
-        for start in range(0, len(keys), BATCH_GET):
-            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET], consistent=consistent):
-                url = by_key[item["sk"]["S"].removeprefix("MARK#")]
-                marks[url] = (item["bid"]["S"], item["sm"]["S"])
+        for item in batch_get(self.client, self.table, keys, consistent=consistent):
+            url = by_key[item["sk"]["S"].removeprefix("MARK#")]
+            marks[url] = (item["bid"]["S"], item["sm"]["S"])
         return marks
 
     def _committed(self, job_id: str, bids: set[str]) -> set[str]:
-        keys = [self._key(job_id, _state_sk(bid)) for bid in bids]
-        found: set[str] = set()
-        for start in range(0, len(keys), BATCH_GET):
-            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET]):
-                found.add(item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))
-        return found
+        items = batch_get(self.client, self.table, [self._key(job_id, _state_sk(bid)) for bid in bids])
+        return {item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S") for item in items}
 
     # reading batches ------------------------------------------------------------------------------
 
     def _batches(self, job_id: str, bids: set[str], *, outcomes: bool) -> dict[str, _Batch]:
         """The batches ``bids`` (records and states; with ``outcomes``, their outcomes too)."""
         keys = [self._key(job_id, sk) for bid in bids for sk in (_batch_sk(bid), _state_sk(bid))]
-        items: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(keys), BATCH_GET):
-            for item in batch_get(self.client, self.table, keys[start : start + BATCH_GET]):
-                items[item["sk"]["S"]] = item
+        items = {item["sk"]["S"]: item for item in batch_get(self.client, self.table, keys)}
         batches: dict[str, _Batch] = {}
         for bid in bids:
             records, states = items.get(_batch_sk(bid)), items.get(_state_sk(bid))
             if records is None or states is None:
                 continue  # (never committed)
             batch = _Batch(bid, body_text(records).split("\n"))
-            batch.states = json.loads(body_text(states))
-            batch.version = int(states["version"]["N"])
+            batch.states, batch.version = _states_of(states)
             batches[bid] = batch
         if outcomes:
             for batch in batches.values():
@@ -456,9 +445,7 @@ class DynamoBatchStateStore(DynamoStateStore):
 
     def _state(self, job_id: str, bid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         item = self._get(job_id, _state_sk(bid))
-        if item is None:
-            return None
-        return json.loads(body_text(item)), int(item["version"]["N"])
+        return None if item is None else _states_of(item)
 
     def _state_update(self, job_id: str, bid: str, states: Mapping[str, Any], version: int) -> dict[str, Any]:
         return {
@@ -742,8 +729,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             elif rest.startswith("O#"):
                 batch.add_outcomes(body_text(item), item["sk"]["S"])
             elif rest == "S":
-                batch.states = json.loads(body_text(item))
-                batch.version = int(item["version"]["N"])
+                batch.states, batch.version = _states_of(item)
                 if not batch.settled_by() <= batch.read:
                     # A settlement committed between the query's reading of the outcomes and of the states (a
                     # query is no snapshot of a transaction): its outcomes are read now.
@@ -789,14 +775,11 @@ class DynamoBatchStateStore(DynamoStateStore):
             if not item["sk"]["S"].endswith("#S"):
                 continue
             bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
+            read: tuple[dict[str, dict[str, Any]], int] | None = _states_of(item)
             for attempt in range(_STATE_RETRIES):
-                states = json.loads(body_text(item)) if attempt == 0 else None
-                version = int(item["version"]["N"]) if attempt == 0 else 0
-                if states is None:
-                    read = self._state(job_id, bid)
-                    if read is None:
-                        break
-                    states, version = read
+                if read is None:
+                    break
+                states, version = read
                 leased = [i for i, s in states.items() if s.get("s") == "processing" and float(s.get("u", 0)) > 0]
                 if not leased:
                     break
@@ -806,4 +789,5 @@ class DynamoBatchStateStore(DynamoStateStore):
                     released += len(leased)
                     break
                 conflict_pause(min(attempt, 4))
+                read = self._state(job_id, bid)
         return released
