@@ -6,7 +6,7 @@ batching work that is to meet them needs a figure to start from, the same figure
 and a map of where the requests come from. This script is that figure: it counts what a crawl costs, it
 changes nothing in the engine.
 
-    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json]
+    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json] [--layout pointers ...]
 
 What runs: a demo site of ``--pages`` pages (harvester.demo.live.LiveSite, served on 127.0.0.1) is crawled
 twice through the AWS path of bench/_aws_path.py (template.yaml translated with samtranslator and created in
@@ -16,8 +16,11 @@ botocore's ``_make_api_call`` and counted by service and operation; each is also
 bills, and those units are priced with ``PRICES`` below. The layout issue 11 started from, one S3 object per
 page (``--output files``) and an item per URL for the job's state (``StateLayout=items``), is the named
 baseline "loose objects (today)"; ``item_layout`` crawls the same site with one WARC object (and its CDXJ)
-per page batch but the state still an item per URL, and ``batched_layout`` with the defaults, WARC and the
-state kept a listed batch at a time (adapters/aws/page_batches.py); their columns are printed beside it.
+per page batch but the state still an item per URL, ``batched_layout`` with WARC and the state kept a listed
+batch at a time (``StateLayout=batches``, adapters/aws/page_batches.py), and ``pointer_layout`` with the
+defaults, the batch layout whose per-URL marks are the crawl database's pointers and whose crawl records are
+kept a batch at a time too (``StateLayout=pointers``, adapters/aws/page_pointers.py); their columns are
+printed beside it (``--layout`` picks some).
 
 Denominators: the first crawl's figures are per fetched page (the site's page requests answered 200), the
 re-crawl's per listed page (it fetches none). The request target counts every billed request: the handlers'
@@ -525,10 +528,20 @@ def item_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout
     return _layout("WARC, item per URL", "warc", pages, where=where, delay=delay, state="items")
 
 
-def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout | None:
-    """The batched layout (the defaults: ``--output warc``, ``StateLayout=batches``): each page batch's captures
-    in one WARC object, the job's state of its pages in a few items."""
-    return _layout("WARC per batch", "warc", pages, where=where, delay=delay)
+def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+    """The batched layout (``--output warc``, ``StateLayout=batches``): each page batch's captures in one WARC
+    object, the job's state of its pages in a few items, a mark and a crawl record per URL."""
+    return _layout("WARC per batch", "warc", pages, where=where, delay=delay, state="batches")
+
+
+def pointer_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+    """The batched layout with each URL's mark its pointer in the crawl database (``StateLayout=pointers``): the
+    crawl records kept a listed batch at a time too."""
+    return _layout("WARC, pointers", "warc", pages, where=where, delay=delay, state="pointers")
+
+
+#: The layouts by their ``--layout`` names, in the order they are printed.
+LAYOUTS = {"loose": loose_objects, "items": item_layout, "batches": batched_layout, "pointers": pointer_layout}
 
 
 def _layout(name: str, output: str, pages: int, *, where: bool, delay: float, state: str = "batches") -> Layout:
@@ -667,8 +680,6 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: f
         harness = dict(crawl.tally.harness)
         if harness:
             print(f"  ({layout.name}, {crawl.name}: the poller harness's calls left out, billed as nothing: {harness})")
-    if len(layouts) == 1:
-        print("  (a batched layout has no figures yet: batched_layout() is where they will come from)")
 
     if where:
         report_where(columns, top)
@@ -734,12 +745,14 @@ def main() -> None:
         help="the job's rate_limit_delay, seconds between requests to the host (default: none, the cost of the"
         " work itself; a polite crawl's pages wait for their host's turns, and what a wait costs shows here)",
     )
+    parser.add_argument(
+        "--layout",
+        action="append",
+        choices=list(LAYOUTS),
+        help="only this layout (repeatable; default: all four, the baseline first)",
+    )
     args = parser.parse_args()
-    layouts = [loose_objects(args.pages, where=args.where, delay=args.delay)]
-    layouts.append(item_layout(args.pages, where=args.where, delay=args.delay))
-    batched = batched_layout(args.pages, where=args.where, delay=args.delay)
-    if batched is not None:
-        layouts.append(batched)
+    layouts = [LAYOUTS[name](args.pages, where=args.where, delay=args.delay) for name in args.layout or LAYOUTS]
     if args.json:
         print(json.dumps(figures(layouts)))
         return

@@ -23,8 +23,12 @@ SITE = "https://example.com/"
 
 @pytest.fixture
 def aws(deployed_stack: Any) -> AwsAdapters:
+    """The stack's adapters with a store creating jobs in the batch layout (whatever the stack's default: the
+    pointer layout has tests/aws/test_page_pointers.py)."""
     stack, _ = deployed_stack
-    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+    adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
+    adapters.store = DynamoBatchStateStore(adapters.store.client, adapters.store.table, layout="batches")  # type: ignore[assignment]
+    return adapters
 
 
 def items_store(aws: AwsAdapters) -> DynamoBatchStateStore:

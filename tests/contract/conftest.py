@@ -42,7 +42,7 @@ def messages_in(queue: str, body: str) -> list[Message]:
     return [MODELS[queue].model_validate_json(body)]
 
 
-@pytest.fixture(params=["local", "aws", "aws-items"])
+@pytest.fixture(params=["local", "aws", "aws-items", "aws-pointers"])
 def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     """The local store, and the AWS one in both of its page layouts: jobs created before the batch layout
     (``aws-items``, an item per URL) keep theirs, so both must keep the contract."""
@@ -76,8 +76,8 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
         return
     stack, _ = request.getfixturevalue("deployed_stack")
     environment = dict(stack.function("PageFunction").environment)
-    if name == "aws-items":
-        environment["HARVEST_STATE_LAYOUT"] = "items"
+    if name in ("aws-items", "aws-pointers"):
+        environment["HARVEST_STATE_LAYOUT"] = name.removeprefix("aws-")
     adapters = AwsAdapters.from_env(environment)
     calls: dict[str, int] = {}
 

@@ -15,7 +15,8 @@ from botocore.config import Config
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.host_gate import DynamoHostGate
-from harvester.adapters.aws.page_batches import BATCHES, DynamoBatchStateStore
+from harvester.adapters.aws.page_batches import BATCHES
+from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
@@ -75,7 +76,7 @@ class AwsResources:
 class AwsAdapters:
     resources: AwsResources
     sqs: Any
-    store: DynamoBatchStateStore
+    store: DynamoPointerStateStore
     queue: SqsTaskQueue
     documents: S3DocumentStore
     warcs: S3WarcStore
@@ -89,14 +90,16 @@ class AwsAdapters:
         sqs = session.client("sqs", config=BOTO_CONFIG)
         s3 = session.client("s3", config=BOTO_CONFIG)
         dynamodb = session.client("dynamodb", config=BOTO_CONFIG)
+        crawldb = DynamoCrawlDatabase(dynamodb, resources.state_table)
         return cls(
             resources=resources,
             sqs=sqs,
-            store=DynamoBatchStateStore(
+            store=DynamoPointerStateStore(
                 dynamodb,
                 resources.state_table,
                 retention_days=resources.retention_days,
                 layout=resources.state_layout,
+                pointers=crawldb.pointers,  # (a listing's lookup is remembered for its writes)
             ),
             queue=SqsTaskQueue(
                 sqs,
@@ -108,6 +111,6 @@ class AwsAdapters:
             ),
             documents=S3DocumentStore(s3, resources.document_bucket),
             warcs=S3WarcStore(s3, resources.document_bucket),
-            crawldb=DynamoCrawlDatabase(dynamodb, resources.state_table),
+            crawldb=crawldb,
             gate=DynamoHostGate(dynamodb, resources.state_table),
         )

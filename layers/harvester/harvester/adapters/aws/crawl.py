@@ -2,15 +2,17 @@
 
 Layout (``pk`` / ``sk``):
 
-* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: a URL's crawl record, ``h`` being the first hex digit of the
-  URL key, so that a site's URLs spread over 16 partitions (a busy site's page workers do not all write
-  one partition) and a scan of the site is 16 queries;
+* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: a URL's item, ``h`` being the first hex digit of the URL key, so
+  that a site's URLs spread over 16 partitions (a busy site's page workers do not all write one partition)
+  and a scan of the site is 16 queries. It holds the URL's record written whole (``body``), or points into
+  the crawl batches of the listings that hold it (crawl_pointers.py: the pointer layout's, beside them in
+  the same partitions);
 * ``CRAWL#<site>`` / ``SITEMAP#<url key>``: the last complete reading of a sitemap;
 * ``CRAWL#<site>`` / ``SITE``: lastmod trust.
 
 Records are stored as their JSON ``body`` (deflated: item_body.py) with a ``version``; a versioned write
-is a Put conditioned on the version it was computed from (``attribute_not_exists(pk)`` for a new record),
-so it can ride in the same transaction as the job's records.
+is conditioned on the version it was computed from (``attribute_not_exists(pk)`` for a new record), so it
+can ride in the same transaction as the job's records.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from harvester.adapters.aws.crawl_pointers import Pointers, pointer_key, url_shard, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import CrawlWrite, body_of, url_key
@@ -41,12 +44,7 @@ URL_SHARDS = "0123456789abcdef"
 
 
 def url_item_key(site: str, url: str) -> dict[str, Any]:
-    key = url_key(url)
-    return {"pk": _shard_pk(site, key[0]), "sk": _s(f"URL#{key}")}
-
-
-def _shard_pk(site: str, shard: str) -> dict[str, str]:
-    return _s(f"CRAWL#{site}#{shard}")
+    return pointer_key(site, url)
 
 
 def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> dict[str, Any]:
@@ -114,39 +112,66 @@ def url_put(table: str, site: str, record: CrawlWrite) -> dict[str, Any]:
 
 
 class DynamoCrawlDatabase:
+    """URL records read through their pointers (crawl_pointers: a record written whole is read as it is)."""
+
     def __init__(self, client: Any, table: str) -> None:
+
         self.client = client
         self.table = table
+        self.pointers = Pointers(client, table)
 
     def _conditional_put(self, request: dict[str, Any]) -> bool:
+        if "Update" in request:
+            return conditional(lambda: self.client.update_item(**request["Update"]))
         return conditional(lambda: self.client.put_item(**request["Put"]))
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        keys = [url_item_key(site, u) for u in dict.fromkeys(urls)]
-        found: dict[str, CrawlRecord] = {}
-        for item in batch_get(self.client, self.table, keys):
-            record = CrawlRecord.model_validate_json(body_text(item))
-            found[record.url] = record
-        return found
+        found = self.pointers.read(site, urls)
+        return {url: p.record for url, p in found.items() if p.record is not None}
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
-        return [r.url for r in records if not self._conditional_put(url_put(self.table, site, r))]
+        """Each record written whole on its pointer; a record whose pointer names another job's batch goes
+        with what moving it away needs (crawl_pointers: in one transaction), on the reading of it this
+        container made (the orphan pass's), else one made now."""
+        stale: list[str] = []
+        for record in records:
+            pointer = self.pointers.mover_base(site, record, strict=False)
+            if pointer is False:
+                stale.append(record.url)
+                continue
+            put = whole_write(self.table, site, record)
+            guards = self.pointers.guards(site, [pointer], mover="") if pointer is not None else []
+            if not guards:
+                if not self._conditional_put(put):
+                    stale.append(record.url)
+                continue
+            if not self._guarded_put(put, [guard for guard, _ in guards]):
+                stale.append(record.url)
+        return stale
+
+    def _guarded_put(self, put: dict[str, Any], guards: list[dict[str, Any]]) -> bool:
+        """The put with its guards in one transaction: False when the record moved on, or one of the batches
+        it guards did (a batch committed, a page settled): the caller reads it again and decides again."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                self.client.transact_write_items(TransactItems=[put, *guards])
+                return True
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+                if "ConditionalCheckFailed" in reasons:
+                    return False
+                if "TransactionConflict" not in reasons:
+                    raise
+            conflict_pause(attempt)
+        return False
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
-        paginator = self.client.get_paginator("query")
-        for shard in URL_SHARDS:
-            pages = paginator.paginate(
-                TableName=self.table,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": _shard_pk(site, shard)},
-                ProjectionExpression="body",
-                ConsistentRead=True,  # the orphan pass must see every listing written before it
-            )
-            for page in pages:
-                for item in page.get("Items", []):
-                    record = CrawlRecord.model_validate_json(body_text(item))
-                    if unless_listed_by is None or record.last_listed_job != unless_listed_by:
-                        yield record
+        # (read consistently: the orphan pass must see every listing written before it)
+        for pointer in self.pointers.site_pointers(site, unless_listed_by=unless_listed_by):
+            assert pointer.record is not None
+            yield pointer.record
 
     def count_urls(self, site: str) -> int | None:
         """0 for a site with no URL record, told by a one-item read of each shard; None for one with some,
@@ -156,8 +181,8 @@ class DynamoCrawlDatabase:
         for shard in URL_SHARDS:
             found = self.client.query(
                 TableName=self.table,
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": _shard_pk(site, shard)},
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :url)",
+                ExpressionAttributeValues={":pk": url_shard(site, shard), ":url": _s("URL#")},
                 ProjectionExpression="pk",
                 Limit=1,
                 ConsistentRead=True,  # (the orphan pass skips a site it is told is empty)

@@ -78,6 +78,8 @@ from harvester.ports import Checkpoint, Lease, PageOutcome, PageRetry, Recorded,
 #: The layouts of a job's pages (``layout`` on the job's item; absent: items).
 ITEMS = "items"
 BATCHES = "batches"
+#: (page_pointers: the batch layout with pointers for marks)
+POINTERS = "pointers"
 LAYOUTS = (ITEMS, BATCHES)
 
 #: Marks written at once (each is a request of its own).
@@ -86,6 +88,10 @@ _MARK_THREADS = 16
 _LEASES_KEPT = 64
 #: Tries of a write to a batch's states that other workers of the batch keep moving.
 _STATE_RETRIES = 25
+
+
+#: The key of a states item's positions whose crawl record another writer moved since the listing (a list).
+MOVED = "x"
 
 
 def _batch_sk(bid: str) -> str:
@@ -122,6 +128,19 @@ def _sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[A
 
 
 @dataclass
+class Listing:
+    """A listed chunk's pages that are its batch's, the items its transaction writes beside the batch's (each
+    with its role and URL: a failed ``crawl`` role makes its URL stale), or, before any, the URLs found stale."""
+
+    mine: list[PageRecord]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    roles: list[tuple[str, str]] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    #: What the transaction must guard beside its items, for a whole transaction at once (see ``_guards``).
+    guarded: list[Any] = field(default_factory=list)
+
+
+@dataclass
 class _Batch:
     """A batch as read: its listed records (packed bodies, in order), the states and final records (packed) of
     the pages that moved since, by position, and its states' version."""
@@ -151,7 +170,7 @@ class _Batch:
 
     def settled_by(self) -> set[int]:
         """The settlements (states' versions) whose outcome items the states name."""
-        return {int(state["o"]) for state in self.states.values() if "o" in state}
+        return {int(state["o"]) for i, state in self.states.items() if i != MOVED and "o" in state}
 
     def body(self, i: int, job_id: str) -> str:
         """The page's record as ``body_of`` writes it."""
@@ -179,8 +198,12 @@ class _Batch:
 
 
 def _states_of(item: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], int]:
-    """A states item's pages' states and its version."""
-    return json.loads(body_text(item)), int(item["version"]["N"])
+    """A states item's pages' states and its version (with, under ``MOVED``, its positions other writers
+    moved: an attribute of their own, which those writers add to)."""
+    states = json.loads(body_text(item))
+    if "moved" in item:
+        states[MOVED] = sorted(item["moved"]["SS"], key=int)
+    return states, int(item["version"]["N"])
 
 
 def _lines(bodies: Sequence[str]) -> str:
@@ -218,12 +241,15 @@ def _state_of(record: SitemapURL, lease: Lease | None = None) -> dict[str, Any]:
 class DynamoBatchStateStore(DynamoStateStore):
     """DynamoStateStore with the pages of new jobs kept a listed batch at a time (module docstring)."""
 
+    #: The layouts it can create jobs in.
+    layouts: tuple[str, ...] = LAYOUTS
+
     def __init__(self, client: Any, table: str, *, retention_days: int = 30, layout: str = BATCHES) -> None:
         super().__init__(client, table, retention_days=retention_days)
-        if layout not in LAYOUTS:
-            raise ValueError(f"state layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+        if layout not in self.layouts:
+            raise ValueError(f"state layout {layout!r} is not one of {', '.join(self.layouts)}")
         self.layout = layout
-        self._layouts: dict[str, bool] = {}
+        self._layouts: dict[str, str] = {}
         #: Where the pages a lease claimed are (url -> batch id, position), for their settlement.
         self._placed: dict[tuple[str, str], tuple[str, int]] = {}
         #: The batches a lease claimed in, as its last write left them (lease token, batch id): its
@@ -240,15 +266,23 @@ class DynamoBatchStateStore(DynamoStateStore):
     def _job_attributes(self) -> dict[str, Any]:
         return {"layout": _s(self.layout)}
 
-    def batched(self, job_id: str) -> bool:
-        """Whether the job keeps its pages a batch at a time (read once per job: a job never changes it)."""
+    def layout_of(self, job_id: str) -> str:
+        """The layout the job keeps its pages in (read once per job: a job never changes it)."""
         known = self._layouts.get(job_id)
         if known is None:
             item = self._get(job_id, "JOB")
-            known = item is not None and item.get("layout", {}).get("S") == BATCHES
-            if item is not None:
-                self._layouts[job_id] = known
+            if item is None:
+                return ITEMS
+            known = self._layouts[job_id] = self._job_facts(item)
         return known
+
+    def _job_facts(self, item: Mapping[str, Any]) -> str:
+        """What the store keeps of a job's item (its layout)."""
+        return str(item.get("layout", {}).get("S", ITEMS))
+
+    def batched(self, job_id: str) -> bool:
+        """Whether the job keeps its pages a batch at a time."""
+        return self.layout_of(job_id) != ITEMS
 
     # listing --------------------------------------------------------------------------------------
 
@@ -289,7 +323,11 @@ class DynamoBatchStateStore(DynamoStateStore):
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
-            mine = self._mark(job_id, bid, sitemap_key, chunk, lease)
+            listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes)
+            if listing.stale:
+                recorded.stale = listing.stale
+                return recorded
+            mine = listing.mine
             moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
@@ -298,12 +336,10 @@ class DynamoBatchStateStore(DynamoStateStore):
                 items.append(self._new_item(job_id, _batch_sk(bid), records, version=None))
                 items.append(self._new_item(job_id, _state_sk(bid), "{}", version=1))
                 roles += [("batch", bid), ("batch", bid)]
-            for p in mine:
-                if p.url in writes:
-                    items.append(url_put(self.table, str(site), writes[p.url]))
-                    roles.append(("crawl", p.url))
+            items += listing.items
+            roles += listing.roles
             failed = self._commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
-            stale = [url for role, url in failed if role == "crawl"]
+            stale = list(dict.fromkeys(url for role, url in failed if role == "crawl"))
             if stale:  # (nothing written: the marks are taken over by the listing decided again)
                 recorded.stale = stale
                 return recorded
@@ -311,6 +347,25 @@ class DynamoBatchStateStore(DynamoStateStore):
                 raise RuntimeError(f"batch {bid} of job {job_id} was written already: {failed}")
             recorded.new.extend(mine)
         return recorded
+
+    def _list(
+        self,
+        job_id: str,
+        bid: str,
+        sitemap_key: str,
+        chunk: Sequence[PageRecord],
+        lease: Lease,
+        *,
+        site: str | None,
+        writes: Mapping[str, CrawlWrite],
+    ) -> Listing:
+        """Which pages of ``chunk`` are batch ``bid``'s (marked), and the crawl records its transaction writes."""
+        listing = Listing(self._mark(job_id, bid, sitemap_key, chunk, lease))
+        for p in listing.mine:
+            if p.url in writes:
+                listing.items.append(url_put(self.table, str(site), writes[p.url]))
+                listing.roles.append(("crawl", p.url))
+        return listing
 
     def _new_item(self, job_id: str, sk: str, body: str, *, version: int | None) -> dict[str, Any]:
         item = {**self._key(job_id, sk), "body": stored_body(body), "expires_at": self._expires()}
@@ -369,22 +424,25 @@ class DynamoBatchStateStore(DynamoStateStore):
         )
 
     def _take_mark(self, job_id: str, key: str, old: str, bid: str, sitemap_key: str, lease: Lease) -> bool:
-        """Moves a mark from batch ``old`` to ours, in one transaction with a check that our sitemap is still
-        ours: a reading whose lease lapsed meanwhile must not take back marks from the one holding it now
-        (their batch would commit with no mark naming it: counted, never claimable)."""
+        """Moves a mark from batch ``old`` to ours (see ``_with_lease``)."""
+        update = {
+            "TableName": self.table,
+            "Key": self._key(job_id, f"MARK#{key}"),
+            "UpdateExpression": "SET bid = :bid, sm = :sm",
+            "ConditionExpression": "bid = :old",
+            "ExpressionAttributeValues": {":bid": _s(bid), ":sm": _s(sitemap_key), ":old": _s(old)},
+        }
+        return self._with_lease(job_id, sitemap_key, lease, update)
+
+    def _with_lease(self, job_id: str, sitemap_key: str, lease: Lease, update: dict[str, Any]) -> bool:
+        """A takeover's update, in one transaction with a check that our sitemap is still ours: a reading whose
+        lease lapsed meanwhile must not take back marks from the one holding it now (their batch would commit
+        with no mark naming it: counted, never claimable). False when either condition failed."""
         condition, values = self._leased(lease)
         try:
             self._transact(
                 [
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": self._key(job_id, f"MARK#{key}"),
-                            "UpdateExpression": "SET bid = :bid, sm = :sm",
-                            "ConditionExpression": "bid = :old",
-                            "ExpressionAttributeValues": {":bid": _s(bid), ":sm": _s(sitemap_key), ":old": _s(old)},
-                        }
-                    },
+                    {"Update": update},
                     {
                         "ConditionCheck": {
                             "TableName": self.table,
@@ -447,20 +505,25 @@ class DynamoBatchStateStore(DynamoStateStore):
         item = self._get(job_id, _state_sk(bid))
         return None if item is None else _states_of(item)
 
-    def _state_update(self, job_id: str, bid: str, states: Mapping[str, Any], version: int) -> dict[str, Any]:
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": self._key(job_id, _state_sk(bid)),
-                "UpdateExpression": "SET body = :body, version = :next",
-                "ConditionExpression": "version = :seen",
-                "ExpressionAttributeValues": {
-                    ":body": stored_body(json.dumps(states, separators=(",", ":"))),
-                    ":next": _n(version + 1),
-                    ":seen": _n(version),
-                },
-            }
+    def _state_update(
+        self, job_id: str, bid: str, states: Mapping[str, Any], version: int, *, settles: bool = False
+    ) -> dict[str, Any]:
+        """The states' write on the version read (``settles``: a settlement's, which the pointer layout counts)."""
+        body = {i: state for i, state in states.items() if i != MOVED}
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": self._key(job_id, _state_sk(bid)),
+            "UpdateExpression": "SET body = :body, version = :next",
+            "ConditionExpression": "version = :seen",
+            "ExpressionAttributeValues": {
+                ":body": stored_body(json.dumps(body, separators=(",", ":"))),
+                ":next": _n(version + 1),
+                ":seen": _n(version),
+            },
         }
+        if settles and self.layout_of(job_id) == POINTERS:
+            update["UpdateExpression"] += ", settled = :next"
+        return {"Update": update}
 
     def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, _Batch]]:
         """Each URL's batch and position, and those batches (records and states) as read now.
@@ -606,6 +669,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             roles: list[tuple[str, str]] = []
             applied: list[PageOutcome] = []
             held: list[tuple[_Batch, dict[str, dict[str, Any]]]] = []
+            guarded: list[Any] = []
             for bid, batch_outcomes in by_batch.items():
                 batch = self._holding(job_id, bid, lease, records=False)
                 if batch is None:
@@ -629,22 +693,26 @@ class DynamoBatchStateStore(DynamoStateStore):
                     continue  # (nothing of ours: the batch is read again by whatever comes next)
                 lines = list(finals.values())
                 parts = _sized(lines, [len(line) for line in lines], len(lines))
-                crawls = [(o.record.url, c) for o in mine if site is not None and (c := o.crawl) is not None]
-                if items and len(items) + 1 + len(parts) + len(crawls) + 1 > _TRANSACTION_ITEMS:
+                crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site)
+                size = len(items) + 1 + len(parts) + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
+                if items and size > _TRANSACTION_ITEMS:
                     self._hold(lease, batch, batch.states, moved=False)
                     break  # (the next round takes the rest)
                 held.append((batch, states))
                 applied.extend(mine)
-                items.append(self._state_update(job_id, bid, states, version))
+                items.append(self._state_update(job_id, bid, states, version, settles=True))
                 roles.append(("state", bid))
                 for part, run in enumerate(parts):
                     items.append(self._new_item(job_id, _outcome_sk(bid, version + 1, part), _lines(run), version=None))
                     roles.append(("outcome", bid))
-                for url, crawl in crawls:
-                    items.append(url_put(self.table, str(site), crawl))
-                    roles.append(("crawl", url))
+                items += crawled.items
+                roles += crawled.roles
+                guarded += crawled.guarded
             if not items:
                 break
+            for guard, url in self._guards(job_id, guarded, site=site):
+                items.append(guard)
+                roles.append(("crawl", url))
             items.append(
                 self._counter_update(job_id, accounting.total(accounting.page_done(o.record) for o in applied))
             )
@@ -654,7 +722,7 @@ class DynamoBatchStateStore(DynamoStateStore):
                 failed = [roles[i] for i in exc.failed_conditions(len(roles))]
                 if not failed:
                     raise
-                stale = [url for role, url in failed if role == "crawl"]
+                stale = list(dict.fromkeys(url for role, url in failed if role == "crawl"))
                 settled.stale.extend(stale)
                 for url in stale:
                     pending.pop(url, None)
@@ -668,6 +736,30 @@ class DynamoBatchStateStore(DynamoStateStore):
                 pending.pop(url, None)
             self._forget(lease, done)
         return settled
+
+    def _settle_crawl(
+        self,
+        job_id: str,
+        batch: _Batch,
+        version: int,
+        placed: Mapping[str, tuple[str, int]],
+        outcomes: Sequence[PageOutcome],
+        *,
+        site: str | None,
+    ) -> Listing:
+        """The crawl records a settlement of ``batch`` (as its ``version``) writes for ``outcomes`` (a failed
+        ``crawl`` role makes its URL stale): here, each its own versioned item."""
+        crawled = Listing([])
+        for o in outcomes:
+            if site is not None and o.crawl is not None:
+                crawled.items.append(url_put(self.table, site, o.crawl))
+                crawled.roles.append(("crawl", o.record.url))
+        return crawled
+
+    def _guards(self, job_id: str, guarded: Sequence[Any], *, site: str | None) -> list[tuple[dict[str, Any], str]]:
+        """What a settlement's writes of ``guarded`` (Listing.guarded of its batches) need beside them, each
+        with its URL: here nothing."""
+        return []
 
     def retry_pages(self, job_id: str, retries: Sequence[PageRetry], lease: Lease) -> list[str]:
         if not self.batched(job_id):
@@ -780,7 +872,11 @@ class DynamoBatchStateStore(DynamoStateStore):
                 if read is None:
                     break
                 states, version = read
-                leased = [i for i, s in states.items() if s.get("s") == "processing" and float(s.get("u", 0)) > 0]
+                leased = [
+                    i
+                    for i, s in states.items()
+                    if i != MOVED and s.get("s") == "processing" and float(s.get("u", 0)) > 0
+                ]
                 if not leased:
                     break
                 for i in leased:

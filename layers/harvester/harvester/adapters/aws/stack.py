@@ -13,7 +13,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
-from harvester.adapters.aws.page_batches import DynamoBatchStateStore
+from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import JobRequest
@@ -67,7 +67,7 @@ class StackStores:
     crawldb: DynamoCrawlDatabase
     warcs: S3WarcStore
     documents: S3DocumentStore
-    store: DynamoBatchStateStore
+    store: DynamoPointerStateStore
 
 
 def stack_stores(stack: str, *, region: str | None = None, session: Any = None) -> StackStores:
@@ -79,7 +79,7 @@ def stack_stores(stack: str, *, region: str | None = None, session: Any = None) 
         crawldb=DynamoCrawlDatabase(dynamodb, table),
         warcs=S3WarcStore(s3, bucket),
         documents=S3DocumentStore(s3, bucket),
-        store=DynamoBatchStateStore(dynamodb, table),  # (it reads either layout: each job says its own)
+        store=DynamoPointerStateStore(dynamodb, table),  # (it reads either layout: each job says its own)
     )
 
 

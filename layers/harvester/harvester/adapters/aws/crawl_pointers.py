@@ -1,0 +1,474 @@
+"""A site's URL records kept as pointers into the batches that listed them (``StateLayout=pointers``).
+
+Why: with a crawl record an item of its own, a fetched page wrote its URL's item twice per job: a mark at
+listing (what keeps a URL once in its job) and its crawl record in the settlement's transaction (two write
+units there): 3 of the 3.7 DynamoDB write units a fetched page cost (bench/aws_cost.py). Here the URL's item
+is written once per job, at listing, and is both: the job's mark and the crawl database's index. The records
+themselves are written a listed batch at a time, beside the job's batch items but in the site's partitions
+(no TTL: the crawl database outlives jobs):
+
+* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: the URL's **pointer**: ``version``; ``cur``, the batch of the
+  last listing (``<job>/<bid>``) and ``sm``, its sitemap's record key; ``prev``, the batch the record came
+  from when that listing was made (the last committed one); or ``body``, a record written whole (by the
+  orphan pass, a settlement after a move, or a layout before this one).
+* ``CRAWL#<site>#<bid[0]>`` / ``CB#<job>#<bid>``: a listed batch's crawl records, one a line, in the order of
+  its job records: ``f\\t<record>`` for a URL its listing made final (not due, listed only), ``p\\t<record>`` for
+  one handed to a fetch (the record the fetch works on). Written in the listing's transaction, so that it
+  is what says the batch was committed; ``tomb`` instead of ``body``: a batch another writer made sure never
+  commits (below).
+* ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``.
+
+A URL's record is read from its pointer: the batch ``cur`` when committed, else ``prev`` (a listing between
+its pointer's write and its transaction, or one that died there, is not seen), else ``body``; in that batch,
+the settlement's record of the URL when there is one, else its listed one. Its ``version`` is the pointer's.
+
+Concurrent writers (jobs of one site, the orphan pass): whoever moves a pointer away from another job's
+batch makes that batch know it, in the transaction that makes its own move seen:
+
+* from a batch not committed: a tombstone in its place (``attribute_not_exists``): its listing can no longer
+  commit, and is decided again on what it finds then;
+* from a committed batch whose page is still to be settled: the page's position is added to its states
+  item's moved list (``x``), on the version read: the settlement of a moved page writes its crawl record
+  whole, on the pointer's version (stale if that moved: computed again on the newer record), instead of
+  into the batch's outcome; a settlement that meets the version moved reads the list again.
+
+Batches no pointer names any more are not collected yet (see README, "Not yet").
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.model.crawl import CrawlRecord
+from harvester.model.records import UrlStatus, url_key
+
+#: A pointer's fields as stored, and what an item written whole (``body``) has instead.
+_CUR, _PREV, _SITEMAP = "cur", "prev", "sm"
+#: Lines of a listed batch: made final by its listing, or handed to a fetch.
+FINAL, PENDING = "f", "p"
+#: Pointers a container remembers as read (for the listing that follows its lookup: a chunk of 49 at a time).
+_REMEMBERED = 4_096
+#: Crawl batches a reading of a whole site keeps at once (each is read by many of its URLs).
+_BATCHES_KEPT = 512
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def url_shard(site: str, key: str) -> dict[str, str]:
+    return _s(f"CRAWL#{site}#{key[0]}")
+
+
+def pointer_key(site: str, url: str) -> dict[str, Any]:
+    key = url_key(url)
+    return {"pk": url_shard(site, key), "sk": _s(f"URL#{key}")}
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A listed batch of a job."""
+
+    job: str
+    bid: str
+
+    def __str__(self) -> str:
+        return f"{self.job}/{self.bid}"
+
+    @classmethod
+    def parse(cls, text: str) -> Ref:
+        job, _, bid = text.partition("/")
+        return cls(job, bid)
+
+
+def batch_key(site: str, ref: Ref) -> dict[str, Any]:
+    return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}")}
+
+
+def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
+    return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}#O#{version:06d}#{part}")}
+
+
+def job_states_key(ref: Ref) -> dict[str, Any]:
+    """The job's states item of the batch (page_batches' layout)."""
+    return {"pk": _s(f"JOB#{ref.job}"), "sk": _s(f"BATCH#{ref.bid}#S")}
+
+
+@dataclass
+class CrawlBatch:
+    """A listed batch's crawl records as read: its lines (None: a tombstone), and its settlements' records."""
+
+    ref: Ref
+    lines: list[str] | None
+    outcomes: dict[int, str] | None = None
+    _positions: dict[str, int] | None = None
+
+    @property
+    def committed(self) -> bool:
+        return self.lines is not None
+
+    def position(self, url: str) -> int | None:
+        if self._positions is None:
+            self._positions = {}
+            for i, line in enumerate(self.lines or ()):
+                if len(line) > 2:
+                    self._positions[orjson.loads(line[2:])["url"]] = i
+        return self._positions.get(url)
+
+    def record(self, i: int) -> tuple[str, bool]:
+        """The URL's record at position ``i`` (JSON) and whether a settlement may still move it."""
+        assert self.lines is not None and self.outcomes is not None
+        if i in self.outcomes:
+            return self.outcomes[i], False
+        line = self.lines[i]
+        return line[2:], line[0] == PENDING
+
+
+@dataclass
+class Pointer:
+    """A URL's pointer as read, and its record resolved (``basis``: the batch the record came from, None for a
+    record written whole or none)."""
+
+    url: str
+    version: int
+    cur: Ref | None = None
+    prev: Ref | None = None
+    #: The record is ``body``, written whole after the last listing (the batches stay named: their jobs find
+    #: their pages by them).
+    whole: bool = False
+    sitemap: str | None = None
+    body: str | None = None
+    #: The jobs whose listing of the URL committed or is under way, those known over left out as met: what
+    #: keeps a URL once in its job however many other jobs listed it since.
+    jobs: frozenset[str] = frozenset()
+    cur_committed: bool = False
+    basis: Ref | None = None
+    record: CrawlRecord | None = None
+    #: The URL's position in its basis batch.
+    position: int | None = None
+    #: The basis batch's page may still be settled (handed to a fetch, no settlement seen).
+    open: bool = False
+    #: Of an open page: its batch's settlements when read (its states item's ``settled``): a writer moving
+    #: the pointer on this reading makes its move conditional on no settlement since.
+    seen_settled: int = 0
+
+    def of_job(self, job_id: str) -> Ref | None:
+        """The job's batch of the URL (the last listing's, else the one before)."""
+        for ref in (self.cur, self.prev):
+            if ref is not None and ref.job == job_id:
+                return ref
+        return None
+
+
+def parse_pointer(item: Mapping[str, Any]) -> Pointer:
+    """A pointer item (or a record written whole) as read; its URL is ``u`` (or the record's)."""
+    body = body_text(item) if "body" in item else None
+    url = item["u"]["S"] if "u" in item else str(orjson.loads(body or "{}").get("url", ""))
+    pointer = Pointer(url, int(item["version"]["N"]), body=body)
+    if _CUR in item:
+        pointer.cur = Ref.parse(item[_CUR]["S"])
+        pointer.sitemap = item[_SITEMAP]["S"] if _SITEMAP in item else None
+    if _PREV in item:
+        pointer.prev = Ref.parse(item[_PREV]["S"])
+    if "jobs" in item:
+        pointer.jobs = frozenset(item["jobs"]["SS"])
+    pointer.whole = "w" in item or _CUR not in item
+    return pointer
+
+
+def whole_write(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
+    """A TransactWriteItems write of a record whole on its pointer, on the version it follows (a new URL's:
+    on none). The pointer keeps the batches it names (their jobs find their pages by them); ``w`` says the
+    record is the body until the next listing."""
+    from harvester.adapters.aws.crawl import versioned_put
+    from harvester.model.records import body_of
+
+    key = pointer_key(site, record.url)
+    if record.version == 1:
+        return versioned_put(table, key, body_of(record), 1)
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": "SET body = :body, version = :next, w = :whole",
+            "ConditionExpression": "version = :previous",
+            "ExpressionAttributeValues": {
+                ":body": stored_body(body_of(record)),
+                ":next": _n(record.version),
+                ":whole": {"BOOL": True},
+                ":previous": _n(record.version - 1),
+            },
+        }
+    }
+
+
+def stale_check(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
+    """A condition that fails, in place of a whole write found stale before it was tried (see ``mover_base``):
+    the transaction reports the URL stale as a failed write would."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": pointer_key(site, record.url),
+            "ConditionExpression": "version = :never",
+            "ExpressionAttributeValues": {":never": _n(-1)},
+        }
+    }
+
+
+def _lines_of(item: Mapping[str, Any]) -> list[str] | None:
+    return None if "tomb" in item else body_text(item).split("\n")
+
+
+def final_state(state: Any) -> bool:
+    """Whether a page state (page_batches' states item) is final: its page will not be settled again."""
+    return isinstance(state, dict) and UrlStatus(state["s"]).final
+
+
+class Pointers:
+    """Reads pointers and resolves their records (module docstring); shared by the crawl database and the
+    state store, so that a listing's lookup is remembered for the writes that follow it."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self.client = client
+        self.table = table
+        self._remembered: OrderedDict[tuple[str, str], Pointer] = OrderedDict()
+
+    # reading ------------------------------------------------------------------------------------------
+
+    def read(self, site: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, Pointer]:
+        """The pointers of the URLs that have one, their records resolved."""
+        from harvester.adapters.aws.crawl import batch_get
+
+        keys = [pointer_key(site, url) for url in dict.fromkeys(urls)]
+        pointers = {}
+        for item in batch_get(self.client, self.table, keys, consistent=consistent):
+            pointer = parse_pointer(item)
+            pointers[pointer.url] = pointer
+        self.resolve(site, pointers.values(), {})
+        return pointers
+
+    def resolve(self, site: str, pointers: Iterable[Pointer], batches: dict[Ref, CrawlBatch]) -> None:
+        """Resolves each pointer's record, reading the batches it needs that ``batches`` lacks (and adding them)."""
+        pointers = list(pointers)
+        wanted = {p.cur for p in pointers if p.cur is not None}
+        wanted |= {p.prev for p in pointers if p.prev is not None and not p.whole}
+        self._read_batches(site, wanted - set(batches), batches)
+        for p in pointers:
+            cur = batches.get(p.cur) if p.cur is not None else None
+            p.cur_committed = cur is not None and cur.committed
+            p.basis = None if p.whole else p.cur if p.cur_committed else p.prev
+        self._read_outcomes(site, {p.basis for p in pointers if p.basis is not None}, batches)
+        for p in pointers:
+            self._resolve_one(p, batches)
+        self._read_open(site, [p for p in pointers if p.open], batches)
+        for p in pointers:
+            self._remember(site, p)
+
+    def _read_open(self, site: str, pointers: Sequence[Pointer], batches: dict[Ref, CrawlBatch]) -> None:
+        """For pointers whose page was still to be settled: their batches' settlements now (``seen_settled``),
+        read after their outcomes; a page found settled since (its state final) is resolved again on its
+        outcome; one whose job is gone is no longer open."""
+        from harvester.adapters.aws.crawl import batch_get
+
+        refs = {p.basis for p in pointers if p.basis is not None}
+        if not refs:
+            return
+        by_pk = {f"JOB#{ref.job}#{ref.bid}": ref for ref in refs}
+        states: dict[Ref, Mapping[str, Any]] = {}
+        for item in batch_get(self.client, self.table, [job_states_key(ref) for ref in refs]):
+            bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
+            states[by_pk[f"{item['pk']['S']}#{bid}"]] = item
+        again: set[Ref] = set()
+        for p in pointers:
+            assert p.basis is not None
+            item = states.get(p.basis)
+            if item is None:
+                p.open = False  # (the job is gone: nothing will settle its page)
+                continue
+            page = orjson.loads(body_text(item)).get(str(p.position))
+            if final_state(page):
+                again.add(p.basis)
+            p.seen_settled = int(item["settled"]["N"]) if "settled" in item else 0
+        if again:
+            for ref in again:
+                batches[ref].outcomes = None
+            self._read_outcomes(site, again, batches)
+            for p in pointers:
+                if p.basis in again:
+                    self._resolve_one(p, batches)
+
+    def _resolve_one(self, p: Pointer, batches: Mapping[Ref, CrawlBatch]) -> None:
+        text: str | None = None
+        batch = batches.get(p.basis) if p.basis is not None else None
+        if batch is not None and batch.committed:
+            p.position = batch.position(p.url)
+            if p.position is not None:
+                text, p.open = batch.record(p.position)
+        if text is None:
+            p.basis, p.position, p.open = None, None, False
+            text = p.body
+        if text:
+            record = CrawlRecord.model_validate_json(text)
+            p.record = record if record.version == p.version else record.model_copy(update={"version": p.version})
+
+    def _read_batches(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
+        from harvester.adapters.aws.crawl import batch_get
+
+        if not refs:
+            return
+        by_sk = {f"CB#{ref.job}#{ref.bid}": ref for ref in refs}
+        for item in batch_get(self.client, self.table, [batch_key(site, ref) for ref in refs]):
+            ref = by_sk[item["sk"]["S"]]
+            batches[ref] = CrawlBatch(ref, _lines_of(item))
+
+    def _read_outcomes(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
+        for ref in refs:
+            batch = batches.get(ref)
+            if batch is None or not batch.committed or batch.outcomes is not None:
+                continue
+            batch.outcomes = {}
+            for item in self._query(
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                ExpressionAttributeValues={
+                    ":pk": url_shard(site, ref.bid),
+                    ":prefix": _s(f"CB#{ref.job}#{ref.bid}#O#"),
+                },
+                ConsistentRead=True,
+            ):
+                for line in body_text(item).split("\n"):
+                    i, _, record = line.partition("\t")
+                    batch.outcomes[int(i)] = record
+
+    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(TableName=self.table, **kwargs):
+            yield from page.get("Items", [])
+
+    def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
+        """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
+        kept); with ``unless_listed_by``, without those whose last committed listing is that job's."""
+        batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
+        for shard in "0123456789abcdef":
+            paginator = self.client.get_paginator("query")
+            for page in paginator.paginate(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :url)",
+                ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}#{shard}"), ":url": _s("URL#")},
+                ConsistentRead=True,
+            ):
+                pointers = [parse_pointer(item) for item in page.get("Items", [])]
+                known = dict(batches)
+                self.resolve(site, pointers, known)
+                for ref, batch in known.items():
+                    batches[ref] = batch
+                    batches.move_to_end(ref)
+                while len(batches) > _BATCHES_KEPT:
+                    batches.popitem(last=False)
+                for p in pointers:
+                    if p.record is None:
+                        continue
+                    if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
+                        continue
+                    yield p
+
+    # remembering --------------------------------------------------------------------------------------
+
+    def _remember(self, site: str, pointer: Pointer) -> None:
+        key = (site, pointer.url)
+        self._remembered[key] = pointer
+        self._remembered.move_to_end(key)
+        while len(self._remembered) > _REMEMBERED:
+            self._remembered.popitem(last=False)
+
+    def remembered(self, site: str, url: str, version: int) -> Pointer | None:
+        """The pointer as this container's last lookup of the URL read it, if the record it gave was at
+        ``version`` (0: it gave none, the pointer naming no record to read)."""
+        pointer = self._remembered.get((site, url))
+        if pointer is None:
+            return None
+        if pointer.version == version if version else pointer.record is None:
+            return pointer
+        return None
+
+    # moving -------------------------------------------------------------------------------------------
+
+    def mover_base(self, site: str, record: CrawlRecord, *, strict: bool = True) -> Pointer | Literal[False] | None:
+        """The pointer a record to be written whole was computed on: as the read that computed it found it
+        (remembered), else read now; None for a URL with none. ``strict``: False when read now it names a page
+        still to be settled, which may have settled since the record was computed (stale: the caller reads
+        again); else such a reading is taken as the record's (a caller that read it in another process)."""
+        pointer = self.remembered(site, record.url, record.version - 1)
+        if pointer is None and record.version > 1:
+            pointer = self.read(site, [record.url]).get(record.url)
+            if strict and pointer is not None and pointer.open:
+                return False
+        return pointer
+
+    def guards(
+        self, site: str, pointers: Iterable[Pointer], *, mover: str, tombstones: bool = True
+    ) -> list[tuple[dict[str, Any], str]]:
+        """What moving the pointers away from where they stand needs, each with the URL it is for (module
+        docstring): a tombstone for another job's batch not committed (unless the moves wrote them), and a
+        moved mark for another job's page still to be settled when the pointer was read."""
+        tombs: dict[Ref, str] = {}
+        opened: dict[Ref, list[Pointer]] = {}
+        for p in pointers:
+            if tombstones and p.cur is not None and not p.cur_committed and p.cur.job != mover:
+                tombs.setdefault(p.cur, p.url)
+            if p.basis is not None and p.open and p.basis.job != mover:
+                opened.setdefault(p.basis, []).append(p)
+        guards = [(self.tombstone(site, ref), url) for ref, url in tombs.items()]
+        guards += [(self._moved_mark(ref, moved), moved[0].url) for ref, moved in opened.items()]
+        return guards
+
+    def tombstone(self, site: str, ref: Ref) -> dict[str, Any]:
+        """The Put that makes sure a listed batch never commits (one that did fails it; another tombstone
+        does not: two writers may each move a pointer from it)."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": {**batch_key(site, ref), "tomb": {"BOOL": True}},
+                "ConditionExpression": "attribute_not_exists(pk) OR attribute_exists(tomb)",
+            }
+        }
+
+    def _moved_mark(self, ref: Ref, moved: Sequence[Pointer]) -> dict[str, Any]:
+        """The update adding ``moved``'s pages (still to be settled when read) to their batch's moved list, on
+        the settlements seen when they were read (a page settled since makes the move stale: its record did
+        not have the fetch), moving the states' version on (a settlement holding the version it read must
+        read the list)."""
+        seen = min(p.seen_settled for p in moved)
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": job_states_key(ref),
+            "UpdateExpression": "ADD moved :moved SET version = version + :one",
+            "ExpressionAttributeValues": {
+                ":moved": {"SS": sorted({str(p.position) for p in moved}, key=int)},
+                ":one": _n(1),
+            },
+        }
+        if seen:
+            update["ConditionExpression"] = "settled = :seen"
+            update["ExpressionAttributeValues"][":seen"] = _n(seen)
+        else:
+            update["ConditionExpression"] = "attribute_not_exists(settled)"
+        return {"Update": update}
+
+
+def listed_lines(records: Sequence[tuple[str, bool]]) -> str:
+    """A listed batch's lines: (record JSON, made final by the listing), in the order of its job records."""
+    return "\n".join(f"{FINAL if final else PENDING}\t{text}" for text, final in records)
+
+
+def outcome_lines(records: Mapping[int, str]) -> list[str]:
+    return [f"{i}\t{text}" for i, text in records.items()]

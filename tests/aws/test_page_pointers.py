@@ -1,0 +1,394 @@
+"""The pointer layout (adapters/aws/page_pointers.py, crawl_pointers.py): a URL's item written once a job, the
+crawl records a batch at a time, what a reader sees of a listing not committed, and jobs of one site moving
+the same URL's record at once without losing either's fetch."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase
+from harvester.adapters.aws.crawl_pointers import Ref, batch_key
+from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
+from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
+from harvester.crawldb.schedule import Schedule
+from harvester.model.crawl import CrawlRecord
+from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus
+from harvester.ports import Lease, PageOutcome
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+NOW = T0.timestamp()
+SITE = "https://example.com"
+SCHEDULE = Schedule()
+
+
+class Container:
+    """A container's adapters: its own store and crawl database sharing its own memory of lookups."""
+
+    def __init__(self, aws: AwsAdapters) -> None:
+        self.crawldb = DynamoCrawlDatabase(aws.store.client, aws.store.table)
+        self.store = DynamoPointerStateStore(
+            aws.store.client, aws.store.table, layout="pointers", pointers=self.crawldb.pointers
+        )
+
+
+@pytest.fixture
+def aws(deployed_stack: Any) -> AwsAdapters:
+    stack, _ = deployed_stack
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def lease(token: str = "a", seconds: float = 60.0) -> Lease:
+    return Lease(token=token, until=NOW + seconds)
+
+
+def sitemap_url(n: int = 1) -> str:
+    return f"{SITE}/sitemap-{n}.xml"
+
+
+def url(n: int) -> str:
+    return f"{SITE}/page-{n}.html"
+
+
+def new_job(c: Container, job_id: str) -> str:
+    c.store.create_job(JobRecord(job_id=job_id, request=JobRequest(site=f"{SITE}/"), start_time=T0))
+    c.store.mark_seeded(job_id)
+    c.store.add_sitemaps(job_id, [SitemapRecord(url=sitemap_url(), origin=SitemapOrigin.INDEX, depth=1)])
+    assert c.store.claim_sitemap(job_id, sitemap_url(), lease("s"), now=NOW) is not None
+    return job_id
+
+
+def listed_by(job_id: str, page_url: str, prior: CrawlRecord | None) -> CrawlRecord:
+    return listed(
+        prior,
+        url=page_url,
+        lastmod=None,
+        changefreq=None,
+        priority=0.5,
+        sitemap=sitemap_url(),
+        job_id=job_id,
+        now=T0,
+        schedule=SCHEDULE,
+    )
+
+
+def fetched(record: CrawlRecord, signature: str) -> CrawlRecord:
+    """The record a listing made, moved by a fetch (as the page worker does: the listing's version)."""
+    answer = Fetched(FetchResult.SUCCESS, 200, signature=signature, document_key=signature)
+    return after_fetch(record, answer, now=T0, schedule=SCHEDULE, unwritten=True)
+
+
+def list_pages(c: Container, job_id: str, ns: list[int], *, checkpoint: int | None = None) -> list[str]:
+    """The job lists pages ``ns`` for fetching, on what its lookup reads (as the sitemap worker does)."""
+    priors = c.crawldb.get_urls(SITE, [url(n) for n in ns])
+    pages = [
+        SitemapURL(
+            url=url(n), sitemap=sitemap_url(), discovered_at=T0, known=listed_by(job_id, url(n), priors.get(url(n)))
+        )
+        for n in ns
+    ]
+    recorded = c.store.record_pages(
+        job_id, sitemap_url(), pages, checkpoint=checkpoint or len(ns), lease=lease("s"), site=SITE
+    )
+    assert not recorded.stale
+    return [p.url for p in recorded.new]
+
+
+def settle(c: Container, job_id: str, urls: list[str], signature: str, token: str = "p") -> tuple[list[str], list[str]]:
+    """Claims and settles the pages as fetched with ``signature`` (a stale one computed again on the record
+    it meets and settled again, as the page worker does): (applied, stale the first time)."""
+    claimed = c.store.claim_pages(job_id, urls, lease(token), now=NOW)
+    outcomes = [
+        PageOutcome(r.model_copy(update={"status": UrlStatus.COMPLETED}), crawl=fetched(r.known, signature))
+        for r in claimed
+    ]
+    settled = c.store.finish_pages(job_id, outcomes, lease(token), site=SITE)
+    first_stale = list(settled.stale)
+    applied = list(settled.applied)
+    if settled.stale:
+        priors = c.crawldb.get_urls(SITE, settled.stale)
+        again = [
+            PageOutcome(o.record, crawl=fetched(listed_by(job_id, o.record.url, priors[o.record.url]), signature))
+            for o in outcomes
+            if o.record.url in settled.stale
+        ]
+        retried = c.store.finish_pages(job_id, again, lease(token), site=SITE)
+        assert retried.stale == []
+        applied += retried.applied
+    return applied, first_stale
+
+
+def crawl_items(aws: AwsAdapters) -> Counter[str]:
+    """The site's crawl items by kind: URL (pointers), CB (listed crawl batches), CBO (their settlements)."""
+    found: Counter[str] = Counter()
+    for shard in "0123456789abcdef":
+        for item in aws.store._query(
+            KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}}
+        ):
+            sk = item["sk"]["S"]
+            found["CBO" if "#O#" in sk else sk.split("#")[0]] += 1
+    return found
+
+
+def test_a_fetched_page_writes_its_url_once_a_job(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    listed_urls = list_pages(c, job_id, list(range(60)))
+    assert len(listed_urls) == 60
+    assert crawl_items(aws) == Counter(URL=60, CB=2)
+    marks = [item for item in aws.store._query(
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
+        ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}, ":m": {"S": "MARK#"}},
+    )]  # fmt: skip
+    assert marks == []  # (the pointer is the mark)
+    before = {u: r.version for u, r in c.crawldb.get_urls(SITE, listed_urls).items()}
+    applied, stale = settle(c, job_id, listed_urls, "sig-1")
+    assert sorted(applied) == sorted(listed_urls) and stale == []
+    # The settlement wrote its crawl records a batch at a time: no URL item moved.
+    assert crawl_items(aws) == Counter(URL=60, CB=2, CBO=2)
+    after = Container(aws).crawldb.get_urls(SITE, listed_urls)
+    assert {u: r.version for u, r in after.items()} == before
+    assert {r.signature for r in after.values()} == {"sig-1"} and {r.http_status for r in after.values()} == {200}
+    assert sorted(r.url for r in Container(aws).crawldb.site_urls(SITE)) == sorted(listed_urls)
+    assert list(Container(aws).crawldb.site_urls(SITE, unless_listed_by=job_id)) == []
+    assert c.store.counts(job_id).urls_succeeded == 60 == len(list(c.store.pages(job_id, status=UrlStatus.COMPLETED)))
+
+
+def test_a_listing_not_committed_yet_is_not_seen(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    first = new_job(c, "job-first")
+    list_pages(c, first, [1])
+    settle(c, first, [url(1)], "sig-1")
+    # A second job's listing wrote the URL's pointer and has not committed its batch (or died before).
+    other = Container(aws)
+    second = new_job(other, "job-second")
+    base = other.crawldb.pointers.read(SITE, [url(1)])[url(1)]
+    assert other.store._put_pointer(SITE, Ref(second, "beef0000beef0000"), "sm", url(1), base)
+    seen = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert (seen.signature, seen.last_listed_job, seen.version) == ("sig-1", first, base.version + 1)
+    assert [r.url for r in Container(aws).crawldb.site_urls(SITE, unless_listed_by=second)] == [url(1)]
+
+
+def test_jobs_listing_and_fetching_one_url_at_once_both_count(aws: AwsAdapters) -> None:
+    """Job A lists a page; job B lists it while A has still to fetch it (B's record is what A's listing made);
+    A fetches and settles, then B. Each settlement meets the record the other moved: it is computed again on it,
+    so the URL's record ends with both fetches counted, B's last (as one job after the other would leave it)."""
+    a, b = Container(aws), Container(aws)
+    job_a, job_b = new_job(a, "job-a"), new_job(b, "job-b")
+    list_pages(a, job_a, [1, 2])
+    list_pages(b, job_b, [1])  # (its transaction marks A's page 1 as moved: A has still to fetch it)
+    applied_a, stale_a = settle(a, job_a, [url(1)], "sig-a", token="pa")
+    assert applied_a == [url(1)] and stale_a == [url(1)]
+    applied_b, stale_b = settle(b, job_b, [url(1)], "sig-b", token="pb")
+    assert applied_b == [url(1)] and stale_b == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert (final.signature, final.changes, final.last_listed_job) == ("sig-b", 1, job_b)
+    # Page 2, listed by A alone, is A's to settle as usual: one outcome item, no URL item written.
+    applied, stale = settle(a, job_a, [url(2)], "sig-a2", token="pa2")
+    assert applied == [url(2)] and stale == []
+    assert Container(aws).crawldb.get_urls(SITE, [url(2)])[url(2)].signature == "sig-a2"
+    for c, job_id in ((a, job_a), (b, job_b)):
+        assert c.store.recount(job_id) == c.store.counts(job_id)
+
+
+def test_a_listing_that_moves_another_jobs_uncommitted_batch_makes_sure_it_never_commits(aws: AwsAdapters) -> None:
+    """Job K wrote the URL's pointer and stalled before its transaction; job L lists the URL (reading the record
+    K's listing started from) and commits: K's batch is made a tombstone, so K's transaction fails and K
+    decides again on what L listed."""
+    k, lstore = Container(aws), Container(aws)
+    job_k, job_l = new_job(k, "job-k"), new_job(lstore, "job-l")
+    base = k.crawldb.pointers.read(SITE, [url(1)]).get(url(1))
+    stalled = Ref(job_k, "dead0000dead0000")
+    assert k.store._put_pointer(SITE, stalled, "sm", url(1), base)
+    assert list_pages(lstore, job_l, [1]) == [url(1)]
+    tomb = aws.store.client.get_item(TableName=aws.store.table, Key=batch_key(SITE, stalled))["Item"]
+    assert "tomb" in tomb
+    # K, reading again, finds L's listing and lists on it.
+    assert list_pages(k, job_k, [1]) == [url(1)]
+    record = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert record.last_listed_job == job_k
+
+
+def test_a_listing_whose_batch_another_job_made_a_tombstone_is_decided_again(aws: AwsAdapters) -> None:
+    """K's listing wrote its pointers; before its transaction, L listed the same URL (K's batch not committed:
+    L makes it a tombstone). K's transaction then finds its crawl batch written: K is told stale, and lists
+    again on L's record."""
+    k, lstore = Container(aws), Container(aws)
+    job_k, job_l = new_job(k, "job-k"), new_job(lstore, "job-l")
+    real = k.store._commit_listing
+
+    def commit_after_l(*args: Any, **kwargs: Any) -> Any:
+        assert list_pages(lstore, job_l, [1]) == [url(1)]
+        return real(*args, **kwargs)
+
+    page = SitemapURL(url=url(1), sitemap=sitemap_url(), discovered_at=T0, known=listed_by(job_k, url(1), None))
+    k.store._commit_listing = commit_after_l  # type: ignore[method-assign]
+    recorded = k.store.record_pages(job_k, sitemap_url(), [page], checkpoint=1, lease=lease("s"), site=SITE)
+    k.store._commit_listing = real  # type: ignore[method-assign]
+    assert recorded.new == [] and recorded.stale == [url(1)]
+    assert k.store.counts(job_k).urls_total == 0
+    assert list_pages(k, job_k, [1]) == [url(1)]
+    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].last_listed_job == job_k
+    assert k.store.counts(job_k).urls_total == 1 == lstore.store.counts(job_l).urls_total
+
+
+def test_a_page_whose_pointer_two_other_jobs_moved_is_still_its_jobs_to_fetch(aws: AwsAdapters) -> None:
+    """J listed the URL; K and L listed it before J fetched it: its pointer names K's and L's batches only.
+    J still finds its page (in its own batches), fetches it and settles it on the record L's listing left."""
+    j, k, lstore = Container(aws), Container(aws), Container(aws)
+    job_j, job_k, job_l = new_job(j, "job-j"), new_job(k, "job-k"), new_job(lstore, "job-l")
+    list_pages(j, job_j, [1])
+    list_pages(k, job_k, [1])
+    list_pages(lstore, job_l, [1])
+    applied, stale = settle(Container(aws), job_j, [url(1)], "sig-j")
+    assert applied == [url(1)] and stale == [url(1)]
+    for c, job_id, signature in ((k, job_k, "sig-k"), (lstore, job_l, "sig-l")):
+        assert settle(c, job_id, [url(1)], signature)[0] == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert final.signature in {"sig-k", "sig-l"} and final.changes == 2
+    assert j.store.counts(job_j).urls_succeeded == 1
+
+
+# Jobs of one site at once: the cases a review found (issue 11, session 11), each lost a fetch or counted a
+# URL twice before its fix.
+
+
+def second_sitemap(c: Container, job_id: str) -> None:
+    c.store.add_sitemaps(job_id, [SitemapRecord(url=sitemap_url(2), origin=SitemapOrigin.INDEX, depth=1)])
+    assert c.store.claim_sitemap(job_id, sitemap_url(2), lease("s"), now=NOW) is not None
+
+
+def record(c: Container, job_id: str, n: int, priors: dict[str, CrawlRecord], sitemap: int = 1) -> Any:
+    """The job lists page ``n`` from sitemap ``sitemap`` on ``priors`` (a lookup made earlier)."""
+    known = listed_by(job_id, url(n), priors.get(url(n)))
+    page = SitemapURL(url=url(n), sitemap=sitemap_url(sitemap), discovered_at=T0, known=known)
+    return c.store.record_pages(job_id, sitemap_url(sitemap), [page], checkpoint=1, lease=lease("s"), site=SITE)
+
+
+def test_a_listing_committing_while_another_job_moves_its_pointer_stays_named(aws: AwsAdapters) -> None:
+    """B wrote its pointer and is about to commit; C reads (B not committed) and moves the pointer, and B
+    commits in between: C's move and its tombstone of B's batch are one write, so either B's commit fails
+    (B decides again) or C's move does (C reads again, B's listing its record's source)."""
+    a, b, c = Container(aws), Container(aws), Container(aws)
+    job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
+    list_pages(a, job_a, [1])
+    settle(a, job_a, [url(1)], "sig-a")
+    real_b, real_c = b.store._commit_listing, c.store._commit_listing
+    results: dict[str, Any] = {}
+
+    def b_commit(*args: Any, **kwargs: Any) -> Any:
+        def c_commit(*c_args: Any, **c_kwargs: Any) -> Any:
+            results["b"] = real_b(*args, **kwargs)
+            return real_c(*c_args, **c_kwargs)
+
+        c.store._commit_listing = c_commit  # type: ignore[method-assign]
+        results["c"] = record(c, job_c, 1, c.crawldb.get_urls(SITE, [url(1)]))
+        c.store._commit_listing = real_c  # type: ignore[method-assign]
+        return results["b"]
+
+    b.store._commit_listing = b_commit  # type: ignore[method-assign]
+    first_b = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
+    b.store._commit_listing = real_b  # type: ignore[method-assign]
+    for c_store, job_id, first in ((b, job_b, first_b), (c, job_c, results["c"])):
+        if first.stale:  # (decided again, as the sitemap worker does)
+            assert list_pages(c_store, job_id, [1]) == [url(1)]
+    assert settle(b, job_b, [url(1)], "sig-b")[0] == [url(1)]
+    assert settle(c, job_c, [url(1)], "sig-c")[0] == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert final.signature in {"sig-b", "sig-c"} and final.changes == 2  # (a -> b -> c: every fetch counted)
+    second_sitemap(b, job_b)
+    again = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]), sitemap=2)
+    assert again.new == [] and b.store.counts(job_b).urls_total == 1
+
+
+def test_a_listing_committing_after_another_job_wrote_its_pointer_and_died_is_read(aws: AwsAdapters) -> None:
+    a, b, c = Container(aws), Container(aws), Container(aws)
+    job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
+    list_pages(a, job_a, [1])
+    settle(a, job_a, [url(1)], "sig-a")
+    real_b = b.store._commit_listing
+    moved: list[bool] = []
+
+    def b_commit(*args: Any, **kwargs: Any) -> Any:
+        base = c.crawldb.pointers.read(SITE, [url(1)])[url(1)]
+        moved.append(c.store._put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))  # C dies
+        return real_b(*args, **kwargs)
+
+    b.store._commit_listing = b_commit  # type: ignore[method-assign]
+    listed = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
+    b.store._commit_listing = real_b  # type: ignore[method-assign]
+    assert moved == [True] and listed.stale == [url(1)]  # (C's tombstone: B decides again)
+    assert list_pages(b, job_b, [1]) == [url(1)]
+    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].last_listed_job == job_b
+
+
+def test_a_fetch_settled_between_another_jobs_lookup_and_listing_is_kept(aws: AwsAdapters) -> None:
+    a, b = Container(aws), Container(aws)
+    job_a, job_b = new_job(a, "job-a"), new_job(b, "job-b")
+    list_pages(a, job_a, [1])
+    priors = b.crawldb.get_urls(SITE, [url(1)])  # (B's lookup reads A's page still to fetch)
+    assert settle(a, job_a, [url(1)], "sig-a")[0] == [url(1)]
+    listed = record(b, job_b, 1, priors)
+    if listed.stale:
+        assert list_pages(b, job_b, [1]) == [url(1)]
+    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].signature == "sig-a"
+
+
+def test_a_fetch_settled_between_a_moved_pages_relookup_and_its_settlement_is_kept(aws: AwsAdapters) -> None:
+    a, b = Container(aws), Container(aws)
+    job_a, job_b = new_job(a, "job-a"), new_job(b, "job-b")
+    list_pages(a, job_a, [1])
+    list_pages(b, job_b, [1])
+    claimed = a.store.claim_pages(job_a, [url(1)], lease("pa"), now=NOW)
+    outcomes = [
+        PageOutcome(r.model_copy(update={"status": UrlStatus.COMPLETED}), crawl=fetched(r.known, "sig-a"))
+        for r in claimed
+    ]
+    assert a.store.finish_pages(job_a, outcomes, lease("pa"), site=SITE).stale == [url(1)]
+    priors = a.crawldb.get_urls(SITE, [url(1)])  # (the page worker reads B's record, B's page still open)
+    assert settle(b, job_b, [url(1)], "sig-b")[0] == [url(1)]
+    again = [PageOutcome(o.record, crawl=fetched(listed_by(job_a, url(1), priors[url(1)]), "sig-a")) for o in outcomes]
+    settled = a.store.finish_pages(job_a, again, lease("pa"), site=SITE)
+    assert settled.stale == [url(1)]  # (B settled since A's lookup: computed again, as the page worker does)
+    priors = a.crawldb.get_urls(SITE, [url(1)])
+    again = [PageOutcome(o.record, crawl=fetched(listed_by(job_a, url(1), priors[url(1)]), "sig-a")) for o in outcomes]
+    assert a.store.finish_pages(job_a, again, lease("pa"), site=SITE).applied == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert (final.signature, final.changes) == ("sig-a", 1)  # (B's fetch, then A's: its change from B's counted)
+
+
+def test_a_url_two_other_jobs_listed_since_is_still_once_in_its_job(aws: AwsAdapters) -> None:
+    b, c, d = Container(aws), Container(aws), Container(aws)
+    job_b, job_c, job_d = new_job(b, "job-b"), new_job(c, "job-c"), new_job(d, "job-d")
+    list_pages(b, job_b, [1])
+    list_pages(c, job_c, [1])
+    list_pages(d, job_d, [1])
+    second_sitemap(b, job_b)
+    record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]), sitemap=2)
+    assert b.store.counts(job_b).urls_total == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a job of the batch layout (created before an update to the pointer layout) writes a URL's record"
+    " as a whole item, over the pointer a pointer-layout job of the same site wrote: that job's fetch is left"
+    " out of the crawl database (README: let a site's older jobs end first)",
+)
+def test_a_job_of_the_batch_layout_beside_one_of_the_pointer_layout_keeps_both_fetches(aws: AwsAdapters) -> None:
+    new = Container(aws)
+    old = Container(aws)
+    old.store = DynamoPointerStateStore(
+        aws.store.client, aws.store.table, layout="batches", pointers=old.crawldb.pointers
+    )
+    job_new, job_old = new_job(new, "job-new"), new_job(old, "job-old")
+    assert (new.store.layout_of(job_new), old.store.layout_of(job_old)) == ("pointers", "batches")
+    list_pages(new, job_new, [1])
+    list_pages(old, job_old, [1])
+    settle(old, job_old, [url(1)], "sig-old")
+    settle(new, job_new, [url(1)], "sig-new")
+    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].changes == 1
