@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws import AwsAdapters, crawl_pointers, page_batches
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.crawl_pointers import Ref, batch_key
 from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
-from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
+from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, url_key
 from harvester.ports import Lease, PageOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -316,7 +316,8 @@ def test_a_listing_committing_after_another_job_wrote_its_pointer_and_died_is_re
 
     def b_commit(*args: Any, **kwargs: Any) -> Any:
         base = c.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-        moved.append(c.store._put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))  # C dies
+        assert c.store._bury(SITE, job_c, [base]) == []  # (C makes sure B's listing never commits, moves, dies)
+        moved.append(c.store._put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))
         return real_b(*args, **kwargs)
 
     b.store._commit_listing = b_commit  # type: ignore[method-assign]
@@ -392,3 +393,104 @@ def test_a_job_of_the_batch_layout_beside_one_of_the_pointer_layout_keeps_both_f
     settle(old, job_old, [url(1)], "sig-old")
     settle(new, job_new, [url(1)], "sig-new")
     assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].changes == 1
+
+
+# A job taking over its own listing that died, the orphan pass, a guard for many pages (a second review).
+
+
+def test_takeover_keeps_a_fetch_settled_after_the_lookup(aws: AwsAdapters) -> None:
+    """J's listing wrote url1's pointer and died before its transaction (M's page still to fetch). J's redelivered
+    reading looks url1 up (M's page open), M settles, J takes its own pointer over and commits."""
+    m, j = Container(aws), Container(aws)
+    job_m, job_j = new_job(m, "job-m"), new_job(j, "job-j")
+    list_pages(m, job_m, [1])
+    base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
+    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    j2 = Container(aws)  # (the redelivery, in another container)
+    priors = j2.crawldb.get_urls(SITE, [url(1)])
+    assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]
+    listed = record(j2, job_j, 1, priors)
+    if listed.stale:
+        assert list_pages(j2, job_j, [1]) == [url(1)]
+    else:
+        assert [p.url for p in listed.new] == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert final.signature == "sig-m", "M's fetch was lost"
+
+
+def test_takeover_keeps_a_whole_write_made_after_the_lookup(aws: AwsAdapters) -> None:
+    """As above, but between J's lookup and its takeover the orphan pass of job O writes url1 whole."""
+    m, j, o = Container(aws), Container(aws), Container(aws)
+    job_m, job_j = new_job(m, "job-m"), new_job(j, "job-j")
+    list_pages(m, job_m, [1])
+    assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]
+    base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
+    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    j2 = Container(aws)
+    priors = j2.crawldb.get_urls(SITE, [url(1)])
+    current = o.crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert o.crawldb.put_urls(SITE, [orphaned(current, job_id="job-o")]) == []
+    listed = record(j2, job_j, 1, priors)
+    assert listed.stale == [url(1)], "J's takeover landed a record computed on a version since overwritten"
+
+
+def test_orphan_pass_keeps_a_fetch_when_its_reading_was_forgotten(
+    aws: AwsAdapters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orphan pass reads the site (K's page open), K settles, and the orphan pass's reading of url1 is no
+    longer remembered (a site larger than the memory: here 1): put_urls reads it now, settled, same version."""
+    monkeypatch.setattr(crawl_pointers, "_REMEMBERED", 1)
+    k, o = Container(aws), Container(aws)
+    job_k = new_job(k, "job-k")
+    list_pages(k, job_k, [1, 2])
+    records = {r.url: r for r in o.crawldb.site_urls(SITE)}
+    assert records[url(1)].signature is None
+    assert settle(k, job_k, [url(1)], "sig-k")[0] == [url(1)]
+    stale = o.crawldb.put_urls(SITE, [orphaned(records[url(1)], job_id="job-o")])
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert stale == [url(1)] or final.signature == "sig-k", "K's fetch was lost"
+
+
+def test_takeover_keeps_a_moved_pages_whole_write_made_after_the_lookup(aws: AwsAdapters) -> None:
+    """M lists url1, K lists it too (M's page moved); J's listing writes url1's pointer and dies. J's redelivered
+    reading looks it up; M settles (a whole write on the pointer, tombstoning J's dead batch); J takes over."""
+    m, k, j = Container(aws), Container(aws), Container(aws)
+    job_m, job_k, job_j = new_job(m, "job-m"), new_job(k, "job-k"), new_job(j, "job-j")
+    list_pages(m, job_m, [1])
+    list_pages(k, job_k, [1])
+    base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
+    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    j2 = Container(aws)
+    priors = j2.crawldb.get_urls(SITE, [url(1)])
+    assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]
+    listed = record(j2, job_j, 1, priors)
+    if listed.stale:
+        assert list_pages(j2, job_j, [1]) == [url(1)]
+    final = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
+    assert final.signature == "sig-m", "M's fetch was lost"
+
+
+def test_a_failed_guard_reports_every_url_it_guards(aws: AwsAdapters, monkeypatch: pytest.MonkeyPatch) -> None:
+    """J's pages 1-3 were moved by K (K's pages open). J's settlement writes them whole, guarded by one moved mark
+    on K's batch; K settles page 1 first: the mark fails, and only one URL is reported stale per round."""
+    j, k = Container(aws), Container(aws)
+    job_j, job_k = new_job(j, "job-j"), new_job(k, "job-k")
+    urls = [url(n) for n in (1, 2, 3)]
+    list_pages(j, job_j, [1, 2, 3])
+    list_pages(k, job_k, [1, 2, 3])
+    claimed = j.store.claim_pages(job_j, urls, lease("pj"), now=NOW)
+    outcomes = [
+        PageOutcome(r.model_copy(update={"status": UrlStatus.COMPLETED}), crawl=fetched(r.known, "sig-j"))
+        for r in claimed
+    ]
+    first = j.store.finish_pages(job_j, outcomes, lease("pj"), site=SITE)
+    assert sorted(first.stale) == sorted(urls)  # (K's pages open, read now: stale)
+    priors = j.crawldb.get_urls(SITE, urls)  # (remembered: K's pages open, K's batch not settled)
+    assert settle(k, job_k, [url(1)], "sig-k")[0] == [url(1)]
+    again = [
+        PageOutcome(o.record, crawl=fetched(listed_by(job_j, o.record.url, priors[o.record.url]), "sig-j"))
+        for o in outcomes
+    ]
+    monkeypatch.setattr(page_batches, "_STATE_RETRIES", 2)
+    settled = j.store.finish_pages(job_j, again, lease("pj"), site=SITE)
+    assert sorted(settled.applied + settled.stale) == sorted(urls), "a page was neither applied nor stale"

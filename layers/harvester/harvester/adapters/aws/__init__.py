@@ -15,7 +15,7 @@ from botocore.config import Config
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.host_gate import DynamoHostGate
-from harvester.adapters.aws.page_batches import BATCHES
+from harvester.adapters.aws.page_batches import POINTERS
 from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
@@ -46,7 +46,7 @@ class AwsResources:
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE
     #: How new jobs keep their pages (``HARVEST_STATE_LAYOUT``: page_batches.LAYOUTS); a job keeps its own.
-    state_layout: str = BATCHES
+    state_layout: str = POINTERS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -68,7 +68,7 @@ class AwsResources:
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
             page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
-            state_layout=environ.get("HARVEST_STATE_LAYOUT") or BATCHES,
+            state_layout=environ.get("HARVEST_STATE_LAYOUT") or POINTERS,
         )
 
 

@@ -161,6 +161,8 @@ class Pointer:
     #: Of an open page: its batch's settlements when read (its states item's ``settled``): a writer moving
     #: the pointer on this reading makes its move conditional on no settlement since.
     seen_settled: int = 0
+    #: The basis batch's page was settled into its outcome (it may have been open to an earlier reading).
+    closed: bool = False
 
     def of_job(self, job_id: str) -> Ref | None:
         """The job's batch of the URL (the last listing's, else the one before)."""
@@ -210,6 +212,12 @@ def whole_write(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
             },
         }
     }
+
+
+def urls_role(urls: Sequence[str]) -> str:
+    """The URLs a guard is for, as one transaction role's URL (one a line: a URL holds no newline): all are
+    stale when it fails (page_batches splits them)."""
+    return "\n".join(urls)
 
 
 def stale_check(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
@@ -314,6 +322,7 @@ class Pointers:
             p.position = batch.position(p.url)
             if p.position is not None:
                 text, p.open = batch.record(p.position)
+                p.closed = batch.outcomes is not None and p.position in batch.outcomes
         if text is None:
             p.basis, p.position, p.open = None, None, False
             text = p.body
@@ -404,13 +413,14 @@ class Pointers:
 
     def mover_base(self, site: str, record: CrawlRecord, *, strict: bool = True) -> Pointer | Literal[False] | None:
         """The pointer a record to be written whole was computed on: as the read that computed it found it
-        (remembered), else read now; None for a URL with none. ``strict``: False when read now it names a page
-        still to be settled, which may have settled since the record was computed (stale: the caller reads
-        again); else such a reading is taken as the record's (a caller that read it in another process)."""
+        (remembered), else read now; None for a URL with none; False when a reading made now cannot stand for
+        the record's: with ``strict``, it names a page still to be settled (which may settle before the move),
+        else one settled into its batch (which may have been open to the record's reading): stale, the caller
+        reads again. (Else it is taken as the record's: a caller that read it in another process.)"""
         pointer = self.remembered(site, record.url, record.version - 1)
         if pointer is None and record.version > 1:
             pointer = self.read(site, [record.url]).get(record.url)
-            if strict and pointer is not None and pointer.open:
+            if pointer is not None and (pointer.open if strict else pointer.closed):
                 return False
         return pointer
 
@@ -428,7 +438,7 @@ class Pointers:
             if p.basis is not None and p.open and p.basis.job != mover:
                 opened.setdefault(p.basis, []).append(p)
         guards = [(self.tombstone(site, ref), url) for ref, url in tombs.items()]
-        guards += [(self._moved_mark(ref, moved), moved[0].url) for ref, moved in opened.items()]
+        guards += [(self._moved_mark(ref, moved), urls_role([p.url for p in moved])) for ref, moved in opened.items()]
         return guards
 
     def tombstone(self, site: str, ref: Ref) -> dict[str, Any]:

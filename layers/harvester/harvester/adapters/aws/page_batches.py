@@ -339,7 +339,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             items += listing.items
             roles += listing.roles
             failed = self._commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
-            stale = list(dict.fromkeys(url for role, url in failed if role == "crawl"))
+            stale = list(dict.fromkeys(u for role, url in failed if role == "crawl" for u in url.split("\n")))
             if stale:  # (nothing written: the marks are taken over by the listing decided again)
                 recorded.stale = stale
                 return recorded
@@ -722,7 +722,7 @@ class DynamoBatchStateStore(DynamoStateStore):
                 failed = [roles[i] for i in exc.failed_conditions(len(roles))]
                 if not failed:
                     raise
-                stale = list(dict.fromkeys(url for role, url in failed if role == "crawl"))
+                stale = list(dict.fromkeys(u for role, url in failed if role == "crawl" for u in url.split("\n")))
                 settled.stale.extend(stale)
                 for url in stale:
                     pending.pop(url, None)

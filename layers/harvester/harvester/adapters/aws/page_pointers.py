@@ -22,7 +22,7 @@ Jobs of the other layouts are served by page_batches and dynamodb, as each job s
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -40,7 +40,7 @@ from harvester.adapters.aws.crawl_pointers import (
     stale_check,
     whole_write,
 )
-from harvester.adapters.aws.dynamodb import TransactionFailed, _n, _s
+from harvester.adapters.aws.dynamodb import _n, _s
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_batches import (
     BATCHES,
@@ -68,7 +68,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         table: str,
         *,
         retention_days: int = 30,
-        layout: str = BATCHES,
+        layout: str = POINTERS,
         pointers: Pointers | None = None,
     ) -> None:
         super().__init__(client, table, retention_days=retention_days, layout=layout)
@@ -131,6 +131,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
             else:  # (a job record with no crawl record: the pointer marks it, on whatever version it is)
                 lines[p.url], expected[p.url] = ("", final), None
         bases, stale = self._bases(site, list(expected), expected)
+        stale += self._bury(site, job_id, bases.values())
         if stale:
             return Listing([], stale=stale)
         ref = Ref(job_id, bid)
@@ -141,7 +142,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         missed = [p.url for p, ok in zip(chunk, landed, strict=True) if not ok]
         lost: set[str] = set()
         if missed:
-            stale, lost, taken = self._missed(site, job_id, ref, sitemap_key, missed, lease)
+            stale, lost, taken = self._missed(site, job_id, ref, sitemap_key, missed, lease, bases)
             if stale:
                 return Listing([], stale=stale)
             moved_from += taken  # (their records came from where the job's dead listing found them)
@@ -195,7 +196,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         the job among those that listed it (less those over, and a listing it makes sure never commits)."""
         if base is not None and ref.job in base.jobs:
             return False  # (the job's already, or its listing's under way: see _missed)
-        victim = base.cur if base is not None and not base.cur_committed else None
+        victim = base.cur if base is not None and not base.cur_committed else None  # (buried: _bury)
         jobs = {ref.job} | {
             job
             for job in (base.jobs if base is not None else ())
@@ -228,20 +229,32 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
             )
             values[":seen"] = _n(base.version)
             values[":job"] = _s(f"{ref.job}/")
-        if victim is None or victim.job == ref.job:
-            return conditional(lambda: self.client.update_item(**request))
-        # Moved away from another job's listing not committed: in one transaction with the tombstone that
-        # makes sure it never commits (written later, the listing could commit in between, named by no pointer).
-        try:
-            self._transact([{"Update": request}, self.pointers.tombstone(site, victim)])
-        except TransactionFailed as exc:
-            if exc.failed_conditions(2):
-                return False  # (the pointer moved, or that listing committed: read again)
-            raise
-        return True
+        return conditional(lambda: self.client.update_item(**request))
+
+    def _bury(self, site: str, job_id: str, bases: Iterable[Pointer]) -> list[str]:
+        """Makes sure the other jobs' listings not committed that the pointers name never commit, before they
+        are moved (a tombstone each: a listing committing after a move would be named by no pointer); the
+        URLs of those found committed meanwhile (stale: read again)."""
+        victims: dict[Ref, list[str]] = {}
+        for p in bases:
+            if p.cur is not None and not p.cur_committed and p.cur.job != job_id:
+                victims.setdefault(p.cur, []).append(p.url)
+        stale: list[str] = []
+        for victim, urls in victims.items():
+            put = self.pointers.tombstone(site, victim)["Put"]
+            if not conditional(lambda put=put: self.client.put_item(**put)):
+                stale += urls
+        return stale
 
     def _missed(
-        self, site: str, job_id: str, ref: Ref, sitemap_key: str, urls: Sequence[str], lease: Lease
+        self,
+        site: str,
+        job_id: str,
+        ref: Ref,
+        sitemap_key: str,
+        urls: Sequence[str],
+        lease: Lease,
+        bases: Mapping[str, Pointer],
     ) -> tuple[list[str], set[str], list[Pointer]]:
         """The pointers that had moved: (URLs another writer moved: the listing is stale; URLs not the
         batch's: the job's already, or another sitemap's still being read; the pointers taken over from the
@@ -259,6 +272,8 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
                 stale.append(url)  # (another job, or the orphan pass, wrote it since the lookup)
             elif mine != p.cur or p.cur_committed:
                 lost.add(url)  # (the job's already)
+            elif (bases[url].version != p.version) if url in bases else p.record is not None:
+                stale.append(url)  # (written since the record was computed: decided again)
             else:
                 takeable[url] = p
         taken: list[Pointer] = []
@@ -269,7 +284,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
                 if (p.sitemap == sitemap_key or p.sitemap in done) and self._take_pointer(
                     site, p, ref, sitemap_key, job_id, lease
                 ):
-                    taken.append(p)
+                    taken.append(bases.get(url, p))  # (guarded as the record's reading found it)
                 else:
                     lost.add(url)
         return stale, lost, taken
