@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from harvester.adapters.aws.crawl_pointers import Pointers, pointer_key, url_shard, whole_write
+from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, pointer_key, url_shard, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.records import CrawlWrite, body_of, url_key
@@ -39,12 +39,8 @@ def _s(value: str) -> dict[str, str]:
     return {"S": value}
 
 
-#: A site's URL records are spread over 16 partitions by the first hex digit of their key.
-URL_SHARDS = "0123456789abcdef"
-
-
-def url_item_key(site: str, url: str) -> dict[str, Any]:
-    return pointer_key(site, url)
+#: The key of a URL's item (a pointer, or a record written whole).
+url_item_key = pointer_key
 
 
 def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> dict[str, Any]:
@@ -59,6 +55,32 @@ def versioned_put(table: str, key: dict[str, Any], body: str, version: int) -> d
         put["ConditionExpression"] = "version = :previous"
         put["ExpressionAttributeValues"] = {":previous": {"N": str(version - 1)}}
     return {"Put": put}
+
+
+class TransactionFailed(RuntimeError):
+    def __init__(self, reasons: list[str]) -> None:
+        super().__init__(f"transaction cancelled: {reasons}")
+        self.reasons = reasons
+
+    def failed_conditions(self, first: int) -> set[int]:
+        """Positions among the first ``first`` items whose condition failed."""
+        return {i for i, r in enumerate(self.reasons[:first]) if r == "ConditionalCheckFailed"}
+
+
+def transact(client: Any, items: list[dict[str, Any]]) -> None:
+    """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
+    for attempt in range(CONFLICT_RETRIES):
+        try:
+            client.transact_write_items(TransactItems=items)
+            return
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
+            if "ConditionalCheckFailed" in reasons or not any(r == "TransactionConflict" for r in reasons):
+                raise TransactionFailed(reasons) from exc
+            conflict_pause(attempt)
+    raise TransactionFailed(["TransactionConflict"])
 
 
 def conflict_pause(attempt: int) -> None:
@@ -151,21 +173,15 @@ class DynamoCrawlDatabase:
 
     def _guarded_put(self, put: dict[str, Any], guards: list[dict[str, Any]]) -> bool:
         """The put with its guards in one transaction: False when the record moved on, or one of the batches
-        it guards did (a batch committed, a page settled): the caller reads it again and decides again."""
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                self.client.transact_write_items(TransactItems=[put, *guards])
-                return True
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                    raise
-                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
-                if "ConditionalCheckFailed" in reasons:
-                    return False
-                if "TransactionConflict" not in reasons:
-                    raise
-            conflict_pause(attempt)
-        return False
+        it guards did (a batch committed, a page settled), or conflicts outlasted the retries: the caller
+        reads it again and decides again."""
+        try:
+            transact(self.client, [put, *guards])
+        except TransactionFailed as exc:
+            if "ConditionalCheckFailed" in exc.reasons or exc.reasons == ["TransactionConflict"]:
+                return False
+            raise
+        return True
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         # (read consistently: the orphan pass must see every listing written before it)

@@ -7,10 +7,11 @@ is written once per job, at listing, and is both: the job's mark and the crawl d
 themselves are written a listed batch at a time, beside the job's batch items but in the site's partitions
 (no TTL: the crawl database outlives jobs):
 
-* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: the URL's **pointer**: ``version``; ``cur``, the batch of the
-  last listing (``<job>/<bid>``) and ``sm``, its sitemap's record key; ``prev``, the batch the record came
-  from when that listing was made (the last committed one); or ``body``, a record written whole (by the
-  orphan pass, a settlement after a move, or a layout before this one).
+* ``CRAWL#<site>#<h>`` / ``URL#<url key>``: the URL's **pointer**: ``version``; ``u``, the URL; ``cur``, the
+  batch of the last listing (``<job>/<bid>``) and ``sm``, its sitemap's record key; ``prev``, the batch the
+  record came from when that listing was made (the last committed one); ``jobs`` (below); or ``body`` and
+  ``w``, a record written whole since (by the orphan pass, a settlement after a move, or a layout before
+  this one: then without ``cur``).
 * ``CRAWL#<site>#<bid[0]>`` / ``CB#<job>#<bid>``: a listed batch's crawl records, one a line, in the order of
   its job records: ``f\\t<record>`` for a URL its listing made final (not due, listed only), ``p\\t<record>`` for
   one handed to a fetch (the record the fetch works on). Written in the listing's transaction, so that it
@@ -23,14 +24,20 @@ its pointer's write and its transaction, or one that died there, is not seen), e
 the settlement's record of the URL when there is one, else its listed one. Its ``version`` is the pointer's.
 
 Concurrent writers (jobs of one site, the orphan pass): whoever moves a pointer away from another job's
-batch makes that batch know it, in the transaction that makes its own move seen:
+batch makes that batch know it, each on the reading its record was computed on (``remembered``):
 
-* from a batch not committed: a tombstone in its place (``attribute_not_exists``): its listing can no longer
-  commit, and is decided again on what it finds then;
+* from a batch not committed: a tombstone in its place, before the move (a listing, ``_bury`` in
+  page_pointers) or in the same transaction (a record written whole): its listing can no longer commit,
+  and is decided again on what it finds then;
 * from a committed batch whose page is still to be settled: the page's position is added to its states
-  item's moved list (``x``), on the version read: the settlement of a moved page writes its crawl record
-  whole, on the pointer's version (stale if that moved: computed again on the newer record), instead of
-  into the batch's outcome; a settlement that meets the version moved reads the list again.
+  item's ``moved`` set in the transaction that makes the move seen, on the batch's settlements as read
+  (``settled``: one since makes the move stale), moving the states' version on: the settlement of a moved
+  page writes its crawl record whole, on the pointer's version (stale if that moved: computed again on the
+  newer record), instead of into the batch's outcome; a settlement that meets the version moved reads the
+  set again.
+
+The pointer also keeps ``jobs``, the jobs whose listing of the URL committed or is under way (ended ones
+left out when met): a URL stays once in its job however many other jobs listed it since.
 
 Batches no pointer names any more are not collected yet (see README, "Not yet").
 """
@@ -64,6 +71,10 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
+
+
+#: A site's URL items (and crawl batches) are spread over 16 partitions by the first hex digit of their key.
+URL_SHARDS = "0123456789abcdef"
 
 
 def url_shard(site: str, key: str) -> dict[str, str]:
@@ -367,12 +378,12 @@ class Pointers:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
         kept); with ``unless_listed_by``, without those whose last committed listing is that job's."""
         batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
-        for shard in "0123456789abcdef":
+        for shard in URL_SHARDS:
             paginator = self.client.get_paginator("query")
             for page in paginator.paginate(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :url)",
-                ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}#{shard}"), ":url": _s("URL#")},
+                ExpressionAttributeValues={":pk": url_shard(site, shard), ":url": _s("URL#")},
                 ConsistentRead=True,
             ):
                 pointers = [parse_pointer(item) for item in page.get("Items", [])]
@@ -478,7 +489,3 @@ class Pointers:
 def listed_lines(records: Sequence[tuple[str, bool]]) -> str:
     """A listed batch's lines: (record JSON, made final by the listing), in the order of its job records."""
     return "\n".join(f"{FINAL if final else PENDING}\t{text}" for text, final in records)
-
-
-def outcome_lines(records: Mapping[int, str]) -> list[str]:
-    return [f"{i}\t{text}" for i, text in records.items()]

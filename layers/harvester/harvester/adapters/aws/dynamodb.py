@@ -30,7 +30,15 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from harvester.adapters.aws.crawl import CONFLICT_RETRIES, batch_get, conditional, conflict_pause, url_put
+from harvester.adapters.aws.crawl import (
+    CONFLICT_RETRIES,
+    TransactionFailed,
+    batch_get,
+    conditional,
+    conflict_pause,
+    transact,
+    url_put,
+)
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
 from harvester.model import accounting
@@ -99,16 +107,6 @@ def _shard_counts(item: dict[str, Any]) -> JobCounts:
     return JobCounts(**{f: int(item[f]["N"]) for f in _COUNTER_FIELDS if f in item})
 
 
-class TransactionFailed(RuntimeError):
-    def __init__(self, reasons: list[str]) -> None:
-        super().__init__(f"transaction cancelled: {reasons}")
-        self.reasons = reasons
-
-    def failed_conditions(self, first: int) -> set[int]:
-        """Positions among the first ``first`` items whose condition failed."""
-        return {i for i, r in enumerate(self.reasons[:first]) if r == "ConditionalCheckFailed"}
-
-
 class DynamoStateStore:
     #: A transaction holds 100 items; each page is two (its job record and its crawl record), plus the
     #: sitemap's checkpoint and a counter shard.
@@ -135,19 +133,7 @@ class DynamoStateStore:
         return item.get("Item")
 
     def _transact(self, items: list[dict[str, Any]]) -> None:
-        """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                self.client.transact_write_items(TransactItems=items)
-                return
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                    raise
-                reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
-                if "ConditionalCheckFailed" in reasons or not any(r == "TransactionConflict" for r in reasons):
-                    raise TransactionFailed(reasons) from exc
-                conflict_pause(attempt)
-        raise TransactionFailed(["TransactionConflict"])
+        transact(self.client, items)
 
     def _counter_update(self, job_id: str, delta: JobCounts) -> dict[str, Any]:
         names = {f"#{f}": f for f in _COUNTER_FIELDS}

@@ -90,7 +90,8 @@ _LEASES_KEPT = 64
 _STATE_RETRIES = 25
 
 
-#: The key of a states item's positions whose crawl record another writer moved since the listing (a list).
+#: Where a states item's read gives the positions whose pointer another writer moved since the listing (the
+#: item's ``moved`` set: crawl_pointers), beside the positions' states; never written into the body.
 MOVED = "x"
 
 

@@ -5,12 +5,14 @@ its crawl record, in the settlement's transaction (three write units). Here the 
 write of the URL's pointer (crawl_pointers) is both, and the crawl records go a batch at a time: the
 listing's in an item of the batch, written in its transaction; a settlement's in an item beside its outcome.
 
-A listing writes each URL's pointer on the version its lookup read (a URL new to the site: on none). A
-pointer that moved meanwhile is read again: one naming this job's committed batch is the job's already
+A listing first makes sure the other jobs' listings not committed that its pointers name never commit (a
+tombstone each), then writes each URL's pointer on the version its lookup read (a URL new to the site: on
+none). A pointer that moved meanwhile is read again: one naming this job's committed batch is the job's already
 (another sitemap listed it first); one naming this job's batch that never committed is taken over as marks
 are (its sitemap's reading, holding the lease, or a final sitemap's); one another writer moved makes the
 listing stale (decided again on what that writer wrote). The transaction then writes the job's batch items,
-the crawl batch, and the guards of the pointers it moved from another job's batch (crawl_pointers).
+the crawl batch, and the moved marks of the pages still to be settled it moved pointers from
+(crawl_pointers).
 
 A settlement writes its pages' crawl records into one item of the crawl batch, except those of pages another
 writer moved meanwhile (their batch's moved list): written whole on their pointer, on the version their
