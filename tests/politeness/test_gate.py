@@ -305,6 +305,57 @@ def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
     assert sorted(turns.deferred) == [urls[2], urls[4]]
 
 
+def test_a_429_stops_the_batchs_requests_to_the_host_and_slows_every_worker_at_once():
+    """Eight pages to a host at 0.05 s, two slots; the first answer is a 429. The batch sends nothing more
+    to the host: its other pages go back to the queue unsent, each at a turn of the slowed pace, and the
+    gate slowed down when the 429 came, not when the batch ended (another worker asking meanwhile got no
+    turn at the old pace). Reported at the batch's end, the 429 was met by the batch's other turns."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import Turns
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0))
+    host = "h.example"
+    urls = [f"https://{host}/p/{n}" for n in range(8)]
+    sent: list[str] = []
+    answered: list[float] = []
+    other: list[tuple[float, ...]] = []
+
+    async def batch() -> Turns:
+        turns = Turns()
+        turns.given(host, urls, gate.acquire(host, len(urls), spacing=0.05, now=time.time()), 0.05, horizon=2.0)
+
+        async def fetch(url: str) -> None:
+            if not await turns.turn(gate, url):
+                return
+            sent.append(url)
+            await asyncio.sleep(0.02)
+            turns.observe(url, status=429 if url == urls[0] else 200, latency=0.02)
+            answered.append(time.time())
+            await turns.ended(url)
+            if url == urls[0]:  # another worker asks just after the 429
+                await asyncio.sleep(0.05)
+                other.append(gate.acquire(host, 1, spacing=0.05, now=time.time()).starts)
+
+        await asyncio.gather(*(fetch(u) for u in urls))
+        turns.release(gate)
+        return turns
+
+    turns = asyncio.run(batch())
+    # /0 was answered in 0.02 s, before /1's turn came 0.05 s after it (on a busy machine, a turn taken
+    # late may have sent /1 first).
+    assert sent[0] == urls[0] and len(sent) <= 2, sent
+    assert sorted(turns.deferred) == sorted(set(urls) - set(sent))
+    asks = sorted(turns.deferred.values())
+    assert asks[0] >= answered[0] + SLOWDOWN_FLOOR - 0.01
+    assert min(b - a for a, b in itertools.pairwise(asks)) >= SLOWDOWN_FLOOR - 1e-6
+    assert other[0] and other[0][0] >= answered[0] + SLOWDOWN_FLOOR - 0.01  # (at the slowed pace, at once)
+    state = gate.hosts[host]
+    assert state.slowdown >= SLOWDOWN_FLOOR and state.throttled == 1
+    assert state.in_flight(time.time()) == 1  # (only the other worker's grant: the batch's were given back)
+
+
 @pytest.mark.parametrize("kernel_times", [True, False])
 def test_the_sites_server_times_a_request_by_its_arrival_not_by_when_a_thread_reads_it(monkeypatch, kernel_times):
     """The AWS politeness tests serve the site from the process that also serves moto, whose threads may

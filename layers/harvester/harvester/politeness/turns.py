@@ -43,6 +43,9 @@ class Turns:
     #: gate says, within the horizon, rather than going back to the queue (whose delays are whole seconds
     #: on SQS: a host left idle between two workers' batches).
     full: dict[str, tuple[list[str], float, float]] = field(default_factory=dict)
+    #: Hosts that answered a request of the batch with a 429 or 503, with when the next of the batch's
+    #: requests to each not yet sent asks again (each one a step after the last): see ``_throttled``.
+    stopped: dict[str, tuple[float, float]] = field(default_factory=dict)
     _asking: dict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _ended: asyncio.Condition | None = None
 
@@ -80,8 +83,13 @@ class Turns:
             wait = start - time.time()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if self._throttled(gate, host, url):
+                return False
             if not await self._slot(host, gate.rules.horizon):
                 self.deferred[url] = time.time() + RECHECK_SECONDS
+                return False
+            if self._throttled(gate, host, url):  # (the request whose slot it took may have been answered so)
+                await self._free(host)
                 return False
             now = time.time()
             grant, spacing = self.grants[host]
@@ -97,6 +105,30 @@ class Turns:
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
 
+    def _throttled(self, gate: HostGate, host: str, url: str) -> bool:
+        """Whether the host asked the batch to slow down (a 429 or 503), deferring ``url`` if so. The first
+        time, the host's grant is given back at once with that answer, so every worker slows down now, not
+        when the batch ends; the batch's requests to it not yet sent go back to the queue, each at a turn of
+        the slowed pace, instead of taking the turns granted at the old one. (Reported at the batch's end, a
+        429 storm was met by the rest of the batch's turns, and by other workers' batches granted turns
+        meanwhile: a batch of 50 pages could send 50 requests into it.) Its requests still in flight are no
+        longer counted against the host's limit; in a storm they are answered at once."""
+        if host not in self.stopped:
+            report = self.reports.get(host)
+            if report is None or not report.throttled or host not in self.grants:
+                return False
+            grant, spacing = self.grants.pop(host)
+            del self.reports[host]
+            report.granted_at = grant.at
+            now = time.time()
+            gate.release(host, grant, report, spacing=spacing, now=now)
+            pace = gate.paced(host, 1, spacing=spacing, now=now)
+            self.stopped[host] = (pace.starts[0] if pace.starts else pace.later or now + RECHECK_SECONDS, pace.spread)
+        ask, step = self.stopped[host]
+        self.deferred[url] = ask
+        self.stopped[host] = (ask + step, step)
+        return True
+
     async def _waited(self, gate: HostGate, url: str) -> bool:
         """For a URL of a host that had no free slot: asks the gate again when it said to, until the host's
         deadline, for all the batch's URLs to that host still waiting (one asker a host at a time); True when
@@ -106,11 +138,16 @@ class Turns:
             return False
         urls, spacing, deadline = self.full[host]
         async with self._asking[host]:
-            while host not in self.grants and url in self.deferred and self.deferred[url] <= deadline:
+            while (
+                host not in self.grants
+                and host not in self.stopped
+                and url in self.deferred
+                and self.deferred[url] <= deadline
+            ):
                 await asyncio.sleep(max(0.0, self.deferred[url] - time.time()))
                 waiting = [u for u in urls if u in self.deferred]
                 self._take(host, waiting, gate.acquire(host, len(waiting), spacing=spacing, now=time.time()), spacing)
-        return url not in self.deferred
+        return url not in self.deferred and not self._throttled(gate, host, url)
 
     async def ended(self, url: str) -> None:
         """The URL's request is over (answered, or failed): its slot may serve a page of the batch waiting."""
