@@ -7,8 +7,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from harvester.adapters.aws.crawl import CONFLICT_RETRIES
-from harvester.adapters.aws.dynamodb import DynamoStateStore, TransactionFailed
+from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.state_table import CONFLICT_RETRIES, TransactionFailed
 
 
 def cancelled(*codes: str) -> dict[str, object]:
@@ -52,7 +52,7 @@ def test_a_failed_condition_is_not_tried_again(stubbed):
 
 def test_conflicts_that_never_end_give_up(stubbed, monkeypatch):
     store, stubber = stubbed
-    monkeypatch.setattr("harvester.adapters.aws.crawl.time.sleep", lambda _: None)  # (conflict_pause)
+    monkeypatch.setattr("harvester.adapters.aws.state_table.time.sleep", lambda _: None)  # (conflict_pause)
     for _ in range(CONFLICT_RETRIES):
         stubber.add_client_error("transact_write_items", **cancelled("TransactionConflict"))
     with pytest.raises(TransactionFailed, match="TransactionConflict"):

@@ -52,8 +52,11 @@ from typing import Any, Literal
 import orjson
 
 from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.state_table import batch_get, query, versioned_put
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
 from harvester.model.crawl import CrawlRecord
-from harvester.model.records import UrlStatus, url_key
+from harvester.model.records import UrlStatus, body_of, url_key
 
 #: A pointer's fields as stored, and what an item written whole (``body``) has instead.
 _CUR, _PREV, _SITEMAP = "cur", "prev", "sm"
@@ -63,14 +66,6 @@ FINAL, PENDING = "f", "p"
 _REMEMBERED = 4_096
 #: Crawl batches a reading of a whole site keeps at once (each is read by many of its URLs).
 _BATCHES_KEPT = 512
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int) -> dict[str, str]:
-    return {"N": str(value)}
 
 
 #: A site's URL items (and crawl batches) are spread over 16 partitions by the first hex digit of their key.
@@ -203,8 +198,6 @@ def whole_write(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
     """A TransactWriteItems write of a record whole on its pointer, on the version it follows (a new URL's:
     on none). The pointer keeps the batches it names (their jobs find their pages by them); ``w`` says the
     record is the body until the next listing."""
-    from harvester.adapters.aws.crawl import versioned_put
-    from harvester.model.records import body_of
 
     key = pointer_key(site, record.url)
     if record.version == 1:
@@ -266,7 +259,6 @@ class Pointers:
 
     def read(self, site: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, Pointer]:
         """The pointers of the URLs that have one, their records resolved."""
-        from harvester.adapters.aws.crawl import batch_get
 
         keys = [pointer_key(site, url) for url in dict.fromkeys(urls)]
         pointers = {}
@@ -297,7 +289,6 @@ class Pointers:
         """For pointers whose page was still to be settled: their batches' settlements now (``seen_settled``),
         read after their outcomes; a page found settled since (its state final) is resolved again on its
         outcome; one whose job is gone is no longer open."""
-        from harvester.adapters.aws.crawl import batch_get
 
         refs = {p.basis for p in pointers if p.basis is not None}
         if not refs:
@@ -342,7 +333,6 @@ class Pointers:
             p.record = record if record.version == p.version else record.model_copy(update={"version": p.version})
 
     def _read_batches(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
-        from harvester.adapters.aws.crawl import batch_get
 
         if not refs:
             return
@@ -357,7 +347,9 @@ class Pointers:
             if batch is None or not batch.committed or batch.outcomes is not None:
                 continue
             batch.outcomes = {}
-            for item in self._query(
+            for item in query(
+                self.client,
+                self.table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
                 ExpressionAttributeValues={
                     ":pk": url_shard(site, ref.bid),
@@ -368,11 +360,6 @@ class Pointers:
                 for line in body_text(item).split("\n"):
                     i, _, record = line.partition("\t")
                     batch.outcomes[int(i)] = record
-
-    def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        paginator = self.client.get_paginator("query")
-        for page in paginator.paginate(TableName=self.table, **kwargs):
-            yield from page.get("Items", [])
 
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages

@@ -30,17 +30,21 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from harvester.adapters.aws.crawl import (
+from harvester.adapters.aws.crawl import url_put
+from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.page_body import pack, unpack
+from harvester.adapters.aws.state_table import (
     CONFLICT_RETRIES,
     TransactionFailed,
     batch_get,
     conditional,
     conflict_pause,
+    created,
+    query,
     transact,
-    url_put,
 )
-from harvester.adapters.aws.item_body import body_text, stored_body
-from harvester.adapters.aws.page_body import pack, unpack
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
 from harvester.model.records import (
     CrawlWrite,
@@ -75,14 +79,6 @@ OPEN_INDEX = "OpenItems"
 ACTIVE_JOBS = "JOBS"
 _COUNTER_FIELDS = tuple(JobCounts.model_fields)
 _TRANSACTION_ITEMS = 100
-
-
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: float) -> dict[str, str]:
-    return {"N": repr(value) if isinstance(value, float) else str(value)}
 
 
 def _job_pk(job_id: str) -> str:
@@ -162,7 +158,7 @@ class DynamoStateStore:
         }
         if open_item:
             item["open_pk"] = _s(_open_pk(job_id))
-        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+        return created(self.table, item)
 
     def _record_update(
         self,
@@ -211,9 +207,7 @@ class DynamoStateStore:
         )
 
     def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        paginator = self.client.get_paginator("query")
-        for page in paginator.paginate(TableName=self.table, **kwargs):
-            yield from page.get("Items", [])
+        return query(self.client, self.table, **kwargs)
 
     # jobs -----------------------------------------------------------------------------------------
 

@@ -52,16 +52,13 @@ from typing import Any
 
 import orjson
 
-from harvester.adapters.aws.crawl import batch_get, conditional, conflict_pause, url_put
-from harvester.adapters.aws.dynamodb import (
-    _TRANSACTION_ITEMS,
-    DynamoStateStore,
-    TransactionFailed,
-    _n,
-    _s,
-)
+from harvester.adapters.aws.crawl import url_put
+from harvester.adapters.aws.dynamodb import _TRANSACTION_ITEMS, DynamoStateStore
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
+from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conditional, conflict_pause, created
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
 from harvester.model.records import (
     CrawlWrite,
@@ -372,7 +369,7 @@ class DynamoBatchStateStore(DynamoStateStore):
         item = {**self._key(job_id, sk), "body": stored_body(body), "expires_at": self._expires()}
         if version is not None:
             item["version"] = _n(version)
-        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+        return created(self.table, item)
 
     def _mark(
         self, job_id: str, bid: str, sitemap_key: str, chunk: Sequence[PageRecord], lease: Lease

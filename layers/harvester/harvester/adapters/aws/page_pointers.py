@@ -29,7 +29,6 @@ from typing import Any
 
 import orjson
 
-from harvester.adapters.aws.crawl import batch_get, conditional
 from harvester.adapters.aws.crawl_pointers import (
     Pointer,
     Pointers,
@@ -42,7 +41,6 @@ from harvester.adapters.aws.crawl_pointers import (
     stale_check,
     whole_write,
 )
-from harvester.adapters.aws.dynamodb import _n, _s
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_batches import (
     BATCHES,
@@ -54,6 +52,9 @@ from harvester.adapters.aws.page_batches import (
     _Batch,
     _sized,
 )
+from harvester.adapters.aws.state_table import batch_get, conditional, created
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
 from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of
 from harvester.ports import Lease, PageOutcome
 from harvester.urls import origin_of
@@ -310,13 +311,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
 
     def _crawl_item(self, key: dict[str, Any], body: str) -> dict[str, Any]:
         """A new item of a crawl batch (no ``expires_at``: the crawl database outlives jobs)."""
-        return {
-            "Put": {
-                "TableName": self.table,
-                "Item": {**key, "body": stored_body(body)},
-                "ConditionExpression": "attribute_not_exists(pk)",
-            }
-        }
+        return created(self.table, {**key, "body": stored_body(body)})
 
     def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
         if not self.pointed(job_id):
