@@ -6,12 +6,14 @@ batching work that is to meet them needs a figure to start from, the same figure
 and a map of where the requests come from. This script is that figure: it counts what a crawl costs, it
 changes nothing in the engine.
 
-    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json] [--layout pointers ...]
+    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json] [--layout pointers ...] [--collect]
 
 What runs: a demo site of ``--pages`` pages (harvester.demo.live.LiveSite, served on 127.0.0.1) is crawled
 twice through the AWS path of bench/_aws_path.py (template.yaml translated with samtranslator and created in
 moto, the real handlers driven as Lambda's SQS poller drives them): a first crawl, which fetches and stores
-every page, and a re-crawl of the unchanged site, which fetches nothing. Every AWS request is seen at
+every page, and a re-crawl of the unchanged site, which fetches nothing (with ``--collect``, a second
+re-crawl whose end deletes the first crawl's crawl batches no pointer names any more: what keeping the crawl
+database's storage bounded costs). Every AWS request is seen at
 botocore's ``_make_api_call`` and counted by service and operation; each is also weighed in the units AWS
 bills, and those units are priced with ``PRICES`` below. The layout issue 11 started from, one S3 object per
 page (``--output files``) and an item per URL for the job's state (``StateLayout=items``), is the named
@@ -516,35 +518,37 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
 NO_SPACING = 0.00001
 
 
-def loose_objects(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+def loose_objects(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
     """The baseline layout, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
     unchanged site."""
-    return _layout("loose objects (today)", "files", pages, where=where, delay=delay, state="items")
+    return _layout("loose objects (today)", "files", pages, where=where, delay=delay, collect=collect, state="items")
 
 
-def item_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+def item_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
     """WARC per page batch with the job's state kept an item per URL (``StateLayout=items``, the default before
     page batches): what the state layout alone changes."""
-    return _layout("WARC, item per URL", "warc", pages, where=where, delay=delay, state="items")
+    return _layout("WARC, item per URL", "warc", pages, where=where, delay=delay, collect=collect, state="items")
 
 
-def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
     """The batched layout (``--output warc``, ``StateLayout=batches``): each page batch's captures in one WARC
     object, the job's state of its pages in a few items, a mark and a crawl record per URL."""
-    return _layout("WARC per batch", "warc", pages, where=where, delay=delay, state="batches")
+    return _layout("WARC per batch", "warc", pages, where=where, delay=delay, collect=collect, state="batches")
 
 
-def pointer_layout(pages: int, *, where: bool, delay: float = NO_SPACING) -> Layout:
+def pointer_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
     """The batched layout with each URL's mark its pointer in the crawl database (``StateLayout=pointers``): the
     crawl records kept a listed batch at a time too."""
-    return _layout("WARC, pointers", "warc", pages, where=where, delay=delay, state="pointers")
+    return _layout("WARC, pointers", "warc", pages, where=where, delay=delay, collect=collect, state="pointers")
 
 
 #: The layouts by their ``--layout`` names, in the order they are printed.
 LAYOUTS = {"loose": loose_objects, "items": item_layout, "batches": batched_layout, "pointers": pointer_layout}
 
 
-def _layout(name: str, output: str, pages: int, *, where: bool, delay: float, state: str = "batches") -> Layout:
+def _layout(
+    name: str, output: str, pages: int, *, where: bool, delay: float, state: str = "batches", collect: bool = False
+) -> Layout:
     from harvester.model.messages import JobRequest, Output
 
     crawls = []
@@ -553,7 +557,10 @@ def _layout(name: str, output: str, pages: int, *, where: bool, delay: float, st
         meter = Meter(aws, where=where)
         aws.requests.observer = meter
         timed_handlers(aws, meter)
-        for leg_name in ("first crawl", "re-crawl"):
+        for leg_name in ("first crawl", "re-crawl", "re-crawl, collecting")[: 3 if collect else 2]:
+            if leg_name.endswith("collecting"):  # (as if the jobs before had ended a quarter of an hour ago)
+                for function in aws.stack.functions.values():
+                    function.environment["HARVEST_COLLECT_AFTER_SECONDS"] = "0"
             site.reset_log()
             meter.tally = Tally()
             leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=delay, output=Output(output)))
@@ -605,7 +612,8 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: f
         return [fmt.format(values(c) / c.pages) for _, c in columns]
 
     print(
-        f"AWS cost of a crawl: a {pages:,}-page demo site on 127.0.0.1, crawled twice through the AWS path"
+        f"AWS cost of a crawl: a {pages:,}-page demo site on 127.0.0.1, crawled {len(layouts[0].crawls)} times"
+        " through the AWS path"
         " (template.yaml in moto, the real handlers driven as Lambda's SQS poller drives them)"
     )
     print(f"Prices: us-east-1 list prices as of {PRICES_AS_OF} (PRICES in this script)")
@@ -751,8 +759,17 @@ def main() -> None:
         choices=list(LAYOUTS),
         help="only this layout (repeatable; default: all four, the baseline first)",
     )
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="a third crawl, whose end collects the first's crawl batches no pointer names any more (the"
+        " jobs before taken to have ended long enough ago)",
+    )
     args = parser.parse_args()
-    layouts = [LAYOUTS[name](args.pages, where=args.where, delay=args.delay) for name in args.layout or LAYOUTS]
+    layouts = [
+        LAYOUTS[name](args.pages, where=args.where, delay=args.delay, collect=args.collect)
+        for name in args.layout or LAYOUTS
+    ]
     if args.json:
         print(json.dumps(figures(layouts)))
         return

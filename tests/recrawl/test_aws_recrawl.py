@@ -4,6 +4,7 @@ Lambda's SQS poller drives them, the crawl database in DynamoDB and the document
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import boto3
@@ -37,9 +38,23 @@ def stored_pages(stack: Any, site: LiveSite) -> set[str]:
     return stored_versions(adapters_of(stack).documents, site.base)
 
 
+def crawl_batches(stack: Any, site: str) -> tuple[Counter[str], set[str]]:
+    """The site's crawl batch items by job, and the batches (``job/bid``) its pointers name."""
+    items = boto3.client("dynamodb").scan(
+        TableName=stack.outputs["StateTableName"],
+        FilterExpression="begins_with(pk, :crawl)",
+        ExpressionAttributeValues={":crawl": {"S": f"CRAWL#{site}#"}},
+    )["Items"]
+    batches = Counter(i["sk"]["S"].split("#")[1] for i in items if i["sk"]["S"].startswith("CB#"))
+    named = {i[name]["S"] for i in items for name in ("cur", "prev") if name in i}
+    return batches, named
+
+
 def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_changed(deployed_stack, live_site):
     stack, poller = deployed_stack
     site = scenario.build(live_site())
+    for function in stack.functions.values():  # (as if each job had ended a quarter of an hour before the next)
+        function.environment["HARVEST_COLLECT_AFTER_SECONDS"] = "0"
 
     first, _ = crawl(site, stack, poller)
     scenario.check_crawl_1(site, first)
@@ -55,12 +70,23 @@ def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_chan
     second, feed = crawl(site, stack, poller)
     scenario.check_crawl_2(site, second)
     assert feed == [] and stored_pages(stack, site) == after_first
+    # Every URL was listed again: the pointers name the second job's batches and the first's (as ``prev``).
+    batches_second, _ = crawl_batches(stack, site.base)
+    assert batches_second[first["job_id"]] > 0
 
     mutation = scenario.Mutation()
     mutation.apply(site)
     third, feed = crawl(site, stack, poller)
     scenario.check_crawl_3(site, mutation, third, feed)
     assert len(stored_pages(stack, site) - after_first) == len(mutation.changed) + len(mutation.added)
+
+    # The third job's end deleted the first job's batches, which no pointer reads from any more (the URLs
+    # the third did not list were orphaned: their records are written whole); every batch left of a job
+    # over is one a pointer names. (The records all read as they should: below.)
+    batches, named = crawl_batches(stack, site.base)
+    assert batches[first["job_id"]] == 0 and batches[second["job_id"]] == batches_second[second["job_id"]]
+    ended = {first["job_id"], second["job_id"]}
+    assert all(ref in named for ref in _batch_refs(stack, site.base) if ref.split("/")[0] in ended)
 
     # The crawl database is DynamoDB items of their own, which no TTL ever takes.
     crawldb = adapters_of(stack).crawldb
@@ -81,6 +107,16 @@ def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_chan
         ExpressionAttributeValues={":job": {"S": "JOB#"}},
     )["Items"]
     assert job_items and all("expires_at" in item for item in job_items)
+
+
+def _batch_refs(stack: Any, site: str) -> set[str]:
+    """The site's listed crawl batches (``job/bid``)."""
+    items = boto3.client("dynamodb").scan(
+        TableName=stack.outputs["StateTableName"],
+        FilterExpression="begins_with(pk, :crawl) AND begins_with(sk, :cb)",
+        ExpressionAttributeValues={":crawl": {"S": f"CRAWL#{site}#"}, ":cb": {"S": "CB#"}},
+    )["Items"]
+    return {"/".join(i["sk"]["S"].split("#")[1:3]) for i in items}
 
 
 def test_a_job_id_reused_for_another_site_goes_to_the_dead_letter_queue_with_the_reason(deployed_stack, live_site):

@@ -10,7 +10,7 @@ both adapters keep them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -421,6 +421,11 @@ class CrawlDatabase(Protocol):
         """How many URL records the site has, when the backend can tell without reading them all (None
         otherwise): a site with none is on its first crawl (nothing to look up per listed URL), and a job
         that listed as many as there are leaves none unlisted (no orphan pass)."""
+
+    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+        """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
+        DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
+        record is one row, rewritten in place)."""
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 

@@ -46,6 +46,9 @@ class EngineSettings:
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
     #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30
+    #: A job's end deletes the site's crawl batches no URL's pointer names (DynamoDB) of the jobs that ended
+    #: at least this long before: no invocation of theirs is still running (Lambda's longest is 15 minutes).
+    collect_after_seconds: float = 900.0
     #: Failed pages listed in the summary's error_details (all of them are in the JSON Lines records).
     max_error_details: int = 1000
     # The re-crawl schedule (seconds; see crawldb.schedule): the interval a URL starts at without a

@@ -226,7 +226,30 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
+    collect(ctx, job)
     return result
+
+
+def collect(ctx: StepContext, job: JobRecord) -> int:
+    """Gives back the space the site's crawl database no longer uses (``CrawlDatabase.collect``), of the jobs
+    that ended ``collect_after_seconds`` ago or more (a job whose record expired ended long ago). After the
+    result, and never failing the job's end: what is left is collected at the site's next job end."""
+    now, after = ctx.clock(), ctx.settings.collect_after_seconds
+
+    def ended(job_id: str) -> bool:
+        other = ctx.store.get_job(job_id)
+        if other is None:
+            return True
+        return other.status.final and other.end_time is not None and (now - other.end_time).total_seconds() >= after
+
+    try:
+        collected = ctx.crawldb.collect(job.request.origin, ended)
+    except Exception:
+        log.exception("the crawl database's unused records could not be collected", extra={"job_id": job.job_id})
+        return 0
+    if collected:
+        log.info("crawl batches collected", extra={"job_id": job.job_id, "batches": collected})
+    return collected
 
 
 def write_index(ctx: StepContext, job_id: str, copy: IndexLines) -> str | None:

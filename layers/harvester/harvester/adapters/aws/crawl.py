@@ -17,7 +17,7 @@ can ride in the same transaction as the job's records.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, pointer_key, url_shard, whole_write
@@ -90,6 +90,10 @@ class DynamoCrawlDatabase:
         for pointer in self.pointers.site_pointers(site, unless_listed_by=unless_listed_by):
             assert pointer.record is not None
             yield pointer.record
+
+    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+        """The crawl batches no pointer names, of jobs over, deleted (crawl_pointers: ``Pointers.collect``)."""
+        return self.pointers.collect(site, ended)
 
     def count_urls(self, site: str) -> int | None:
         """0 for a site with no URL record, told by a one-item read of each shard; None for one with some,

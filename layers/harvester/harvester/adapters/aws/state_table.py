@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from harvester.adapters.aws.item_body import stored_body
 
 BATCH_GET = 100
+BATCH_WRITE = 25
 _UNPROCESSED_RETRIES = 10
 #: Tries of a write (or a transaction) that conflicts with a transaction in progress.
 CONFLICT_RETRIES = 12
@@ -128,3 +129,17 @@ def query(client: Any, table: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
     """Every item a Query returns, one page after another."""
     for page in client.get_paginator("query").paginate(TableName=table, **kwargs):
         yield from page.get("Items", [])
+
+
+def batch_delete(client: Any, table: str, keys: list[dict[str, Any]]) -> None:
+    """Deletes the items of ``keys`` with one BatchWriteItem per 25 (and again for any DynamoDB left
+    unprocessed, with a back-off). Deleting an item that is gone already does nothing."""
+    for start in range(0, len(keys), BATCH_WRITE):
+        request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE]]}
+        for attempt in range(_UNPROCESSED_RETRIES):
+            request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+            if not request:
+                break
+            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+        else:
+            raise RuntimeError(f"DynamoDB kept {len(request[table])} deletions unprocessed")

@@ -9,7 +9,7 @@ that lost a race changes nothing and says so.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from harvester.adapters.local.database import Transaction, select_in
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
@@ -92,6 +92,10 @@ class SqliteCrawlDatabase:
 
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
+
+    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+        """Nothing to collect: a URL's record is its one row, rewritten in place."""
+        return 0
 
     def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
         """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps): one

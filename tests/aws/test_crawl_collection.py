@@ -1,0 +1,162 @@
+"""Collecting the pointer layout's crawl batches (crawl_pointers: ``Pointers.collect``): a batch no URL's pointer
+names, of a job that is over, is deleted with its settlements' items; every record reads as before, and a
+batch a pointer still names, or one of a running job, is kept."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.crawl_pointers import Ref, batch_key
+from harvester.crawldb.crawl_state import orphaned
+from tests.aws.test_page_pointers import SITE, Container, crawl_items, list_pages, new_job, settle, url
+
+
+@pytest.fixture
+def aws(deployed_stack: Any) -> AwsAdapters:
+    stack, _ = deployed_stack
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def crawl_job(c: Container, job_id: str, ns: list[int]) -> None:
+    """A job that lists pages ``ns`` and fetches them all."""
+    new_job(c, job_id)
+    urls = list_pages(c, job_id, ns)
+    settle(c, job_id, urls, f"sig-{job_id}")
+
+
+def batches_by_job(aws: AwsAdapters) -> Counter[str]:
+    """The site's crawl batch items (listed and settled) by job."""
+    found: Counter[str] = Counter()
+    for shard in "0123456789abcdef":
+        for item in aws.store._query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :cb)",
+            ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}, ":cb": {"S": "CB#"}},
+        ):
+            found[item["sk"]["S"].split("#")[1]] += 1
+    return found
+
+
+def records(aws: AwsAdapters) -> dict[str, str]:
+    """Every record of the site as a fresh container reads it (JSON)."""
+    return {r.url: r.model_dump_json() for r in Container(aws).crawldb.site_urls(SITE)}
+
+
+def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    pages = list(range(60))
+    for job_id in ("job-1", "job-2", "job-3"):
+        crawl_job(c, job_id, pages)
+    # Each job's two listed batches and their settlements; the pointers name job 3's (cur) and job 2's (prev).
+    assert batches_by_job(aws) == Counter({"job-1": 4, "job-2": 4, "job-3": 4})
+    before = records(aws)
+    assert len(before) == 60 and {r.last_listed_job for r in Container(aws).crawldb.site_urls(SITE)} == {"job-3"}
+    asked: list[str] = []
+
+    def ended(job_id: str) -> bool:
+        asked.append(job_id)
+        return job_id != "job-3"
+
+    assert Container(aws).crawldb.collect(SITE, ended) == 2
+    assert sorted(asked) == ["job-1", "job-2", "job-3"]  # (once a job, however many batches it has)
+    assert batches_by_job(aws) == Counter({"job-2": 4, "job-3": 4})
+    assert crawl_items(aws)["URL"] == 60
+    assert records(aws) == before
+    fresh = Container(aws).crawldb.get_urls(SITE, [url(n) for n in pages])
+    assert {u: r.model_dump_json() for u, r in fresh.items()} == before
+    # Nothing left to collect, and run again it deletes nothing.
+    assert Container(aws).crawldb.collect(SITE, ended) == 0
+    # A fourth job lists and fetches over what is left: job 2's batches go at the next collection.
+    crawl_job(c, "job-4", pages)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4") == 2
+    assert batches_by_job(aws) == Counter({"job-3": 4, "job-4": 4})
+    assert {r.signature for r in Container(aws).crawldb.site_urls(SITE)} == {"sig-job-4"}
+
+
+def test_a_batch_a_url_not_listed_since_still_names_is_kept(aws: AwsAdapters) -> None:
+    """Job 1 lists sixty pages; jobs 2 and 3 only the first ten (in job 1's first batch): job 1's second batch
+    still holds the records of the fifty others, and its first one is named by them too."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawl_job(c, "job-2", list(range(10)))
+    crawl_job(c, "job-3", list(range(10)))
+    before = records(aws)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 0
+    assert batches_by_job(aws) == Counter({"job-1": 4, "job-2": 2, "job-3": 2})
+    assert records(aws) == before
+    crawl_job(c, "job-4", list(range(10)))
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 1  # (job 2's: named by none now)
+    assert batches_by_job(aws) == Counter({"job-1": 4, "job-3": 2, "job-4": 2})
+    after = records(aws)
+    unlisted = [url(n) for n in range(10, 60)]
+    assert len(after) == 60 and {u: after[u] for u in unlisted} == {u: before[u] for u in unlisted}
+
+
+def test_the_batches_of_a_job_not_over_are_kept(aws: AwsAdapters) -> None:
+    """A batch named by no pointer whose job is still running (here: a listing another job's made sure never
+    commits, its tombstone written) is kept until that job is over."""
+    k, other = Container(aws), Container(aws)
+    job_k = new_job(k, "job-k")
+    stalled = Ref(job_k, "dead0000dead0000")
+    assert k.store._put_pointer(SITE, stalled, "sm", url(1), None)
+    crawl_job(other, "job-l", [1])
+    assert "tomb" in aws.store.client.get_item(TableName=aws.store.table, Key=batch_key(SITE, stalled))["Item"]
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job_k) == 0
+    assert batches_by_job(aws)[job_k] == 1
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 1
+    assert batches_by_job(aws)[job_k] == 0
+    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].signature == "sig-job-l"
+
+
+def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -> None:
+    """A site's first crawl ends with only its own batches, not over long enough: the collection reads the
+    batches' keys (a query a shard) and no pointer."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawldb = Container(aws).crawldb
+    queried: list[str] = []
+    real = crawldb.client.get_paginator
+
+    def paginator(name: str) -> Any:
+        inner = real(name)
+
+        class Spy:
+            def paginate(self, **kwargs: Any) -> Any:
+                queried.append(kwargs["ExpressionAttributeValues"][":prefix"]["S"])
+                return inner.paginate(**kwargs)
+
+        return Spy()
+
+    crawldb.pointers.client = type("Client", (), {"get_paginator": staticmethod(paginator)})()
+    assert crawldb.collect(SITE, lambda job_id: False) == 0
+    assert queried == ["CB#"] * 16
+
+
+def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads_right(aws: AwsAdapters) -> None:
+    """The orphan pass writes a URL's record whole on its pointer, which keeps naming its batches: those are
+    collected once their jobs are over (the record is the pointer's body), and a job listing the URL again
+    finds the batch its pointer names gone, as if never committed (a tombstone is written in its place,
+    collected in turn), and lists on the body."""
+    c = Container(aws)
+    crawl_job(c, "job-1", [1, 2])
+    crawl_job(c, "job-2", [1, 2])
+    crawl_job(c, "job-3", [3])
+    orphan_pass = Container(aws).crawldb
+    known = orphan_pass.get_urls(SITE, [url(1), url(2)])
+    assert orphan_pass.put_urls(SITE, [orphaned(r, job_id="job-3") for r in known.values()]) == []
+    before = records(aws)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-3") == 2  # (job 1's and job 2's)
+    assert batches_by_job(aws) == Counter({"job-3": 2})
+    assert records(aws) == before
+    crawl_job(c, "job-4", [1, 2])
+    again = Container(aws).crawldb.get_urls(SITE, [url(1), url(2)])
+    for n in (1, 2):
+        record, orphan = again[url(n)], known[url(n)]
+        assert (record.signature, record.last_listed_job, record.state.value) == ("sig-job-4", "job-4", "fetched")
+        assert record.first_listed == orphan.first_listed and record.changes == orphan.changes + 1
+    assert batches_by_job(aws)["job-2"] == 1  # (the tombstone)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4") == 1
+    assert batches_by_job(aws) == Counter({"job-3": 2, "job-4": 2})  # (page 3 reads from job 3's batch)
