@@ -4,15 +4,23 @@ batch a pointer still names, or one of a running job, is kept."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl_pointers import Ref, batch_key
+from harvester.adapters.aws.state_table import batch_delete
 from harvester.crawldb.crawl_state import orphaned
-from tests.aws.test_page_pointers import SITE, Container, crawl_items, list_pages, new_job, settle, url
+from harvester.model.records import JobStatus
+from harvester.pipeline import completion
+from harvester.settings import EngineSettings
+from tests.aws.test_page_pointers import SITE, T0, Container, crawl_items, list_pages, new_job, settle, url
 
 
 @pytest.fixture
@@ -160,3 +168,58 @@ def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads
     assert batches_by_job(aws)["job-2"] == 1  # (the tombstone)
     assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4") == 1
     assert batches_by_job(aws) == Counter({"job-3": 2, "job-4": 2})  # (page 3 reads from job 3's batch)
+
+
+def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fails_for_it(
+    aws: AwsAdapters, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What ``completion.collect`` tells the crawl database of each job: over for a job that ended at least
+    ``collect_after_seconds`` ago or whose record is gone, not for one that ended just now or still runs; and
+    a collection that fails is logged, the job's end going on."""
+    c = Container(aws)
+    now = T0 + timedelta(hours=2)
+    for job_id, ended_ago in (("job-long", 3600), ("job-just", 60), ("job-running", None)):
+        new_job(c, job_id)
+        if ended_ago is not None:
+            assert c.store.end_job(job_id, JobStatus.COMPLETED, end_time=now - timedelta(seconds=ended_ago))
+    said: dict[str, bool] = {}
+
+    class Recording:
+        def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+            assert site == SITE
+            said.update({job_id: ended(job_id) for job_id in ("job-long", "job-just", "job-running", "job-gone")})
+            return 3
+
+    ctx: Any = SimpleNamespace(clock=lambda: now, settings=EngineSettings(), store=c.store, crawldb=Recording())
+    job = c.store.get_job("job-running")
+    assert job is not None and completion.collect(ctx, job) == 3
+    assert said == {"job-long": True, "job-just": False, "job-running": False, "job-gone": True}
+
+    class Failing:
+        def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+            raise RuntimeError("throttled")
+
+    ctx.crawldb = Failing()
+    with caplog.at_level(logging.ERROR):
+        assert completion.collect(ctx, job) == 0
+    assert "could not be collected" in caplog.text
+
+
+def test_deletions_go_25_a_request_and_what_dynamodb_left_unprocessed_is_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("harvester.adapters.aws.state_table.time.sleep", lambda _: None)
+    sent: list[list[str]] = []
+
+    class Client:
+        def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+            keys = [r["DeleteRequest"]["Key"]["pk"]["S"] for r in RequestItems["t"]]
+            sent.append(keys)
+            if len(sent) == 1:  # (DynamoDB may leave some of a batch unprocessed)
+                return {"UnprocessedItems": {"t": RequestItems["t"][:3]}}
+            return {"UnprocessedItems": {}}
+
+    batch_delete(Client(), "t", [{"pk": {"S": str(i)}} for i in range(60)])
+    assert [len(keys) for keys in sent] == [25, 3, 25, 10]
+    assert sorted({k for keys in sent for k in keys}, key=int) == [str(i) for i in range(60)]
+    assert sent[1] == ["0", "1", "2"]
