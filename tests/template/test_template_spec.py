@@ -103,7 +103,7 @@ def test_layer(source_template: dict[str, Any]) -> None:
     assert layer["Type"] == "AWS::Serverless::LayerVersion"
     assert layer["Properties"]["ContentUri"] == "layers/harvester"
     assert layer["Properties"]["CompatibleRuntimes"] == ["python3.11"]
-    assert layer["Metadata"] == {"BuildMethod": "python3.11"}
+    assert layer["Metadata"] == {"BuildMethod": "makefile"}  # (layers/harvester/Makefile: tests/aws/test_layer.py)
 
 
 @pytest.mark.parametrize("function_id", [f for f, spec in FUNCTIONS.items() if spec[3]])
