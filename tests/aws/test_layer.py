@@ -1,6 +1,6 @@
 """The Lambda layer as `sam build` makes it (template.yaml: BuildMethod makefile, layers/harvester/Makefile):
 the package compiled to bytecode that is checked against nothing, so that a read-only layer's modules load
-without being compiled at every cold start (bench/cold_start.py --layer: 2.5 times a bare boto3 handler's
+without being compiled at every cold start (bench/cold_start.py --layer: 2.3-2.5 times a bare boto3 handler's
 INIT without it, 1.4 with it). Built here without its requirements (installing them needs the network);
 the package's imports come from the test environment."""
 
