@@ -117,11 +117,8 @@ class Turns:
             report = self.reports.get(host)
             if report is None or not report.throttled or host not in self.grants:
                 return False
-            grant, spacing = self.grants.pop(host)
-            del self.reports[host]
-            report.granted_at = grant.at
             now = time.time()
-            gate.release(host, grant, report, spacing=spacing, now=now)
+            spacing = self._give_back(gate, host, now)
             pace = gate.paced(host, 1, spacing=spacing, now=now)
             self.stopped[host] = (pace.starts[0] if pace.starts else pace.later or now + RECHECK_SECONDS, pace.spread)
         ask, step = self.stopped[host]
@@ -195,11 +192,16 @@ class Turns:
     def release(self, gate: HostGate) -> None:
         """Gives every grant back with what its requests came to (unused slots included)."""
         now = time.time()
-        for host, (grant, spacing) in self.grants.items():
-            report = self.reports.get(host) or HostReport()
-            report.granted_at = grant.at
-            gate.release(host, grant, report, spacing=spacing, now=now)
-        self.grants.clear()
+        for host in list(self.grants):
+            self._give_back(gate, host, now)
+
+    def _give_back(self, gate: HostGate, host: str, now: float) -> float:
+        """Gives the host's grant back with its report (a report goes with one grant only); its spacing."""
+        grant, spacing = self.grants.pop(host)
+        report = self.reports.pop(host, None) or HostReport()
+        report.granted_at = grant.at
+        gate.release(host, grant, report, spacing=spacing, now=now)
+        return spacing
 
 
 @asynccontextmanager

@@ -227,6 +227,12 @@ def urls_role(urls: Sequence[str]) -> str:
     return "\n".join(urls)
 
 
+def stale_urls(failed: Iterable[tuple[str, str]]) -> list[str]:
+    """The URLs a transaction's failed roles make stale: those of its ``crawl`` roles (a guard's names all
+    it covers: ``urls_role``), once each."""
+    return list(dict.fromkeys(u for role, urls in failed if role == "crawl" for u in urls.split("\n")))
+
+
 def stale_check(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
     """A condition that fails, in place of a whole write found stale before it was tried (see ``mover_base``):
     the transaction reports the URL stale as a failed write would."""
@@ -262,14 +268,15 @@ class Pointers:
 
     def read(self, site: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, Pointer]:
         """The pointers of the URLs that have one, their records resolved."""
-
-        keys = [pointer_key(site, url) for url in dict.fromkeys(urls)]
-        pointers = {}
-        for item in batch_get(self.client, self.table, keys, consistent=consistent):
-            pointer = parse_pointer(item)
-            pointers[pointer.url] = pointer
+        pointers = self.fetch(site, urls, consistent=consistent)
         self.resolve(site, pointers.values(), {})
         return pointers
+
+    def fetch(self, site: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, Pointer]:
+        """The pointers of the URLs that have one, as stored (their records not resolved: no batch read)."""
+        keys = [pointer_key(site, url) for url in dict.fromkeys(urls)]
+        pointers = (parse_pointer(item) for item in batch_get(self.client, self.table, keys, consistent=consistent))
+        return {p.url: p for p in pointers}
 
     def resolve(self, site: str, pointers: Iterable[Pointer], batches: dict[Ref, CrawlBatch]) -> None:
         """Resolves each pointer's record, reading the batches it needs that ``batches`` lacks (and adding them)."""
@@ -296,11 +303,10 @@ class Pointers:
         refs = {p.basis for p in pointers if p.basis is not None}
         if not refs:
             return
-        by_pk = {f"JOB#{ref.job}#{ref.bid}": ref for ref in refs}
         states: dict[Ref, Mapping[str, Any]] = {}
         for item in batch_get(self.client, self.table, [job_states_key(ref) for ref in refs]):
-            bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
-            states[by_pk[f"{item['pk']['S']}#{bid}"]] = item
+            job = item["pk"]["S"].removeprefix("JOB#")
+            states[Ref(job, item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))] = item
         again: set[Ref] = set()
         for p in pointers:
             assert p.basis is not None

@@ -53,6 +53,7 @@ from typing import Any
 import orjson
 
 from harvester.adapters.aws.crawl import url_put
+from harvester.adapters.aws.crawl_pointers import stale_urls
 from harvester.adapters.aws.dynamodb import _TRANSACTION_ITEMS, DynamoStateStore
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
@@ -271,12 +272,8 @@ class DynamoBatchStateStore(DynamoStateStore):
             item = self._get(job_id, "JOB")
             if item is None:
                 return ITEMS
-            known = self._layouts[job_id] = self._job_facts(item)
+            known = self._layouts[job_id] = str(item.get("layout", {}).get("S", ITEMS))
         return known
-
-    def _job_facts(self, item: Mapping[str, Any]) -> str:
-        """What the store keeps of a job's item (its layout)."""
-        return str(item.get("layout", {}).get("S", ITEMS))
 
     def batched(self, job_id: str) -> bool:
         """Whether the job keeps its pages a batch at a time."""
@@ -337,7 +334,7 @@ class DynamoBatchStateStore(DynamoStateStore):
             items += listing.items
             roles += listing.roles
             failed = self._commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
-            stale = list(dict.fromkeys(u for role, url in failed if role == "crawl" for u in url.split("\n")))
+            stale = stale_urls(failed)
             if stale:  # (nothing written: the marks are taken over by the listing decided again)
                 recorded.stale = stale
                 return recorded
@@ -720,7 +717,7 @@ class DynamoBatchStateStore(DynamoStateStore):
                 failed = [roles[i] for i in exc.failed_conditions(len(roles))]
                 if not failed:
                     raise
-                stale = list(dict.fromkeys(u for role, url in failed if role == "crawl" for u in url.split("\n")))
+                stale = stale_urls(failed)
                 settled.stale.extend(stale)
                 for url in stale:
                     pending.pop(url, None)

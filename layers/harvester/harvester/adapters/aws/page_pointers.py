@@ -36,7 +36,6 @@ from harvester.adapters.aws.crawl_pointers import (
     batch_key,
     listed_lines,
     outcome_key,
-    parse_pointer,
     pointer_key,
     stale_check,
     whole_write,
@@ -52,7 +51,7 @@ from harvester.adapters.aws.page_batches import (
     _Batch,
     _sized,
 )
-from harvester.adapters.aws.state_table import batch_get, conditional, created
+from harvester.adapters.aws.state_table import conditional, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of
@@ -316,11 +315,8 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
     def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
         if not self.pointed(job_id):
             return super()._marks(job_id, urls, consistent=consistent)
-        site = self._site(job_id)
-        keys = [pointer_key(site, url) for url in dict.fromkeys(urls)]
         marks: dict[str, tuple[str, str]] = {}
-        for item in batch_get(self.client, self.table, keys, consistent=consistent):
-            p = parse_pointer(item)
+        for p in self.pointers.fetch(self._site(job_id), urls, consistent=consistent).values():
             ref = p.of_job(job_id)
             if ref is not None:
                 marks[p.url] = (ref.bid, p.sitemap or "")

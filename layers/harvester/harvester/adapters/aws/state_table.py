@@ -84,6 +84,12 @@ def conflict_pause(attempt: int) -> None:
     time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
 
+def unprocessed_pause(attempt: int) -> None:
+    """The back-off before asking again for what a batch request left unprocessed (throttled: jittered,
+    doubling)."""
+    time.sleep(random.uniform(0, 0.05 * 2**attempt))
+
+
 def conditional(write: Callable[[], object]) -> bool:
     """Runs a conditional write: True when it landed, False when its condition failed.
 
@@ -120,7 +126,7 @@ def batch_get(
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
-            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+            unprocessed_pause(attempt)
         else:
             raise RuntimeError(f"DynamoDB kept {len(request[table]['Keys'])} keys unprocessed")
 
@@ -140,6 +146,6 @@ def batch_delete(client: Any, table: str, keys: list[dict[str, Any]]) -> None:
             request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
             if not request:
                 break
-            time.sleep(random.uniform(0, 0.05 * 2**attempt))
+            unprocessed_pause(attempt)
         else:
             raise RuntimeError(f"DynamoDB kept {len(request[table])} deletions unprocessed")
