@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -40,6 +39,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 TARGET = 2.0
 
@@ -141,7 +142,7 @@ def run_harvester(site: str, out: Path, concurrency: int, pages: int, output: st
     policy = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
     request = JobRequest(site=site, rate_limit_delay=0.00001, output=output)
     # As many requests to the one host at once as Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN allows.
-    settings = dataclasses.replace(EngineSettings.from_env(), host_max_in_flight=concurrency)
+    settings = msgspec.structs.replace(EngineSettings.from_env(), host_max_in_flight=concurrency)
 
     async def crawl() -> int:
         with LocalHarvest.open(out) as harvest:

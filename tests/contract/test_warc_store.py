@@ -3,7 +3,6 @@ a CDXJ index beside it, every record read back alone by its location (a ranged r
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import io
 import json
@@ -12,6 +11,8 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import msgspec
 
 from harvester.archive.batch import WarcBatch, archived
 from harvester.archive.stored import read_capture
@@ -133,7 +134,7 @@ def test_the_pages_of_a_batch_are_written_side_by_side(backend):
 
     def write(n: int) -> None:
         try:
-            one = dataclasses.replace(
+            one = msgspec.structs.replace(
                 capture(n, bodies[n]),
                 body=MeetingBody(bodies[n], meeting),
                 body_length=len(bodies[n]),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -244,7 +243,7 @@ def test_nested_root_name_does_not_end_the_document(parse):
     assert report.truncated is None
 
 
-def test_fast_built_extension_objects_are_ordinary_frozen_dataclasses(parse):
+def test_parsed_extension_objects_are_ordinary_frozen_values(parse):
     document = (
         b"<urlset><url><loc>https://example.org/</loc>"
         b"<image:image><image:loc>https://example.org/i.png</image:loc></image:image>"
@@ -258,7 +257,7 @@ def test_fast_built_extension_objects_are_ordinary_frozen_dataclasses(parse):
     assert hash(image) == hash(Image("https://example.org/i.png"))
     assert alternate == Alternate("de", "https://example.org/de")
     assert hash(alternate) == hash(Alternate("de", "https://example.org/de"))
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         image.loc = "changed"  # type: ignore[misc]
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+
+from msgspec import Struct, field
 
 from harvester.crawldb.crawl_state import Fetched
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
@@ -146,16 +147,14 @@ class WarcStore(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(Struct, frozen=True):
     """A claim on a record: ``token`` identifies the claimant; the claim lapses at ``until`` (epoch seconds)."""
 
     token: str
     until: float
 
 
-@dataclass(slots=True)
-class PageOutcome:
+class PageOutcome(Struct):
     """The final state of one claimed page, applied together with the job's counters and the URL's crawl
     record as the job's listing and fetch leave it (``crawl``: the listing leaves it to the settlement;
     written only if its stored version is still the one it was computed from: ``crawl.version - 1``)."""
@@ -166,8 +165,7 @@ class PageOutcome:
     fetched: Fetched | None = None
 
 
-@dataclass(slots=True)
-class Recorded:
+class Recorded(Struct):
     """What ``record_pages`` did: the pages new to the job, or, when ``stale`` is not empty, nothing for
     the pages of the transaction that met a crawl record another writer had changed (read again, retry)."""
 
@@ -175,8 +173,7 @@ class Recorded:
     stale: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class Settled:
+class Settled(Struct):
     """What ``finish_pages`` did: the URLs applied, and those whose crawl record had moved on (``stale``:
     nothing was written for them; compute their crawl record again on the newer version and retry)."""
 
@@ -184,8 +181,7 @@ class Settled:
     stale: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class PageRetry:
+class PageRetry(Struct):
     """A claimed page that goes back to pending, to be tried again after ``not_before``."""
 
     url: str
@@ -197,8 +193,7 @@ class PageRetry:
     untried: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Struct, frozen=True):
     """How far a sitemap reading has handed its pages out, and what it counted to get there (see
     ``SitemapRecord.checkpoint_digest``)."""
 
@@ -207,8 +202,7 @@ class Checkpoint:
     probes: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class ListedBatch:
+class ListedBatch(Struct, frozen=True):
     """Records a listing wrote straight as JSON (``ListedRow``), kept a batch at a time with what their job's
     end takes of them, made with them: the end copies them instead of reading each record again (for a
     400,000-URL discovery that reading was a sixth of the run)."""
@@ -225,8 +219,7 @@ class ListedBatch:
         return sum(self.kinds.values())
 
 
-@dataclass(slots=True)
-class SitemapOutcome:
+class SitemapOutcome(Struct):
     status: SitemapStatus
     kind: str | None = None
     error_message: str | None = None
@@ -245,8 +238,7 @@ class SitemapOutcome:
     attempts: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class JobSnapshot:
+class JobSnapshot(Struct, frozen=True):
     """A job and its counters read at one instant, so that a completion check cannot see a torn state."""
 
     job: JobRecord

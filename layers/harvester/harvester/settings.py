@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+
+from msgspec import Struct
+from msgspec.structs import fields, replace
 
 from harvester.crawldb.schedule import Schedule
 from harvester.limits import PAGE_MAX_BYTES
 from harvester.politeness.gate import GateRules
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
+class EngineSettings(Struct, frozen=True):
     #: How long a claimed sitemap / page stays ours: twice the function's timeout, so a live invocation is
     #: never overtaken, and shorter than the queue's visibility timeout (6 x the function's timeout), so
     #: the redelivery of a crashed invocation's message finds the lease lapsed and takes the work over.

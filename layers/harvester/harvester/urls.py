@@ -10,9 +10,10 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
+
+from msgspec import Struct
 
 from harvester.limits import URL_MAX_LENGTH
 
@@ -171,8 +172,7 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(pattern))
 
 
-@dataclass(frozen=True, slots=True)
-class UrlFilter:
+class UrlFilter(Struct, frozen=True):
     """Include/exclude patterns: a URL passes when it matches an include (or there are none) and no exclude."""
 
     include: tuple[str, ...] = ()

@@ -9,12 +9,13 @@ chunk becomes one object (one PUT per batch, not per page); a folder appends it 
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import tempfile
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from harvester.archive.warc import Archived, Capture, WarcFile
 from harvester.limits import SPOOL_IN_MEMORY
@@ -49,7 +50,7 @@ class WarcBatch:
         with self._writing:
             start = self._chunk.tell()
             self._chunk.write(own.getbuffer())
-            self._captures += [(k, dataclasses.replace(at, offset=start + at.offset)) for k, at in written]
+            self._captures += [(k, replace(at, offset=start + at.offset)) for k, at in written]
 
     def store(self, warcs: WarcStore, job_id: str) -> dict[str, WarcLocation]:
         """Stores the chunk in the job's WARC files; where each page's record is, by page."""

@@ -20,11 +20,11 @@ import json
 import zlib
 from base64 import b32encode
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from msgspec import Struct, field
 from warcio.archiveiterator import ArchiveIterator
 from warcio.bufferedreaders import BufferedReader
 from warcio.statusandheaders import StatusAndHeaders
@@ -42,8 +42,7 @@ Headers = Sequence[tuple[str, str]]
 COMPRESSION_LEVEL = 6
 
 
-@dataclass(frozen=True)
-class Capture:
+class Capture(Struct, frozen=True):
     """One fetch as it went over the wire: the request sent, and the status line and headers received
     (in order, as written) with the body as received (its Content-Encoding still on).
 
@@ -68,8 +67,7 @@ class Capture:
     body_digest: str | None = None
 
 
-@dataclass(frozen=True)
-class Archived:
+class Archived(Struct, frozen=True):
     """Where a capture's main record (response or revisit) is: file, offset and length of its gzip member."""
 
     url: str
@@ -239,8 +237,7 @@ def _payload(capture: Capture) -> tuple[BinaryIO, int, str]:
     return capture.body, capture.body_length, capture.body_digest
 
 
-@dataclass(frozen=True)
-class Stored:
+class Stored(Struct, frozen=True):
     """A capture read back from its record: what the server sent (``body``: as received, its
     Content-Encoding still on; ``content``: with it undone, what the page's signature was taken of)."""
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
+
+from msgspec.structs import replace
 
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -26,7 +27,7 @@ def run_crawl(args: argparse.Namespace) -> int:
     if args.per_host is not None:
         if args.per_host < 1:
             raise UsageError(f"--per-host {args.per_host}: must be at least 1")
-        settings = dataclasses.replace(settings, host_max_in_flight=args.per_host)
+        settings = replace(settings, host_max_in_flight=args.per_host)
     requests = _requests(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
     state = engine_failures(args.state_dir, resumes=True)

@@ -8,10 +8,11 @@ of the record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from http import HTTPStatus
+
+from msgspec import Struct
 
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
@@ -48,8 +49,7 @@ def http_error(status_code: int) -> str:
         return f"HTTP {status_code}"
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(Struct, frozen=True):
     """What one job's fetch of a page came to, as far as the crawl record cares.
 
     ``result`` is RETRY only when the job gave up on a failure that may pass (it counts toward gone across

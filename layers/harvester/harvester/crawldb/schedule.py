@@ -12,8 +12,9 @@ A listed URL is fetched by a job when it is new, when its next fetch time has co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 from harvester.model.crawl import CrawlRecord
 
@@ -29,8 +30,7 @@ CHANGEFREQ_SECONDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Schedule:
+class Schedule(Struct, frozen=True):
     """The fetch schedule's knobs (``EngineSettings`` carries them, with ``HARVEST_*`` overrides)."""
 
     default_interval: float = 30 * DAY
@@ -84,8 +84,7 @@ def lastmod_advanced(record: CrawlRecord, lastmod: datetime | None) -> bool:
     return lastmod > record.last_fetch_time
 
 
-@dataclass(frozen=True, slots=True)
-class Due:
+class Due(Struct, frozen=True):
     """Why a job fetches a listed URL (``reason``), or that it does not (``reason`` None)."""
 
     reason: str | None

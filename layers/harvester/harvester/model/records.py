@@ -9,12 +9,12 @@ checked here holds for what DynamoDB and SQLite hold too.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Self
 
+from msgspec import Struct
 from orjson import OPT_UTC_Z, dumps
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -206,8 +206,7 @@ _trusted_url = trusted_builder(SitemapURL)
 _PLAIN_BODIES = (SitemapURL, CrawlRecord)
 
 
-@dataclass(slots=True)
-class ListedRow:
+class ListedRow(Struct):
     """A ``SitemapURL`` serialised already: a record a listing makes final at once (the job does not fetch
     the URL). Such a record is only written, never read back by the step that made it, and building it as a
     model only to serialise it was half of a durable discovery's time. Built only by
@@ -227,8 +226,7 @@ class ListedRow:
         return url_key(self.url)
 
 
-@dataclass(slots=True)
-class CrawlRow:
+class CrawlRow(Struct):
     """A ``CrawlRecord`` serialised already, at ``version`` (see ``ListedRow``)."""
 
     url: str

@@ -19,8 +19,10 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+
+from msgspec.structs import replace
 
 from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import (

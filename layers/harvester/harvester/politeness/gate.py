@@ -25,7 +25,8 @@ switch it off. Other failures (a 500, a timeout) neither slow nor speed the host
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 #: A slow-down below this is switched off: the host is back to its job's own pace.
 _SLOWDOWN_OFF = 0.001
@@ -38,8 +39,7 @@ RECHECK_SECONDS = 0.5
 LATE_MAX = 0.01
 
 
-@dataclass(frozen=True, slots=True)
-class GateRules:
+class GateRules(Struct, frozen=True):
     #: Requests to one host in flight at once, across every worker and job.
     max_in_flight: int = 8
     #: Starts are granted at most this far ahead: a worker waits that long at most; later ones are deferred
@@ -60,8 +60,7 @@ class GateRules:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)!r}")
 
 
-@dataclass(slots=True)
-class HostState:
+class HostState(Struct):
     """One host's gate as stored. ``grants``: token → [slots, epoch seconds they lapse at]."""
 
     next_start: float = 0.0
@@ -90,8 +89,7 @@ class HostState:
         return HostState(self.next_start, self.slowdown, grants, self.throttled, self.slowed_at)
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(Struct, frozen=True):
     """What the gate allowed of ``want`` requests: a start time for each of the first ``len(starts)``, and
     when the others may ask again (``later`` for the first, each further one ``spread`` after it; None when
     all were granted)."""
@@ -117,8 +115,7 @@ class Grant:
         return [self.later + i * self.spread for i in range(n)]
 
 
-@dataclass(slots=True)
-class HostReport:
+class HostReport(Struct):
     """What the requests of one grant came to, for the host's slow-down."""
 
     sent: int = 0

@@ -11,7 +11,6 @@ later values are under ``name + MORE``.
 
 from __future__ import annotations
 
-from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,40 +50,6 @@ ABOUT = "@about"
 _fromisoformat = datetime.fromisoformat
 _CHANGEFREQ = {value: value for value in CHANGEFREQS}
 _PRIORITY = {f"{tenth / 10:.1f}": tenth / 10 for tenth in range(11)} | {"1": 1.0, "0": 0.0}
-
-
-# Frozen dataclasses assign each field through object.__setattr__, which costs more than the rest of an
-# image's parse. These build the same objects by writing the slots directly; they fall back to the plain
-# constructors if entries.py ever changes shape.
-def _slot_writer(cls: type, names: tuple[str, ...]) -> Any:
-    if tuple(f.name for f in dataclass_fields(cls)) != names or set(getattr(cls, "__slots__", ())) != set(names):
-        return None
-    return tuple(getattr(cls, name).__set__ for name in names)
-
-
-_new = object.__new__
-_IMAGE_SLOTS = _slot_writer(Image, ("loc", "caption", "title", "geo_location", "license"))
-_ALTERNATE_SLOTS = _slot_writer(Alternate, ("hreflang", "href"))
-_set_hreflang, _set_href = _ALTERNATE_SLOTS or (None, None)
-
-
-def new_image(
-    loc: str,
-    caption: str | None = None,
-    title: str | None = None,
-    geo_location: str | None = None,
-    license: str | None = None,
-) -> Image:
-    if _IMAGE_SLOTS is None:
-        return Image(loc, caption, title, geo_location, license)
-    image = _new(Image)
-    set_loc, set_caption, set_title, set_geo, set_license = _IMAGE_SLOTS
-    set_loc(image, loc)
-    set_caption(image, caption)
-    set_title(image, title)
-    set_geo(image, geo_location)
-    set_license(image, license)
-    return image
 
 
 def page(
@@ -221,12 +186,7 @@ def hreflang_alternate(hreflang: str | None, href: str | None) -> Alternate | No
     href = href.strip(STRIP_CHARS)
     if not hreflang or not href:
         return None
-    if _ALTERNATE_SLOTS is None:
-        return Alternate(hreflang, href)
-    made = _new(Alternate)  # as new_image() does, inline: this runs for every hreflang link
-    _set_hreflang(made, hreflang)
-    _set_href(made, href)
-    return made
+    return Alternate(hreflang, href)
 
 
 def atom_link(attrs: dict[str, str]) -> str | None:
@@ -243,8 +203,8 @@ def image(fields: Fields) -> Image | None:
     if not loc:
         return None
     if len(fields) == 1:
-        return new_image(loc)
-    return new_image(
+        return Image(loc)
+    return Image(
         loc,
         clean(fields.get("caption")),
         clean(fields.get("title")),

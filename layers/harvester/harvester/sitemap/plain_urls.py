@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from harvester.sitemap.builders import MORE, Fields, hreflang_alternate, image, new_image, page_values
+from harvester.sitemap.builders import MORE, Fields, hreflang_alternate, image, page_values
 from harvester.sitemap.entries import Alternate, Image, PageEntry, ParseReport
 from harvester.sitemap.sink import Sink
 from harvester.sitemap.values import STRIP_CHARS
@@ -208,7 +208,7 @@ class PlainUrls:
                         image_loc = _xml_text(image_loc)
                     image_loc = image_loc.strip(STRIP_CHARS)
                     if image_loc:
-                        images = (new_image(image_loc),)
+                        images = (Image(image_loc),)
                 elif images_text:
                     images = _images(images_text, plain)
                 alternates: tuple[Alternate, ...] = ()

@@ -36,7 +36,7 @@ from defusedxml.common import (
 )
 
 from harvester.sitemap import builders
-from harvester.sitemap.builders import ABOUT, LINK_HREF, LOC_MORE, MORE, Fields, new_image
+from harvester.sitemap.builders import ABOUT, LINK_HREF, LOC_MORE, MORE, Fields
 from harvester.sitemap.detect import root_kind
 from harvester.sitemap.entries import (
     Alternate,
@@ -665,7 +665,7 @@ def _handlers(
                 loc = nested.get("loc")
                 if loc is not None and len(nested) == 1:  # the usual image: only a <loc>
                     loc = loc.strip(STRIP_CHARS)
-                    image: Image | None = new_image(loc) if loc else None
+                    image: Image | None = Image(loc) if loc else None
                 else:
                     image = builders.image(nested)
                 if image is not None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from msgspec import Struct
 
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.host_gate import DynamoHostGate
@@ -30,8 +30,7 @@ class MissingSetting(RuntimeError):
     """A handler's environment lacks a variable the template sets; the message names it."""
 
 
-@dataclass(frozen=True)
-class AwsResources:
+class AwsResources(Struct, frozen=True):
     job_queue_url: str
     sitemap_queue_url: str
     page_queue_url: str
@@ -72,8 +71,7 @@ class AwsResources:
         )
 
 
-@dataclass
-class AwsAdapters:
+class AwsAdapters(Struct):
     resources: AwsResources
     sqs: Any
     store: DynamoPointerStateStore

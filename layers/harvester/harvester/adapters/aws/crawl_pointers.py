@@ -49,10 +49,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
+from msgspec import Struct
 
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_delete, batch_get, query, versioned_put
@@ -84,8 +84,7 @@ def pointer_key(site: str, url: str) -> dict[str, Any]:
     return {"pk": url_shard(site, key), "sk": _s(f"URL#{key}")}
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(Struct, frozen=True):
     """A listed batch of a job."""
 
     job: str
@@ -113,8 +112,7 @@ def job_states_key(ref: Ref) -> dict[str, Any]:
     return {"pk": _s(f"JOB#{ref.job}"), "sk": _s(f"BATCH#{ref.bid}#S")}
 
 
-@dataclass
-class CrawlBatch:
+class CrawlBatch(Struct):
     """A listed batch's crawl records as read: its lines (None: a tombstone), and its settlements' records."""
 
     ref: Ref
@@ -143,8 +141,7 @@ class CrawlBatch:
         return line[2:], line[0] == PENDING
 
 
-@dataclass
-class Pointer:
+class Pointer(Struct):
     """A URL's pointer as read, and its record resolved (``basis``: the batch the record came from, None for a
     record written whole or none)."""
 

@@ -24,13 +24,13 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from msgspec import Struct, field
 from pydantic import BaseModel, ValidationError
 
 from harvester.adapters.aws import AwsAdapters, AwsResources
@@ -47,8 +47,7 @@ Model = TypeVar("Model", bound=BaseModel)
 _REASON_LIMIT = 900
 
 
-@dataclass
-class LambdaRuntime:
+class LambdaRuntime(Struct):
     resources: AwsResources
     adapters: AwsAdapters
     environ: Mapping[str, str] = field(default_factory=dict)

@@ -46,11 +46,11 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import orjson
+from msgspec import Struct, field
 
 from harvester.adapters.aws.crawl import url_put
 from harvester.adapters.aws.crawl_pointers import stale_urls
@@ -126,8 +126,7 @@ def _sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[A
     return runs
 
 
-@dataclass
-class Listing:
+class Listing(Struct):
     """A listed chunk's pages that are its batch's, the items its transaction writes beside the batch's (each
     with its role and URL: a failed ``crawl`` role makes its URL stale), or, before any, the URLs found stale."""
 
@@ -139,8 +138,7 @@ class Listing:
     guarded: list[Any] = field(default_factory=list)
 
 
-@dataclass
-class _Batch:
+class _Batch(Struct):
     """A batch as read: its listed records (packed bodies, in order), the states and final records (packed) of
     the pages that moved since, by position, and its states' version."""
 

@@ -10,10 +10,10 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
+from msgspec import Struct
 
 from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, PageBatchTask, PageTask, SitemapTask
 from harvester.pipeline.ranking import PRIORITY_LANE
@@ -39,8 +39,7 @@ _COUNTED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SqsMessage:
+class SqsMessage(Struct, frozen=True):
     """A popped message and where to acknowledge it."""
 
     body: str

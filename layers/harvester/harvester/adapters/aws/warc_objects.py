@@ -9,9 +9,10 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
+
+from msgspec.structs import replace
 
 from harvester.adapters.aws.s3 import missing_as_file_not_found
 from harvester.archive.warc import Archived, cdxj_line, warcinfo

@@ -15,10 +15,11 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
+
+from msgspec.structs import replace
 
 from harvester.archive.warc import Archived, cdxj_line, warcinfo
 from harvester.limits import WARC_FILE_MAX_BYTES
