@@ -16,15 +16,15 @@ first, so no single sitemap can vouch for its absence. A known URL becomes orpha
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from harvester.model.crawl import CrawlRecord, CrawlState
 from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus
 from harvester.urls import UrlFilter, in_scope
 
 
-@dataclass(frozen=True)
-class OrphanRule:
+class OrphanRule(Struct, frozen=True):
     job: JobRecord
     whole_tree: bool
     pages: UrlFilter

@@ -15,8 +15,9 @@ An untrusted host's lastmod stops making URLs due, except for a few per sitemap 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+
+from msgspec import Struct
 
 from harvester.crawldb.schedule import lastmod_advanced
 from harvester.model.crawl import HostTrust, SiteCrawl, TrustChange
@@ -29,8 +30,7 @@ UNFETCHED = frozenset({"not_due", "listed"})
 APPLIED_JOBS_KEPT = 64
 
 
-@dataclass(slots=True)
-class Evidence:
+class Evidence(Struct):
     confirmed: int = 0
     refuted: int = 0
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -94,8 +95,7 @@ def _denied_by(address: IPAddress) -> tuple[IPNetwork, str] | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class AddressPolicy:
+class AddressPolicy(Struct, frozen=True):
     """The deny list with the caller's allow list punched through it."""
 
     allow_networks: tuple[IPNetwork, ...] = ()

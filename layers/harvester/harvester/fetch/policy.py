@@ -6,13 +6,14 @@ the CLI) and cannot drift between fetches.
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import force_setattr, replace
 
 from harvester import __version__
 from harvester.fetch.address import IPNetwork
@@ -73,8 +74,7 @@ def parse_networks(values: Iterable[str]) -> tuple[IPNetwork, ...]:
     return tuple(networks)
 
 
-@dataclass(frozen=True)
-class FetchPolicy:
+class FetchPolicy(Struct, frozen=True):
     """Fetch settings. Timeouts are in seconds; ``retries`` are extra attempts after the first one.
 
     Retries cover 408, 429, 5xx, timeouts and connection errors, with exponential back-off and full jitter
@@ -109,7 +109,7 @@ class FetchPolicy:
         if not isinstance(nets, tuple) or not all(
             isinstance(n, ipaddress.IPv4Network | ipaddress.IPv6Network) for n in nets
         ):
-            object.__setattr__(self, "allow_networks", _coerce_networks(nets))
+            force_setattr(self, "allow_networks", _coerce_networks(nets))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, **overrides: Any) -> FetchPolicy:
@@ -141,9 +141,7 @@ def policy_for(allow_networks: Iterable[str] = (), user_agent: str | None = None
     what `harvest` flags and the Python API's options mean."""
     policy = FetchPolicy.from_env()
     extra = parse_networks(allow_networks)
-    return dataclasses.replace(
-        policy, allow_networks=policy.allow_networks + extra, user_agent=user_agent or policy.user_agent
-    )
+    return replace(policy, allow_networks=policy.allow_networks + extra, user_agent=user_agent or policy.user_agent)
 
 
 def _coerce_networks(values: Iterable[IPNetwork | str]) -> tuple[IPNetwork, ...]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
+from msgspec import Struct
 
 from harvester.fetch.errors import ConnectionFailed, DecodingError, FetchError, FetchTimeout
 from harvester.inflate import BoundedInflater, DecompressionError
@@ -44,8 +44,7 @@ class RawSink(Protocol):
     def write(self, data: bytes, /) -> object: ...
 
 
-@dataclass(frozen=True)
-class Exchange:
+class Exchange(Struct, frozen=True):
     """One request and the head of its response, as sent and received (a page's, or a redirect's on the way)."""
 
     url: str

@@ -12,10 +12,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
+from msgspec import Struct
 from protego import Protego
 
 from harvester.fetch.client import Fetcher
@@ -31,8 +31,7 @@ ROBOTS_ERROR_TTL = 300.0
 _PATH_SAFE = "/%:@!$&'()*+,;=~"
 
 
-@dataclass(frozen=True, slots=True)
-class RobotsEntry:
+class RobotsEntry(Struct, frozen=True):
     """What one origin's robots.txt says, and until when that answer is good.
 
     ``rules`` is None when there is nothing to match (a missing robots.txt, or an unreachable one); then

@@ -19,9 +19,9 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from msgspec import Struct, field
 from msgspec.structs import replace
 
 from harvester.archive.batch import WarcBatch
@@ -65,8 +65,7 @@ STALE_ATTEMPTS = 8
 RequestsOver = Callable[[str], None]
 
 
-@dataclass
-class PageBatch:
+class PageBatch(Struct):
     """What a batch of page tasks came to (for logs, metrics and the local progress display)."""
 
     completed: list[str] = field(default_factory=list)

@@ -12,7 +12,9 @@ being retried for ever.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+
+from msgspec import Struct
+from msgspec.structs import asdict
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
@@ -27,8 +29,7 @@ log = logging.getLogger(__name__)
 _SEND_CHUNK = 500
 
 
-@dataclass
-class Resumed:
+class Resumed(Struct):
     job_id: str
     stalled: bool = False
     sitemaps_resent: int = 0
@@ -74,5 +75,5 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
             ctx.queue.push(chunk)
             report.pages_resent += len(chunk)
     report.ended = maybe_complete(ctx, job_id)
-    log.info("job resumed", extra={"job_id": job_id, **report.__dict__})
+    log.info("job resumed", extra={"job_id": job_id, **asdict(report)})
     return report

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from msgspec import Struct, field
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harvester.model.messages import JobRequest
@@ -88,8 +88,7 @@ def parse_recurring(raw: str) -> list[RecurringJob]:
     return jobs
 
 
-@dataclass
-class Tick:
+class Tick(Struct):
     started: list[str] = field(default_factory=list)
     resumed: list[Resumed] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

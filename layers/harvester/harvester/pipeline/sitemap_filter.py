@@ -14,7 +14,8 @@ Python API, `harvest sitemaps`) have callbacks.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from harvester.urls import UrlFilter
 
@@ -22,8 +23,7 @@ RecurseCallback = Callable[[str, int, set[str]], bool]
 RecurseListCallback = Callable[[list[str], int, set[str]], list[str]]
 
 
-@dataclass(frozen=True)
-class SitemapCallbacks:
+class SitemapCallbacks(Struct, frozen=True):
     recurse_callback: RecurseCallback | None = None
     recurse_list_callback: RecurseListCallback | None = None
 

@@ -24,9 +24,10 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct
 
 from harvester.archive.batch import WarcBatch
 from harvester.crawldb.crawl_state import http_error, listed, listing_change
@@ -136,8 +137,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
     return store.get_sitemap(job.job_id, url)
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
+class Retry(Struct, frozen=True):
     """The reading failed for a reason that may pass (the sitemap goes back to pending, delayed)."""
 
     reason: str

@@ -10,7 +10,8 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from harvester.fetch.client import parse_retry_after
 from harvester.politeness.gate import LATE_MAX, RECHECK_SECONDS, Grant, HostReport
@@ -23,8 +24,7 @@ THROTTLING = frozenset({429, 503})
 _TURNS = 5
 
 
-@dataclass
-class Turns:
+class Turns(Struct):
     """What the gate allowed of a batch: a start time per URL given a turn (a URL without one is settled
     without a request, as a page robots.txt forbids), the deferred URLs with when to try them, and the
     grants to give back. A grant may hold fewer slots than it has turns: its requests take their turns

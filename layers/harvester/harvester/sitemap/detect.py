@@ -9,8 +9,9 @@ settles the kind later (:data:`ROOT_KINDS`), because prefixes and namespaces var
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from msgspec import Struct
 
 from harvester.sitemap.entries import SitemapKind
 
@@ -34,8 +35,7 @@ _BLANKS = {
 }
 
 
-@dataclass(slots=True, frozen=True)
-class Sniffed:
+class Sniffed(Struct, frozen=True):
     """The verdict: XML or lines, the text encoding the first bytes imply, and the bytes to parse.
 
     ``data`` starts at the first non-blank character; for XML a byte-order mark is kept in front of it so
