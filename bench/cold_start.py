@@ -241,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     floor, floor_cpu = figures.pop(FLOOR)
     what = "import + clients + engine" if args.ready else "import + clients"
     print(f"cold start ({what}), median of {args.runs} fresh interpreters: wall clock (what Lambda bills), CPU")
-    width = max(26, *(len(name) for name in figures))
+    width = max(len(FLOOR), *(len(name) for name in figures))
     print(f"  {'bare boto3 handler':<{width}} {baseline * 1000:7.1f} ms  (baseline)  {baseline_cpu * 1000:7.1f} ms")
-    floor_figure = f"{floor * 1000:7.1f} ms  {floor / baseline:4.2f}x (floor)   {floor_cpu * 1000:7.1f} ms"
+    floor_figure = f"{floor * 1000:7.1f} ms  {floor / baseline:4.2f}x floor  {floor_cpu * 1000:7.1f} ms"
     print(f"  {FLOOR:<{width}} {floor_figure}  {floor_cpu / baseline_cpu:4.2f}x")
     worst = worst_cpu = own = 0.0
     for name, (seconds, cpu) in figures.items():
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "within" if worst <= TARGET_RATIO else "above"
     target = f"the target of {TARGET_RATIO}x" if not args.ready else f"{TARGET_RATIO}x (the target is for INIT only)"
     print(f"worst ratio {worst:.2f}x (CPU {worst_cpu:.2f}x): {verdict} {target}")
-    print(f"Harvester's own part (a handler less the libraries alone), at most {own:.0f} ms")
+    if not args.ready:  # (the engine's imports, its HTTP stack among them, are not in the floor)
+        print(f"Harvester's own part of INIT (a handler less the libraries alone): at most {own:.0f} ms")
     return 0
 
 
