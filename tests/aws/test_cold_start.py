@@ -1,8 +1,8 @@
-"""A handler's INIT runs with the garbage collector off and leaves what it made frozen: the collector's full
-collections walked INIT's long-lived objects again and again while they were being made (25-64 ms of CPU
-a handler, bench/cold_start.py), and would walk them again in every later full collection. And it imports
-none of Powertools' parser models, and defines no dataclass. Timings are bench/'s; this checks the
-mechanisms, in a fresh interpreter per handler as Lambda starts one."""
+"""A handler's INIT builds its SDK clients, runs with the garbage collector off and leaves what it made
+frozen: the collector's full collections walked INIT's long-lived objects again and again while they were
+being made (25-64 ms of CPU a handler, bench/cold_start.py), and would walk them again in every later full
+collection. And it imports none of Powertools' parser models, and defines no dataclass. Timings are
+bench/'s; this checks the mechanisms, in a fresh interpreter per handler as Lambda starts one."""
 
 from __future__ import annotations
 
@@ -41,13 +41,14 @@ init = {{
     "dataclasses": defined_dataclasses(),
 }}
 from harvester.adapters.aws import lambda_runtime
+init["runtime built"] = getattr(lambda_runtime._local, "runtime", None) is not None
 lambda_runtime.current().engine()  # (what the first message imports)
 print(json.dumps(init | {{"engine dataclasses": defined_dataclasses()}}))
 """
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)
-def test_a_handlers_init_makes_no_collection_leaves_the_collector_on_and_defines_no_parser_model_or_dataclass(function):
+def test_a_handlers_init_builds_its_clients_with_no_collection_and_no_parser_model_or_dataclass(function):
     code = REPO / "functions" / function
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(code=str(code), layer=str(LAYER))],
@@ -58,6 +59,8 @@ def test_a_handlers_init_makes_no_collection_leaves_the_collector_on_and_defines
         check=True,
     )
     probe = json.loads(done.stdout.strip().splitlines()[-1])
+    # The container's runtime (its SDK clients) is built at INIT, the collector still off.
+    assert probe["runtime built"]
     assert probe["collections"] == [0, 0, 0]
     assert probe["enabled"]
     assert probe["frozen"] > 50_000  # (INIT's objects: modules, classes, validators)
