@@ -106,28 +106,26 @@ clients = [session.client(name, config=config) for name in ("sqs", "dynamodb", "
 #: Powertools' batch processor before pydantic), and the same clients, built as INIT builds them (the
 #: collector still off: lambda_runtime.end_of_init), but no line of Harvester: the floor
 #: any handler built on them starts from. A handler's figure less this one is Harvester's own INIT.
-LIBRARIES = """
+LIBRARIES = (
+    """
 import gc
 gc.disable()
 import sys
 sys.path[:0] = [{layer!r}]
 import aws_lambda_powertools.utilities.batch
-import asyncio, boto3, msgspec, orjson, warcio.warcwriter
+import asyncio, msgspec, orjson, warcio.warcwriter
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.config import Config
 from pydantic import AfterValidator, BaseModel, Field
 
 class Model(BaseModel):
     count: int = Field(ge=0)
 
 Logger()
-config = Config(retries={{"max_attempts": 8, "mode": "standard"}}, max_pool_connections=50)
-session = boto3.session.Session()
-clients = [session.client(name, config=config) for name in ("sqs", "dynamodb", "s3")]
-gc.freeze()
-gc.enable()
 """
+    + BARE_BOTO3.replace("{", "{{").replace("}", "}}")
+    + "gc.freeze()\ngc.enable()\n"
+)
 #: What the libraries alone figure is called (printed beside the baseline, not judged).
 FLOOR = "libraries alone (no Harvester)"
 

@@ -100,7 +100,7 @@ class EngineSettings(Struct, frozen=True):
         for f in fields(cls):
             raw = environ.get(f"HARVEST_{f.name.upper()}")
             if raw:
-                kind = int if f.type in ("int", int) else float
+                kind = int if f.type is int else float  # (msgspec gives the annotations resolved)
                 try:
                     overrides[f.name] = kind(raw)
                 except ValueError:
