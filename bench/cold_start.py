@@ -61,7 +61,6 @@ ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "harvester",
     "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
     "POWERTOOLS_LOG_LEVEL": "INFO",
-    "PYDANTIC_DISABLE_PLUGINS": "__all__",
     "HARVEST_JOB_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/jobs",
     "HARVEST_SITEMAP_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/sitemaps",
     "HARVEST_PAGE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/pages",
@@ -102,10 +101,10 @@ config = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connec
 session = boto3.session.Session()
 clients = [session.client(name, config=config) for name in ("sqs", "dynamodb", "s3")]
 """
-#: The second reference: the libraries a handler's INIT imports, as it imports them (the collector off,
-#: Powertools' batch processor before pydantic), and the same clients, built as INIT builds them (the
-#: collector still off: lambda_runtime.end_of_init), but no line of Harvester: the floor
-#: any handler built on them starts from. A handler's figure less this one is Harvester's own INIT.
+#: The second reference: the libraries a handler's INIT imports, as it imports them (the collector off),
+#: and the same clients, built as INIT builds them (the collector still off: lambda_runtime.end_of_init),
+#: but no line of Harvester: the floor any handler built on them starts from. A handler's figure less this
+#: one is Harvester's own INIT.
 LIBRARIES = (
     """
 import gc
@@ -116,11 +115,6 @@ import aws_lambda_powertools.utilities.batch
 import asyncio, msgspec, orjson, warcio.warcwriter
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from pydantic import AfterValidator, BaseModel, Field
-
-class Model(BaseModel):
-    count: int = Field(ge=0)
-
 Logger()
 """
     + BARE_BOTO3.replace("{", "{{").replace("}", "}}")

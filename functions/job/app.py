@@ -6,10 +6,6 @@ import gc
 
 gc.disable()  # until the end of INIT: lambda_runtime.end_of_init
 
-# Powertools' batch processor before pydantic: imported after it, it builds every AWS event model of its
-# parser (for type hints only: no model is used here), 20 ms of INIT (tests/aws/test_cold_start.py).
-import aws_lambda_powertools.utilities.batch  # noqa: F401, I001
-
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord

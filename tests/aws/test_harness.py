@@ -281,7 +281,6 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "POWERTOOLS_SERVICE_NAME": "harvester",
         "POWERTOOLS_METRICS_NAMESPACE": "Harvester",
         "POWERTOOLS_LOG_LEVEL": "INFO",
-        "PYDANTIC_DISABLE_PLUGINS": "__all__",
         "HARVEST_JOB_QUEUE_URL": outputs["JobQueueUrl"],
         "HARVEST_SITEMAP_QUEUE_URL": outputs["SitemapQueueUrl"],
         "HARVEST_PAGE_QUEUE_URL": outputs["PageQueueUrl"],

@@ -1,4 +1,8 @@
-"""The records' validation rules (reference/data-model.md): each rule refuses what it must."""
+"""The records' validation rules (reference/data-model.md): each rule refuses what it must.
+
+Input is validated where it enters (``model_validate``, ``model_validate_json``: types, bounds, unknown
+fields); a rule that must hold wherever a record is built (its ``__post_init__``) refuses a construction too.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import get_args
 
+import msgspec
 import pytest
-from pydantic import BaseModel, ValidationError
 
 from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.schedule import Schedule
+from harvester.model.base import Model, ValidationError
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest
 from harvester.model.records import (
@@ -35,17 +40,44 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 def test_sitemap_url_rules():
     assert SitemapURL(url="https://example.com/a", priority=1.0).status is UrlStatus.PENDING
-    for bad in ("example.com/a", "ftp://example.com/a", "https:///nohost", "https://e.x/" + "a" * 2048):
-        with pytest.raises(ValidationError):
-            SitemapURL(url=bad)
     for priority in (-0.1, 1.01):
-        with pytest.raises(ValidationError):
-            SitemapURL(url="https://e.x/", priority=priority)
-    with pytest.raises(ValidationError):
-        SitemapURL(url="https://e.x/", status="done")
-    with pytest.raises(ValidationError, match="needs an error_message"):
+        with pytest.raises(ValidationError, match="priority"):
+            SitemapURL.model_validate({"url": "https://e.x/", "priority": priority})
+    with pytest.raises(ValidationError, match="status"):
+        SitemapURL.model_validate({"url": "https://e.x/", "status": "done"})
+    with pytest.raises(ValidationError, match="unknown field `lastmod`"):
+        SitemapURL.model_validate_json(b'{"url": "https://e.x/", "lastmod": "2026-11-01T00:00:00Z"}')
+    with pytest.raises(ValueError, match="needs an error_message"):  # (a construction too)
         SitemapURL(url="https://e.x/", status=UrlStatus.FAILED)
-    assert SitemapURL(url="https://e.x/", status="failed", error_message="HTTP 410 Gone").error_message
+    with pytest.raises(ValidationError, match="needs an error_message"):
+        SitemapURL.model_validate({"url": "https://e.x/", "status": "failed"})
+    failed = SitemapURL.model_validate({"url": "https://e.x/", "status": "failed", "error_message": "HTTP 410 Gone"})
+    assert failed.status is UrlStatus.FAILED and failed.error_message
+
+
+def test_a_job_request_refuses_what_a_user_may_not_ask():
+    for bad, where in (
+        ({"site": "example.com/a"}, "site"),
+        ({"site": "ftp://example.com/a"}, "site"),
+        ({"site": "https:///nohost"}, "site"),
+        ({"site": "https://e.x/" + "a" * 2048}, "site"),
+        ({"site": "https://e.x/", "sitemaps": ["https://e.x/s.xml", "/s.xml"]}, r"sitemaps\[1\]"),
+        ({"site": "https://e.x/", "include": ["re:("]}, r"include\[0\]"),
+        ({"site": "https://e.x/", "rate_limit_delay": 0}, "rate_limit_delay"),
+        ({"site": "https://e.x/", "max_depth": 51}, "max_depth"),
+        ({"site": "https://e.x/", "job_id": "a b"}, "job_id"),
+        ({"site": "https://e.x/", "job_id": "ab\n"}, "job_id"),
+        ({"site": "https://e.x/", "scope": "world"}, "scope"),
+        ({"site": "https://e.x/", "sites": ["https://e.x/"]}, "sites"),
+    ):
+        with pytest.raises(ValidationError, match=where):
+            JobRequest.model_validate(bad)
+        with pytest.raises(ValidationError, match=where):
+            JobRequest.model_validate_json(json.dumps(bad))
+    request = JobRequest.model_validate({"site": " https://e.x/ ", "rate_limit_delay": 1, "scope": "any"})
+    assert (request.site, request.rate_limit_delay, request.scope.value) == ("https://e.x/", 1.0, "any")
+    with pytest.raises(ValueError, match="site"):  # (the URL rules hold for a construction too)
+        JobRequest(site="ftp://e.x/")
 
 
 def job(**fields):
@@ -58,6 +90,7 @@ def test_bulk_processing_job_rules():
     assert (view.processed_count, view.current_url_index, view.progress_percentage) == (7, 7, 70.0)
     assert view.discovery_complete is False and view.rate_limit_delay == 0.05
     fields = view.model_dump()
+    assert BulkProcessingJob.model_validate(fields) == view
     for change in (
         {"progress_percentage": 100.5},
         {"current_url_index": 11},
@@ -65,10 +98,10 @@ def test_bulk_processing_job_rules():
         {"rate_limit_delay": 0},
         {"status": "paused"},
     ):
-        with pytest.raises(ValidationError):
-            BulkProcessingJob(**(fields | change))
-    with pytest.raises(ValidationError):
-        JobRequest(site="https://e.x/", rate_limit_delay=0)
+        with pytest.raises(ValidationError, match=next(iter(change))):
+            BulkProcessingJob.model_validate(fields | change)
+    with pytest.raises(ValueError, match="processed_count"):
+        BulkProcessingJob(**(fields | {"processed_count": 8}))
 
 
 def test_progress_of_an_empty_job():
@@ -84,7 +117,7 @@ def test_ingestion_result_rules():
         "successful_processing": 2, "failed_processing": 1, "start_time": T0, "end_time": T0 + timedelta(seconds=1),
         "total_duration": 1.0,
     }  # fmt: skip
-    assert SitemapIngestionResult(**good).total_urls == 3
+    assert SitemapIngestionResult.model_validate(good).total_urls == 3
     for change in (
         {"total_urls": 4},
         {"end_time": T0},
@@ -92,7 +125,9 @@ def test_ingestion_result_rules():
         {"total_duration": -1},
     ):
         with pytest.raises(ValidationError):
-            SitemapIngestionResult(**(good | change))
+            SitemapIngestionResult.model_validate(good | change)
+    with pytest.raises(ValueError, match="total_urls"):
+        SitemapIngestionResult(**(good | {"total_urls": 4}))
 
 
 def test_done_needs_discovery_to_be_over():
@@ -102,8 +137,12 @@ def test_done_needs_discovery_to_be_over():
 
 
 def test_a_checkpoint_never_runs_ahead_of_what_was_recorded():
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match="pages_enqueued"):
         SitemapRecord(url="https://e.x/s.xml", origin="index", depth=2, pages_recorded=3, pages_enqueued=4)
+    with pytest.raises(ValidationError, match="pages_enqueued"):
+        SitemapRecord.model_validate_json(
+            b'{"url":"https://e.x/s.xml","origin":"index","depth":2,"pages_recorded":3,"pages_enqueued":4}'
+        )
 
 
 def test_loader_state_view():
@@ -120,14 +159,14 @@ def test_loader_state_view():
     assert (state.total_count, state.handled_count, state.completed) == (9, 4, False)
 
 
-def _models_below(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
+def _models_below(model: type[Model], seen: set[type[Model]]) -> None:
     if model in seen:
         return
     seen.add(model)
-    for field in model.model_fields.values():
-        for kind in (field.annotation, *get_args(field.annotation)):
+    for field in msgspec.structs.fields(model):
+        for kind in (field.type, *get_args(field.type)):
             for inner in (kind, *get_args(kind)):
-                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                if isinstance(inner, type) and issubclass(inner, Model):
                     _models_below(inner, seen)
 
 
@@ -135,12 +174,13 @@ def _models_below(model: type[BaseModel], seen: set[type[BaseModel]]) -> None:
 def test_stored_records_lose_nothing_without_their_empty_fields(stored):
     """body_of leaves None out: only right while no optional field of a stored model (or of a model inside
     it) defaults to anything but None."""
-    models: set[type[BaseModel]] = set()
+    models: set[type[Model]] = set()
     _models_below(stored, models)
+    assert len(models) > 1 or stored is not SitemapURL
     for model in models:
-        for name, field in model.model_fields.items():
-            optional = type(None) in get_args(field.annotation)
-            assert not optional or field.is_required() or field.default is None, f"{model.__name__}.{name}"
+        for field in msgspec.structs.fields(model):
+            optional = type(None) in get_args(field.type)
+            assert not optional or field.required or field.default is None, f"{model.__name__}.{field.name}"
 
 
 def crawl_record() -> CrawlRecord:
@@ -186,10 +226,11 @@ def test_a_url_line_is_its_stored_body_or_the_same_bytes_built_again():
     assert record_line(plain) == plain.encode()  # reused as it is
 
 
-def test_a_trusted_record_is_the_validated_one():
-    """SitemapURL.trusted skips validation for values the parser and the crawl database already typed: for
-    every kind of entry a sitemap may hold, and with a crawl record's fields, it builds what validation
-    builds (fields, fields set, the JSON), and no two records share their extensions."""
+def test_a_record_the_engine_builds_is_the_validated_one():
+    """The engine builds a URL's record from values the parser and the crawl database already typed, without
+    validating them again: for every kind of entry a sitemap may hold, and with a crawl record's fields, it
+    is what validation builds (fields, the JSON, the stored body, read back), and no two records share
+    their extensions."""
     fixture = Path(__file__).parent.parent / "sitemap" / "fixtures" / "urlset_extensions.xml"
     entries, _ = parse_bytes("https://example.com/sitemap.xml", fixture.read_bytes())
     pages = [e for e in entries if isinstance(e, PageEntry)]
@@ -209,23 +250,23 @@ def test_a_trusted_record_is_the_validated_one():
         unfetched = {**listed, "crawl_state": known.state, "next_fetch_time": known.next_fetch_time, "size": 3}
         pending = {**base, "known": known, "fetch_reason": "new", "change": ChangeKind.NEW}
         for fields in (base, listed, unfetched, pending, {"url": page.url}):
-            trusted = SitemapURL.trusted(dict(fields))
+            built = SitemapURL(**fields)
             validated = SitemapURL.model_validate(dict(fields))
-            assert trusted == validated and trusted.model_fields_set == validated.model_fields_set
-            assert trusted.model_dump_json() == validated.model_dump_json() and body_of(trusted) == body_of(validated)
-    one, two = SitemapURL.trusted({"url": "https://e.x/1"}), SitemapURL.trusted({"url": "https://e.x/2"})
+            assert built == validated and SitemapURL.model_validate_json(body_of(built)) == built
+            assert built.model_dump_json() == validated.model_dump_json() and body_of(built) == body_of(validated)
+    one, two = SitemapURL(url="https://e.x/1"), SitemapURL(url="https://e.x/2")
     one.extensions["x"] = 1
     assert two.extensions == {}
     entry = PageEntry("https://e.x/3", images=(Image(loc="https://e.x/i.png"),))
-    three = SitemapURL.trusted({"url": entry.url, "extensions": entry.extensions()})
+    three = SitemapURL(url=entry.url, extensions=entry.extensions())
     three.extensions["images"].append({"loc": "https://e.x/j.png"})  # (an entry's are made for each record)
     assert entry.extensions() == {"images": [{"loc": "https://e.x/i.png"}]}
 
 
-def test_a_stored_body_is_pydantics_json_whichever_encoder_wrote_it():
-    """body_of writes the two per-URL records with orjson: the bytes pydantic writes, for every kind of
+def test_a_stored_body_is_msgspecs_json_whichever_encoder_wrote_it():
+    """body_of writes the two per-URL records with orjson: the bytes msgspec writes, for every kind of
     entry, every field of a crawl record, datetimes of any offset, and a value orjson refuses (an integer
-    beyond 64 bits, written by pydantic then)."""
+    beyond 64 bits, written by msgspec then); each reads back as the record it was."""
     fixture = Path(__file__).parent.parent / "sitemap" / "fixtures" / "urlset_extensions.xml"
     entries, _ = parse_bytes("https://example.com/sitemap.xml", fixture.read_bytes())
     full = CrawlRecord(
@@ -255,7 +296,7 @@ def test_a_stored_body_is_pydantics_json_whichever_encoder_wrote_it():
         orphaned_job="k",
         version=7,
     )
-    records: list[BaseModel] = [crawl_record(), full]
+    records: list[Model] = [crawl_record(), full]
     for entry in entries:
         if isinstance(entry, PageEntry):
             records.append(SitemapURL(url=entry.url, last_modified=entry.lastmod, extensions=entry.extensions()))
@@ -266,10 +307,11 @@ def test_a_stored_body_is_pydantics_json_whichever_encoder_wrote_it():
     records.append(huge)
     for record in records:
         assert body_of(record) == record.model_dump_json(exclude_none=True), record.url
+        assert type(record).model_validate_json(body_of(record)) == record
     assert str(2**70) in body_of(huge)
 
 
-def test_a_trusted_crawl_record_is_the_validated_one():
+def test_a_new_crawl_record_is_the_validated_one():
     """A new URL's crawl record is built without validation (crawl_state.listed): for every changefreq a
     schedule knows (or none), with or without a lastmod, it is the record validation builds, field for
     field and byte for byte."""
@@ -287,7 +329,7 @@ def test_a_trusted_crawl_record_is_the_validated_one():
                 now=T0,
                 schedule=schedule,
             )
-            fields = {name: getattr(record, name) for name in record.model_fields_set}
+            fields = json.loads(record.model_dump_json())
             validated = CrawlRecord.model_validate(fields)
-            assert record == validated and record.model_fields_set == validated.model_fields_set
+            assert record == validated and type(validated.fetch_interval) is float
             assert body_of(record) == body_of(validated) == validated.model_dump_json(exclude_none=True)

@@ -291,7 +291,7 @@ BIG_VIEWS = """<?xml version="1.0" encoding="UTF-8"?>
 
 def test_a_number_beyond_64_bits_is_written_as_it_is_read(served_dir, tmp_path):
     """A sitemap may give a video any view count: orjson refuses integers beyond 64 bits, so the lines fall
-    back to pydantic's encoder (the same bytes otherwise), and the listing replayed on the next crawl keeps
+    back to msgspec's encoder, and the listing replayed on the next crawl keeps
     the number exact."""
     root = tmp_path / "site"
     root.mkdir()

@@ -8,22 +8,20 @@ from __future__ import annotations
 
 from typing import IO, Any
 
+import msgspec
 from orjson import OPT_APPEND_NEWLINE, dumps
 
 LINES_PER_WRITE = 1000
 
 
 def json_bytes(value: Any, *, newline: bool = False) -> bytes:
-    """``value`` as compact JSON: orjson (four times pydantic's encoder, sixteen times json.dumps), or
-    pydantic's encoder for what orjson refuses, an integer beyond 64 bits (a sitemap's video may say any
-    view count): the same bytes either way. (pydantic's is imported then only: ``harvest parse`` writes
-    its lines here and loads no pydantic otherwise.)"""
+    """``value`` as compact JSON: orjson (sixteen times json.dumps), or msgspec for what orjson refuses, an
+    integer beyond 64 bits (a sitemap's video may say any view count)."""
     try:
         return dumps(value, option=OPT_APPEND_NEWLINE) if newline else dumps(value)
     except TypeError:
-        from pydantic_core import to_json
-
-        return to_json(value) + b"\n" if newline else to_json(value)
+        body = msgspec.json.encode(value)
+        return body + b"\n" if newline else body
 
 
 class LineWriter:

@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from pydantic import ValidationError
-
 from harvester.adapters.local.page_spool import PageSpool
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.fetch import policy_for
+from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL, utcnow
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
@@ -413,17 +412,19 @@ class Discovery:
         keep_pages: bool = False,
     ) -> None:
         try:
-            self.request = JobRequest(
-                site=site,
-                sitemaps=tuple(sitemaps),
-                include=tuple(include),
-                exclude=tuple(exclude),
-                sitemap_include=tuple(sitemap_include),
-                sitemap_exclude=tuple(sitemap_exclude),
-                scope=scope,
-                max_depth=max_depth,
-                fetch_pages=False,
-                rate_limit_delay=rate_limit_delay,
+            self.request = JobRequest.model_validate(
+                {
+                    "site": site,
+                    "sitemaps": tuple(sitemaps),
+                    "include": tuple(include),
+                    "exclude": tuple(exclude),
+                    "sitemap_include": tuple(sitemap_include),
+                    "sitemap_exclude": tuple(sitemap_exclude),
+                    "scope": scope,
+                    "max_depth": max_depth,
+                    "fetch_pages": False,
+                    "rate_limit_delay": rate_limit_delay,
+                }
             )
         except ValidationError as exc:
             raise ValueError(f"invalid discovery options: {exc}") from None

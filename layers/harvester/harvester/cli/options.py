@@ -1,15 +1,16 @@
-"""The job options of the command line as a job request and a fetch policy, and pydantic's complaints about
-them in the command line's words."""
+"""The job options of the command line as a job request and a fetch policy, and the job request's
+complaints about them in the command line's words."""
 
 from __future__ import annotations
 
 import argparse
-
-from pydantic import ValidationError
+import re
+from typing import Any
 
 from harvester.cli.errors import UsageError
 from harvester.fetch import FetchPolicy, policy_for
-from harvester.model.messages import JobRequest
+from harvester.model.base import ValidationError
+from harvester.model.messages import JobRequest, Output, Refetch, Scope
 
 
 def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:
@@ -31,9 +32,9 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
     if getattr(args, "job_id", None):
         fields["job_id"] = args.job_id
     try:
-        return JobRequest(**fields)
+        return JobRequest.model_validate(fields)
     except ValidationError as exc:
-        raise UsageError(_validation_message(exc)) from None
+        raise UsageError(_validation_message(exc, fields)) from None
 
 
 #: The job request's fields as the command line names them.
@@ -60,26 +61,40 @@ _URL_REASONS = {
 }
 
 
-def _validation_message(exc: ValidationError) -> str:
-    """pydantic's complaint about a job request, in the command line's words: the option as it is typed,
-    the value as it was given, the reason without pydantic's phrasing."""
-    problems = []
-    for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else ""
-        message = error["msg"].removeprefix("Value error, ")
-        code = message.rpartition(": ")[2]
-        if code in _URL_REASONS:
-            message = _URL_REASONS[code]
-        elif message.startswith("Input should be "):
-            message = "must be " + message.removeprefix("Input should be ")
-        given = error.get("input")
-        if field == "site":
-            problems.append(f"site {given!r}: {message}")
-        elif isinstance(given, dict | tuple | list) or field not in FLAGS:
-            problems.append(f"{FLAGS.get(field, field or 'input')}: {message}")
-        else:
-            problems.append(f"{FLAGS[field]} {given}: {message}")
-    return "; ".join(problems)
+#: A refusal as msgspec and the records' rules word it: the reason, and where (``- at `$.field[i]```).
+_WHERE = re.compile(r"(?P<reason>.*?)(?: - at `\$\.(?P<field>\w+)(?:\[(?P<index>\d+)\])?[^`]*`)?", re.S)
+_EXPECTED = re.compile(r"Expected `(?P<type>\w+)`(?: (?P<op>[<>]=?) (?P<bound>\S+))?")
+_BOUNDS = {">": "greater than", ">=": "greater than or equal to", "<": "less than", "<=": "less than or equal to"}
+_CHOICES = {"scope": Scope, "refetch": Refetch, "output": Output}
+
+
+def _validation_message(exc: ValidationError, fields: dict[str, Any]) -> str:
+    """The job request's complaint, in the command line's words: the option as it is typed, the value as
+    it was given, the reason without the decoder's phrasing."""
+    where = _WHERE.fullmatch(str(exc))
+    assert where is not None  # (the pattern matches any text)
+    field, index = where["field"] or "", where["index"]
+    message = where["reason"]
+    code = message.rpartition(": ")[2]
+    expected = _EXPECTED.match(message)
+    if code in _URL_REASONS:
+        message = _URL_REASONS[code]
+    elif field in _CHOICES and message.startswith("Invalid enum value"):
+        message = "must be one of " + ", ".join(choice.value for choice in _CHOICES[field])
+    elif expected and expected["op"]:
+        message = f"must be {_BOUNDS[expected['op']]} {expected['bound']}"
+    elif expected and "matching regex" in message:
+        message = "must be up to 128 letters, digits, '.', '_', ':' or '-', beginning with a letter or digit"
+    elif expected:
+        message = f"must be of type {expected['type']}"
+    given = fields.get(field)
+    if index is not None and isinstance(given, tuple | list) and int(index) < len(given):
+        given = given[int(index)]
+    if field == "site":
+        return f"site {given!r}: {message}"
+    if isinstance(given, dict | tuple | list) or field not in FLAGS:
+        return f"{FLAGS.get(field, field or 'input')}: {message}"
+    return f"{FLAGS[field]} {given}: {message}"
 
 
 def fetch_policy(args: argparse.Namespace) -> FetchPolicy:

@@ -8,10 +8,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from pydantic import BaseModel
-
 from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
 from harvester.lines import json_bytes
+from harvester.model.base import Model as BaseModel
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
 from harvester.model.records import SitemapIngestionResult, SitemapURL
 from harvester.ports import CrawlDatabase
@@ -25,7 +24,7 @@ _ENGINE_ONLY = {"known"}
 def columns(model: type[BaseModel]) -> tuple[str, ...]:
     """A model's CSV columns: every field its JSON Lines may have, in the model's order (so a new field is a
     new column without anyone listing it)."""
-    return tuple(name for name in model.model_fields if name not in _ENGINE_ONLY)
+    return tuple(name for name in model.__struct_fields__ if name not in _ENGINE_ONLY)
 
 
 #: ``harvest report JOB --format csv``: the seed's ``url · last_modified · change_frequency · priority ·

@@ -70,7 +70,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def feed_time(text: str | None) -> str | None:
     """A stored time as the feed writes times, as ``datetime.isoformat`` does: a record says ``Z`` for UTC
-    (pydantic's and orjson's form), the feed has always said ``+00:00``."""
+    (msgspec's and orjson's form), the feed has always said ``+00:00``."""
     if text is not None and text[-1:] == "Z":
         return text[:-1] + "+00:00"
     return text

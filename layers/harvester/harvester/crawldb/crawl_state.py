@@ -84,19 +84,17 @@ def listed(
 ) -> CrawlRecord:
     """The record after a sitemap listed the URL: created (due at once), or brought back from orphan."""
     if prior is None:  # (every value typed and checked already: by the parser, the URL screen, the schedule)
-        return CrawlRecord.trusted(
-            {
-                "url": url,
-                "fetch_interval": float(schedule.initial(changefreq)),
-                "next_fetch_time": now,
-                "last_modified": lastmod,
-                "change_frequency": changefreq,
-                "priority": priority,
-                "sitemap": sitemap,
-                "first_listed": now,
-                "last_listed": now,
-                "last_listed_job": job_id,
-            }
+        return CrawlRecord(
+            url=url,
+            fetch_interval=float(schedule.initial(changefreq)),
+            next_fetch_time=now,
+            last_modified=lastmod,
+            change_frequency=changefreq,
+            priority=priority,
+            sitemap=sitemap,
+            first_listed=now,
+            last_listed=now,
+            last_listed_job=job_id,
         )
     update: dict[str, object] = {
         "last_modified": lastmod,

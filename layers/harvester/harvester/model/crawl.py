@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 import orjson
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from msgspec import Meta
 
+from harvester.model.base import Model, invalid
 from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body
-from harvester.model.trusted import trusted_builder
+
+NonNegative = Annotated[int, Meta(ge=0)]
 
 
 class CrawlState(StrEnum):
@@ -64,17 +66,15 @@ class ChangeKind(StrEnum):
         return self not in (ChangeKind.NOT_DUE, ChangeKind.LISTED, ChangeKind.EXCLUDED)
 
 
-class WarcLocation(BaseModel):
+class WarcLocation(Model, kw_only=True, frozen=True):
     """Where a capture's record is in the archive: ``length`` bytes at ``offset`` of ``filename`` (a document
     key: a file under the documents folder, or an S3 key) are one gzip member, the record, which a ranged
     read gives alone. ``payload_digest`` and ``date`` are the record's, so a later capture of identical
     content can be written as a revisit that refers to it (WARC-Refers-To-Target-URI / -Date)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
     filename: str
-    offset: int = Field(ge=0)
-    length: int = Field(gt=0)
+    offset: NonNegative
+    length: Annotated[int, Meta(gt=0)]
     record_type: str = "response"
     payload_digest: str
     date: datetime
@@ -82,7 +82,7 @@ class WarcLocation(BaseModel):
     url: str | None = None
 
 
-class CrawlRecord(BaseModel):
+class CrawlRecord(Model, kw_only=True):
     """One URL of a site, across jobs.
 
     Times are UTC. ``fetch_interval`` (seconds) adapts to how often the content really changes;
@@ -98,12 +98,10 @@ class CrawlRecord(BaseModel):
     ``last_modified`` for the header) read as today's: see :mod:`harvester.model.stored_names`.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
     url: str
     state: CrawlState = CrawlState.UNFETCHED
-    retries: int = Field(default=0, ge=0)
-    fetch_interval: float = Field(gt=0)
+    retries: NonNegative = 0
+    fetch_interval: Annotated[float, Meta(gt=0)]
     next_fetch_time: datetime
     last_fetch_time: datetime | None = None
     http_status: int | None = None
@@ -111,7 +109,7 @@ class CrawlRecord(BaseModel):
     etag: str | None = None
     http_last_modified: str | None = None
     content_type: str | None = None
-    size: int | None = Field(default=None, ge=0)
+    size: NonNegative | None = None
     document_key: str | None = None
     #: The response record holding the last good fetch's content, when the job kept it as WARC.
     warc: WarcLocation | None = None
@@ -123,30 +121,25 @@ class CrawlRecord(BaseModel):
     first_listed: datetime
     last_listed: datetime
     last_listed_job: str
-    changes: int = Field(default=0, ge=0)
+    changes: NonNegative = 0
     #: The state an orphan had before, to return to when it is listed again; and the job that orphaned it.
     orphan_of: CrawlState | None = None
     orphaned_job: str | None = None
-    version: int = Field(default=1, ge=1)
+    version: Annotated[int, Meta(ge=1)] = 1
 
     @classmethod
-    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
+    def model_validate_json(cls, data: str | bytes | bytearray | memoryview) -> Self:
         """A stored record, whichever names it was stored under (the old ones through Python values)."""
-        if may_be_old_crawl_body(json_data):
-            return cls.model_validate(crawl_record_values(orjson.loads(json_data)), **options)
-        return cls.__pydantic_validator__.validate_json(json_data, **options)  # (what pydantic's does)
+        if may_be_old_crawl_body(data):
+            return cls.model_validate(crawl_record_values(orjson.loads(data)))
+        return super().model_validate_json(data)
 
     @classmethod
-    def trusted(cls, fields: dict[str, Any]) -> CrawlRecord:
-        """A new URL's record from values the parser, the URL screen and the schedule already typed and
-        checked, without validating them again (see harvester.model.trusted)."""
-        return _trusted_record(fields)
+    def model_validate(cls, value: Any) -> Self:
+        return super().model_validate(crawl_record_values(value))
 
 
-_trusted_record = trusted_builder(CrawlRecord)
-
-
-class SitemapCrawl(BaseModel):
+class SitemapCrawl(Model, kw_only=True):
     """What the last complete reading of one sitemap (or robots.txt) left, to read it conditionally next time.
 
     ``document_key`` names the document as it was read: a 304 next time is answered by parsing it again, so a
@@ -154,24 +147,20 @@ class SitemapCrawl(BaseModel):
     readings before schema 4 stored beside it for the same end; no longer written or read.)
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
     url: str
     fetched_at: datetime
     http_status: int
     final_url: str | None = None
     etag: str | None = None
     #: The Last-Modified response header (stored as ``last_modified`` before the outputs' names changed).
-    http_last_modified: str | None = Field(
-        default=None, validation_alias=AliasChoices("http_last_modified", "last_modified")
-    )
+    http_last_modified: str | None = None
     signature: str
     document_key: str
     listing_key: str | None = None
     kind: str | None = None
     truncated: str | None = None
-    warnings: dict[str, int] = Field(default_factory=dict)
-    entries: int = Field(default=0, ge=0)
+    warnings: dict[str, int] = {}
+    entries: NonNegative = 0
     #: When a job first found it missing (404, 410, 401, 403) since this reading; the orphan rule lets one
     #: job's miss pass as a glitch, and counts it gone from the next job on.
     absent_since: datetime | None = None
@@ -179,8 +168,21 @@ class SitemapCrawl(BaseModel):
     #: 304, or its identical copy, is archived as a revisit of.
     warc: WarcLocation | None = None
 
+    @classmethod
+    def model_validate_json(cls, data: str | bytes | bytearray | memoryview) -> Self:
+        """A stored reading, whichever name its Last-Modified header was stored under."""
+        if b'"last_modified":' in (data.encode() if isinstance(data, str) else bytes(data)):
+            return cls.model_validate(orjson.loads(data))
+        return super().model_validate_json(data)
 
-class HostTrust(BaseModel):
+    @classmethod
+    def model_validate(cls, value: Any) -> Self:
+        if isinstance(value, dict) and "last_modified" in value:
+            value = {("http_last_modified" if k == "last_modified" else k): v for k, v in value.items()}
+        return super().model_validate(value)
+
+
+class HostTrust(Model, kw_only=True):
     """How far one host's sitemap ``lastmod`` has proved true.
 
     ``score`` moves halfway toward each job's precision (of the URLs whose lastmod advanced since their last
@@ -188,19 +190,15 @@ class HostTrust(BaseModel):
     threshold. It starts trusted, at 1.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    score: float = Field(default=1.0, ge=0.0, le=1.0)
+    score: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
     trusted: bool = True
-    confirmed: int = Field(default=0, ge=0)  # all jobs: lastmod advanced and the content changed
-    refuted: int = Field(default=0, ge=0)  # all jobs: lastmod advanced and the content was the same
+    confirmed: NonNegative = 0  # all jobs: lastmod advanced and the content changed
+    refuted: NonNegative = 0  # all jobs: lastmod advanced and the content was the same
     updated_at: datetime | None = None
 
 
-class ChangeCounts(BaseModel):
+class ChangeCounts(Model, kw_only=True):
     """How many URLs of a job got each :class:`ChangeKind`. All but ``removed`` add up to ``total_urls``."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     new: int = 0
     back: int = 0
@@ -219,10 +217,8 @@ class ChangeCounts(BaseModel):
         return sum(getattr(self, kind.value) for kind in ChangeKind if kind is not ChangeKind.REMOVED)
 
 
-class TrustChange(BaseModel):
+class TrustChange(Model, kw_only=True):
     """What one job's evidence did to a host's lastmod trust (the job result's ``lastmod_trust``)."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     confirmed: int = 0
     refuted: int = 0
@@ -233,32 +229,28 @@ class TrustChange(BaseModel):
     #: Which way it went: ``kept``, ``lost``, ``regained`` or ``still_untrusted``.
     went: str = ""
 
-    @model_validator(mode="after")
-    def _went(self) -> Self:
+    def __post_init__(self) -> None:
         if self.trusted_before == self.trusted:
             went = "kept" if self.trusted else "still_untrusted"
         else:
             went = "regained" if self.trusted else "lost"
         if self.went and self.went != went:
-            raise ValueError(f"went {self.went!r} contradicts trusted {self.trusted_before} -> {self.trusted}")
+            raise invalid("went", f"{self.went!r} contradicts trusted {self.trusted_before} -> {self.trusted}")
         self.went = went
-        return self
 
 
-class SiteCrawl(BaseModel):
+class SiteCrawl(Model, kw_only=True):
     """A site as a whole: lastmod trust per host, and what the latest jobs' evidence did to it.
 
     ``applied`` remembers each job whose evidence is counted (and what it did), so that a job's end, if it
     is retried after a crash, neither counts its evidence twice nor forgets what it reported.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
     site: str
-    hosts: dict[str, HostTrust] = Field(default_factory=dict)
-    applied: dict[str, dict[str, TrustChange]] = Field(default_factory=dict)
+    hosts: dict[str, HostTrust] = {}
+    applied: dict[str, dict[str, TrustChange]] = {}
     #: 0 for a site not stored yet (its first write is version 1).
-    version: int = Field(default=0, ge=0)
+    version: NonNegative = 0
 
     def trust(self, host: str) -> HostTrust:
         return self.hosts.get(host) or HostTrust()

@@ -1,7 +1,7 @@
 """The messages that travel on the queues: a job request, a sitemap task, a page task.
 
-They are pydantic models so that the Lambda handlers can validate them with Powertools' parser and the
-local runner with the very same code; an invalid message is refused with the reason, never retried.
+They are :class:`~harvester.model.base.Model` Structs, validated as they are decoded by the Lambda handlers
+and the local runner alike; an invalid message is refused with the reason, never retried.
 Every task carries what its worker needs to act without asking anyone (depth, the ancestor chain for
 recursion detection, the sitemap metadata of a page), because in AWS no invocation shares memory with
 another.
@@ -17,15 +17,35 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from msgspec import Meta
+from msgspec.structs import force_setattr
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
+from harvester.model.base import Model, invalid
 from harvester.urls import origin_of, require_http_url, validate_pattern
 
-JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z"
 
-HttpUrl = Annotated[str, AfterValidator(require_http_url)]
-Pattern = Annotated[str, AfterValidator(validate_pattern)]
+#: A job's default spacing of requests to one host, in seconds (robots.txt is read at this spacing too).
+DEFAULT_RATE_LIMIT_DELAY = 0.05
+
+JobId = Annotated[str, Meta(pattern=JOB_ID_PATTERN)]
+
+
+def _http_url(field: str, url: str) -> str:
+    """``url`` as a job may use it (stripped), or the reason it may not, naming ``field``."""
+    try:
+        return require_http_url(url)
+    except ValueError as exc:
+        raise invalid(field, str(exc)) from None
+
+
+def _patterns(field: str, patterns: tuple[str, ...]) -> None:
+    for i, pattern in enumerate(patterns):
+        try:
+            validate_pattern(pattern)
+        except ValueError as exc:
+            raise invalid(f"{field}[{i}]", str(exc)) from None
 
 
 class Scope(StrEnum):
@@ -57,24 +77,31 @@ class Unprocessable(ValueError):
     refused with the reason (dead-lettered at once on AWS), never retried."""
 
 
-class JobRequest(BaseModel):
+class JobRequest(Model, kw_only=True, frozen=True):
     """What a user pushes to the job queue (or what `harvest crawl` builds from its flags)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    site: HttpUrl
-    sitemaps: tuple[HttpUrl, ...] = ()
-    include: tuple[Pattern, ...] = ()
-    exclude: tuple[Pattern, ...] = ()
-    sitemap_include: tuple[Pattern, ...] = ()
-    sitemap_exclude: tuple[Pattern, ...] = ()
-    max_depth: int = Field(default=MAX_DEPTH, ge=1, le=50)
+    site: str
+    sitemaps: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    sitemap_include: tuple[str, ...] = ()
+    sitemap_exclude: tuple[str, ...] = ()
+    max_depth: Annotated[int, Meta(ge=1, le=50)] = MAX_DEPTH
     fetch_pages: bool = True
-    rate_limit_delay: float = Field(default=0.05, gt=0, le=60)
+    rate_limit_delay: Annotated[float, Meta(gt=0, le=60)] = DEFAULT_RATE_LIMIT_DELAY
     scope: Scope = Scope.SAME_HOST
     refetch: Refetch = Refetch.DUE
     output: Output = Output.WARC
-    job_id: str | None = Field(default=None, pattern=JOB_ID_PATTERN)
+    job_id: JobId | None = None
+
+    def __post_init__(self) -> None:
+        # The URLs a user gives, stripped as require_http_url gives them back (a frozen Struct is set once).
+        force_setattr(self, "site", _http_url("site", self.site))
+        if self.sitemaps:
+            sitemaps = tuple(_http_url(f"sitemaps[{i}]", url) for i, url in enumerate(self.sitemaps))
+            force_setattr(self, "sitemaps", sitemaps)
+        for name in ("include", "exclude", "sitemap_include", "sitemap_exclude"):
+            _patterns(name, getattr(self, name))
 
     @property
     def origin(self) -> str:
@@ -97,42 +124,39 @@ class SitemapOrigin(StrEnum):
     REQUESTED = "requested"  # named in the job request
 
 
-class SitemapTask(BaseModel):
+class SitemapTask(Model, kw_only=True, frozen=True):
     """Fetch and read one sitemap (or robots.txt) of a job."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
     kind: Literal["sitemap"] = "sitemap"
-    job_id: str = Field(pattern=JOB_ID_PATTERN)
-    url: HttpUrl
+    job_id: JobId
+    url: str
     origin: SitemapOrigin
-    depth: int = Field(ge=1, le=64)
+    depth: Annotated[int, Meta(ge=1, le=64)]
     # From the site node down to the parent: a sitemap equal to (or redirecting to) one of these is recursion.
     ancestors: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        force_setattr(self, "url", _http_url("url", self.url))
 
-class PageTask(BaseModel):
+
+class PageTask(Model, kw_only=True, frozen=True):
     """Fetch one page of a job, with what its sitemap said about it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
     kind: Literal["page"] = "page"
-    job_id: str = Field(pattern=JOB_ID_PATTERN)
-    url: HttpUrl
+    job_id: JobId
+    url: str
     sitemap: str | None = None
     lastmod: datetime | None = None
     changefreq: str | None = None
-    priority: float = Field(default=0.5, ge=0.0, le=1.0)
-    attempt: int = Field(default=0, ge=0)
+    priority: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.5
+    attempt: Annotated[int, Meta(ge=0)] = 0
     #: The order it is served in, highest first (harvester.pipeline.ranking).
-    rank: float = Field(default=0.0, ge=0.0)
+    rank: Annotated[float, Meta(ge=0.0)] = 0.0
 
-    @field_validator("url")
-    @classmethod
-    def _short_enough(cls, url: str) -> str:
-        if len(url) > URL_MAX_LENGTH:
-            raise ValueError(f"URL longer than {URL_MAX_LENGTH} characters")
-        return url
+    def __post_init__(self) -> None:
+        if len(self.url) > URL_MAX_LENGTH:
+            raise invalid("url", f"URL longer than {URL_MAX_LENGTH} characters")
+        force_setattr(self, "url", _http_url("url", self.url))
 
 
 Task = SitemapTask | PageTask
@@ -141,7 +165,7 @@ Task = SitemapTask | PageTask
 PAGES_PER_MESSAGE = 50
 
 
-class PageBatchTask(BaseModel):
+class PageBatchTask(Model, kw_only=True, frozen=True):
     """Pages of one job that travel as one message: on SQS one send, one delivery and one deletion for a
     batch of pages where each page was a message of its own (a third of a request a page, 0.14 of the $5.4
     a million pages cost, bench/aws_cost.py), and the unit a page function takes at once.
@@ -149,11 +173,9 @@ class PageBatchTask(BaseModel):
     Its pages are kept as given and validated one by one (:meth:`tasks`), so that an invalid page is refused
     alone and the batch's other pages go on. Each is a :class:`PageTask` without ``kind`` and ``job_id``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
     kind: Literal["pages"] = "pages"
-    job_id: str = Field(pattern=JOB_ID_PATTERN)
-    pages: tuple[dict[str, Any], ...] = Field(min_length=1, max_length=PAGES_PER_MESSAGE)
+    job_id: JobId
+    pages: Annotated[tuple[dict[str, Any], ...], Meta(min_length=1, max_length=PAGES_PER_MESSAGE)]
 
     @classmethod
     def of(cls, tasks: Sequence[PageTask]) -> PageBatchTask:
@@ -175,7 +197,7 @@ class PageBatchTask(BaseModel):
                 continue
             try:
                 valid.append(PageTask.model_validate(body))
-            except ValueError as exc:  # (pydantic's ValidationError is one)
+            except ValueError as exc:  # (msgspec's ValidationError is one)
                 invalid.append((json.dumps(body), str(exc)))
         return valid, invalid
 

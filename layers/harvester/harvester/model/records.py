@@ -9,37 +9,35 @@ checked here holds for what DynamoDB and SQLite hold too.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from msgspec import Struct
+from msgspec import Meta, Struct, field
+from msgspec.structs import asdict
 from orjson import OPT_UTC_Z, dumps
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harvester.model.base import Model, invalid
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange, WarcLocation
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
-from harvester.model.stored_names import crawl_record_values
-from harvester.model.trusted import trusted_builder
+from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body
 from harvester.sitemap.entries import Image, NewsStory, from_json
-from harvester.urls import require_http_url
 
-#: Validation context of records built from URLs that passed :func:`harvester.urls.screen`: what was
-#: checked at the boundary is not checked again on the per-URL path.
-SCREENED: Any = {"screened": True}
+NonNegative = Annotated[int, Meta(ge=0)]
 
 
-def body_of(record: BaseModel | ListedRow | CrawlRow) -> str:
+def body_of(record: Model | ListedRow | CrawlRow) -> str:
     """A record as the state stores keep it: JSON without its empty fields. Every optional field of the
     stored models defaults to None (tests/engine/test_records.py checks), so reading it back gives the same
     record; it is a third of the bytes a listed URL costs to write (and, on DynamoDB, to pay for).
 
     The two records written for every listed URL (its job record and its crawl record) hold only values
-    orjson writes as pydantic does (strings, numbers, enums, UTC datetimes, dicts and lists of them): they
-    are written by orjson from their fields, five times faster; a value orjson refuses (an integer beyond
-    64 bits in a sitemap's extension) sends the record to pydantic. The same bytes either way:
-    tests/engine/test_records.py compares them for every kind of entry. A row (``ListedRow``, ``CrawlRow``)
+    orjson writes (strings, numbers, enums, UTC datetimes, dicts and lists of them): they are written by
+    orjson from their fields, faster than through a dict of them; a value orjson refuses (an integer beyond
+    64 bits in a sitemap's extension) sends the record to msgspec. The same record read back either way:
+    tests/engine/test_records.py checks it for every kind of entry. A row (``ListedRow``, ``CrawlRow``)
     is serialised already."""
     kind = type(record)
     if kind is ListedRow or kind is CrawlRow:
@@ -49,13 +47,13 @@ def body_of(record: BaseModel | ListedRow | CrawlRow) -> str:
             return dumps(_without_none(record), default=_without_none, option=OPT_UTC_Z).decode()
         except TypeError:
             pass
-    return record.model_dump_json(exclude_none=True)
+    return record.model_dump_json(exclude_none=True)  # type: ignore[union-attr]
 
 
-def _without_none(record: object) -> dict[str, Any]:
-    if type(record) not in _PLAIN_BODIES:
-        raise TypeError(f"{type(record).__name__} is written by pydantic")
-    return {name: value for name, value in record.__dict__.items() if value is not None}
+def _without_none(record: Any) -> dict[str, Any]:
+    if not isinstance(record, Model):
+        raise TypeError(f"{type(record).__name__} is written by msgspec")
+    return {name: value for name, value in asdict(record).items() if value is not None}
 
 
 def utcnow() -> datetime:
@@ -87,39 +85,38 @@ class UrlStatus(StrEnum):
         return self in (UrlStatus.COMPLETED, UrlStatus.FAILED, UrlStatus.EXCLUDED)
 
 
-class SitemapURL(BaseModel):
+class SitemapURL(Model, kw_only=True):
     """One page URL of a job: what its sitemap said, where its processing stands, and its crawl state.
 
     ``last_modified``, ``change_frequency`` and ``priority`` are what the sitemap said (the seed data
     model's names, which every output uses for them). The crawl fields (``crawl_state``, ``retries``,
     ``next_fetch_time``, ``etag``, ``http_last_modified``: the Last-Modified response header, ``signature``)
     are those the full crawl-state machine and the re-crawl schedule need.
-    """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
+    Its URL is one the sitemap worker screened (harvester.urls.screen) or its store gave back: the record is
+    built by the engine, never from a user's input, and does not check it again.
+    """
 
     url: str
     last_modified: datetime | None = None
     change_frequency: str | None = None
-    priority: float = Field(default=0.5, ge=0.0, le=1.0)
+    priority: Annotated[float, Meta(ge=0.0, le=1.0)] = 0.5
     status: UrlStatus = UrlStatus.PENDING
     error_message: str | None = None
     sitemap: str | None = None
-    extensions: dict[str, Any] = Field(default_factory=dict)
+    extensions: dict[str, Any] = {}
     # crawl state
     crawl_state: CrawlState = CrawlState.UNFETCHED
-    retries: int = Field(default=0, ge=0)
-    attempts: int = Field(default=0, ge=0)
+    retries: NonNegative = 0
+    attempts: NonNegative = 0
     next_fetch_time: datetime | None = None
     http_status: int | None = None
     content_type: str | None = None
-    size: int | None = Field(default=None, ge=0)
+    size: NonNegative | None = None
     signature: str | None = None
     etag: str | None = None
     #: Stored as ``last_modified_header`` before the outputs' names changed.
-    http_last_modified: str | None = Field(
-        default=None, validation_alias=AliasChoices("http_last_modified", "last_modified_header")
-    )
+    http_last_modified: str | None = None
     final_url: str | None = None
     document_key: str | None = None
     #: This job's capture of the page in the job's WARC files (its response, or a revisit record).
@@ -137,30 +134,26 @@ class SitemapURL(BaseModel):
     #: What the job found out about the URL (set when listed for ``new`` / ``back``, else when final).
     change: ChangeKind | None = None
 
-    @field_validator("url")
-    @classmethod
-    def _valid_url(cls, url: str, info: ValidationInfo) -> str:
-        if info.context is SCREENED:
-            return url  # a listed URL the sitemap worker checked and normalised already (urls.screen)
-        return require_http_url(url)
-
-    @field_validator("known", mode="before")
-    @classmethod
-    def _known_stored_before(cls, known: Any) -> Any:
-        """A snapshot stored under the crawl record's old names reads as today's (model.stored_names)."""
-        return crawl_record_values(known)
-
-    @model_validator(mode="after")
-    def _failure_has_reason(self) -> Self:
-        if self.status in (UrlStatus.FAILED, UrlStatus.EXCLUDED) and not self.error_message:
-            raise ValueError(f"{self.url}: a {self.status.value} URL needs an error_message")
-        return self
+    def __post_init__(self) -> None:
+        if self.error_message is None and self.status in _NEEDS_REASON:
+            raise invalid("error_message", f"{self.url}: a {self.status.value} URL needs an error_message")
 
     @classmethod
-    def trusted(cls, fields: dict[str, Any]) -> SitemapURL:
-        """A record from values the parser, the URL screen or a validated crawl record already typed and
-        checked, without validating them again (see harvester.model.trusted)."""
-        return _trusted_url(fields)
+    def model_validate_json(cls, data: str | bytes | bytearray | memoryview) -> Self:
+        """A stored record, whichever names it (or the crawl record it holds) was stored under."""
+        if _may_be_old_url_body(data):  # (json: orjson refuses an extension's integer beyond 64 bits)
+            return cls.model_validate(json.loads(bytes(data) if isinstance(data, memoryview) else data))
+        return super().model_validate_json(data)
+
+    @classmethod
+    def model_validate(cls, value: Any) -> Self:
+        if isinstance(value, dict) and ("last_modified_header" in value or "known" in value):
+            value = dict(value)
+            if "last_modified_header" in value:
+                value["http_last_modified"] = value.pop("last_modified_header")
+            if "known" in value:  # a snapshot stored under the crawl record's old names (model.stored_names)
+                value["known"] = crawl_record_values(value["known"])
+        return super().model_validate(value)
 
     @property
     def key(self) -> str:
@@ -201,9 +194,18 @@ class SitemapURL(BaseModel):
         )
 
 
-_trusted_url = trusted_builder(SitemapURL)
 #: The models body_of writes with orjson (see there): no field of theirs holds a type it writes otherwise.
 _PLAIN_BODIES = (SitemapURL, CrawlRecord)
+_NEEDS_REASON = (UrlStatus.FAILED, UrlStatus.EXCLUDED)
+
+
+def _may_be_old_url_body(body: str | bytes | bytearray | memoryview) -> bool:
+    """Whether a stored URL record may use an old name (its header's, or its crawl record's)."""
+    text = body if isinstance(body, str) else bytes(body).decode("utf-8", "replace")
+    if '"last_modified_header"' in text:
+        return True
+    at = text.find('"known":')
+    return at >= 0 and may_be_old_crawl_body(text[at:])
 
 
 class ListedRow(Struct):
@@ -252,18 +254,16 @@ class JobStatus(StrEnum):
         return self in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
-class JobCounts(BaseModel):
+class JobCounts(Model, kw_only=True, frozen=True):
     """The job's counters. Each is changed only in the same atomic write as the record that justifies it."""
 
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    urls_total: int = Field(default=0, ge=0)
-    urls_succeeded: int = Field(default=0, ge=0)
-    urls_failed: int = Field(default=0, ge=0)
-    urls_excluded: int = Field(default=0, ge=0)  # final, not fetched by rule (robots.txt, address policy)
-    sitemaps_total: int = Field(default=0, ge=0)
-    sitemaps_done: int = Field(default=0, ge=0)
-    sitemaps_ok: int = Field(default=0, ge=0)  # read successfully as a sitemap (robots.txt excluded)
+    urls_total: NonNegative = 0
+    urls_succeeded: NonNegative = 0
+    urls_failed: NonNegative = 0
+    urls_excluded: NonNegative = 0  # final, not fetched by rule (robots.txt, address policy)
+    sitemaps_total: NonNegative = 0
+    sitemaps_done: NonNegative = 0
+    sitemaps_ok: NonNegative = 0  # read successfully as a sitemap (robots.txt excluded)
 
     @property
     def urls_processed(self) -> int:
@@ -278,13 +278,11 @@ class JobCounts(BaseModel):
         return self.discovery_complete and self.urls_processed == self.urls_total
 
     def __add__(self, other: JobCounts) -> JobCounts:
-        return JobCounts(**{name: getattr(self, name) + getattr(other, name) for name in JobCounts.model_fields})
+        return JobCounts(**{name: getattr(self, name) + getattr(other, name) for name in JobCounts.__struct_fields__})
 
 
-class JobRecord(BaseModel):
+class JobRecord(Model, kw_only=True):
     """What the state store keeps about a job; :class:`BulkProcessingJob` is its public view with counts."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     job_id: str
     request: JobRequest
@@ -300,39 +298,35 @@ class JobRecord(BaseModel):
         return self.request.site
 
 
-class BulkProcessingJob(BaseModel):
+class BulkProcessingJob(Model, kw_only=True):
     """A job and its progress. In a distributed job ``total_urls`` grows while discovery runs, so progress is
     processed / total of what is known, and ``discovery_complete`` says whether that total can still grow."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     job_id: str
     sitemap_url: str
     status: JobStatus
-    progress_percentage: float = Field(ge=0.0, le=100.0)
-    current_url_index: int = Field(ge=0)
-    total_urls: int = Field(ge=0)
-    processed_count: int = Field(ge=0)
-    successful_count: int = Field(ge=0)
-    failed_count: int = Field(ge=0)
-    excluded_count: int = Field(default=0, ge=0)
+    progress_percentage: Annotated[float, Meta(ge=0.0, le=100.0)]
+    current_url_index: NonNegative
+    total_urls: NonNegative
+    processed_count: NonNegative
+    successful_count: NonNegative
+    failed_count: NonNegative
+    excluded_count: NonNegative = 0
     start_time: datetime
     last_update_time: datetime
-    rate_limit_delay: float = Field(gt=0)
+    rate_limit_delay: Annotated[float, Meta(gt=0)]
     discovery_complete: bool
-    sitemaps_total: int = Field(ge=0)
-    sitemaps_done: int = Field(ge=0)
+    sitemaps_total: NonNegative
+    sitemaps_done: NonNegative
     end_time: datetime | None = None
     result_location: str | None = None
     error_message: str | None = None
 
-    @model_validator(mode="after")
-    def _rules(self) -> Self:
+    def __post_init__(self) -> None:
         if self.current_url_index > self.total_urls:
-            raise ValueError("current_url_index must not exceed total_urls")
+            raise invalid("current_url_index", "must not exceed total_urls")
         if self.processed_count != self.successful_count + self.failed_count + self.excluded_count:
-            raise ValueError("processed_count must equal successful_count + failed_count + excluded_count")
-        return self
+            raise invalid("processed_count", "must equal successful_count + failed_count + excluded_count")
 
     @classmethod
     def of(
@@ -384,7 +378,7 @@ TOO_DEEP = "sitemap_too_deep"
 FILTERED = "sitemap_filtered"
 
 
-class SitemapRecord(BaseModel):
+class SitemapRecord(Model, kw_only=True):
     """One sitemap of a job: the loader state of the seed, made safe for many sitemaps in progress at once.
 
     ``pages_recorded`` and ``pages_enqueued`` are the per-sitemap checkpoint: after a crash the sitemap is
@@ -392,11 +386,9 @@ class SitemapRecord(BaseModel):
     (their records absorb the duplicate), and the rest is recorded as new.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
     url: str
     origin: SitemapOrigin
-    depth: int = Field(ge=0)
+    depth: NonNegative
     ancestors: tuple[str, ...] = ()
     parent: str | None = None
     status: SitemapStatus = SitemapStatus.PENDING
@@ -405,22 +397,22 @@ class SitemapRecord(BaseModel):
     truncated: str | None = None
     final_url: str | None = None
     http_status: int | None = None
-    pages_recorded: int = Field(default=0, ge=0)
-    pages_enqueued: int = Field(default=0, ge=0)
+    pages_recorded: NonNegative = 0
+    pages_enqueued: NonNegative = 0
     #: What the checkpoint counted: a digest of the first ``pages_enqueued`` accepted URLs (a reading resumed
     #: on a sitemap that changed meanwhile starts over) and the lastmod probes spent on them.
     checkpoint_digest: str | None = None
-    probes_spent: int = Field(default=0, ge=0)
-    pages_new: int = Field(default=0, ge=0)
-    children: int = Field(default=0, ge=0)
-    dropped: dict[str, int] = Field(default_factory=dict)
+    probes_spent: NonNegative = 0
+    pages_new: NonNegative = 0
+    children: NonNegative = 0
+    dropped: dict[str, int] = {}
     #: Children refused as sitemaps (recursion, too deep), with the reason: USP's InvalidSitemap nodes.
-    invalid_children: dict[str, str] = Field(default_factory=dict)
-    warnings: dict[str, int] = Field(default_factory=dict)
+    invalid_children: dict[str, str] = {}
+    warnings: dict[str, int] = {}
     document_key: str | None = None
     #: Unchanged since the site's last complete reading of it: its entries were replayed, not parsed.
     not_modified: bool = False
-    attempts: int = Field(default=0, ge=0)
+    attempts: NonNegative = 0
     discovered_at: datetime | None = None
     finished_at: datetime | None = None
 
@@ -428,18 +420,13 @@ class SitemapRecord(BaseModel):
     def key(self) -> str:
         return url_key(self.url)
 
-    @model_validator(mode="after")
-    def _checkpoint(self) -> Self:
+    def __post_init__(self) -> None:
         if self.pages_enqueued > self.pages_recorded:
-            raise ValueError("pages_enqueued cannot exceed pages_recorded")
-        return self
+            raise invalid("pages_enqueued", "cannot exceed pages_recorded")
 
 
-class LoaderState(BaseModel):
+class LoaderState(Model, kw_only=True):
     """The seed's loader state, as a view over a job's sitemap records and counters (``harvest report``)."""
-
-    # Built on first use, like every model here: every handler's INIT imports this module, none uses this one.
-    model_config = ConfigDict(defer_build=True)
 
     pending_sitemap_urls: list[str]
     in_progress_sitemaps: dict[str, int]  # url -> entries already handed out (the checkpoint)
@@ -460,62 +447,56 @@ class LoaderState(BaseModel):
         )
 
 
-class ErrorDetail(BaseModel):
-    # Built on first use: by the invocation that ends a job (pipeline.completion), not by every handler's INIT.
-    model_config = ConfigDict(defer_build=True)
-
+class ErrorDetail(Model, kw_only=True):
     url: str
     kind: str  # "page" or "sitemap"
     error: str
 
 
-class SitemapIngestionResult(BaseModel):
+class SitemapIngestionResult(Model, kw_only=True):
     """The outcome of a job, written once when it ends.
 
     The summary JSON holds the counts and errors; ``processed_urls`` (the SitemapURL records) is written
     beside it as JSON Lines, because a 50,000-URL job does not belong inline.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
     job_id: str
     site: str
     status: JobStatus
-    total_urls: int = Field(ge=0)
-    successful_processing: int = Field(ge=0)
-    failed_processing: int = Field(ge=0)
+    total_urls: NonNegative
+    successful_processing: NonNegative
+    failed_processing: NonNegative
     #: Not fetched by rule (robots.txt, the address policy): neither a success nor a failure.
-    excluded_processing: int = Field(default=0, ge=0)
-    processed_urls: str | None = Field(default=None, description="location of the JSON Lines records")
+    excluded_processing: NonNegative = 0
+    #: Where the JSON Lines of the job's records (``SitemapURL``) are.
+    processed_urls: str | None = None
     start_time: datetime
     end_time: datetime
-    total_duration: float = Field(ge=0)
-    error_details: list[ErrorDetail] = Field(default_factory=list)
-    errors_omitted: int = Field(default=0, ge=0)
+    total_duration: Annotated[float, Meta(ge=0)]
+    error_details: list[ErrorDetail] = []
+    errors_omitted: NonNegative = 0
     #: Why the excluded URLs were not fetched, with how many each reason kept out.
-    exclusions: dict[str, int] = Field(default_factory=dict)
+    exclusions: dict[str, int] = {}
     #: Entries the sitemaps listed that URL hygiene refused (``malformed``, ``not_http``, ``out_of_scope``...),
     #: and the values it set aside while keeping the entry (``bad_lastmod``, ``bad_priority``...), summed
     #: over the job's sitemaps (``harvest sitemaps`` shows them sitemap by sitemap).
-    entries_dropped: dict[str, int] = Field(default_factory=dict)
-    entry_warnings: dict[str, int] = Field(default_factory=dict)
-    sitemaps_total: int = Field(default=0, ge=0)
-    sitemaps_ok: int = Field(default=0, ge=0)
+    entries_dropped: dict[str, int] = {}
+    entry_warnings: dict[str, int] = {}
+    sitemaps_total: NonNegative = 0
+    sitemaps_ok: NonNegative = 0
     #: What the job found out, per kind (see ChangeKind); the lines are in ``changes_location``.
-    changes: ChangeCounts = Field(default_factory=ChangeCounts)
+    changes: ChangeCounts = field(default_factory=ChangeCounts)
     changes_location: str | None = None
     #: Per host: what this job's evidence did to the trust in the sitemaps' lastmod.
-    lastmod_trust: dict[str, TrustChange] = Field(default_factory=dict)
+    lastmod_trust: dict[str, TrustChange] = {}
     #: Where the job's columnar URL index is (``index.parquet``: a row per URL, Common Crawl's columns);
     #: None when it could not be written (the records are: see pipeline.completion.write_index).
     url_index: str | None = None
 
-    @model_validator(mode="after")
-    def _rules(self) -> Self:
+    def __post_init__(self) -> None:
         if self.total_urls != self.successful_processing + self.failed_processing + self.excluded_processing:
-            raise ValueError("total_urls must equal successful_processing + failed_processing + excluded_processing")
+            raise invalid("total_urls", "must equal successful_processing + failed_processing + excluded_processing")
         if not self.start_time < self.end_time:
-            raise ValueError("start_time must be before end_time")
+            raise invalid("start_time", "must be before end_time")
         if self.changes.listed_total() not in (0, self.total_urls):
-            raise ValueError("the changes of the job's URLs must add up to total_urls")
-        return self
+            raise invalid("changes", "the changes of the job's URLs must add up to total_urls")

@@ -12,10 +12,10 @@ it (``2024-05-01T...``). The one body this cannot tell is an old one whose sitem
 nor changefreq and whose server sent its Last-Modified in ISO form: it reads that time as the sitemap's
 (the next listing replaces it) and sends no If-Modified-Since until the next fetch renews the header.
 
-Looking at a body's text first keeps today's records on pydantic's own JSON path: reading through Python
-values is half again as slow, and a re-crawl reads every record of the site. The look is two searches for
+Looking at a body's text first keeps today's records on msgspec's own JSON decoder: reading through Python
+values is several times as slow, and a re-crawl reads every record of the site. The look is two searches for
 what only the old sitemap names contain (``lastmod"``, ``changefreq"``) and one for ``"last_modified":"``
-(0.8 µs of the 5 a record's validation takes, measured on a fetched page's record).
+(0.8 µs, about what decoding the record takes).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ OLD_SITEMAP_NAMES = {
 }
 _LAST_MODIFIED = '"last_modified":"'
 _AFTER = len(_LAST_MODIFIED)
-#: How every time ``body_of`` writes starts (orjson's and pydantic's ISO 8601); an HTTP date never does.
+#: How every time ``body_of`` writes starts (orjson's and msgspec's ISO 8601); an HTTP date never does.
 _WRITTEN_TIME = re.compile(r"\d{4}-\d\d-\d\dT")
 
 

@@ -27,7 +27,6 @@ from harvester.crawldb.trust import apply as apply_trust
 from harvester.lines import LineWriter, json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
 from harvester.model.records import (
-    SCREENED,
     BulkProcessingJob,
     ErrorDetail,
     JobCounts,
@@ -177,7 +176,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             changes.add(kind)
             reason = stored.get("fetch_reason")
             if reason is not None and reason not in UNFETCHED:  # (a URL the job did not fetch is no evidence)
-                evidence.add(SitemapURL.model_validate_json(body, context=SCREENED))
+                evidence.add(SitemapURL.model_validate_json(body))
             line = feed_line(stored, kind)
             if line is not None:
                 changed.add(json_bytes(line))
@@ -285,7 +284,7 @@ def record_line(body: str) -> bytes:
     sends the record the long way; so does a body stored under an old name, to be written under today's.)"""
     if '"known":' not in body and ":null" not in body and _OLD_HEADER not in body:
         return body.encode()
-    page = SitemapURL.model_validate_json(body, context=SCREENED)
+    page = SitemapURL.model_validate_json(body)
     return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
 
 

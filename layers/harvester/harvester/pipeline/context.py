@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 
 from harvester.fetch import Fetcher, RobotsRules
-from harvester.model.messages import JobRequest
+from harvester.model.messages import DEFAULT_RATE_LIMIT_DELAY
 from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.politeness import MemoryHostGate
@@ -23,7 +23,7 @@ from harvester.ports import CrawlDatabase, DocumentStore, HostGate, PageCounter,
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
 
-_ROBOTS_SPACING: float = JobRequest.model_fields["rate_limit_delay"].default
+_ROBOTS_SPACING = DEFAULT_RATE_LIMIT_DELAY
 
 
 @dataclass

@@ -31,8 +31,8 @@ def first_listings(
     fresh: Sequence[tuple[str, PageEntry]], *, sitemap: str, job_id: str, now: datetime, schedule: Schedule
 ) -> list[tuple[ListedRow, CrawlRow] | None]:
     """For each (screened URL, entry): its job record (with its feed line) and crawl record, or None where
-    orjson cannot write the entry exactly as pydantic would (an integer beyond 64 bits in an extension):
-    the caller builds that one as models."""
+    orjson cannot write the entry (an integer beyond 64 bits in an extension): the caller builds that one
+    as models, which msgspec writes."""
     at = _text(now)  # (one time for the batch, written once)
     # Each record is its URL's values, then those it shares with the whole batch, serialised once: the
     # JSON of the first part without its closing brace, and the second part's members after it.

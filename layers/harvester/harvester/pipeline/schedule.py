@@ -10,10 +10,11 @@ import json
 import logging
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Self
 
-from msgspec import Struct, field
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from msgspec import Meta, Struct, field
 
+from harvester.model.base import Model, ValidationError, invalid
 from harvester.model.messages import JobRequest
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.recovery import Resumed, resume
@@ -37,30 +38,27 @@ def parse_duration(value: str | int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-class RecurringJob(BaseModel):
-    """One entry of the scheduler's configuration (the ``RecurringJobs`` template parameter)."""
+class RecurringJob(Model, kw_only=True, frozen=True):
+    """One entry of the scheduler's configuration (the ``RecurringJobs`` template parameter): ``every`` is a
+    duration like ``30m``, ``6h``, ``1d`` (or seconds) in the configuration, a timedelta once read."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    name: Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")]
     every: timedelta
     request: JobRequest
 
-    @field_validator("every", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> timedelta:
-        if isinstance(value, timedelta):
-            return value
-        if isinstance(value, str | int):
-            return parse_duration(value)
-        raise ValueError("every must be a duration like 1d")
+    def __post_init__(self) -> None:
+        if self.request.job_id:
+            raise invalid("request", "a recurring job's request must not carry a job_id: each run gets its own")
 
-    @field_validator("request")
     @classmethod
-    def _no_job_id(cls, request: JobRequest) -> JobRequest:
-        if request.job_id:
-            raise ValueError("a recurring job's request must not carry a job_id: each run gets its own")
-        return request
+    def model_validate(cls, value: Any) -> Self:
+        """An entry of the configuration, its ``every`` read as a duration."""
+        if isinstance(value, dict) and isinstance(value.get("every"), str | int) and type(value["every"]) is not bool:
+            try:
+                value = value | {"every": parse_duration(value["every"])}
+            except ValueError as exc:
+                raise ValidationError(f"{exc} - at `$.every`") from None
+        return super().model_validate(value)
 
     def job_id(self, now: datetime) -> str:
         period = int(now.timestamp() // self.every.total_seconds())

@@ -825,7 +825,7 @@ class SitemapReading:
         # The page worker fetches on this snapshot (its validators, its signature) and writes it, moved by
         # the fetch, as version ``known.version``: conditioned on the version this listing read.
         base.update(known=known, fetch_reason=decision.reason, change=change)
-        return SitemapURL.trusted(base), None
+        return SitemapURL(**base), None
 
     def _listed_fields(self, url: str, entry: PageEntry, now: datetime) -> dict[str, Any]:
         return listed_fields(url, entry, self.record.url, now)
@@ -906,9 +906,8 @@ def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime, **mor
 
 def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
     """A page of a throwaway discovery run: what its sitemap says, final at once."""
-    return SitemapURL.trusted(
-        listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
-    )
+    fields = listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
+    return SitemapURL(**fields)
 
 
 def _validators(prior: SitemapCrawl | None, *, warc: bool) -> dict[str, str]:
@@ -943,4 +942,4 @@ def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: 
             document_key=known.document_key,
             fetch_time=known.last_fetch_time,
         )
-    return SitemapURL.trusted(base)
+    return SitemapURL(**base)

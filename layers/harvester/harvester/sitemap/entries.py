@@ -1,8 +1,8 @@
 """What a sitemap says, entry by entry.
 
-These are msgspec Structs rather than pydantic models because a parser makes 50,000 of them per sitemap and
-validation here would cost more than the parse itself; the records a user sees
-(:mod:`harvester.model.records`) validate at the boundary instead. (Structs rather than dataclasses: a
+These are plain msgspec Structs, validated nowhere: a parser makes 50,000 of them per sitemap, from values it
+checked itself, and validation here would cost more than the parse itself; the records a user sees
+(:mod:`harvester.model.records`) validate where input enters instead. (Structs rather than dataclasses: a
 Struct is made in C, where Python 3.11 compiles a dataclass's methods when its module is imported, 0.3-1 ms
 a class, paid again by every Lambda cold start.)
 """

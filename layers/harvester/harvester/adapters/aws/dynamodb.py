@@ -77,7 +77,7 @@ Claimed = TypeVar("Claimed", SitemapRecord, SitemapURL)
 SHARDS = 16
 OPEN_INDEX = "OpenItems"
 ACTIVE_JOBS = "JOBS"
-_COUNTER_FIELDS = tuple(JobCounts.model_fields)
+_COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 _TRANSACTION_ITEMS = 100
 
 

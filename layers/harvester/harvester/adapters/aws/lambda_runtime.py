@@ -11,8 +11,8 @@ rest of the batch goes on.
 Imports are kept to what a handler's INIT needs (issue 11 holds a cold start to 1.3 times a bare boto3
 handler's; see bench/cold_start.py): the engine, the fetcher and their HTTP stack (aiohttp, httpx) are
 imported when the first message builds the engine; Powertools' batch processor only by the handlers that
-use it (not the page function's); a message is validated with pydantic directly, not through Powertools'
-parser, whose import brings every AWS event model with it.
+use it (not the page function's); a message is validated by msgspec as it is decoded (harvester.model.base),
+not through Powertools' parser, whose import brings pydantic and every AWS event model with it.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import NoRegionError
 from msgspec import Struct, field
-from pydantic import BaseModel, ValidationError
 
 from harvester.adapters.aws import AwsAdapters, AwsResources, MissingSetting
+from harvester.model.base import Model as Record
+from harvester.model.base import ValidationError
 from harvester.model.messages import PageBatchTask, PageTask, Unprocessable
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Model = TypeVar("Model", bound=BaseModel)
+Model = TypeVar("Model", bound=Record)
 _REASON_LIMIT = 900
 
 
@@ -192,7 +193,7 @@ _local = threading.local()
 def end_of_init() -> None:
     """The last statement of a handler module, whose first switched the garbage collector off.
 
-    INIT makes objects that live as long as the container (pydantic's validators and schemas, Powertools'
+    INIT makes objects that live as long as the container (Powertools'
     event classes, the modules themselves): with the collector on, its full collections walked them again
     and again while they were being made: 25-64 ms of CPU a handler's cold start (page 455 -> 391 ms,
     against 319 for the bare boto3 handler, in alternating runs; bench/cold_start.py). Frozen, they are

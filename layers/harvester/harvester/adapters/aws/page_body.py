@@ -55,8 +55,8 @@ ABSENT = "~"
 DOCUMENT = "_d"
 #: A record's own fields left out at their defaults (a packed record only).
 DEFAULTS: dict[str, Any] = {"extensions": {}, "retries": 0}
-_FIELDS = tuple(CrawlRecord.model_fields)
-_RECORD_FIELDS = tuple(SitemapURL.model_fields)
+_FIELDS = tuple(CrawlRecord.__struct_fields__)
+_RECORD_FIELDS = tuple(SitemapURL.__struct_fields__)
 _NAMES = frozenset(_FIELDS)
 
 

@@ -22,8 +22,6 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from harvester import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirBusy, StorageFailed, connect, storage_failure
@@ -37,6 +35,7 @@ from harvester.adapters.local.state import SqliteStateStore
 from harvester.adapters.local.warc_files import FolderWarcStore
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
+from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobCounts, JobRecord, JobStatus, SitemapIngestionResult
 from harvester.pipeline.completion import result_key
@@ -195,7 +194,9 @@ class JobStart:
 def differences(before: JobRequest, after: JobRequest) -> tuple[str, ...]:
     """The fields of two requests of one site that differ (the job id aside): why one does not resume the other."""
     return tuple(
-        name for name in JobRequest.model_fields if name != "job_id" and getattr(before, name) != getattr(after, name)
+        name
+        for name in JobRequest.__struct_fields__
+        if name != "job_id" and getattr(before, name) != getattr(after, name)
     )
 
 

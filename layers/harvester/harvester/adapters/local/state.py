@@ -45,7 +45,7 @@ from harvester.ports import (
     SitemapOutcome,
 )
 
-_COUNTER_FIELDS = tuple(JobCounts.model_fields)
+_COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 #: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.
 _OPEN = "status IN ('pending', 'processing')"
 _PAGE_SIZE = 1000
