@@ -13,7 +13,6 @@ when a job ends: no handler's cold start loads it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import zlib
@@ -91,7 +90,12 @@ CREATE MACRO surt(u) AS surt_key(surt_labels(surt_host(u)))
 
 #: What DuckDB may hold while it sorts the rows; past it, it spills to its temporary folder. A job ends in
 #: a 512 MB Lambda function whose engine has its own share.
-MEMORY_LIMIT = "192MB"
+MEMORY_LIMIT = "128MB"
+#: Rows of a row group, in both passes: the writer holds one row group per thread until it is written.
+ROW_GROUP_ROWS = 10_000
+#: The longest record line the JSON reader takes (its buffers are twice this): a URL record with its
+#: extensions is a few KB; one with a thousand images' captions stays far below.
+MAX_RECORD_BYTES = 4 * 1024 * 1024
 
 
 class IndexLines:
@@ -144,8 +148,16 @@ class Tee:
 def build_index(records: Path, out: Path, *, job_id: str, gzipped: bool = True) -> int:
     """Writes the Parquet index of the record lines in ``records`` (JSON Lines, gzipped or not) to ``out``,
     sorted by SURT key as Common Crawl's is (a URL's or a host's rows are then in few row groups); returns
-    its row count."""
+    its row count.
+
+    In two passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet
+    rows (DuckDB's JSON reader and its sort at once held more than its memory limit, and a 1.2-million-URL
+    job's sort failed for memory), which are then sorted, spilling to disk past the limit. Small row groups
+    and one thread keep the writer's buffers small (a 400,000-URL job's end peaked at 440 MiB with one
+    pass, two threads and DuckDB's default row groups; ~200 MiB now, at 1.2 million URLs too:
+    bench/index_memory.py)."""
     con = _connect(out.parent)
+    unsorted = out.with_name(out.name + ".unsorted")
     try:
         con.execute(SURT_SQL)
         fields = ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in _RECORD_FIELDS.items())
@@ -155,16 +167,21 @@ def build_index(records: Path, out: Path, *, job_id: str, gzipped: bool = True) 
         compression = "gzip" if gzipped else "uncompressed"
         source = (
             f"read_json({_literal(str(records))}, format = 'newline_delimited', compression = '{compression}',"
-            f" columns = {{{fields}}})"
+            f" maximum_object_size = {MAX_RECORD_BYTES}, columns = {{{fields}}})"
         )
         con.execute(
-            f"COPY (SELECT {selected} FROM {source} ORDER BY url_surtkey, url)"
-            f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD)"
+            f"COPY (SELECT {selected} FROM {source})"
+            f" TO {_literal(str(unsorted))} (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+        )
+        con.execute(
+            f"COPY (SELECT * FROM read_parquet({_literal(str(unsorted))}) ORDER BY url_surtkey, url)"
+            f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         )
         (rows,) = con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(out))})").fetchone()  # type: ignore[misc]
         return int(rows)
     finally:
         con.close()
+        unsorted.unlink(missing_ok=True)
 
 
 def _connect(work: Path) -> duckdb.DuckDBPyConnection:
@@ -179,7 +196,7 @@ def _connect(work: Path) -> duckdb.DuckDBPyConnection:
             "home_directory": str(work),
             "temp_directory": str(spill),
             "memory_limit": MEMORY_LIMIT,
-            "threads": min(2, os.cpu_count() or 1),
+            "threads": 1,  # (each thread holds its own reader and writer buffers: see build_index)
             "preserve_insertion_order": False,
             "autoinstall_known_extensions": False,
         }
