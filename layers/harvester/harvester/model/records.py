@@ -16,7 +16,6 @@ from functools import lru_cache
 from typing import Annotated, Any, Self
 
 from msgspec import Meta, Struct, field
-from msgspec.structs import asdict
 from orjson import OPT_UTC_Z, dumps
 
 from harvester.model.base import Model, invalid
@@ -53,7 +52,7 @@ def body_of(record: Model | ListedRow | CrawlRow) -> str:
 def _without_none(record: Any) -> dict[str, Any]:
     if not isinstance(record, Model):
         raise TypeError(f"{type(record).__name__} is written by msgspec")
-    return {name: value for name, value in asdict(record).items() if value is not None}
+    return {name: value for name in record.__struct_fields__ if (value := getattr(record, name)) is not None}
 
 
 def utcnow() -> datetime:

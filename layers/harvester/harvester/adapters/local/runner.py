@@ -324,7 +324,12 @@ class LocalRunner:
             done.set()
             for worker in workers:
                 worker.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            ended = await asyncio.gather(*workers, return_exceptions=True)
+        # A worker that died after the job's last write, before the supervisor looked again, died all the
+        # same: what killed it (a worker catches what one task raises) is not lost with the job done.
+        for outcome in ended:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
 
     async def _supervise(self, engine: Engine, dispatcher: Dispatcher, workers: list[asyncio.Task[None]]) -> None:
         queue, store = self.harvest.queue, self.harvest.store
