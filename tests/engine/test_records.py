@@ -18,7 +18,7 @@ from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.schedule import Schedule
 from harvester.model.base import Model, ValidationError
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, SitemapCrawl
-from harvester.model.messages import JobRequest
+from harvester.model.messages import JobRequest, PageTask, Scope
 from harvester.model.records import (
     BulkProcessingJob,
     JobCounts,
@@ -34,6 +34,7 @@ from harvester.model.records import (
 )
 from harvester.pipeline.completion import record_line
 from harvester.sitemap import Image, PageEntry, parse_bytes
+from harvester.urls import normalize, screen
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -333,3 +334,43 @@ def test_a_new_crawl_record_is_the_validated_one():
             validated = CrawlRecord.model_validate(fields)
             assert record == validated and type(validated.fetch_interval) is float
             assert body_of(record) == body_of(validated) == validated.model_dump_json(exclude_none=True)
+
+
+def test_input_is_read_as_leniently_as_before():
+    """Values a message or a configuration gave as text, or an int as a float, are converted as pydantic
+    converted them: what was accepted stays accepted."""
+    request = JobRequest.model_validate_json(
+        b'{"site": "https://e.x/", "max_depth": "5", "rate_limit_delay": "0.5", "fetch_pages": "false"}'
+    )
+    assert (request.max_depth, request.rate_limit_delay, request.fetch_pages) == (5, 0.5, False)
+    assert JobRequest.model_validate({"site": "https://e.x/", "max_depth": 5.0}).max_depth == 5
+    with pytest.raises(ValidationError, match="max_depth"):
+        JobRequest.model_validate({"site": "https://e.x/", "max_depth": 5.5})
+
+
+def test_a_request_built_in_code_is_started_in_the_form_the_queue_reads():
+    """``JobRequest(...)`` checks its URLs, not its types and bounds: ``validated`` gives what decoding its
+    JSON gives (so what a job stores and fingerprints is what reading it back gives), or refuses it."""
+    built = JobRequest(site="https://e.x/", rate_limit_delay=1, scope="any")  # type: ignore[arg-type]
+    request = built.validated()
+    assert type(request.rate_limit_delay) is float and request.scope is Scope.ANY
+    assert request == JobRequest.model_validate_json(built.model_dump_json())
+    assert request.fingerprint() == JobRequest.model_validate_json(request.model_dump_json()).fingerprint()
+    for bad in ({"max_depth": 100}, {"rate_limit_delay": 0}, {"scope": "world"}):
+        with pytest.raises(ValidationError, match=next(iter(bad))):
+            JobRequest(site="https://e.x/", **bad).validated()  # type: ignore[arg-type]
+
+
+def test_a_page_task_holds_its_url_in_the_form_records_are_keyed_by():
+    task = PageTask.model_validate_json(b'{"job_id": "j", "url": "HTTPS://E.x:443/a#frag"}')
+    assert task.url == "https://e.x/a" and task.model_copy(update={"url": normalize(task.url)}) == task
+    pathless = "https://e.x?" + "q" * (2048 - len("https://e.x?"))
+    assert len(pathless) == 2048
+    with pytest.raises(ValidationError, match="longer than 2048"):  # (2,049 with its "/")
+        PageTask.model_validate({"job_id": "j", "url": pathless})
+    assert screen(pathless) == "too_long"
+
+
+def test_an_empty_reason_is_no_reason():
+    with pytest.raises(ValueError, match="needs an error_message"):
+        SitemapURL(url="https://e.x/", status=UrlStatus.FAILED, error_message="")

@@ -297,3 +297,26 @@ def test_a_job_id_reused_for_another_site_is_refused_naming_both(site_factory, t
     assert again.returncode == 2
     assert f"job id 'myjob' is already the job of site {site.base_url}/, not {other}/" in again.stderr
     assert again.stdout == ""  # (no old result shown as if it were this run's)
+
+
+def test_a_request_out_of_bounds_is_refused_before_anything_is_written(tmp_path, site_factory):
+    """A request built in code is not checked for types and bounds until it is started: the runner checks it
+    first, so a bad one leaves no job behind (stored, it could not be read back: every later run would
+    stumble on it); a good one then runs on the same state."""
+    import asyncio
+
+    from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+    from harvester.fetch import FetchPolicy, parse_networks
+    from harvester.model.base import ValidationError
+    from harvester.model.messages import JobRequest
+
+    site = site_factory(pages=3, broken=0)
+    policy = FetchPolicy(allow_networks=parse_networks([LOOPBACK]))
+    with LocalHarvest.open(tmp_path / "s") as local:
+        runner = LocalRunner(local, policy=policy, concurrency=2)
+        with pytest.raises(ValidationError, match="max_depth"):
+            asyncio.run(runner.crawl(JobRequest(site=f"{site.base_url}/", max_depth=100)))
+        assert local.store.all_jobs() == []
+        outcome = asyncio.run(runner.crawl(JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)))
+        assert outcome.result is not None and outcome.result.successful_processing == 3
+        assert len(local.store.all_jobs()) == 1

@@ -58,6 +58,8 @@ def screen(url: str) -> tuple[str, str] | str:
     if reason is not None:
         return reason
     url = _normalize(url)
+    if len(url) > URL_MAX_LENGTH:  # (a path-less URL gets its "/")
+        return "too_long"
     return url, host_of(url)
 
 

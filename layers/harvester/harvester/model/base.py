@@ -9,7 +9,9 @@ The split of duties that follows from it:
 - **Input is validated where it enters**: :meth:`Model.model_validate_json` (an SQS body, a stored record)
   and :meth:`Model.model_validate` (a dict from a flag, a configuration, the Python API) check types,
   constraints (``Annotated[int, Meta(ge=0)]``) and unknown fields, and convert (a string to a datetime, a
-  list to a tuple, a value to its enum). A failure is a :class:`ValidationError` naming the field
+  list to a tuple, a value to its enum). Leniently, as pydantic did: ``"5"`` or ``5.0`` for an int,
+  ``"0.5"`` for a float, ``"false"`` for a bool (msgspec's ``strict=False``), so a message or a
+  configuration that was accepted stays accepted. A failure is a :class:`ValidationError` naming the field
   (``Expected `int` >= 1 - at `$.max_depth```).
 - **A rule that must hold wherever a value is built** is in the class's ``__post_init__``, which msgspec
   runs on decoding and on every construction alike (so it stays cheap); its complaint names the field the
@@ -46,7 +48,7 @@ def invalid(field: str, reason: str) -> ValueError:
 
 @cache
 def _decoder(kind: type[Model]) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(kind)
+    return msgspec.json.Decoder(kind, strict=False)
 
 
 class Model(Struct, kw_only=True, forbid_unknown_fields=True):
@@ -67,7 +69,7 @@ class Model(Struct, kw_only=True, forbid_unknown_fields=True):
         """``value`` (a mapping of the fields, or the value itself) validated and converted."""
         if type(value) is cls:
             return value
-        return msgspec.convert(value, type=cls)
+        return msgspec.convert(value, type=cls, strict=False)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update``'s fields changed (not validated: the engine's own values)."""

@@ -178,7 +178,9 @@ class SitemapCrawl(Model, kw_only=True):
     @classmethod
     def model_validate(cls, value: Any) -> Self:
         if isinstance(value, dict) and "last_modified" in value:
-            value = {("http_last_modified" if k == "last_modified" else k): v for k, v in value.items()}
+            value = {("http_last_modified" if k == "last_modified" else k): v for k, v in value.items()} | (
+                {"http_last_modified": value["http_last_modified"]} if "http_last_modified" in value else {}
+            )
         return super().model_validate(value)
 
 

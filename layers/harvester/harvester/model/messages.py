@@ -17,12 +17,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from msgspec import Meta
+from msgspec import Meta, to_builtins
 from msgspec.structs import force_setattr
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
 from harvester.model.base import Model, invalid
-from harvester.urls import origin_of, require_http_url, validate_pattern
+from harvester.urls import origin_of, require_http_url, screen, validate_pattern
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z"
 
@@ -108,6 +108,13 @@ class JobRequest(Model, kw_only=True, frozen=True):
         """The site as the crawl database knows it (``scheme://host[:port]``): its records outlive jobs."""
         return origin_of(self.site)
 
+    def validated(self) -> JobRequest:
+        """The request as the job queue would read it. A request built in code (``JobRequest(...)``) checks
+        its URLs and patterns but not its types and bounds, which decoding checks and converts (an int
+        delay to a float, ``"any"`` to its scope): a job is started from this form only, so that what is
+        stored and fingerprinted is what any later reading of it gives (a ValidationError otherwise)."""
+        return type(self).model_validate(to_builtins(self))
+
     def fingerprint(self) -> str:
         """Identifies what the job does (everything but its id): the local runner resumes by it."""
         body = self.model_dump(mode="json", exclude={"job_id"})
@@ -154,9 +161,13 @@ class PageTask(Model, kw_only=True, frozen=True):
     rank: Annotated[float, Meta(ge=0.0)] = 0.0
 
     def __post_init__(self) -> None:
-        if len(self.url) > URL_MAX_LENGTH:
-            raise invalid("url", f"URL longer than {URL_MAX_LENGTH} characters")
-        force_setattr(self, "url", _http_url("url", self.url))
+        # In the form records are keyed by (urls.normalize), so that a copy the page step makes with it never
+        # meets a rule the task did not (a path-less URL of 2,048 characters is one more with its "/").
+        screened = screen(self.url.strip())
+        if isinstance(screened, str):
+            reason = f"URL longer than {URL_MAX_LENGTH} characters" if screened == "too_long" else screened
+            raise invalid("url", f"{self.url[:200]!r}: {reason}")
+        force_setattr(self, "url", screened[0])
 
 
 Task = SitemapTask | PageTask

@@ -134,7 +134,7 @@ class SitemapURL(Model, kw_only=True):
     change: ChangeKind | None = None
 
     def __post_init__(self) -> None:
-        if self.error_message is None and self.status in _NEEDS_REASON:
+        if not self.error_message and self.status in _NEEDS_REASON:
             raise invalid("error_message", f"{self.url}: a {self.status.value} URL needs an error_message")
 
     @classmethod

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> JobRecord:
     now = ctx.clock()
-    request = request.model_copy(update={"job_id": job_id})
+    request = request.validated().model_copy(update={"job_id": job_id})
     stored = ctx.store.create_job(JobRecord(job_id=job_id, request=request, start_time=now))
     if stored.request.fingerprint() != request.fingerprint():
         raise Unprocessable(conflict(job_id, stored.request, request))

@@ -51,7 +51,7 @@ def job_queue_url(stack: str, *, region: str | None = None) -> str:
 def submit_job(request: JobRequest, queue_url: str, *, region: str | None = None, session: Any = None) -> str:
     """Sends the job request and returns its job id (generated here when not given, so it can be followed)."""
     job_id = request.job_id or f"job-{uuid.uuid4().hex[:20]}"
-    body = request.model_copy(update={"job_id": job_id}).model_dump_json(exclude_none=True)
+    body = request.validated().model_copy(update={"job_id": job_id}).model_dump_json(exclude_none=True)
     session = session or _session(region)
     try:
         session.client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)

@@ -35,7 +35,6 @@ from harvester.adapters.local.state import SqliteStateStore
 from harvester.adapters.local.warc_files import FolderWarcStore
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
-from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobCounts, JobRecord, JobStatus, SitemapIngestionResult
 from harvester.pipeline.completion import result_key
@@ -244,6 +243,7 @@ class LocalRunner:
         end of the last; the outcomes in the order of ``requests``."""
         if not requests:
             raise ValueError("nothing to crawl")
+        requests = [request.validated() for request in requests]  # (a ValidationError before any write)
         harvest = self.harvest
         with exclusive(harvest.state_dir), collector.relaxed():
             retention = time.time() - self.settings.retention_days * 86400
@@ -391,7 +391,7 @@ class LocalRunner:
                     tasks.append(PageTask.model_validate_json(message.body))
                 else:
                     tasks.append(JobRequest.model_validate_json(message.body))
-            except ValidationError as exc:
+            except ValueError as exc:  # (msgspec's ValidationError is one; a lone surrogate is another)
                 log.error("invalid message dead-lettered", extra={"queue": message.queue, "error": str(exc)})
                 queue.dead_letter(message, f"invalid {message.queue} message: {exc}")
                 continue
