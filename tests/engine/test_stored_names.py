@@ -116,3 +116,21 @@ def test_an_old_job_record_is_written_to_the_records_with_todays_names():
 def test_an_old_sitemap_reading_keeps_its_validators():
     reading = SitemapCrawl.model_validate_json(OLD_SITEMAP)
     assert (reading.etag, reading.http_last_modified) == ('"s1"', HEADER)
+
+
+def test_a_body_with_both_names_reads_todays():
+    """A header's old name beside its new one (a body no version wrote, but one a hand may): today's name
+    is the value read, for a URL record and a sitemap's reading alike."""
+    page = SitemapURL.model_validate_json(
+        b'{"url": "https://e.x/a", "last_modified_header": "old", "http_last_modified": "' + HEADER.encode() + b'"}'
+    )
+    assert page.http_last_modified == HEADER
+    reading = SitemapCrawl.model_validate(
+        {"url": "https://e.x/s.xml", "fetched_at": "2024-05-01T00:00:00Z", "http_status": 200, "signature": "s",
+         "document_key": "d", "last_modified": "old", "http_last_modified": HEADER}
+    )  # fmt: skip
+    assert reading.http_last_modified == HEADER
+    assert (
+        SitemapURL.model_validate_json(b'{"url": "https://e.x/a", "last_modified_header": "old"}').http_last_modified
+        == "old"
+    )

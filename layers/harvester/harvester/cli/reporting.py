@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
 from harvester.lines import json_bytes
-from harvester.model.base import Model as BaseModel
+from harvester.model.base import Model
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
 from harvester.model.records import SitemapIngestionResult, SitemapURL
 from harvester.ports import CrawlDatabase
@@ -21,7 +21,7 @@ from harvester.urls import host_of
 _ENGINE_ONLY = {"known"}
 
 
-def columns(model: type[BaseModel]) -> tuple[str, ...]:
+def columns(model: type[Model]) -> tuple[str, ...]:
     """A model's CSV columns: every field its JSON Lines may have, in the model's order (so a new field is a
     new column without anyone listing it)."""
     return tuple(name for name in model.__struct_fields__ if name not in _ENGINE_ONLY)
@@ -36,7 +36,7 @@ CRAWL_CSV_FIELDS = columns(CrawlRecord)
 CHANGE_CSV_FIELDS = tuple(FeedLine.__annotations__)
 
 
-def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
+def write_jsonl(records: Iterable[Model], out: TextIO) -> int:
     """One JSON object per record (a job's URL records, or a site's crawl records)."""
     count = 0
     for record in records:
@@ -45,7 +45,7 @@ def write_jsonl(records: Iterable[BaseModel], out: TextIO) -> int:
     return count
 
 
-def write_csv(records: Iterable[BaseModel], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
+def write_csv(records: Iterable[Model], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
     """The records as CSV: a column per field, a cell as the JSON Lines have the value (see ``cell``)."""
     rows = (record.model_dump(mode="json", exclude_none=True, exclude=_ENGINE_ONLY) for record in records)
     return _write_rows(rows, out, fields)

@@ -30,20 +30,23 @@ from collections.abc import Collection, Mapping
 from copy import deepcopy
 from datetime import datetime
 from functools import cache
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 import msgspec
-from msgspec import Struct
+from msgspec import Meta, Struct
 from msgspec.structs import asdict, replace
 
 #: What a record or message that is not valid raises (a ValueError).
 ValidationError = msgspec.ValidationError
 
+#: A count, a size, an offset: checked where input enters.
+NonNegative = Annotated[int, Meta(ge=0)]
 
-def invalid(field: str, reason: str) -> ValueError:
+
+def invalid(field: str, reason: str, error: type[ValueError] = ValueError) -> ValueError:
     """A rule's complaint about ``field`` worded as msgspec words its own (``reason - at `$.field```), so
     that every refusal names the field the same way (the command line turns it into its flag)."""
-    return ValueError(f"{reason} - at `$.{field}`")
+    return error(f"{reason} - at `$.{field}`")
 
 
 @cache
@@ -73,8 +76,7 @@ class Model(Struct, kw_only=True, forbid_unknown_fields=True):
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with ``update``'s fields changed (not validated: the engine's own values)."""
-        copy = deepcopy(self) if deep else self
-        return replace(copy, **update) if update else replace(copy)
+        return replace(deepcopy(self) if deep else self, **(update or {}))
 
     def model_dump(
         self,

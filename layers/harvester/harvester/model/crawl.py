@@ -21,10 +21,8 @@ from typing import Annotated, Any, Self
 import orjson
 from msgspec import Meta
 
-from harvester.model.base import Model, invalid
-from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body
-
-NonNegative = Annotated[int, Meta(ge=0)]
+from harvester.model.base import Model, NonNegative, invalid
+from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body, renamed
 
 
 class CrawlState(StrEnum):
@@ -177,11 +175,7 @@ class SitemapCrawl(Model, kw_only=True):
 
     @classmethod
     def model_validate(cls, value: Any) -> Self:
-        if isinstance(value, dict) and "last_modified" in value:
-            value = {("http_last_modified" if k == "last_modified" else k): v for k, v in value.items()} | (
-                {"http_last_modified": value["http_last_modified"]} if "http_last_modified" in value else {}
-            )
-        return super().model_validate(value)
+        return super().model_validate(renamed(value, "last_modified", "http_last_modified"))
 
 
 class HostTrust(Model, kw_only=True):

@@ -18,13 +18,11 @@ from typing import Annotated, Any, Self
 from msgspec import Meta, Struct, field
 from orjson import OPT_UTC_Z, dumps
 
-from harvester.model.base import Model, invalid
+from harvester.model.base import Model, NonNegative, invalid
 from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange, WarcLocation
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
-from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body
+from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body, renamed
 from harvester.sitemap.entries import Image, NewsStory, from_json
-
-NonNegative = Annotated[int, Meta(ge=0)]
 
 
 def body_of(record: Model | ListedRow | CrawlRow) -> str:
@@ -146,12 +144,9 @@ class SitemapURL(Model, kw_only=True):
 
     @classmethod
     def model_validate(cls, value: Any) -> Self:
-        if isinstance(value, dict) and ("last_modified_header" in value or "known" in value):
-            value = dict(value)
-            if "last_modified_header" in value:
-                value["http_last_modified"] = value.pop("last_modified_header")
-            if "known" in value:  # a snapshot stored under the crawl record's old names (model.stored_names)
-                value["known"] = crawl_record_values(value["known"])
+        value = renamed(value, "last_modified_header", "http_last_modified")
+        if isinstance(value, dict) and "known" in value:  # a snapshot under the crawl record's old names
+            value = value | {"known": crawl_record_values(value["known"])}
         return super().model_validate(value)
 
     @property

@@ -44,6 +44,16 @@ def may_be_old_crawl_body(body: str | bytes | bytearray) -> bool:
     return at >= 0 and _WRITTEN_TIME.match(text, at + _AFTER) is None
 
 
+def renamed(values: Any, old: str, new: str) -> Any:
+    """A stored record's values with a field stored under its ``old`` name under its ``new`` one (``values``
+    itself when it has none; the new name's value wins where a body has both, as it did under pydantic's
+    aliases)."""
+    if not isinstance(values, dict) or old not in values:
+        return values
+    before = {name: value for name, value in values.items() if name != old}
+    return {new: values[old]} | before
+
+
 def crawl_record_values(values: Any) -> Any:
     """A stored crawl record's values under today's names (``values`` itself when they have them)."""
     if not isinstance(values, dict):

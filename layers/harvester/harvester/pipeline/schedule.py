@@ -57,7 +57,7 @@ class RecurringJob(Model, kw_only=True, frozen=True):
             try:
                 value = value | {"every": parse_duration(value["every"])}
             except ValueError as exc:
-                raise ValidationError(f"{exc} - at `$.every`") from None
+                raise invalid("every", str(exc), ValidationError) from None
         return super().model_validate(value)
 
     def job_id(self, now: datetime) -> str:
