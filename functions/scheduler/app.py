@@ -34,7 +34,8 @@ def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
         # A bad configuration must not stop the scheduler from looking after running jobs.
         logger.error("recurring jobs not started", extra={"reason": str(exc)})
         errors.append(str(exc))
-    report = tick(runtime.engine(), recurring)
+    with lambda_runtime.patient(context):
+        report = tick(runtime.engine(), recurring)
     summary = {
         "started": report.started,
         "resumed": [r.job_id for r in report.resumed],

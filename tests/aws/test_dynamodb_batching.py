@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl import URL_SHARDS, DynamoCrawlDatabase, url_item_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.crawl import WarcLocation
 from harvester.model.records import UrlStatus, body_of
+from harvester.patience import PATIENCE, Busy
 from harvester.ports import Lease, PageOutcome, PageRetry
+from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, in_process
 from tests.contract.test_crawl_database import crawl_record
 from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
 
@@ -130,25 +132,36 @@ def test_a_page_claimed_elsewhere_costs_no_write(aws):
 
 def test_a_claim_refused_because_a_transaction_holds_its_item_is_tried_again(aws):
     """A single write to an item a transaction is changing is refused (TransactionConflictException), and
-    botocore does not retry that: the claim is tried again, not raised with the batch's other claims made."""
+    botocore does not retry that: the claim is tried again (adapters.aws.busy), not raised with the batch's
+    other claims made."""
     job_id, urls = recorded(aws, 3)
-    refused: list[int] = []
 
-    def conflict(**_: Any) -> Any:
-        if len(refused) < 2:  # (the first claim, twice)
-            refused.append(1)
-            error = {"Error": {"Code": "TransactionConflictException", "Message": "in a transaction"}}
-            return SimpleNamespace(status_code=400), error | {"ResponseMetadata": {"HTTPStatusCode": 400}}
-        return None
+    def twice(call: Call, tries: int) -> bool:  # (the first claim, twice)
+        return call.operation == "UpdateItem" and faults.refused[("dynamodb", "UpdateItem")] < 2
 
-    aws.store.client.meta.events.register_first("before-call.dynamodb.UpdateItem", conflict)
-    try:
+    with in_process(Faults(twice)) as faults:
         claimed = aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
-    finally:
-        aws.store.client.meta.events.unregister("before-call.dynamodb.UpdateItem", conflict)
-    assert len(refused) == 2
+    assert faults.refused == {("dynamodb", "UpdateItem"): 2} and faults.longest == 2
     assert [p.url for p in claimed] == urls and all(p.attempts == 1 for p in claimed)
     assert all(aws.store.get_page(job_id, url).attempts == 1 for url in urls)
+
+
+def test_claims_that_stay_refused_are_busy_and_the_ones_made_are_the_leases(aws, monkeypatch):
+    """A claim refused past the step's patience raises Busy; the claims that landed before it are the
+    lease's (the page step gives them back by that lease: give_back.pages)."""
+    job_id, urls = recorded(aws, 3)
+    monkeypatch.setattr(PATIENCE, "cap", 0.001)
+
+    def third(call: Call, tries: int) -> bool:  # (the third claim, always)
+        return call.operation == "UpdateItem" and faults.answered[("dynamodb", "UpdateItem")] >= 2
+
+    with in_process(Faults(third)) as faults, PATIENCE.until(3.2), pytest.raises(Busy):
+        aws.store.claim_pages(job_id, urls, lease("w1"), now=NOW)
+    assert faults.longest > BOTOCORE_ATTEMPTS
+    again = PageRetry(url="", retries=None, error_message="busy", not_before=T0, untried=True)
+    moved = aws.store.retry_pages(job_id, [replace(again, url=url) for url in urls], lease("w1"))
+    assert moved == urls[:2]
+    assert [aws.store.get_page(job_id, url).attempts for url in urls] == [0, 0, 0]
 
 
 @pytest.mark.parametrize("competitor", ["claims", "settles"])

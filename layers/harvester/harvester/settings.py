@@ -10,6 +10,7 @@ from msgspec.structs import fields, replace
 
 from harvester.crawldb.schedule import Schedule
 from harvester.limits import PAGE_MAX_BYTES
+from harvester.patience import BACKOFF_BASE, BACKOFF_MAX
 from harvester.politeness.gate import GateRules
 
 
@@ -44,6 +45,15 @@ class EngineSettings(Struct, frozen=True):
     sitemaps_read_at_once: int = 2
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
+    #: The back-off of a request our own infrastructure refused (throttled, a conflicting transaction,
+    #: SlowDown): the first wait's bound and the longest wait, full jitter between (harvester.patience).
+    busy_backoff_base: float = BACKOFF_BASE
+    busy_backoff_max: float = BACKOFF_MAX
+    #: Work a step gave back because our own infrastructure stayed busy comes back within this many seconds.
+    busy_give_back_seconds: float = 30.0
+    #: A job that ended this long ago without its result is the next step's to write: the longest a
+    #: function that can end a job runs (template.yaml: SitemapFunction's and SchedulerFunction's Timeout).
+    result_grace_seconds: float = 300.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
     #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30

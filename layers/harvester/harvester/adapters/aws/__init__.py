@@ -13,6 +13,7 @@ import boto3
 from botocore.config import Config
 from msgspec import Struct
 
+from harvester.adapters.aws.busy import watch
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.host_gate import DynamoHostGate
 from harvester.adapters.aws.page_batches import POINTERS
@@ -22,8 +23,13 @@ from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import PAGES_PER_MESSAGE
 
-# Standard retry mode backs off on throttling; the adaptive client-side rate limiter is not worth it here.
-BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50)
+# Standard retry mode tries a request that was not answered (a 5xx, a timeout) again; what a busy service
+# refuses is waited out within the step's patience instead (adapters.aws.busy), and the adaptive client-side
+# rate limiter is not worth it here.
+# Every request names Harvester (``app/harvester`` in its User-Agent, as CloudTrail shows it).
+BOTO_CONFIG = Config(
+    retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=50, user_agent_appid="harvester"
+)
 
 
 class MissingSetting(RuntimeError):
@@ -85,9 +91,9 @@ class AwsAdapters(Struct):
     def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:
         resources = AwsResources.from_env(environ)
         session = session or boto3.session.Session()
-        sqs = session.client("sqs", config=BOTO_CONFIG)
-        s3 = session.client("s3", config=BOTO_CONFIG)
-        dynamodb = session.client("dynamodb", config=BOTO_CONFIG)
+        sqs = watch(session.client("sqs", config=BOTO_CONFIG))
+        s3 = watch(session.client("s3", config=BOTO_CONFIG))
+        dynamodb = watch(session.client("dynamodb", config=BOTO_CONFIG))
         crawldb = DynamoCrawlDatabase(dynamodb, resources.state_table)
         return cls(
             resources=resources,

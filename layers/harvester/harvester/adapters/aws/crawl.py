@@ -75,12 +75,11 @@ class DynamoCrawlDatabase:
 
     def _guarded_put(self, put: dict[str, Any], guards: list[dict[str, Any]]) -> bool:
         """The put with its guards in one transaction: False when the record moved on, or one of the batches
-        it guards did (a batch committed, a page settled), or conflicts outlasted the retries: the caller
-        reads it again and decides again."""
+        it guards did (a batch committed, a page settled): the caller reads it again and decides again."""
         try:
             transact(self.client, [put, *guards])
         except TransactionFailed as exc:
-            if "ConditionalCheckFailed" in exc.reasons or exc.reasons == ["TransactionConflict"]:
+            if "ConditionalCheckFailed" in exc.reasons:
                 return False
             raise
         return True

@@ -28,17 +28,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from botocore.exceptions import ClientError
-
 from harvester.adapters.aws.crawl import url_put
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
 from harvester.adapters.aws.state_table import (
-    CONFLICT_RETRIES,
     TransactionFailed,
     batch_get,
     conditional,
-    conflict_pause,
     created,
     query,
     transact,
@@ -289,18 +285,10 @@ class DynamoStateStore:
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         keys = [self._key(job_id, "JOB")] + [self._shard_key(job_id, i) for i in range(SHARDS)]
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                response = self.client.transact_get_items(
-                    TransactItems=[{"Get": {"TableName": self.table, "Key": k}} for k in keys]
-                )
-                break
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                    raise
-                conflict_pause(attempt)
-        else:
-            raise TransactionFailed(["TransactionConflict"])
+        # (a read cancelled by a transaction in progress is tried again by the client: adapters.aws.busy)
+        response = self.client.transact_get_items(
+            TransactItems=[{"Get": {"TableName": self.table, "Key": k}} for k in keys]
+        )
         items = [r.get("Item") for r in response["Responses"]]
         if not items[0]:
             return None

@@ -8,6 +8,12 @@ A message that does not validate can never succeed, so it is not retried: it is 
 and moved to its queue's dead-letter queue at once (with the reason as a message attribute), and the
 rest of the batch goes on.
 
+Each invocation sets the process's patience (``harvester.patience``) from the time Lambda gives it: what
+a busy AWS service refuses is waited out until a reserve before the end, the reserve being for a step to
+give its work back. A message whose step still met a busy service comes back through its queue (reported
+failed, logged as a warning: nothing is wrong with it or with the site); its receive count and the
+dead-letter queue, with its alarm, stay the last resort.
+
 Imports are kept to what a handler's INIT needs (issue 11 holds a cold start to 1.3 times a bare boto3
 handler's; see bench/cold_start.py): the engine, the fetcher and their HTTP stack (aiohttp, httpx) are
 imported when the first message builds the engine; Powertools' batch processor only by the handlers that
@@ -24,7 +30,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -38,6 +44,7 @@ from harvester.adapters.aws import AwsAdapters, AwsResources, MissingSetting
 from harvester.model.base import Model as Record
 from harvester.model.base import ValidationError
 from harvester.model.messages import PageBatchTask, PageTask, Unprocessable
+from harvester.patience import PATIENCE, Busy
 
 if TYPE_CHECKING:
     from harvester.engine import Engine
@@ -93,6 +100,7 @@ class LambdaRuntime(Struct):
         if self._engine is None or (loop is not None and loop is not self._loop):
             previous = self._engine
             self.adapters.gate.rules = self.settings.gate
+            PATIENCE.base, PATIENCE.cap = self.settings.busy_backoff_base, self.settings.busy_backoff_max
             self._engine = Engine(
                 store=self.adapters.store,
                 queue=self.adapters.queue,
@@ -242,6 +250,18 @@ def thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+#: What is logged when a step's message comes back because our own infrastructure stayed busy.
+BUSY = "our own infrastructure stayed busy; the message comes back"
+
+
+@contextlib.contextmanager
+def patient(context: LambdaContext) -> Iterator[None]:
+    """The process's patience for one invocation: waiting for a busy service ends a reserve before the time
+    Lambda gives the invocation (``harvester.patience``)."""
+    with PATIENCE.until(context.get_remaining_time_in_millis() / 1000):
+        yield
+
+
 Step = Callable[["Engine", Model, SQSRecord], Awaitable[None]]
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
@@ -278,12 +298,16 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
         except Unprocessable as exc:  # valid, but it can never succeed: refused with the reason, not retried
             log.error("message refused", extra={"message_id": record.message_id, "reason": str(exc)})
             runtime.dead_letter(record, dead_letter_url, str(exc))
+        except Busy as exc:  # (reported failed: the message comes back)
+            log.warning(BUSY, extra={"message_id": record.message_id, "reason": str(exc)})
+            raise
 
     @logger.inject_lambda_context
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        return async_process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
-        )
+        with patient(context):
+            return async_process_partial_response(
+                event=event, record_handler=record_handler, processor=processor, context=context
+            )
 
     return handler
 
@@ -304,6 +328,10 @@ def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_lette
 
     @logger.inject_lambda_context
     def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        with patient(context):
+            return handle(event)
+
+    def handle(event: dict[str, Any]) -> dict[str, Any]:
         runtime = current()
         dead_letter_url = getattr(runtime.resources, f"{dead_letter}_dlq_url")
         messages: list[Model] = []
@@ -318,9 +346,12 @@ def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_lette
             return {"batchItemFailures": []}
         try:
             runtime.run(lambda engine: step(engine, messages))
+        except Busy as exc:
+            log.warning(BUSY, extra={"records": len(records), "reason": str(exc)})
         except Exception:
             log.exception("batch failed; its messages come back", extra={"records": len(records)})
-            return {"batchItemFailures": [{"itemIdentifier": record.message_id} for record in records]}
-        return {"batchItemFailures": []}
+        else:
+            return {"batchItemFailures": []}
+        return {"batchItemFailures": [{"itemIdentifier": record.message_id} for record in records]}
 
     return handler

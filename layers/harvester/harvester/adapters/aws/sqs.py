@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from msgspec import Struct
 
 from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, PageBatchTask, PageTask, SitemapTask
+from harvester.patience import PATIENCE, Busy
 from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.ports import Delays, Message, each_delay
 
@@ -31,7 +31,6 @@ BATCH_BYTES = 240_000
 #: at once within a second (template.yaml), so that the lane's pages of several pushes (a sitemap's pages are
 #: sent a few dozen at a time) are fetched together, and never more than ten.
 PRIORITY_PAGES_PER_MESSAGE = 1
-_SEND_ATTEMPTS = 5
 _COUNTED = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -101,7 +100,7 @@ class SqsTaskQueue:
         for queue_url in self.order:
             try:
                 response = self.client.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1)
-            except (BotoCoreError, ClientError) as exc:
+            except (BotoCoreError, ClientError, Busy) as exc:
                 log.warning("SQS did not answer; trying again later", extra={"queue": queue_url, "error": str(exc)})
                 return None
             for message in response.get("Messages", []):
@@ -121,7 +120,7 @@ class SqsTaskQueue:
             for queue_url in self.order:
                 attributes = self.client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(_COUNTED))
                 total += sum(int(attributes["Attributes"].get(name, 0)) for name in _COUNTED)
-        except (BotoCoreError, ClientError) as exc:
+        except (BotoCoreError, ClientError, Busy) as exc:
             log.warning("SQS's queues could not be counted", extra={"error": str(exc)})
             return self._length or 1
         self._length = total
@@ -131,16 +130,19 @@ class SqsTaskQueue:
         entries = [
             {"Id": str(i), "MessageBody": body, "DelaySeconds": seconds} for i, (body, seconds) in enumerate(bodies)
         ]
-        for attempt in range(_SEND_ATTEMPTS):
+        tries = 0
+        while True:
             response = self.client.send_message_batch(QueueUrl=queue_url, Entries=entries)
             failed = {f["Id"]: f for f in response.get("Failed", [])}
             if not failed:
                 return
             if any(f.get("SenderFault") for f in failed.values()):
                 raise QueueSendError(f"SQS refused messages to {queue_url}: {list(failed.values())}")
+            # (SQS's own fault: the entries it failed are sent again, within the step's patience)
             entries = [e for e in entries if e["Id"] in failed]
-            time.sleep(0.1 * 2**attempt)
-        raise QueueSendError(f"SQS kept failing {len(entries)} messages to {queue_url}")
+            tries += 1
+            codes = sorted({f.get("Code", "?") for f in failed.values()})
+            PATIENCE.pause(tries, "sqs", "SendMessageBatch", f"{len(entries)} messages failed ({', '.join(codes)})")
 
 
 def _whole_seconds(delay: float) -> int:

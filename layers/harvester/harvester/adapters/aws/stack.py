@@ -12,12 +12,14 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from harvester.adapters.aws.busy import watch
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import JobRequest
 from harvester.model.records import BulkProcessingJob
+from harvester.patience import Busy
 
 
 class StackError(RuntimeError):
@@ -32,7 +34,7 @@ def stack_outputs(stack: str, *, region: str | None = None, session: Any = None)
     session = session or _session(region)
     try:
         response = session.client("cloudformation").describe_stacks(StackName=stack)
-    except (ClientError, BotoCoreError) as exc:
+    except (ClientError, BotoCoreError, Busy) as exc:
         raise StackError(f"stack {stack!r}: {exc}") from None
     outputs = response["Stacks"][0].get("Outputs", [])
     return {o["OutputKey"]: o["OutputValue"] for o in outputs}
@@ -74,7 +76,7 @@ def stack_stores(stack: str, *, region: str | None = None, session: Any = None) 
     session = session or _session(region)
     outputs = stack_outputs(stack, region=region, session=session)
     table, bucket = _output(outputs, "StateTableName", stack), _output(outputs, "DocumentBucketName", stack)
-    s3, dynamodb = session.client("s3"), session.client("dynamodb")
+    s3, dynamodb = watch(session.client("s3")), watch(session.client("dynamodb"))
     return StackStores(
         crawldb=DynamoCrawlDatabase(dynamodb, table),
         warcs=S3WarcStore(s3, bucket),
@@ -88,7 +90,7 @@ def reading_stack(stack: str, *, region: str | None = None) -> Iterator[StackSto
     """The stack's stores, for reading; an AWS error while they are read is a StackError naming the stack."""
     try:
         yield stack_stores(stack, region=region)
-    except (ClientError, BotoCoreError) as exc:
+    except (ClientError, BotoCoreError, Busy) as exc:
         raise StackError(f"stack {stack!r}: {exc}") from None
 
 
@@ -98,7 +100,7 @@ def job_status(job_id: str, stack: str, *, region: str | None = None, session: A
     store, documents = stores.store, stores.documents
     try:
         snapshot = store.snapshot(job_id)
-    except (ClientError, BotoCoreError) as exc:
+    except (ClientError, BotoCoreError, Busy) as exc:
         raise StackError(f"table {store.table}: {exc}") from None
     if snapshot is None:
         raise StackError(f"no job {job_id!r} in stack {stack!r}")

@@ -1,6 +1,6 @@
 """The state table's calls as every store makes them: attribute values, a write that only lands on the
-version it follows, transactions and single conditional writes tried again when they meet a transaction in
-progress, batched and paginated reads.
+version it follows, transactions and single conditional writes, batched and paginated reads (what DynamoDB
+leaves unprocessed asked again within the step's patience).
 
 Below every module of the table's layout (the job's records, the page batches, the crawl database and its
 pointers), so that none of them imports another for these.
@@ -16,12 +16,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.item_body import stored_body
+from harvester.patience import PATIENCE
 
 BATCH_GET = 100
 BATCH_WRITE = 25
-_UNPROCESSED_RETRIES = 10
-#: Tries of a write (or a transaction) that conflicts with a transaction in progress.
-CONFLICT_RETRIES = 12
 
 
 def s(value: str) -> dict[str, str]:
@@ -64,52 +62,33 @@ class TransactionFailed(RuntimeError):
 
 
 def transact(client: Any, items: list[dict[str, Any]]) -> None:
-    """TransactWriteItems, retrying conflicts with other transactions (never condition failures)."""
-    for attempt in range(CONFLICT_RETRIES):
-        try:
-            client.transact_write_items(TransactItems=items)
-            return
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "TransactionCanceledException":
-                raise
-            reasons = [r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]
-            if "ConditionalCheckFailed" in reasons or not any(r == "TransactionConflict" for r in reasons):
-                raise TransactionFailed(reasons) from exc
-            conflict_pause(attempt)
-    raise TransactionFailed(["TransactionConflict"])
+    """TransactWriteItems; TransactionFailed with the reasons when its conditions cancelled it. (A transaction
+    cancelled for throttling or a conflict with another transaction is tried again, then raised as Busy, by
+    the client: adapters.aws.busy.)"""
+    try:
+        client.transact_write_items(TransactItems=items)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "TransactionCanceledException":
+            raise
+        raise TransactionFailed([r.get("Code", "None") for r in exc.response.get("CancellationReasons", [])]) from exc
 
 
 def conflict_pause(attempt: int) -> None:
-    """The back-off before trying again a write that met a transaction in progress (jittered, doubling)."""
+    """The pause before reading again an item whose version moved under an optimistic write (jittered,
+    doubling), so that writers racing for one item do not race again in step."""
     time.sleep(random.uniform(0, 0.02 * 2**attempt))
 
 
-def unprocessed_pause(attempt: int) -> None:
-    """The back-off before asking again for what a batch request left unprocessed (throttled: jittered,
-    doubling)."""
-    time.sleep(random.uniform(0, 0.05 * 2**attempt))
-
-
 def conditional(write: Callable[[], object]) -> bool:
-    """Runs a conditional write: True when it landed, False when its condition failed.
-
-    A single write to an item a transaction is changing is refused with TransactionConflictException, which
-    botocore does not retry (unlike a transaction's own conflicts, retried by the state store): nothing was
-    written, so it is tried again after a short back-off. (Page claims are single writes, and a batch's
-    settlement or another worker's listing may hold one of the batch's items.)"""
-    attempt = 0
-    while True:
-        try:
-            write()
-            return True
-        except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code == "ConditionalCheckFailedException":
-                return False
-            attempt += 1
-            if code != "TransactionConflictException" or attempt == CONFLICT_RETRIES:
-                raise
-        conflict_pause(attempt)
+    """Runs a conditional write: True when it landed, False when its condition failed. (A write refused
+    because a transaction holds its item, TransactionConflictException, is tried again by the client.)"""
+    try:
+        write()
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
 
 
 def batch_get(
@@ -120,15 +99,15 @@ def batch_get(
     unless told (half the read units)."""
     for start in range(0, len(keys), BATCH_GET):
         request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET], "ConsistentRead": consistent}}
-        for attempt in range(_UNPROCESSED_RETRIES):
+        tries = 0
+        while request:
             response = client.batch_get_item(RequestItems=request)
             yield from response.get("Responses", {}).get(table, [])
             request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            unprocessed_pause(attempt)
-        else:
-            raise RuntimeError(f"DynamoDB kept {len(request[table]['Keys'])} keys unprocessed")
+            if request:
+                tries += 1
+                unanswered = len(request[table]["Keys"])
+                PATIENCE.pause(tries, "dynamodb", "BatchGetItem", f"{unanswered} keys left unprocessed (throttled)")
 
 
 def query(client: Any, table: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -142,10 +121,12 @@ def batch_delete(client: Any, table: str, keys: list[dict[str, Any]]) -> None:
     unprocessed, with a back-off). Deleting an item that is gone already does nothing."""
     for start in range(0, len(keys), BATCH_WRITE):
         request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE]]}
-        for attempt in range(_UNPROCESSED_RETRIES):
+        tries = 0
+        while request:
             request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
-            if not request:
-                break
-            unprocessed_pause(attempt)
-        else:
-            raise RuntimeError(f"DynamoDB kept {len(request[table])} deletions unprocessed")
+            if request:
+                tries += 1
+                unanswered = len(request[table])
+                PATIENCE.pause(
+                    tries, "dynamodb", "BatchWriteItem", f"{unanswered} deletions left unprocessed (throttled)"
+                )
