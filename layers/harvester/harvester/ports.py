@@ -185,7 +185,8 @@ class PageRetry(Struct):
     """A claimed page that goes back to pending, to be tried again after ``not_before``."""
 
     url: str
-    retries: int
+    #: The page's retries after this one (None: as they were, for work given back without a try).
+    retries: int | None
     error_message: str
     not_before: datetime
     #: No request was sent for it in this delivery (robots.txt could not be read, the host's gate said

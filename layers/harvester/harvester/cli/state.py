@@ -13,6 +13,7 @@ from harvester.adapters.local.database import StateDirBusy, StateDirError, Stora
 from harvester.adapters.local.runner import JobStuck, LocalHarvest
 from harvester.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_STATE, CommandError, UsageError
 from harvester.model.messages import Unprocessable
+from harvester.patience import Busy
 
 
 @contextlib.contextmanager
@@ -25,6 +26,11 @@ def engine_failures(state_dir: Path, *, resumes: bool = False) -> Iterator[None]
         raise UsageError(str(exc)) from None
     except StateDirBusy as exc:
         raise CommandError(str(exc), EXIT_BUSY) from None
+    except Busy as exc:  # (outside a task: a task's step gives its work back and the run goes on)
+        keeps = " (what was done is kept: run the same command again)" if resumes else ""
+        raise CommandError(
+            f"{state_dir}: the state file stayed locked by another program: {exc.reason}{keeps}", EXIT_BUSY
+        ) from None
     except StorageFailed as exc:
         raise CommandError(f"{exc}{_mend(resumes)}", EXIT_STATE) from None
     except StateDirError as exc:

@@ -145,7 +145,7 @@ def retried_page(page: SitemapURL, retry: PageRetry) -> SitemapURL:
     return page.model_copy(
         update={
             "status": UrlStatus.PENDING,
-            "retries": retry.retries,
+            "retries": page.retries if retry.retries is None else retry.retries,
             "attempts": page.attempts - 1 if retry.untried and page.attempts else page.attempts,
             "error_message": retry.error_message,
             "next_fetch_time": retry.not_before,

@@ -38,6 +38,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
+from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.ports import ListedBatch
 
@@ -96,6 +97,8 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     if not ctx.store.counts(job_id).done:
         return False
     snapshot = ctx.store.snapshot(job_id)
+    if snapshot is not None and _unwritten(ctx, snapshot.job):
+        write_result(ctx, job_id)
     if snapshot is None or snapshot.job.status is not JobStatus.IN_PROGRESS or not snapshot.counts.done:
         return False
     job, counts = snapshot.job, snapshot.counts
@@ -107,8 +110,31 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
         return False
     log.info("job ended", extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total})
     if not ctx.ephemeral:  # (a throwaway run has handed its pages out already, and keeps nothing)
-        write_result(ctx, job_id)
+        try:
+            write_result(ctx, job_id)
+        except Busy as busy:
+            raise ResultUnwritten(busy, after=ctx.settings.result_grace_seconds) from busy
     return True
+
+
+class ResultUnwritten(Busy):
+    """The job ended, and its result could not be written: a service stayed busy. A step that meets this
+    looks again ``after`` seconds (``result_grace_seconds``), when the job's end no longer looks as though
+    its writer were at work; the scheduler's tick writes it too (``recovery.resume``)."""
+
+    def __init__(self, busy: Busy, *, after: float) -> None:
+        super().__init__(busy.service, busy.operation, f"the job's result is not written: {busy.reason}")
+        self.after = after
+
+
+def _unwritten(ctx: StepContext, job: JobRecord) -> bool:
+    """A job that ended without its result long enough ago (``result_grace_seconds``: the longest a function
+    that ends a job runs) that whoever ended it is gone: the result is this caller's to write."""
+    if not job.status.final or job.result_key is not None or job.end_time is None or ctx.ephemeral:
+        return False
+    if job.status is JobStatus.CANCELLED:
+        return False
+    return (ctx.clock() - job.end_time).total_seconds() >= ctx.settings.result_grace_seconds
 
 
 def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:

@@ -48,7 +48,8 @@ from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
 from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
-from harvester.pipeline import page_archive
+from harvester.patience import Busy
+from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.admission import admit, queue_delay, unpaced
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
@@ -121,21 +122,44 @@ async def _process_job_pages(
         by_url.setdefault(normalize(task.url), task)
     urls = list(by_url)
     result.jobs.update(dict.fromkeys(urls, job.job_id))
-    waiting = await unpaced(ctx, job, {url: task.priority for url, task in by_url.items()})
-    if waiting:  # (unclaimed: their tries stay as they were)
-        _send_back(ctx, [(by_url[url].model_copy(update={"url": url}), when) for url, when in waiting.items()])
-        result.deferred.extend(waiting)
-        result.retried.extend(waiting)
-        urls = [url for url in urls if url not in waiting]
     now = ctx.clock()
     lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
-    claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
-    claimed_urls = {r.url for r in claimed}
-    result.skipped.extend(u for u in urls if u not in claimed_urls)
-    if not claimed:
-        if urls:  # (a delivery again of pages settled already: its first may have died before this check)
-            maybe_complete(ctx, job.job_id)
+    mine: list[str] | None = None  # the pages claimed (None: not known, the claim met a busy service)
+    done: set[str] = set()  # settled, or sent back to be tried again
+    try:
+        waiting = await unpaced(ctx, job, {url: task.priority for url, task in by_url.items()})
+        if waiting:  # (unclaimed: their tries stay as they were)
+            _send_back(ctx, [(by_url[url].model_copy(update={"url": url}), when) for url, when in waiting.items()])
+            result.deferred.extend(waiting)
+            result.retried.extend(waiting)
+            urls = [url for url in urls if url not in waiting]
+        claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
+        mine = [r.url for r in claimed]
+        result.skipped.extend(u for u in urls if u not in set(mine))
+        if not claimed:
+            if urls:  # (a delivery again of pages settled already: its first may have died before this check)
+                _maybe_complete(ctx, job, [by_url[url] for url in urls])
+            return
+        await _fetch_and_settle(ctx, job, by_url, claimed, lease, result, done, requests_over)
+    except Busy as busy:  # our own infrastructure, not the site: the pages' attempts stay as they were
+        back = {url: by_url[url] for url in (urls if mine is None else mine) if url not in done}
+        result.retried.extend(give_back.pages(ctx, job, back, lease, busy))
         return
+    _maybe_complete(ctx, job, [by_url[url] for url in urls])
+
+
+async def _fetch_and_settle(
+    ctx: StepContext,
+    job: JobRecord,
+    by_url: dict[str, PageTask],
+    claimed: list[SitemapURL],
+    lease: Lease,
+    result: PageBatch,
+    done: set[str],
+    requests_over: RequestsOver | None,
+) -> None:
+    """The claimed pages fetched, stored and settled; each URL settled or sent back is added to ``done``."""
+    store = ctx.store
     # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
     # time, and one taken before a slow write would be missed.
     admission = await admit(ctx, job, claimed)
@@ -158,6 +182,7 @@ async def _process_job_pages(
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
     applied = set(_finish(ctx, job, outcomes, lease))
+    done.update(applied)
     result.settled.extend(o for o in outcomes if o.record.url in applied)
     for outcome in outcomes:
         record = outcome.record
@@ -172,13 +197,25 @@ async def _process_job_pages(
         again = [r for r in retries if r.url in retried]
         _send_back(
             ctx,
-            [
-                (by_url[r.url].model_copy(update={"url": r.url, "attempt": r.retries}), r.not_before.timestamp())
-                for r in again
-            ],
+            [(_again(by_url[r.url], r), r.not_before.timestamp()) for r in again],
         )
+        done.update(r.url for r in again)
         result.retried.extend(r.url for r in again)
-    maybe_complete(ctx, job.job_id)
+
+
+def _again(task: PageTask, retry: PageRetry) -> PageTask:
+    """The task of a page sent back to be tried again, with its retries so far."""
+    attempt = task.attempt if retry.retries is None else retry.retries
+    return task.model_copy(update={"url": retry.url, "attempt": attempt})
+
+
+def _maybe_complete(ctx: StepContext, job: JobRecord, tasks: Sequence[PageTask]) -> None:
+    """Ends the job if it is done; when a busy service keeps that from being known, the tasks are sent again,
+    and their delivery (their pages being final) looks again."""
+    try:
+        maybe_complete(ctx, job.job_id)
+    except Busy as busy:
+        give_back.tasks(ctx, tasks, busy)
 
 
 def _send_back(ctx: StepContext, tasks: Sequence[tuple[PageTask, float]]) -> None:
@@ -316,6 +353,9 @@ async def _settle(
             await admission.ended(record.url)
     except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
         return _excluded(ctx, record if exc.redirects else _untried(record), exc.explain(record.url))
+    except Busy as busy:  # (its turn, its document's store): the page alone goes back, its try taken back
+        not_before = ctx.clock() + timedelta(seconds=give_back.delay(ctx))
+        return PageRetry(record.url, None, give_back.reason(busy), not_before, untried=True)
     except FetchError as exc:
         if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
             admission.observe(record.url, status=None, latency=0.0)

@@ -50,7 +50,8 @@ from harvester.model.records import (
     UrlStatus,
     url_key,
 )
-from harvester.pipeline import page_archive
+from harvester.patience import Busy
+from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
@@ -100,30 +101,43 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
     record = store.claim_sitemap(job.job_id, url, lease, now=now)
     if record is None:
         log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
+        # (a delivery again of a step whose end of the job met a busy service: the end is looked at again)
+        _maybe_complete(ctx, job.job_id, task)
         return None
-    if record.attempts > ctx.settings.max_attempts:
-        outcome: SitemapOutcome | Retry = SitemapOutcome(
-            status=SitemapStatus.FAILED,
-            error_message=f"gave up after {record.attempts - 1} attempts to read it",
-        )
-    else:
-        try:
-            outcome = await SitemapReading(ctx, job, record, lease).run()
-        except LeaseLost:
-            # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
-            log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
-            return None
+    reading: SitemapReading | None = None
+    try:
+        if record.attempts > ctx.settings.max_attempts:
+            outcome: SitemapOutcome | Retry = SitemapOutcome(
+                status=SitemapStatus.FAILED,
+                error_message=f"gave up after {record.attempts - 1} attempts to read it",
+            )
+        else:
+            reading = SitemapReading(ctx, job, record, lease)
+            outcome = await reading.run()
+        if not isinstance(outcome, Retry):
+            outcome.finished_at = ctx.clock()
+            store.finish_sitemap(job.job_id, url, outcome, lease)
+    except LeaseLost:
+        # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
+        log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
+        return None
+    except Busy as busy:  # our own infrastructure, not the site: the attempts stay as they were
+        give_back.sitemap(ctx, job, record, lease, busy, failed=reading.failed_tries if reading else 0)
+        return None
     if isinstance(outcome, Retry):
         delay = min(
             ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
             ctx.settings.retry_backoff_max_seconds,
         )
-        if store.release_sitemap(job.job_id, url, lease, error_message=outcome.reason, attempts=outcome.attempts):
+        retry = outcome
+
+        def again() -> None:  # (the task sent whether or not this lease still held it: see give_back.sitemap)
+            store.release_sitemap(job.job_id, url, lease, error_message=retry.reason, attempts=retry.attempts)
             ctx.queue.push([task_for(job.job_id, record)], delay_seconds=delay)
+
+        give_back.patiently(again)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
-        return store.get_sitemap(job.job_id, url)
-    outcome.finished_at = ctx.clock()
-    store.finish_sitemap(job.job_id, url, outcome, lease)
+        return _as_stored(ctx, job.job_id, url)
     log.info(
         "sitemap done",
         extra={
@@ -133,8 +147,26 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             "error": outcome.error_message,
         },
     )
-    maybe_complete(ctx, job.job_id)
-    return store.get_sitemap(job.job_id, url)
+    _maybe_complete(ctx, job.job_id, task)
+    return _as_stored(ctx, job.job_id, url)
+
+
+def _as_stored(ctx: StepContext, job_id: str, url: str) -> SitemapRecord | None:
+    """The sitemap's record as its step left it (for the metrics), or None when the store is busy: the step's
+    work is done, and a read for the figures is no reason to have its message come back."""
+    try:
+        return ctx.store.get_sitemap(job_id, url)
+    except Busy:
+        return None
+
+
+def _maybe_complete(ctx: StepContext, job_id: str, task: SitemapTask) -> None:
+    """Ends the job if it is done; when a busy service keeps that from being known, the task is sent again,
+    and its delivery (the sitemap being final) looks again."""
+    try:
+        maybe_complete(ctx, job_id)
+    except Busy as busy:
+        give_back.tasks(ctx, [task], busy)
 
 
 class Retry(Struct, frozen=True):
@@ -181,6 +213,7 @@ class SitemapReading:
         self.entries = 0  # entries the reading produced, children included
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
         self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
+        self.answered = 0  # of which the site answered (a response read: its status judged after)
         self._site: SiteCrawl | None = None
 
     @property
@@ -196,6 +229,11 @@ class SitemapReading:
         """Requests sent for this sitemap by this job so far: the claim counted this delivery's first one
         before it was made, the fetcher's retries are added as they happen."""
         return self.record.attempts - 1 + max(1, self.tries)
+
+    @property
+    def failed_tries(self) -> int:
+        """The requests of this delivery the site did not answer (the fetcher tried again, or gave up)."""
+        return max(0, self.tries - self.answered)
 
     @property
     def may_retry(self) -> bool:
@@ -267,6 +305,7 @@ class SitemapReading:
                 async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
                     entered = True
                     self.tries += response.attempts
+                    self.answered += 1
                     host.observe(url, status=response.status_code, latency=time.monotonic() - sent)
                     outcome = await self._read_response(response, prior, bool(headers), limit)
             except FetchError as exc:

@@ -6,6 +6,7 @@ robots.txt) can take a turn with nothing but the gate.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -14,9 +15,12 @@ from contextlib import asynccontextmanager
 from msgspec import Struct, field
 
 from harvester.fetch.client import parse_retry_after
+from harvester.patience import Busy
 from harvester.politeness.gate import LATE_MAX, RECHECK_SECONDS, Grant, HostReport
 from harvester.ports import HostGate
 from harvester.urls import host_of
+
+log = logging.getLogger(__name__)
 
 #: Answers that slow the whole host down.
 THROTTLING = frozenset({429, 503})
@@ -200,7 +204,12 @@ class Turns(Struct):
         grant, spacing = self.grants.pop(host)
         report = self.reports.pop(host, None) or HostReport()
         report.granted_at = grant.at
-        gate.release(host, grant, report, spacing=spacing, now=now)
+        try:
+            gate.release(host, grant, report, spacing=spacing, now=now)
+        except Busy as busy:  # (the gate's store stayed busy: the grant lapses by itself, as a dead worker's)
+            log.warning(
+                "a grant is left to lapse: the gate's store stayed busy", extra={"host": host, "reason": str(busy)}
+            )
         return spacing
 
 

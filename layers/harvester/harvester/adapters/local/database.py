@@ -15,9 +15,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from harvester.patience import PATIENCE, Busy
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 10
+#: Seconds SQLite waits for another connection's lock before a write is refused (then raised as Busy).
+BUSY_TIMEOUT = 30.0
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
@@ -229,7 +233,7 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
     if path.is_dir():
         raise StateDirError(f"the state file {path} is a directory")
     try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT)
     except sqlite3.Error as exc:
         raise StateDirError(f"cannot open the state file {path}: {exc}") from exc
     try:
@@ -322,18 +326,54 @@ def select_in(db: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Seq
         yield from db.execute(sql.format(marks=",".join("?" * len(chunk))), (*params, *chunk))
 
 
-class Transaction:
-    """``with Transaction(conn):`` runs the block as one IMMEDIATE transaction (atomic on a crash)."""
+#: SQLite's words for a database another connection holds (SQLITE_BUSY, SQLITE_LOCKED): a moment's wait.
+_BUSY_MESSAGES = ("database is locked", "database table is locked", "database is busy")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+
+def busy(exc: BaseException) -> bool:
+    """Whether SQLite refused for another connection's lock (after its busy timeout), not for a fault."""
+    return isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _BUSY_MESSAGES)
+
+
+class Transaction:
+    """``with Transaction(conn):`` runs the block as one IMMEDIATE transaction (atomic on a crash).
+
+    Another connection holding the file's write lock (a tool, a second program) is waited for by SQLite's
+    busy timeout, and then within the process's patience (``harvester.patience``), as a throttled AWS
+    service is; a lock held longer than that is raised as Busy: the step gives its work back without
+    spending the site's attempts."""
+
+    def __init__(self, conn: sqlite3.Connection, *, patient: bool = True) -> None:
         self.conn = conn
+        #: False for a write with somewhere else to go at once (the queue's push, kept in memory) or that
+        #: is asked again anyway (the queue's receive): Busy after SQLite's busy timeout alone.
+        self.patient = patient
 
     def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
+        tries = 0
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return self.conn
+            except sqlite3.OperationalError as exc:
+                if not busy(exc):
+                    raise
+                if not self.patient:
+                    raise Busy("sqlite", "BEGIN IMMEDIATE", str(exc)) from exc
+                tries += 1
+                PATIENCE.pause(tries, "sqlite", "BEGIN IMMEDIATE", str(exc))
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type:
+            self.conn.execute("ROLLBACK")
+            return
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as error:
+            if busy(error):  # (nothing of the block was kept: it is undone, and the caller tries again later)
+                self.conn.execute("ROLLBACK")
+                raise Busy("sqlite", "COMMIT", str(error)) from error
+            raise
 
 
 class Checkpointer:

@@ -133,11 +133,13 @@ class MemoryTaskQueue:
             if entry is not None:
                 self.per_job[entry.received.job_id] -= 1
 
-    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
+    def release(self, message: Received, *, delay_seconds: float, reason: str, counted: bool = True) -> None:
         entry = self.entries.get(message.id)
         if entry is None:
             return
-        if entry.received.receive_count >= self.max_receives:
+        if not counted:
+            entry.received = replace(entry.received, receive_count=max(0, entry.received.receive_count - 1))
+        elif entry.received.receive_count >= self.max_receives:
             self.dead_letter(message, reason)
             return
         entry.in_flight = False
@@ -262,8 +264,8 @@ class FallbackQueue:
         if durable:
             self.durable.delete(*durable)
 
-    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
-        self._of(message).release(message, delay_seconds=delay_seconds, reason=reason)
+    def release(self, message: Received, *, delay_seconds: float, reason: str, counted: bool = True) -> None:
+        self._of(message).release(message, delay_seconds=delay_seconds, reason=reason, counted=counted)
 
     def dead_letter(self, message: Received, reason: str) -> None:
         self._of(message).dead_letter(message, reason)

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from harvester.adapters.local.database import Transaction
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
+from harvester.patience import Busy
 from harvester.ports import Delays, Message, QueueUnavailable, each_delay
 from harvester.urls import host_of
 
@@ -82,7 +83,7 @@ class LocalQueue(Protocol):
     def hosts(self, job_ids: Sequence[str]) -> list[str]: ...
     def holds(self, job_id: str) -> bool: ...
     def delete(self, *messages: Received) -> None: ...
-    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None: ...
+    def release(self, message: Received, *, delay_seconds: float, reason: str, counted: bool = True) -> None: ...
     def dead_letter(self, message: Received, reason: str) -> None: ...
     def dead_letters(self, job_id: str) -> list[tuple[str, str, str]]: ...
     def recover(self, job_id: str) -> int: ...
@@ -117,14 +118,14 @@ class SqliteTaskQueue:
             for m, delay in zip(messages, each_delay(messages, delay_seconds), strict=True)
         ]
         try:
-            with Transaction(self.conn) as db:
+            with Transaction(self.conn, patient=False) as db:
                 db.executemany(
                     "INSERT INTO messages (queue, job_id, body, available_at, priority, host)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-        except sqlite3.OperationalError as exc:  # (busy, locked, full, I/O: all may pass)
-            raise QueueUnavailable(f"the state file's queue: {exc}") from exc
+        except (sqlite3.OperationalError, Busy) as exc:  # (busy, locked, full, I/O: all may pass)
+            raise QueueUnavailable(f"the state file's queue: {exc.reason if isinstance(exc, Busy) else exc}") from exc
         for queue, _, _, available, _, host in rows:
             note_arrival(self.arrivals, lane(queue, host), available)
 
@@ -177,7 +178,7 @@ class SqliteTaskQueue:
         """Nothing when SQLite does not answer (busy, I/O): a temporary problem is not the taker's to raise."""
         now = time.time()
         try:
-            with Transaction(self.conn) as db:
+            with Transaction(self.conn, patient=False) as db:
                 taken = [_received(row) for row in db.execute(sql, (*params, now, limit))]
                 if taken:
                     db.execute(
@@ -185,7 +186,7 @@ class SqliteTaskQueue:
                         f" WHERE id IN ({','.join('?' * len(taken))})",
                         (now + self.visibility_timeout, *(m.id for m in taken)),
                     )
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.OperationalError, Busy) as exc:
             log.warning("the state file's queue did not answer; asking again later", extra={"error": str(exc)})
             return []
         return taken
@@ -211,16 +212,15 @@ class SqliteTaskQueue:
 
     def delete(self, *messages: Received) -> None:
         """Deletes handled messages, a page batch's in one transaction."""
-        if len(messages) == 1:
-            self.conn.execute("DELETE FROM messages WHERE id = ?", (messages[0].id,))
-            return
         with Transaction(self.conn) as db:
             db.executemany("DELETE FROM messages WHERE id = ?", [(m.id,) for m in messages])
 
-    def release(self, message: Received, *, delay_seconds: float, reason: str) -> None:
-        """Hands a failed message back after a delay, or dead-letters it after ``max_receives`` deliveries."""
+    def release(self, message: Received, *, delay_seconds: float, reason: str, counted: bool = True) -> None:
+        """Hands a failed message back after a delay, or dead-letters it after ``max_receives`` deliveries.
+        A delivery not ``counted`` (its step was kept from working by our own infrastructure, not by the
+        message) is taken back from the receive count, and never dead-letters the message."""
         with Transaction(self.conn) as db:
-            if message.receive_count >= self.max_receives:
+            if counted and message.receive_count >= self.max_receives:
                 db.execute(
                     "INSERT INTO dead_letters (id, queue, job_id, body, reason, failed_at)"
                     " SELECT id, queue, job_id, body, ?, ? FROM messages WHERE id = ?",
@@ -229,7 +229,11 @@ class SqliteTaskQueue:
                 db.execute("DELETE FROM messages WHERE id = ?", (message.id,))
             else:
                 available = time.time() + delay_seconds
-                db.execute("UPDATE messages SET available_at = ?, in_flight = 0 WHERE id = ?", (available, message.id))
+                db.execute(
+                    "UPDATE messages SET available_at = ?, in_flight = 0, receive_count = receive_count - ?"
+                    " WHERE id = ?",
+                    (available, 0 if counted else 1, message.id),
+                )
                 note_arrival(self.arrivals, lane(message.queue, message.host), available)
 
     def dead_letter(self, message: Received, reason: str) -> None:
@@ -252,7 +256,8 @@ class SqliteTaskQueue:
 
     def purge(self, job_id: str) -> int:
         """Drops a finished job's leftover messages (duplicates whose records are all final)."""
-        return self.conn.execute("DELETE FROM messages WHERE job_id = ?", (job_id,)).rowcount
+        with Transaction(self.conn) as db:
+            return db.execute("DELETE FROM messages WHERE job_id = ?", (job_id,)).rowcount
 
     def holds(self, job_id: str) -> bool:
         """Whether the job has a message queued (visible, in flight or delayed)."""

@@ -37,6 +37,7 @@ from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobCounts, JobRecord, JobStatus, SitemapIngestionResult
+from harvester.patience import Busy
 from harvester.pipeline.completion import result_key
 from harvester.pipeline.jobs import conflict
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
@@ -52,6 +53,8 @@ DOCUMENTS = "documents"
 PAGE_BATCH = 8
 POLL_INTERVAL = 0.05
 PROGRESS_INTERVAL = 0.2
+#: When a task whose step met a busy state file comes back.
+BUSY_DELAY = 1.0
 
 
 class JobStuck(RuntimeError):
@@ -353,7 +356,11 @@ class LocalRunner:
                     dispatcher.forget(job_id)
                     continue
                 if not queue.holds(job_id) and dispatcher.busy[job_id] == 0:
-                    resumed = engine.resume(job_id, force=True)
+                    try:
+                        resumed = engine.resume(job_id, force=True)
+                    except Busy as exc:  # (the state file stayed locked: looked at again in a moment)
+                        log.warning("resuming a job waits: the state file stayed busy", extra={"error": str(exc)})
+                        continue
                     job = store.get_job(job_id)
                     assert job is not None
                     nothing_sent = resumed.sitemaps_resent == 0 and resumed.pages_resent == 0
@@ -407,6 +414,14 @@ class LocalRunner:
                 await engine.process_pages(pages, requests_over=partial(_requests_over, dispatcher, valid))
             else:
                 engine.start_job(task, job_id=task.job_id or new_job_id())
+        except Busy as exc:  # the state file stayed locked, even for the step's giving back: later, uncounted
+            log.warning(
+                "task handed back: the state file stayed busy", extra={"queue": valid[0].queue, "error": str(exc)}
+            )
+            for message in valid:
+                with contextlib.suppress(Busy):  # (still locked: it stays in flight, and comes back when that lapses)
+                    queue.release(message, delay_seconds=BUSY_DELAY, reason=str(exc), counted=False)
+            return
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
             if (reason := storage_failure(exc)) is not None:  # ... but a full or damaged disk fails them all
                 raise StorageFailed(self.harvest.state_dir, reason) from exc
@@ -414,7 +429,10 @@ class LocalRunner:
             for message in valid:
                 queue.release(message, delay_seconds=min(2**message.receive_count, 60), reason=repr(exc))
             return
-        queue.delete(*valid)
+        try:
+            queue.delete(*valid)
+        except Busy as exc:  # (done, not deleted: it comes back when its visibility lapses, and finds it done)
+            log.warning("a task's message stays: the state file stayed busy", extra={"error": str(exc)})
 
 
 def _requests_over(dispatcher: Dispatcher, messages: list[Received], job_id: str) -> None:

@@ -171,7 +171,8 @@ class SqliteStateStore:
 
     def close_job(self, job_id: str) -> None:
         """A local run's last write: the job is over and reported; the same command now starts a new job."""
-        self.conn.execute("UPDATE jobs SET closed = 1 WHERE job_id = ?", (job_id,))
+        with Transaction(self.conn) as db:
+            db.execute("UPDATE jobs SET closed = 1 WHERE job_id = ?", (job_id,))
         self._recorded_keys.pop(job_id, None)
 
     def expire_jobs(self, created_before: float) -> int:
