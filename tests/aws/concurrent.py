@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -34,6 +35,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
+from tests.aws.faults import Faults, wsgi_refusal
 from tests.aws.stack import DeployedFunction, DeployedStack, EventSource, ScheduleRule
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,11 +50,13 @@ class ContainerRun:
     duration: float
     records: int
     error: str | None
+    returned: int = 0  # messages left to come back when their visibility lapses (reported failed)
 
 
 @contextmanager
-def moto_over_http() -> Iterator[str]:
-    """The running mock_aws, also served on 127.0.0.1 (its URL is yielded), every request handled whole."""
+def moto_over_http(faults: Faults | None = None) -> Iterator[str]:
+    """The running mock_aws, also served on 127.0.0.1 (its URL is yielded), every request handled whole;
+    with ``faults``, what they refuse of Harvester's requests over HTTP is refused before moto sees it."""
     lock = threading.RLock()
     stubbed, served = BotocoreStubber.__call__, DomainDispatcherApplication.__call__
 
@@ -60,9 +64,16 @@ def moto_over_http() -> Iterator[str]:
         with lock:
             return stubbed(self, *args, **kwargs)
 
-    def serve_whole(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def serve_whole(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        refusal = wsgi_refusal(faults, environ) if faults is not None else None
+        if refusal is not None:
+            status, headers, body = refusal
+            start_response(
+                f"{status} {HTTPStatus(status).phrase}", [*headers.items(), ("Content-Length", str(len(body)))]
+            )
+            return [body]
         with lock:
-            return served(self, *args, **kwargs)
+            return served(self, environ, start_response)
 
     with (
         mock.patch.object(BotocoreStubber, "__call__", stub_whole),

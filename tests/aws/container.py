@@ -34,6 +34,7 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
                     "started_at": invocation.started_at,
                     "duration": invocation.duration,
                     "records": len(invocation.message_ids),
+                    "returned": len(invocation.returned_ids),
                     "error": invocation.traceback,
                 }
                 log.write(json.dumps(entry) + "\n")
