@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
+from moto.core.botocore_stubber import BotocoreStubber
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.page_batches import DynamoBatchStateStore
@@ -295,3 +300,47 @@ def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pa
     assert len(worker.retry_pages(job_id, retries, lease("p"))) == 9
     assert calls == Counter(TransactWriteItems=2)
     assert Counter(r.status for r in store.pages(job_id)) == Counter({UrlStatus.COMPLETED: 40, UrlStatus.PENDING: 9})
+
+
+@contextmanager
+def answer_lost_once(operation: str) -> Iterator[list[str]]:
+    """The first ``operation`` request lands in moto and its answer is lost (a read timeout): botocore sends
+    it again, and that second request fails its condition on the first one's write."""
+    original = BotocoreStubber.__call__
+    lost: list[str] = []
+
+    def call(self: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> Any:
+        answer = original(self, event_name, request, **kwargs)
+        if not lost and event_name.endswith(f".{operation}"):
+            lost.append(event_name)
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return answer
+
+    with mock.patch.object(BotocoreStubber, "__call__", call):
+        yield lost
+
+
+@pytest.mark.parametrize("layout", ["batches", "items"])
+def test_a_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapters, layout: str) -> None:
+    store = aws.store if layout == "batches" else items_store(aws)
+    job_id = new_job(store, f"job-{layout}")
+    held = leased_sitemap(store, job_id)
+    store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(3)], checkpoint=3, lease=held)
+    urls = [page(i).url for i in range(3)]
+    with answer_lost_once("UpdateItem") as lost:
+        claimed = store.claim_pages(job_id, urls, lease("p"), now=NOW)
+    assert lost and [r.url for r in claimed] == urls and {r.attempts for r in claimed} == {1}
+    assert {p.url: (p.status, p.attempts) for p in store.pages(job_id)} == dict.fromkeys(
+        urls, (UrlStatus.PROCESSING, 1)
+    )
+
+
+def test_a_sitemap_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-s")
+    store.add_sitemaps(job_id, [sitemap(1)])
+    with answer_lost_once("UpdateItem") as lost:
+        claimed = store.claim_sitemap(job_id, sitemap(1).url, lease("s"), now=NOW)
+    assert lost and claimed is not None and claimed.attempts == 1
+    stored = store.get_sitemap(job_id, sitemap(1).url)
+    assert stored is not None and (stored.status, stored.attempts) == (claimed.status, 1)

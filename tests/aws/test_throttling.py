@@ -35,9 +35,10 @@ from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobCounts, JobStatus, SitemapStatus
 from tests.aws.concurrent import ContainerRun, moto_over_http, run_side_by_side
-from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, after, at_rate
+from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, after, at_rate, in_process
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
+from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
 
 PAGES = 300
@@ -261,3 +262,22 @@ def test_throttling_at_the_jobs_end_costs_nothing(baseline: Crawl) -> None:
     assert_exact(throttled, baseline)
     assert faults.over_botocore()
     assert ("s3", "PUT") in faults.refused and ("dynamodb", "TransactGetItems") in faults.refused
+
+
+def test_a_message_whose_step_stays_busy_comes_back_reported_not_raised(deployed_stack: Any) -> None:
+    """A job request whose every DynamoDB call is refused past its invocation's time (JobFunction's Timeout
+    as the poller sees it: 4 s): the invocation does not fail, it reports the record for its queue to
+    deliver again; nothing is dead-lettered."""
+    deployed, _ = deployed_stack
+    stack = with_functions(deployed, {"JobFunction": 4})
+    poller = LambdaPoller(stack)
+    submit_job(JobRequest(site="https://example.com/"), stack.outputs["JobQueueUrl"])
+    try:
+        with in_process(Faults(lambda call, tries: call.service == "dynamodb")) as faults:
+            assert poller.poll_once("JobFunction") == 1
+    finally:
+        poller.close()
+    invocation = poller.invocations[-1]
+    assert invocation.error is None and invocation.invalid_response is None, invocation.traceback
+    assert invocation.returned_ids == invocation.message_ids and faults.refused
+    assert poller.queue_depth("JobQueue").in_flight == 1

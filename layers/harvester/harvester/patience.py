@@ -30,6 +30,8 @@ BACKOFF_BASE = 0.05
 BACKOFF_MAX = 5.0
 #: Tries of one request when no deadline is set (a tool, a local crawl): about a minute of back-offs at most.
 TRIES_WITHOUT_DEADLINE = 16
+#: How long a step without a deadline waits to give its work back.
+GIVING_BACK_WITHOUT_DEADLINE = 120.0
 #: The part of an invocation's remaining time held back from waiting, for giving the work back: this
 #: fraction of it, at least RESERVE_MIN and at most RESERVE_MAX seconds.
 RESERVE_SHARE = 0.15
@@ -60,7 +62,6 @@ class Patience:
         self.deadline: float | None = None
         #: The invocation's own end, less a margin: where a step giving its work back stops waiting.
         self.end: float | None = None
-        self.waited = 0.0  # seconds spent backing off in this process (for the logs and the tests)
         self.backoffs = 0  # back-offs started
         self.gave_up = 0  # requests given up on (raised as Busy)
 
@@ -74,9 +75,12 @@ class Patience:
         if self.deadline is not None and time.monotonic() + wait > self.deadline:
             self.gave_up += 1
             return None
-        self.waited += wait
         self.backoffs += 1
         return wait
+
+    def out_of_time(self) -> bool:
+        """Whether the step's time for waiting is over (never without a deadline)."""
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
     def pause(self, tries: int, service: str, operation: str, reason: str) -> None:
         """Sleeps the back-off before another try, or raises Busy when there is no time for one."""
@@ -112,10 +116,10 @@ class Patience:
 
     @contextmanager
     def giving_back(self) -> Iterator[None]:
-        """While a step gives its work back after Busy: the reserve is this step's to wait in."""
-        previous = self.deadline
-        if self.end is not None:
-            self.deadline = max(self.end, time.monotonic())
+        """While a step gives its work back after Busy: the reserve is this step's to wait in (without a
+        deadline, ``GIVING_BACK_WITHOUT_DEADLINE`` seconds)."""
+        previous, now = self.deadline, time.monotonic()
+        self.deadline = max(self.end, now) if self.end is not None else now + GIVING_BACK_WITHOUT_DEADLINE
         try:
             yield
         finally:

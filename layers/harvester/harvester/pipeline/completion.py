@@ -288,6 +288,8 @@ def write_index(ctx: StepContext, job_id: str, copy: IndexLines) -> str | None:
         rows = build_index(copy.finish(), built, job_id=job_id)
         with built.open("rb") as body:
             ctx.documents.put(index_key(job_id), body, content_type=PARQUET_TYPE)
+    except Busy:  # (our store, not the index: the result is written again, index and all)
+        raise
     except Exception:
         log.exception("the job's URL index could not be written (its records are)", extra={"job_id": job_id})
         return None

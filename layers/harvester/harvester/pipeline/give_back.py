@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
-from harvester.model.messages import PageTask
+from harvester.model.messages import PageTask, SitemapTask
 from harvester.model.records import JobRecord, SitemapRecord
 from harvester.patience import PATIENCE, Busy
-from harvester.pipeline.completion import ResultUnwritten
+from harvester.pipeline.admission import queue_delay
+from harvester.pipeline.completion import ResultUnwritten, maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
 from harvester.ports import Lease, PageRetry
@@ -34,39 +35,71 @@ def delay(ctx: StepContext) -> float:
 
 
 def reason(busy: Busy) -> str:
+    """What a record given back says of why (its ``error_message`` until its next outcome)."""
     return f"our own infrastructure was busy ({busy}); tried again later"
 
 
-def sitemap(ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease, busy: Busy, failed: int) -> None:
-    """The claimed sitemap back to pending with the attempts it had before this delivery's claim, plus the
-    ``failed`` requests the site answered with a failure in it; its task sent again (also when the sitemap
-    is no longer this lease's: a task too many is absorbed by the claims, one too few loses the sitemap)."""
-    attempts = max(0, record.attempts - 1 + failed)
-
-    def back() -> None:
-        ctx.store.release_sitemap(job.job_id, record.url, lease, error_message=reason(busy), attempts=attempts)
-        ctx.queue.push([task_for(job.job_id, record)], delay_seconds=delay(ctx))
-
-    patiently(back)
+def sitemap(
+    ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease, busy: Busy, *, attempts: int
+) -> None:
+    """The sitemap ``lease`` holds back to pending with ``attempts`` (what it had before this delivery's
+    claim, and the requests the site failed in it), its task sent again."""
+    release(ctx, job, record, lease, reason(busy), attempts=max(0, attempts), after=delay(ctx))
     log.warning(
         "sitemap given back: our own infrastructure stayed busy",
         extra={"job_id": job.job_id, "url": record.url, "reason": str(busy)},
     )
 
 
-def pages(ctx: StepContext, job: JobRecord, tasks: dict[str, PageTask], lease: Lease, busy: Busy) -> list[str]:
-    """The pages of ``tasks`` (by URL) that ``lease`` holds back to pending, each with its claim's try taken
-    back (``retry_pages`` moves only what the lease holds: a claim that met the busy service may or may not
-    have landed), and their tasks sent again (a duplicate of a task is absorbed by the claims). Returns the
-    URLs sent again."""
+def release(
+    ctx: StepContext,
+    job: JobRecord,
+    record: SitemapRecord,
+    lease: Lease,
+    why: str,
+    *,
+    attempts: int | None,
+    after: float,
+) -> None:
+    """The sitemap ``lease`` holds back to pending, its task sent again ``after`` seconds; the task is
+    sent whether or not the lease still held it (a task too many is absorbed by the claims; one too few, after
+    a release that landed and a send that did not, would leave the sitemap pending for good)."""
+
+    def back() -> None:
+        ctx.store.release_sitemap(job.job_id, record.url, lease, error_message=why, attempts=attempts)
+        ctx.queue.push([task_for(job.job_id, record)], delay_seconds=after)
+
+    patiently(back)
+
+
+def page_retry(ctx: StepContext, url: str, busy: Busy) -> PageRetry:
+    """A claimed page back to pending for our own infrastructure's sake: its claim's try taken back, its
+    retries as they were."""
+    when = ctx.clock() + timedelta(seconds=delay(ctx))
+    return PageRetry(url=url, retries=None, error_message=reason(busy), not_before=when, untried=True)
+
+
+def pages(
+    ctx: StepContext,
+    job: JobRecord,
+    tasks: dict[str, PageTask],
+    lease: Lease,
+    busy: Busy,
+    decided: Mapping[str, PageRetry],
+) -> list[str]:
+    """The pages of ``tasks`` (by URL) that ``lease`` holds back to pending, and their tasks sent again (a
+    duplicate of a task is absorbed by the claims). A page whose site answered with a failure to be tried
+    again goes back as ``decided`` says (that try counted); the others with their claim's try taken back
+    (``retry_pages`` moves only what the lease holds: a claim that met the busy service may or may not have
+    landed). Returns the URLs sent again."""
     again = [task.model_copy(update={"url": url}) for url, task in tasks.items()]
 
     def back() -> None:
-        when = ctx.clock() + timedelta(seconds=delay(ctx))
-        retries = [PageRetry(url, None, reason(busy), when, untried=True) for url in tasks]
+        retries = [decided.get(url) or page_retry(ctx, url, busy) for url in tasks]
         if retries:
             ctx.store.retry_pages(job.job_id, retries, lease)
-        ctx.queue.push(again, delay_seconds=delay(ctx))
+        now = ctx.clock()
+        ctx.queue.push(again, delay_seconds=[queue_delay((r.not_before - now).total_seconds()) for r in retries])
 
     patiently(back)
     log.warning(
@@ -76,7 +109,7 @@ def pages(ctx: StepContext, job: JobRecord, tasks: dict[str, PageTask], lease: L
     return list(tasks)
 
 
-def tasks(ctx: StepContext, again: Sequence[PageTask], busy: Busy) -> None:
+def tasks(ctx: StepContext, again: Sequence[PageTask | SitemapTask], busy: Busy) -> None:
     """Tasks of which nothing was claimed (or whose work is done) sent again, so that what the busy service
     kept from happening (a claim, the job's end) is looked at again soon (a job's result that could not be
     written: once its writer is surely gone, ``ResultUnwritten.after``)."""
@@ -85,6 +118,15 @@ def tasks(ctx: StepContext, again: Sequence[PageTask], busy: Busy) -> None:
     log.warning(
         "tasks sent again: our own infrastructure stayed busy", extra={"tasks": len(again), "reason": str(busy)}
     )
+
+
+def complete_or_resend(ctx: StepContext, job_id: str, again: Sequence[PageTask | SitemapTask]) -> None:
+    """Ends the job if it is done (``completion.maybe_complete``); when a busy service keeps that from being
+    known, the step's tasks are sent again, and their next delivery (their work done) looks again."""
+    try:
+        maybe_complete(ctx, job_id)
+    except Busy as busy:
+        tasks(ctx, again, busy)
 
 
 def patiently(back: Callable[[], None]) -> None:

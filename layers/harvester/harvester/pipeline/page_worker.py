@@ -51,7 +51,6 @@ from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.admission import admit, queue_delay, unpaced
-from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
 from harvester.ports import Lease, PageOutcome, PageRetry
@@ -126,6 +125,7 @@ async def _process_job_pages(
     lease = Lease(token=uuid.uuid4().hex, until=now.timestamp() + settings.page_lease_seconds)
     mine: list[str] | None = None  # the pages claimed (None: not known, the claim met a busy service)
     done: set[str] = set()  # settled, or sent back to be tried again
+    decided: dict[str, PageRetry] = {}  # to be tried again for the site's sake, not yet written so
     try:
         waiting = await unpaced(ctx, job, {url: task.priority for url, task in by_url.items()})
         if waiting:  # (unclaimed: their tries stay as they were)
@@ -136,16 +136,14 @@ async def _process_job_pages(
         claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
         mine = [r.url for r in claimed]
         result.skipped.extend(u for u in urls if u not in set(mine))
-        if not claimed:
-            if urls:  # (a delivery again of pages settled already: its first may have died before this check)
-                _maybe_complete(ctx, job, [by_url[url] for url in urls])
-            return
-        await _fetch_and_settle(ctx, job, by_url, claimed, lease, result, done, requests_over)
+        if claimed:
+            await _fetch_and_settle(ctx, job, by_url, claimed, lease, result, done, decided, requests_over)
     except Busy as busy:  # our own infrastructure, not the site: the pages' attempts stay as they were
         back = {url: by_url[url] for url in (urls if mine is None else mine) if url not in done}
-        result.retried.extend(give_back.pages(ctx, job, back, lease, busy))
+        result.retried.extend(give_back.pages(ctx, job, back, lease, busy, decided))
         return
-    _maybe_complete(ctx, job, [by_url[url] for url in urls])
+    if urls:  # (with nothing claimed: a delivery again of pages settled already, whose first may have died)
+        give_back.complete_or_resend(ctx, job.job_id, [by_url[url] for url in urls])
 
 
 async def _fetch_and_settle(
@@ -156,9 +154,11 @@ async def _fetch_and_settle(
     lease: Lease,
     result: PageBatch,
     done: set[str],
+    decided: dict[str, PageRetry],
     requests_over: RequestsOver | None,
 ) -> None:
-    """The claimed pages fetched, stored and settled; each URL settled or sent back is added to ``done``."""
+    """The claimed pages fetched, stored and settled: each URL settled or sent back is added to ``done`` as it
+    is, each the site's answer sends back to ``decided`` until it is (for a give-back to keep that try)."""
     store = ctx.store
     # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
     # time, and one taken before a slow write would be missed.
@@ -181,8 +181,8 @@ async def _fetch_and_settle(
     result.latency.update(admission.latency)
     outcomes = [s for s in settled if isinstance(s, PageOutcome)]
     retries = [s for s in settled if isinstance(s, PageRetry)]
-    applied = set(_finish(ctx, job, outcomes, lease))
-    done.update(applied)
+    decided.update((r.url, r) for r in retries if not r.untried)
+    applied = set(_finish(ctx, job, outcomes, lease, done))
     result.settled.extend(o for o in outcomes if o.record.url in applied)
     for outcome in outcomes:
         record = outcome.record
@@ -209,31 +209,23 @@ def _again(task: PageTask, retry: PageRetry) -> PageTask:
     return task.model_copy(update={"url": retry.url, "attempt": attempt})
 
 
-def _maybe_complete(ctx: StepContext, job: JobRecord, tasks: Sequence[PageTask]) -> None:
-    """Ends the job if it is done; when a busy service keeps that from being known, the tasks are sent again,
-    and their delivery (their pages being final) looks again."""
-    try:
-        maybe_complete(ctx, job.job_id)
-    except Busy as busy:
-        give_back.tasks(ctx, tasks, busy)
-
-
 def _send_back(ctx: StepContext, tasks: Sequence[tuple[PageTask, float]]) -> None:
     """Sends the tasks back to the queue in one push, each delayed to its time (epoch seconds)."""
     now = ctx.clock().timestamp()
     ctx.queue.push([task for task, _ in tasks], delay_seconds=[queue_delay(when - now) for _, when in tasks])
 
 
-def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease: Lease) -> list[str]:
-    """Settles the outcomes with their crawl records; an outcome whose crawl record another job of the site
-    moved meanwhile is computed again on that newer version (the listing and the fetch themselves stand)
-    and settled again."""
+def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease: Lease, done: set[str]) -> list[str]:
+    """Settles the outcomes with their crawl records (each URL settled added to ``done`` as it is); an outcome
+    whose crawl record another job of the site moved meanwhile is computed again on that newer version (the
+    listing and the fetch themselves stand) and settled again."""
     site = job.request.origin
     applied: list[str] = []
     outcomes = [_with_listing(o) for o in outcomes]
     for _ in range(STALE_ATTEMPTS):
         settled = ctx.store.finish_pages(job.job_id, outcomes, lease, site=site)
         applied += settled.applied
+        done.update(settled.applied)
         if not settled.stale:
             return applied
         stale = set(settled.stale)
@@ -354,8 +346,7 @@ async def _settle(
     except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
         return _excluded(ctx, record if exc.redirects else _untried(record), exc.explain(record.url))
     except Busy as busy:  # (its turn, its document's store): the page alone goes back, its try taken back
-        not_before = ctx.clock() + timedelta(seconds=give_back.delay(ctx))
-        return PageRetry(record.url, None, give_back.reason(busy), not_before, untried=True)
+        return give_back.page_retry(ctx, record.url, busy)
     except FetchError as exc:
         if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
             admission.observe(record.url, status=None, latency=0.0)

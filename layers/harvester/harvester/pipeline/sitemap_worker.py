@@ -52,7 +52,6 @@ from harvester.model.records import (
 )
 from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive
-from harvester.pipeline.completion import maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.listed_rows import first_listings
@@ -82,27 +81,24 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         return None
     url = normalize(task.url)
     store = ctx.store
-    if store.get_sitemap(job.job_id, url) is None:
+    registered = store.get_sitemap(job.job_id, url)
+    if registered is None:
         # Only a hand-made task names a sitemap nobody registered: register it so that it is counted.
-        store.add_sitemaps(
-            job.job_id,
-            [
-                SitemapRecord(
-                    url=url,
-                    origin=task.origin,
-                    depth=task.depth,
-                    ancestors=task.ancestors,
-                    discovered_at=ctx.clock(),
-                )
-            ],
+        registered = SitemapRecord(
+            url=url, origin=task.origin, depth=task.depth, ancestors=task.ancestors, discovered_at=ctx.clock()
         )
+        store.add_sitemaps(job.job_id, [registered])
     now = ctx.clock().timestamp()
     lease = Lease(token=uuid.uuid4().hex, until=now + ctx.settings.sitemap_lease_seconds)
-    record = store.claim_sitemap(job.job_id, url, lease, now=now)
+    try:
+        record = store.claim_sitemap(job.job_id, url, lease, now=now)
+    except Busy as busy:  # (the claim may have landed: given back by its lease, with the attempts it had)
+        give_back.sitemap(ctx, job, registered, lease, busy, attempts=registered.attempts)
+        return None
     if record is None:
         log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
         # (a delivery again of a step whose end of the job met a busy service: the end is looked at again)
-        _maybe_complete(ctx, job.job_id, task)
+        give_back.complete_or_resend(ctx, job.job_id, [task])
         return None
     reading: SitemapReading | None = None
     try:
@@ -122,20 +118,15 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
         return None
     except Busy as busy:  # our own infrastructure, not the site: the attempts stay as they were
-        give_back.sitemap(ctx, job, record, lease, busy, failed=reading.failed_tries if reading else 0)
+        failed = reading.failed_tries if reading else 0
+        give_back.sitemap(ctx, job, record, lease, busy, attempts=record.attempts - 1 + failed)
         return None
     if isinstance(outcome, Retry):
         delay = min(
             ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
             ctx.settings.retry_backoff_max_seconds,
         )
-        retry = outcome
-
-        def again() -> None:  # (the task sent whether or not this lease still held it: see give_back.sitemap)
-            store.release_sitemap(job.job_id, url, lease, error_message=retry.reason, attempts=retry.attempts)
-            ctx.queue.push([task_for(job.job_id, record)], delay_seconds=delay)
-
-        give_back.patiently(again)
+        give_back.release(ctx, job, record, lease, outcome.reason, attempts=outcome.attempts, after=delay)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
         return _as_stored(ctx, job.job_id, url)
     log.info(
@@ -147,7 +138,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             "error": outcome.error_message,
         },
     )
-    _maybe_complete(ctx, job.job_id, task)
+    give_back.complete_or_resend(ctx, job.job_id, [task])
     return _as_stored(ctx, job.job_id, url)
 
 
@@ -158,15 +149,6 @@ def _as_stored(ctx: StepContext, job_id: str, url: str) -> SitemapRecord | None:
         return ctx.store.get_sitemap(job_id, url)
     except Busy:
         return None
-
-
-def _maybe_complete(ctx: StepContext, job_id: str, task: SitemapTask) -> None:
-    """Ends the job if it is done; when a busy service keeps that from being known, the task is sent again,
-    and its delivery (the sitemap being final) looks again."""
-    try:
-        maybe_complete(ctx, job_id)
-    except Busy as busy:
-        give_back.tasks(ctx, [task], busy)
 
 
 class Retry(Struct, frozen=True):
@@ -480,12 +462,16 @@ class SitemapReading:
         with ExitStack() as stack:
             try:
                 document = stack.enter_context(self.ctx.documents.reader(prior.document_key))
+            except Busy:  # (our store, not the copy: the reading is given back)
+                raise
             except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
                 return self._unreadable_copy(prior, repr(exc))
             async with self.ctx.reading:
                 while not parser.finished:
                     try:
                         chunk = document.read(PARSE_CHUNK)
+                    except Busy:
+                        raise
                     except Exception as exc:  # (a stream broken off: S3's read timeout, a damaged file)
                         return self._unreadable_copy(prior, repr(exc))
                     if not chunk:

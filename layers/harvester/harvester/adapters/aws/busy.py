@@ -64,10 +64,14 @@ def error_code(parsed: Mapping[str, Any], context: Mapping[str, Any] | None = No
 
 
 def refused(parsed: Mapping[str, Any], context: Mapping[str, Any] | None = None) -> str | None:
-    """Why the answer refused the request without carrying it out, or None when it did not."""
+    """Why the answer refused the request without carrying it out, or None when it did not. (SQS's JSON
+    answers name their error twice, by shape and by its query-protocol code: either may say throttled.)"""
     code = error_code(parsed, context)
     if code in REFUSED:
         return code
+    query_code = parsed.get("Error", {}).get("QueryErrorCode")
+    if query_code in REFUSED:
+        return query_code
     if code == _CANCELLED:
         reasons = [r.get("Code") or "None" for r in parsed.get("CancellationReasons") or []]
         moments = [r for r in reasons if r in _REFUSED_REASONS]
@@ -95,13 +99,11 @@ def watch(client: Any, patience: Patience = PATIENCE) -> Any:
     def needs_retry(response: Any = None, attempts: int = 1, operation: Any = None, **_: Any) -> float | bool | None:
         # (first among the service's handlers: the first answer that is not None decides; None leaves the
         # decision to botocore's own retry handler)
-        if response is None:
-            return None
-        http, parsed = response
-        if http.status_code < 300 or refused(parsed) is None:
-            return None
-        wait = patience.backoff(attempts)
-        return False if wait is None else wait
+        if response is not None and response[0].status_code >= 300 and refused(response[1]) is not None:
+            wait = patience.backoff(attempts)
+            return False if wait is None else wait
+        # (not answered, or not refused: botocore's to decide, unless the step's time is up)
+        return False if patience.out_of_time() else None
 
     def after_call(http_response: Any, parsed: Mapping[str, Any], model: Any, context: Any = None, **_: Any) -> None:
         if http_response.status_code >= 300:

@@ -366,7 +366,15 @@ class DynamoStateStore:
         """
         item = self._get(job_id, sk)
         move = self._claim_move(job_id, item, model, lease, now) if item is not None else None
-        return move[0] if move is not None and self._conditional(move[1]) else None
+        return move[0] if move is not None and self._claimed(job_id, sk, move[1], lease) else None
+
+    def _claimed(self, job_id: str, sk: str, request: dict[str, Any], lease: Lease) -> bool:
+        """Whether a claim's conditional write landed: it did, or its condition failed on itself (an answer
+        lost to a timeout, the write sent again by botocore), which the item then held by ``lease`` tells."""
+        if self._conditional(request):
+            return True
+        item = self._get(job_id, sk)
+        return item is not None and item.get("lease_token", {}).get("S") == lease.token
 
     def _claim_move(
         self, job_id: str, item: dict[str, Any], model: type[Claimed], lease: Lease, now: float
@@ -588,7 +596,7 @@ class DynamoStateStore:
         sks = list(by_sk)
         for item in batch_get(self.client, self.table, [self._key(job_id, sk) for sk in sks]):
             move = self._claim_move(job_id, item, SitemapURL, lease, now)
-            if move is not None and self._conditional(move[1]):
+            if move is not None and self._claimed(job_id, item["sk"]["S"], move[1], lease):
                 claimed[item["sk"]["S"]] = move[0]
         return [claimed[sk] for sk in sks if sk in claimed]
 

@@ -251,7 +251,7 @@ def thread_loop() -> asyncio.AbstractEventLoop:
 
 
 #: What is logged when a step's message comes back because our own infrastructure stayed busy.
-BUSY = "our own infrastructure stayed busy; the message comes back"
+STAYED_BUSY = "our own infrastructure stayed busy; the message comes back"
 
 
 @contextlib.contextmanager
@@ -285,7 +285,9 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
     )
 
     logger = structured_logger()
-    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    # (a batch whose every record failed is reported as failures, not raised: a record given back because our
+    # own infrastructure stayed busy is no error of the invocation's)
+    processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
     async def record_handler(record: SQSRecord) -> None:
         runtime = current()
@@ -299,7 +301,7 @@ def sqs_handler(model: type[Model], step: Step[Model], *, dead_letter: str) -> H
             log.error("message refused", extra={"message_id": record.message_id, "reason": str(exc)})
             runtime.dead_letter(record, dead_letter_url, str(exc))
         except Busy as exc:  # (reported failed: the message comes back)
-            log.warning(BUSY, extra={"message_id": record.message_id, "reason": str(exc)})
+            log.warning(STAYED_BUSY, extra={"message_id": record.message_id, "reason": str(exc)})
             raise
 
     @logger.inject_lambda_context
@@ -347,7 +349,7 @@ def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_lette
         try:
             runtime.run(lambda engine: step(engine, messages))
         except Busy as exc:
-            log.warning(BUSY, extra={"records": len(records), "reason": str(exc)})
+            log.warning(STAYED_BUSY, extra={"records": len(records), "reason": str(exc)})
         except Exception:
             log.exception("batch failed; its messages come back", extra={"records": len(records)})
         else:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -219,6 +219,11 @@ def _applied(record: SitemapURL, state: Mapping[str, Any]) -> SitemapURL:
             "next_fetch_time": datetime.fromisoformat(when) if when else None,
         }
     )
+
+
+def _holds(states: Mapping[str, Any], lease: Lease, positions: Iterable[int]) -> bool:
+    """Whether ``lease`` holds the pages at ``positions`` of a batch's states (a claim that landed)."""
+    return all(states.get(str(i), {}).get("t") == lease.token for i in positions)
 
 
 def _state_of(record: SitemapURL, lease: Lease | None = None) -> dict[str, Any]:
@@ -569,9 +574,13 @@ class DynamoBatchStateStore(DynamoStateStore):
                     mine[url] = record
                 if not mine:
                     break
-                if self._conditional(self._state_update(job_id, bid, states, batch.version)):
+                landed = self._conditional(self._state_update(job_id, bid, states, batch.version))
+                fresh = None if landed else self._state(job_id, bid)
+                if landed or (fresh is not None and _holds(fresh[0], lease, (placed[url][1] for url in mine))):
+                    # (a write whose answer was lost, sent again by botocore, fails its condition on itself:
+                    # the states the lease holds say it landed)
                     claimed.update(mine)
-                    batch.states, batch.version = states, batch.version + 1
+                    batch.states, batch.version = (states, batch.version + 1) if landed else fresh  # type: ignore[misc]
                     with self._lock:
                         for url in mine:
                             self._placed[(lease.token, url)] = placed[url]
@@ -579,7 +588,6 @@ class DynamoBatchStateStore(DynamoStateStore):
                         self._keep(lease.token)
                     break
                 conflict_pause(min(attempt, 4))
-                fresh = self._state(job_id, bid)
                 if fresh is None:
                     break
                 batch.states, batch.version = fresh

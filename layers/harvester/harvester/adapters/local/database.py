@@ -11,6 +11,7 @@ import errno
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from harvester.patience import PATIENCE, Busy
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 10
-#: Seconds SQLite waits for another connection's lock before a write is refused (then raised as Busy).
+#: Seconds SQLite waits for another connection's lock before a write is refused; a write waits at most
+#: LOCK_WAIT_MAX in all (the patience's back-offs between), then it is raised as Busy.
 BUSY_TIMEOUT = 30.0
+LOCK_WAIT_MAX = 60.0
 CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
@@ -327,40 +330,40 @@ def select_in(db: sqlite3.Connection, sql: str, params: Sequence[Any], keys: Seq
 
 
 #: SQLite's words for a database another connection holds (SQLITE_BUSY, SQLITE_LOCKED): a moment's wait.
-_BUSY_MESSAGES = ("database is locked", "database table is locked", "database is busy")
+_LOCKED_MESSAGES = ("database is locked", "database table is locked", "database is busy")
 
 
-def busy(exc: BaseException) -> bool:
+def locked(exc: BaseException) -> bool:
     """Whether SQLite refused for another connection's lock (after its busy timeout), not for a fault."""
-    return isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _BUSY_MESSAGES)
+    return isinstance(exc, sqlite3.OperationalError) and any(m in str(exc) for m in _LOCKED_MESSAGES)
 
 
 class Transaction:
     """``with Transaction(conn):`` runs the block as one IMMEDIATE transaction (atomic on a crash).
 
     Another connection holding the file's write lock (a tool, a second program) is waited for by SQLite's
-    busy timeout, and then within the process's patience (``harvester.patience``), as a throttled AWS
-    service is; a lock held longer than that is raised as Busy: the step gives its work back without
-    spending the site's attempts."""
+    busy timeout, and then within the process's patience (``harvester.patience``) as a throttled AWS
+    service is, ``LOCK_WAIT_MAX`` in all; a lock held longer than that is raised as Busy: the step gives its
+    work back without spending the site's attempts."""
 
-    def __init__(self, conn: sqlite3.Connection, *, patient: bool = True) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, waits: bool = True) -> None:
         self.conn = conn
         #: False for a write with somewhere else to go at once (the queue's push, kept in memory) or that
         #: is asked again anyway (the queue's receive): Busy after SQLite's busy timeout alone.
-        self.patient = patient
+        self.waits = waits
 
     def __enter__(self) -> sqlite3.Connection:
-        tries = 0
+        tries, started = 0, time.monotonic()
         while True:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 return self.conn
             except sqlite3.OperationalError as exc:
-                if not busy(exc):
+                if not locked(exc):
                     raise
-                if not self.patient:
-                    raise Busy("sqlite", "BEGIN IMMEDIATE", str(exc)) from exc
                 tries += 1
+                if not self.waits or time.monotonic() - started >= LOCK_WAIT_MAX:
+                    raise Busy("sqlite", "BEGIN IMMEDIATE", str(exc)) from exc
                 PATIENCE.pause(tries, "sqlite", "BEGIN IMMEDIATE", str(exc))
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
@@ -370,7 +373,7 @@ class Transaction:
         try:
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as error:
-            if busy(error):  # (nothing of the block was kept: it is undone, and the caller tries again later)
+            if locked(error):  # (nothing of the block was kept: it is undone, and the caller tries again later)
                 self.conn.execute("ROLLBACK")
                 raise Busy("sqlite", "COMMIT", str(error)) from error
             raise
@@ -402,7 +405,7 @@ class Checkpointer:
 
     def _run(self) -> None:
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT)
         except sqlite3.Error as exc:
             log.warning("no checkpoints on a thread of their own", extra={"path": str(self.path), "error": str(exc)})
             return

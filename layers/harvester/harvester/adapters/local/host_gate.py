@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from harvester.adapters.local.database import Transaction
 from harvester.politeness import GateRules, HostState, MemoryHostGate
 
 
@@ -27,6 +28,8 @@ class SqliteHostGate(MemoryHostGate):
         saved = HostState(
             next_start=state.next_start, slowdown=state.slowdown, throttled=state.throttled, slowed_at=state.slowed_at
         )
-        self.conn.execute(
-            "INSERT OR REPLACE INTO hosts (host, body, updated_at) VALUES (?, ?, ?)", (host, saved.dumps(), time.time())
-        )
+        with Transaction(self.conn) as db:
+            db.execute(
+                "INSERT OR REPLACE INTO hosts (host, body, updated_at) VALUES (?, ?, ?)",
+                (host, saved.dumps(), time.time()),
+            )

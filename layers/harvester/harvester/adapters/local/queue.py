@@ -118,7 +118,7 @@ class SqliteTaskQueue:
             for m, delay in zip(messages, each_delay(messages, delay_seconds), strict=True)
         ]
         try:
-            with Transaction(self.conn, patient=False) as db:
+            with Transaction(self.conn, waits=False) as db:
                 db.executemany(
                     "INSERT INTO messages (queue, job_id, body, available_at, priority, host)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -178,7 +178,7 @@ class SqliteTaskQueue:
         """Nothing when SQLite does not answer (busy, I/O): a temporary problem is not the taker's to raise."""
         now = time.time()
         try:
-            with Transaction(self.conn, patient=False) as db:
+            with Transaction(self.conn, waits=False) as db:
                 taken = [_received(row) for row in db.execute(sql, (*params, now, limit))]
                 if taken:
                     db.execute(

@@ -53,8 +53,6 @@ DOCUMENTS = "documents"
 PAGE_BATCH = 8
 POLL_INTERVAL = 0.05
 PROGRESS_INTERVAL = 0.2
-#: When a task whose step met a busy state file comes back.
-BUSY_DELAY = 1.0
 
 
 class JobStuck(RuntimeError):
@@ -355,7 +353,8 @@ class LocalRunner:
                     running.remove(job_id)
                     dispatcher.forget(job_id)
                     continue
-                if not queue.holds(job_id) and dispatcher.busy[job_id] == 0:
+                ended = job.status.final and dispatcher.busy[job_id] == 0  # (its result unwritten: write it now)
+                if ended or (not queue.holds(job_id) and dispatcher.busy[job_id] == 0):
                     try:
                         resumed = engine.resume(job_id, force=True)
                     except Busy as exc:  # (the state file stayed locked: looked at again in a moment)
@@ -420,7 +419,8 @@ class LocalRunner:
             )
             for message in valid:
                 with contextlib.suppress(Busy):  # (still locked: it stays in flight, and comes back when that lapses)
-                    queue.release(message, delay_seconds=BUSY_DELAY, reason=str(exc), counted=False)
+                    delay = self.settings.busy_give_back_seconds
+                    queue.release(message, delay_seconds=delay, reason=str(exc), counted=False)
             return
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
             if (reason := storage_failure(exc)) is not None:  # ... but a full or damaged disk fails them all
