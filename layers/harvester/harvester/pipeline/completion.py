@@ -119,8 +119,9 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
 
 class ResultUnwritten(Busy):
     """The job ended, and its result could not be written: a service stayed busy. A step that meets this
-    looks again ``after`` seconds (``result_grace_seconds``), when the job's end no longer looks as though
-    its writer were at work; the scheduler's tick writes it too (``recovery.resume``)."""
+    looks again ``after`` seconds (``result_grace_seconds``): by then the step that ended the job has
+    stopped, and the result is the next step's to write (the scheduler's tick writes it too:
+    ``recovery.resume``)."""
 
     def __init__(self, busy: Busy, *, after: float) -> None:
         super().__init__(busy.service, busy.operation, f"the job's result is not written: {busy.reason}")

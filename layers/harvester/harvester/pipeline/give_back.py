@@ -92,21 +92,27 @@ def pages(
     again goes back as ``decided`` says (that try counted); the others with their claim's try taken back
     (``retry_pages`` moves only what the lease holds: a claim that met the busy service may or may not have
     landed). Returns the URLs sent again."""
-    again = [task.model_copy(update={"url": url}) for url, task in tasks.items()]
+    retries = [decided.get(url) or page_retry(ctx, url, busy) for url in tasks]
 
     def back() -> None:
-        retries = [decided.get(url) or page_retry(ctx, url, busy) for url in tasks]
         if retries:
             ctx.store.retry_pages(job.job_id, retries, lease)
         now = ctx.clock()
+        again = [task_again(tasks[r.url], r) for r in retries]
         ctx.queue.push(again, delay_seconds=[queue_delay((r.not_before - now).total_seconds()) for r in retries])
 
     patiently(back)
     log.warning(
         "pages given back: our own infrastructure stayed busy",
-        extra={"job_id": job.job_id, "pages": len(again), "reason": str(busy)},
+        extra={"job_id": job.job_id, "pages": len(retries), "reason": str(busy)},
     )
     return list(tasks)
+
+
+def task_again(task: PageTask, retry: PageRetry) -> PageTask:
+    """The task of a page sent back to be tried again: its URL as the retry names it, its retries so far."""
+    attempt = task.attempt if retry.retries is None else retry.retries
+    return task.model_copy(update={"url": retry.url, "attempt": attempt})
 
 
 def tasks(ctx: StepContext, again: Sequence[PageTask | SitemapTask], busy: Busy) -> None:

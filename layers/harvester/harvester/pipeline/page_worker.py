@@ -197,16 +197,10 @@ async def _fetch_and_settle(
         again = [r for r in retries if r.url in retried]
         _send_back(
             ctx,
-            [(_again(by_url[r.url], r), r.not_before.timestamp()) for r in again],
+            [(give_back.task_again(by_url[r.url], r), r.not_before.timestamp()) for r in again],
         )
         done.update(r.url for r in again)
         result.retried.extend(r.url for r in again)
-
-
-def _again(task: PageTask, retry: PageRetry) -> PageTask:
-    """The task of a page sent back to be tried again, with its retries so far."""
-    attempt = task.attempt if retry.retries is None else retry.retries
-    return task.model_copy(update={"url": retry.url, "attempt": attempt})
 
 
 def _send_back(ctx: StepContext, tasks: Sequence[tuple[PageTask, float]]) -> None:

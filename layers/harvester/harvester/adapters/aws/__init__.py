@@ -23,12 +23,11 @@ from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import PAGES_PER_MESSAGE
 
-# Standard retry mode tries a request that was not answered (a 5xx, a timeout) again; what a busy service
-# refuses is waited out within the step's patience instead (adapters.aws.busy), and the adaptive client-side
-# rate limiter is not worth it here.
-# Every request names Harvester (``app/harvester`` in its User-Agent, as CloudTrail shows it). A request
-# not answered within the timeouts is tried again (botocore's default read timeout, 60 s, is a page
-# function's whole invocation).
+# Standard retry mode tries a request that was not answered (a 5xx, no answer within the connect or read
+# timeout: botocore's default read timeout, 60 s, is a page function's whole invocation) again; what a busy
+# service refuses is waited out within the step's patience instead (adapters.aws.busy); the adaptive
+# client-side rate limiter is not worth it here. Every request names Harvester (``app/harvester`` in its
+# User-Agent, as CloudTrail shows it).
 BOTO_CONFIG = Config(
     retries={"max_attempts": 8, "mode": "standard"},
     max_pool_connections=50,

@@ -28,6 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from botocore.exceptions import ClientError
+
 from harvester.adapters.aws.crawl import url_put
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.page_body import pack, unpack
@@ -366,15 +368,19 @@ class DynamoStateStore:
         """
         item = self._get(job_id, sk)
         move = self._claim_move(job_id, item, model, lease, now) if item is not None else None
-        return move[0] if move is not None and self._claimed(job_id, sk, move[1], lease) else None
+        return move[0] if move is not None and self._claimed(move[1], lease) else None
 
-    def _claimed(self, job_id: str, sk: str, request: dict[str, Any], lease: Lease) -> bool:
+    def _claimed(self, request: dict[str, Any], lease: Lease) -> bool:
         """Whether a claim's conditional write landed: it did, or its condition failed on itself (an answer
-        lost to a timeout, the write sent again by botocore), which the item then held by ``lease`` tells."""
-        if self._conditional(request):
-            return True
-        item = self._get(job_id, sk)
-        return item is not None and item.get("lease_token", {}).get("S") == lease.token
+        lost to a timeout, the write sent again by botocore), which the item the refusal returns, held by
+        ``lease``, tells."""
+        try:
+            self.client.update_item(**request["Update"], ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return exc.response.get("Item", {}).get("lease_token", {}).get("S") == lease.token
+        return True
 
     def _claim_move(
         self, job_id: str, item: dict[str, Any], model: type[Claimed], lease: Lease, now: float
@@ -596,7 +602,7 @@ class DynamoStateStore:
         sks = list(by_sk)
         for item in batch_get(self.client, self.table, [self._key(job_id, sk) for sk in sks]):
             move = self._claim_move(job_id, item, SitemapURL, lease, now)
-            if move is not None and self._claimed(job_id, item["sk"]["S"], move[1], lease):
+            if move is not None and self._claimed(move[1], lease):
                 claimed[item["sk"]["S"]] = move[0]
         return [claimed[sk] for sk in sks if sk in claimed]
 

@@ -417,9 +417,9 @@ class LocalRunner:
             log.warning(
                 "task handed back: the state file stayed busy", extra={"queue": valid[0].queue, "error": str(exc)}
             )
+            delay = self.settings.busy_give_back_seconds
             for message in valid:
                 with contextlib.suppress(Busy):  # (still locked: it stays in flight, and comes back when that lapses)
-                    delay = self.settings.busy_give_back_seconds
                     queue.release(message, delay_seconds=delay, reason=str(exc), counted=False)
             return
         except Exception as exc:  # one failing task must not stop the crawl: it is retried, then dead-lettered
