@@ -727,6 +727,11 @@ def figures(layouts: list[Layout]) -> dict[str, dict[str, dict[str, float]]]:
                 "pages": crawl.pages,
                 "requests_per_page": sum(requests_by_operation(crawl).values()) / crawl.pages,
                 "dollars_per_million_pages": sum(costs(crawl).values()) / crawl.pages * 1e6,
+                "untimed_dollars_per_million_pages": sum(
+                    dollars for line, dollars in costs(crawl).items() if line != "Lambda compute"
+                )
+                / crawl.pages
+                * 1e6,
                 "write_units_per_page": crawl.tally.unit("WRU") / crawl.pages,
                 "index_write_units_per_page": crawl.tally.unit("WRU index") / crawl.pages,
                 "s3_puts_per_page": crawl.tally.unit("S3 PUT") / crawl.pages,

@@ -118,7 +118,8 @@ def run_side_by_side(
     timeout: float = 120.0,
 ) -> list[ContainerRun]:
     """Polls each function's queue from as many processes as ``containers`` says (function logical id ->
-    containers) until ``until()`` is true (checked here), then stops them; returns every invocation. Raises
+    containers), every one starting to poll once all have made their cold starts, until ``until()`` is true
+    (checked here), then stops them; returns every invocation. Raises
     if a handler raised or ``until`` was not reached in ``timeout`` seconds (with what the containers
     printed)."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -148,6 +149,11 @@ def run_side_by_side(
                 processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + timeout
         try:
+            while not all(Path(f"{log}.ready").exists() for log in logs):
+                if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
+                    break  # (said below, with what the containers printed)
+                time.sleep(_CHECK)
+            (work / "go").touch()
             while not until():
                 dead = [p for p in processes if p.poll() is not None]
                 if dead or time.monotonic() > deadline:

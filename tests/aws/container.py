@@ -3,8 +3,11 @@ tests/aws/concurrent.py), against moto served over HTTP (``AWS_ENDPOINT_URL``), 
 
     python -m tests.aws.container STACK_JSON FUNCTION STOP_FILE LOG_FILE
 
-Each invocation is appended to LOG_FILE as a line of JSON (start, duration, records, the traceback if the
-handler raised), for the test to check what ran when.
+The container makes its cold start, then writes LOG_FILE's ``.ready`` file and polls only once the stop
+file's folder holds a ``go`` file: every container of a run starts polling at once, as Lambda's pollers are
+already polling when messages arrive (otherwise the first to finish its imports takes the work waiting,
+whatever its queue). Each invocation is appended to LOG_FILE as a line of JSON (start, duration, records,
+the traceback if the handler raised), for the test to check what ran when.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
     poller = LambdaPoller(stack)
     poller.handler(function_logical_id)  # the cold start
     stop = Path(stop_file)
+    Path(log_file + ".ready").touch()
+    while not (stop.parent / "go").exists() and not stop.exists():
+        time.sleep(0.005)
     written = 0
     with open(log_file, "a") as log:
         while not stop.exists():

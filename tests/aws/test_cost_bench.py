@@ -81,7 +81,12 @@ def test_keeping_crawl_records_a_batch_at_a_time_takes_a_fetched_pages_own_write
 
 def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages():
     """Issue 11's targets, on the defaults (``StateLayout=pointers``, WARC output), at a size where a page's
-    own costs outweigh a job's fixed ones (1,000 pages: a 40-page job's fixed costs are $6 a million)."""
+    own costs outweigh a job's fixed ones (1,000 pages: a 40-page job's fixed costs are $6 a million).
+
+    What is billed per request and per unit is counted, so it is held here: within $1.80 a million pages,
+    which leaves $0.20 of the $2 to Lambda compute (24 ms of the 512 MB page function a page). Compute is
+    timed on the machine that runs the bench (moto and the site answering in process), so it is the
+    bench's figure to print, not a test's to hold."""
     run = subprocess.run(
         [sys.executable, str(REPO / "bench" / "aws_cost.py"), "--pages", "1000", "--layout", "pointers", "--json"],
         capture_output=True,
@@ -92,5 +97,5 @@ def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages():
     assert run.returncode == 0, run.stderr[-3000:]
     first = json.loads(run.stdout.strip().splitlines()[-1])["WARC, pointers"]["first crawl"]
     assert first["pages"] == 1000
-    assert first["dollars_per_million_pages"] <= 2.0
+    assert first["untimed_dollars_per_million_pages"] <= 1.8
     assert first["requests_per_page"] <= 2.5
