@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BUILD := build
 
-.PHONY: demo test lint check-template unit install bench clean
+.PHONY: demo test test-fast lint install bench clean
 
 $(STAMP): pyproject.toml layers/harvester/requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Harvester needs Python 3.11+, found " + sys.version'
@@ -35,6 +35,12 @@ lint: $(STAMP)
 ## test: set-up, lint, then every test
 test: lint
 	$(BIN)/python -m pytest
+
+## test-fast: the edit loop's tests: unit tests and the contract tests on the local backend (no moto, no
+## crawls end to end, no kill-after-every-write runs); `make test` runs every test
+FAST := tests/engine tests/sitemap tests/fetch tests/archive tests/contract tests/template tests/politeness/test_gate.py
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -k "not aws" --ignore=tests/engine/test_faults.py $(FAST)
 
 ## bench: the performance scripts of bench/ (figures and ratios against named baselines); installs the
 ## `bench` extra (the parsers bench/parser.py compares against) the first time and whenever pyproject.toml changes

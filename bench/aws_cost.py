@@ -6,7 +6,7 @@ batching work that is to meet them needs a figure to start from, the same figure
 and a map of where the requests come from. This script is that figure: it counts what a crawl costs, it
 changes nothing in the engine.
 
-    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json] [--layout pointers ...] [--collect]
+    python bench/aws_cost.py [--pages 1000] [--where] [--top 6] [--json] [--output warc ...] [--collect]
 
 What runs: a demo site of ``--pages`` pages (harvester.demo.live.LiveSite, served on 127.0.0.1) is crawled
 twice through the AWS path of bench/_aws_path.py (template.yaml translated with samtranslator and created in
@@ -15,14 +15,9 @@ every page, and a re-crawl of the unchanged site, which fetches nothing (with ``
 re-crawl whose end deletes the first crawl's crawl batches no pointer names any more: what keeping the crawl
 database's storage bounded costs). Every AWS request is seen at
 botocore's ``_make_api_call`` and counted by service and operation; each is also weighed in the units AWS
-bills, and those units are priced with ``PRICES`` below. The layout issue 11 started from, one S3 object per
-page (``--output files``) and an item per URL for the job's state (``StateLayout=items``), is the named
-baseline "loose objects (today)"; ``item_layout`` crawls the same site with one WARC object (and its CDXJ)
-per page batch but the state still an item per URL, ``batched_layout`` with WARC and the state kept a listed
-batch at a time (``StateLayout=batches``, adapters/aws/page_batches.py), and ``pointer_layout`` with the
-defaults, the batch layout whose per-URL marks are the crawl database's pointers and whose crawl records are
-kept a batch at a time too (``StateLayout=pointers``, adapters/aws/page_pointers.py); their columns are
-printed beside it (``--layout`` picks some).
+bills, and those units are priced with ``PRICES`` below. The named baseline, "loose objects", stores one S3
+object per page (``--output files``); "WARC", the default, one WARC object (and its CDXJ) per page batch; both
+keep the state as template.yaml's stack does (adapters/aws/dynamodb.py). ``--output`` picks one.
 
 Denominators: the first crawl's figures are per fetched page (the site's page requests answered 200), the
 re-crawl's per listed page (it fetches none). The request target counts every billed request: the handlers'
@@ -519,41 +514,26 @@ NO_SPACING = 0.00001
 
 
 def loose_objects(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
-    """The baseline layout, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
+    """The baseline, one S3 object per page (``--output files``): a first crawl and a re-crawl of the
     unchanged site."""
-    return _layout("loose objects (today)", "files", pages, where=where, delay=delay, collect=collect, state="items")
+    return _layout("loose objects", "files", pages, where=where, delay=delay, collect=collect)
 
 
-def item_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
-    """WARC per page batch with the job's state kept an item per URL (``StateLayout=items``, the default before
-    page batches): what the state layout alone changes."""
-    return _layout("WARC, item per URL", "warc", pages, where=where, delay=delay, collect=collect, state="items")
+def warc_output(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
+    """The defaults (``--output warc``): each page batch's captures in one WARC object and its CDXJ."""
+    return _layout("WARC", "warc", pages, where=where, delay=delay, collect=collect)
 
 
-def batched_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
-    """The batched layout (``--output warc``, ``StateLayout=batches``): each page batch's captures in one WARC
-    object, the job's state of its pages in a few items, a mark and a crawl record per URL."""
-    return _layout("WARC per batch", "warc", pages, where=where, delay=delay, collect=collect, state="batches")
+#: The outputs by their ``--output`` names, in the order they are printed.
+LAYOUTS = {"files": loose_objects, "warc": warc_output}
 
 
-def pointer_layout(pages: int, *, where: bool, delay: float = NO_SPACING, collect: bool = False) -> Layout:
-    """The batched layout with each URL's mark its pointer in the crawl database (``StateLayout=pointers``): the
-    crawl records kept a listed batch at a time too."""
-    return _layout("WARC, pointers", "warc", pages, where=where, delay=delay, collect=collect, state="pointers")
-
-
-#: The layouts by their ``--layout`` names, in the order they are printed.
-LAYOUTS = {"loose": loose_objects, "items": item_layout, "batches": batched_layout, "pointers": pointer_layout}
-
-
-def _layout(
-    name: str, output: str, pages: int, *, where: bool, delay: float, state: str = "batches", collect: bool = False
-) -> Layout:
+def _layout(name: str, output: str, pages: int, *, where: bool, delay: float, collect: bool = False) -> Layout:
     from harvester.model.messages import JobRequest, Output
 
     crawls = []
     site_serving = LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving()
-    with site_serving as site, aws_path({"StateLayout": state}) as aws:
+    with site_serving as site, aws_path() as aws:
         meter = Meter(aws, where=where)
         aws.requests.observer = meter
         timed_handlers(aws, meter)
@@ -618,7 +598,7 @@ def report(layouts: list[Layout], pages: int, *, where: bool, top: int, delay: f
     )
     print(f"Prices: us-east-1 list prices as of {PRICES_AS_OF} (PRICES in this script)")
     print(f"The job's rate_limit_delay: {delay:g} s between requests to the host\n")
-    line("layout", [layout.name[: width - 1] for layout, _ in columns])
+    line("output", [layout.name[: width - 1] for layout, _ in columns])
     line("crawl", [c.name for _, c in columns])
     line("pages (the denominator)", [c.per for _, c in columns])
     line("wall time in moto", [f"{c.seconds:.1f} s" for _, c in columns])
@@ -759,10 +739,10 @@ def main() -> None:
         " work itself; a polite crawl's pages wait for their host's turns, and what a wait costs shows here)",
     )
     parser.add_argument(
-        "--layout",
+        "--output",
         action="append",
         choices=list(LAYOUTS),
-        help="only this layout (repeatable; default: all four, the baseline first)",
+        help="only this output (repeatable; default: both, the baseline first)",
     )
     parser.add_argument(
         "--collect",
@@ -773,7 +753,7 @@ def main() -> None:
     args = parser.parse_args()
     layouts = [
         LAYOUTS[name](args.pages, where=args.where, delay=args.delay, collect=args.collect)
-        for name in args.layout or LAYOUTS
+        for name in args.output or LAYOUTS
     ]
     if args.json:
         print(json.dumps(figures(layouts)))

@@ -79,7 +79,7 @@ def patience(monkeypatch: pytest.MonkeyPatch) -> Iterator[Patience]:
 def test_a_transaction_cancelled_by_conflicts_is_sent_again_until_it_lands(patience):
     dynamodb = client("dynamodb", patience)
     sent = Answers(dynamodb, cancelled("None", "TransactionConflict"), cancelled("TransactionConflict", "None"))
-    DynamoStateStore(dynamodb, "t")._transact(ITEMS)
+    DynamoStateStore(dynamodb, "t").jobs.transact(ITEMS)
     assert sent.sent == 3
 
 
@@ -87,7 +87,7 @@ def test_a_failed_condition_is_not_sent_again(patience):
     dynamodb = client("dynamodb", patience)
     sent = Answers(dynamodb, cancelled("ConditionalCheckFailed", "TransactionConflict"))
     with pytest.raises(TransactionFailed) as failure:
-        DynamoStateStore(dynamodb, "t")._transact(ITEMS)
+        DynamoStateStore(dynamodb, "t").jobs.transact(ITEMS)
     assert failure.value.failed_conditions(2) == {0} and sent.sent == 1
 
 

@@ -40,7 +40,7 @@ def batches_by_job(aws: AwsAdapters) -> Counter[str]:
     """The site's crawl batch items (listed and settled) by job."""
     found: Counter[str] = Counter()
     for shard in "0123456789abcdef":
-        for item in aws.store._query(
+        for item in aws.store.jobs.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :cb)",
             ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}, ":cb": {"S": "CB#"}},
         ):
@@ -109,7 +109,7 @@ def test_the_batches_of_a_job_not_over_are_kept(aws: AwsAdapters) -> None:
     k, other = Container(aws), Container(aws)
     job_k = new_job(k, "job-k")
     stalled = Ref(job_k, "dead0000dead0000")
-    assert k.store._put_pointer(SITE, stalled, "sm", url(1), None)
+    assert k.store.listing.put_pointer(SITE, stalled, "sm", url(1), None)
     crawl_job(other, "job-l", [1])
     assert "tomb" in aws.store.client.get_item(TableName=aws.store.table, Key=batch_key(SITE, stalled))["Item"]
     assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job_k) == 0

@@ -1,6 +1,6 @@
-"""What the DynamoDB state store batches, and that batching keeps each move exactly once (issue 11, "Cost,
-measured"): the requests a move makes are counted at botocore, and a competing writer is slipped in between
-a batch's read and its write."""
+"""The DynamoDB state store's moves of a listed batch's pages, each exactly once: the requests a move makes
+are seen at botocore, refused answers are injected, and a competing writer is slipped in between a batch's
+read and its write."""
 
 from __future__ import annotations
 
@@ -8,16 +8,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 from msgspec.structs import replace
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.crawl import URL_SHARDS, DynamoCrawlDatabase, url_item_key
+from harvester.adapters.aws.crawl import URL_SHARDS, DynamoCrawlDatabase
+from harvester.adapters.aws.crawl_pointers import pointer_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.crawl import WarcLocation
+from harvester.model.messages import PageTask, Unprocessable
 from harvester.model.records import UrlStatus, body_of
+from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import PATIENCE, Busy
-from harvester.ports import Lease, PageOutcome, PageRetry
 from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, in_process
 from tests.contract.test_crawl_database import crawl_record
 from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
@@ -45,10 +48,7 @@ class Store:
 @pytest.fixture
 def aws(deployed_stack: Any) -> Store:
     stack, _ = deployed_stack
-    # The item-per-URL layout's batching (jobs created before the batch layout keep it); the batch
-    # layout's requests: test_page_batches.py.
-    environment = {**stack.function("PageFunction").environment, "HARVEST_STATE_LAYOUT": "items"}
-    return Store(AwsAdapters.from_env(environment).store)
+    return Store(AwsAdapters.from_env(stack.function("PageFunction").environment).store)
 
 
 class Backend:  # (what the contract's helpers need of a backend)
@@ -56,8 +56,11 @@ class Backend:  # (what the contract's helpers need of a backend)
         self.store = store
 
 
-def recorded(aws: Store, n_pages: int) -> tuple[str, list[str]]:
-    """A job with ``n_pages`` pending pages, and their URLs; the requests counted from here on."""
+def recorded(aws: Store, n_pages: int, *, per_batch: int | None = None) -> tuple[str, list[str]]:
+    """A job with ``n_pages`` pending pages (listed ``per_batch`` a batch), and their URLs; the requests
+    counted from here on."""
+    if per_batch is not None:
+        aws.store.listing.record_batch = per_batch
     backend = Backend(aws.store)
     job_id = new_job(backend)
     claimed_sitemap(backend, job_id)
@@ -79,8 +82,8 @@ def index_entries(aws: Store, job_id: str) -> list[str]:
 
 
 def test_pages_stay_out_of_the_open_index_and_a_resume_still_finds_them(aws):
-    """An index entry per page cost 3 write units a fetched page (added, rewritten at the claim, removed): a
-    resume reads the job's partition for its open pages instead, and finds each in every state."""
+    """The open index lists a job's open sitemaps only (an entry a page would cost write units at each of its
+    moves): a resume reads the job's batches for its open pages, and finds each in every state."""
     job_id, urls = recorded(aws, 4)
     assert index_entries(aws, job_id) == [f"SITEMAP#{sitemap(1).key}"]
     pending = {p.url for p in aws.store.pages(job_id, status=UrlStatus.PENDING)}
@@ -98,42 +101,10 @@ def test_pages_stay_out_of_the_open_index_and_a_resume_still_finds_them(aws):
     assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[1:]
 
 
-def test_a_batchs_retries_are_one_read_and_one_write_and_a_page_leased_elsewhere_is_left_out(aws):
-    """Each retry was a GetItem and a transaction of its own (a batch whose pages waited for their host's turn
-    sent each back so)."""
-    job_id, urls = recorded(aws, 6)
-    aws.store.claim_pages(job_id, urls[:5], lease("w"), now=NOW)
-    aws.store.claim_pages(job_id, urls[5:], lease("other"), now=NOW)
-    aws.calls.clear()
-    retries = [PageRetry(url, retries=1, error_message="503", not_before=T0) for url in urls + urls[:1]]
-    assert aws.store.retry_pages(job_id, retries, lease("w")) == urls[:5]
-    assert aws.calls == {"BatchGetItem": 1, "TransactWriteItems": 2}  # (the second without the page leased elsewhere)
-    pending = {p.url: p for p in aws.store.pages(job_id, status=UrlStatus.PENDING)}
-    assert set(pending) == set(urls[:5]) and all(p.retries == 1 for p in pending.values())
-    assert aws.store.get_page(job_id, urls[5]).status is UrlStatus.PROCESSING
-
-
-def test_a_batch_is_read_once_and_each_page_claimed_by_one_plain_conditional_write(aws):
-    """A transaction bills each write twice and a claim needs no other write beside it: one BatchGetItem for
-    the batch, then one conditional UpdateItem a claimable page (no transaction)."""
-    job_id, urls = recorded(aws, 10)
-    claimed = aws.store.claim_pages(job_id, urls + urls[:3], lease("w1"), now=NOW)
-    assert [p.url for p in claimed] == urls and all(p.attempts == 1 for p in claimed)
-    assert aws.calls == {"BatchGetItem": 1, "UpdateItem": 10}
-
-
-def test_a_page_claimed_elsewhere_costs_no_write(aws):
-    job_id, urls = recorded(aws, 3)
-    aws.store.claim_pages(job_id, urls[1:], lease("w1"), now=NOW)
-    aws.calls.clear()
-    assert [p.url for p in aws.store.claim_pages(job_id, urls, lease("w2"), now=NOW)] == urls[:1]
-    assert aws.calls == {"BatchGetItem": 1, "UpdateItem": 1}
-
-
 def test_a_claim_refused_because_a_transaction_holds_its_item_is_tried_again(aws):
     """A single write to an item a transaction is changing is refused (TransactionConflictException), and
-    botocore does not retry that: the claim is tried again (adapters.aws.busy), not raised with the batch's
-    other claims made."""
+    botocore does not retry that: the claim (its batch's states, one write) is tried again
+    (adapters.aws.busy), not raised."""
     job_id, urls = recorded(aws, 3)
 
     def twice(call: Call, tries: int) -> bool:  # (the first claim, twice)
@@ -147,12 +118,12 @@ def test_a_claim_refused_because_a_transaction_holds_its_item_is_tried_again(aws
 
 
 def test_claims_that_stay_refused_are_busy_and_the_ones_made_are_the_leases(aws, monkeypatch):
-    """A claim refused past the step's patience raises Busy; the claims that landed before it are the
-    lease's (the page step gives them back by that lease: give_back.pages)."""
-    job_id, urls = recorded(aws, 3)
+    """A claim refused past the step's patience raises Busy; the claims that landed before it (the pages of
+    the batches before) are the lease's (the page step gives them back by that lease: give_back.pages)."""
+    job_id, urls = recorded(aws, 3, per_batch=1)
     monkeypatch.setattr(PATIENCE, "cap", 0.001)
 
-    def third(call: Call, tries: int) -> bool:  # (the third claim, always)
+    def third(call: Call, tries: int) -> bool:  # (the third batch's claim, always)
         return call.operation == "UpdateItem" and faults.answered[("dynamodb", "UpdateItem")] >= 2
 
     with in_process(Faults(third)) as faults, PATIENCE.until(3.2), pytest.raises(Busy):
@@ -166,8 +137,8 @@ def test_claims_that_stay_refused_are_busy_and_the_ones_made_are_the_leases(aws,
 
 @pytest.mark.parametrize("competitor", ["claims", "settles"])
 def test_a_page_taken_between_the_read_and_the_write_is_left_to_its_taker(aws, competitor):
-    """Another worker claims (or settles) one page of the batch after the batch was read: that page's
-    conditional write fails, and the others are claimed, each once."""
+    """Another worker claims (or settles) one page of the batch after the batch was read: the batch's states
+    moved, so they are read again, and the others are claimed, each once."""
     job_id, urls = recorded(aws, 5)
     other = Lease(token="w2", until=NOW + 60)
 
@@ -193,6 +164,8 @@ SITE = "https://www.example.com"
 
 def value_size(value: dict[str, Any]) -> int:
     raw = next(iter(value.values()))
+    if isinstance(raw, list):  # (a string set)
+        return sum(len(member.encode()) for member in raw)
     return len(raw) if isinstance(raw, bytes) else len(raw.encode())
 
 
@@ -212,10 +185,10 @@ ARCHIVED = WarcLocation(
 
 
 @pytest.mark.parametrize("warc", [None, ARCHIVED], ids=["loose document", "WARC record"])
-def test_a_fetched_pages_items_stay_within_one_write_unit_and_read_back_whole(aws, warc):
-    """A fetched page's job record and crawl record, long URL and WARC location included, each cost one
-    write unit: the job record's snapshot keeps only what differs (page_body.py) and bodies are stored
-    deflated (item_body.py). Whole and plain, the job record took 1,336+ bytes, two units a write."""
+def test_a_fetched_pages_pointer_stays_within_one_write_unit_and_its_records_read_back_whole(aws, warc):
+    """A page's one write of its own, its pointer, long URL included, costs one write unit (its records go
+    in its batch's items, deflated: item_body.py), and its job and crawl records, WARC location included,
+    read back whole."""
     from tests.aws.test_page_body import JOB, fetched_with_record, listed_page
 
     backend = Backend(aws.store)
@@ -232,40 +205,51 @@ def test_a_fetched_pages_items_stay_within_one_write_unit_and_read_back_whole(aw
     done, crawl = fetched_with_record(claimed, warc=warc)
     outcome = PageOutcome(done, crawl=crawl)
     assert aws.store.finish_pages(JOB, [outcome], lease("w"), site=SITE).applied == [listed.url]
-    key = {"pk": {"S": f"JOB#{JOB}"}, "sk": {"S": f"URL#{listed.key}"}}
-    item = aws.store.client.get_item(TableName=aws.store.table, Key=key)["Item"]
-    assert item_size(item) < 1024 < item_size(item) - value_size(item["body"]) + len(body_of(done))
-    record = aws.store.client.get_item(TableName=aws.store.table, Key=url_item_key(SITE, listed.url))["Item"]
-    assert item_size(record) < 1024
+    pointer = aws.store.client.get_item(TableName=aws.store.table, Key=pointer_key(SITE, listed.url))["Item"]
+    assert item_size(pointer) < 1024
     assert aws.store.get_page(JOB, listed.url) == done
     assert list(aws.store.pages(JOB)) == [done] and list(aws.store.page_bodies(JOB)) == [body_of(done)]
-    assert DynamoCrawlDatabase(aws.store.client, aws.store.table).get_urls(SITE, [listed.url]) == {listed.url: crawl}
+    (read,) = DynamoCrawlDatabase(aws.store.client, aws.store.table).get_urls(SITE, [listed.url]).values()
+    assert replace(read, version=crawl.version) == crawl  # (a record's version is its pointer's: written once)
 
 
-def test_a_job_record_stored_whole_by_the_previous_version_is_claimed_and_read(aws):
-    from tests.aws.test_page_body import JOB, fetched, listed_page
-
+def test_a_job_of_an_earlier_page_layout_is_refused_with_the_reason(aws):
+    """A job whose item names another page layout (or none: an item per URL) was started by an earlier
+    version: its steps are refused with a reason that says what to do, and it is left out of the active
+    jobs, so that the scheduler's pass over them goes on."""
     backend = Backend(aws.store)
-    new_job(backend, JOB)
-    listed = listed_page()
-    whole = {
-        "pk": {"S": f"JOB#{JOB}"},
-        "sk": {"S": f"URL#{listed.key}"},
-        "body": {"S": body_of(listed)},
-        "status": {"S": "pending"},
-        "lease_until": {"N": "0"},
-        "version": {"N": "1"},
-        "open_pk": {"S": f"OPEN#{JOB}"},
-    }
-    aws.store.client.put_item(TableName=aws.store.table, Item=whole)
-    assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PENDING)] == [listed.url]
-    (claimed,) = aws.store.claim_pages(JOB, [listed.url], lease("w"), now=NOW)
-    assert index_entries(aws, JOB) == []  # (an entry it had leaves the index at its first move)
-    assert [p.url for p in aws.store.pages(JOB, status=UrlStatus.PROCESSING)] == [listed.url]
-    assert claimed == listed.model_copy(update={"status": UrlStatus.PROCESSING, "attempts": 1})
-    done = fetched(claimed)
-    assert aws.store.finish_pages(JOB, [PageOutcome(done)], lease("w")).applied == [listed.url]
-    assert aws.store.get_page(JOB, listed.url) == done
+    job_id = new_job(backend)
+    key = {"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}}
+    for old in ("batches", None):
+        update = "SET layout = :old" if old else "REMOVE layout"
+        values = {"ExpressionAttributeValues": {":old": {"S": old}}} if old else {}
+        aws.store.client.update_item(TableName=aws.store.table, Key=key, UpdateExpression=update, **values)
+        with pytest.raises(Unprocessable, match=f"job {job_id} keeps its pages in the '{old or 'items'}' state layout"):
+            aws.store.get_job(job_id)
+        with pytest.raises(Unprocessable, match="crawl the site again as a new job"):
+            aws.store.snapshot(job_id)
+        assert job_id not in [job.job_id for job in aws.store.active_jobs()]
+
+
+def test_a_page_of_a_job_of_an_earlier_page_layout_is_dead_lettered_with_the_reason(deployed_stack, aws):
+    """As the page function runs it: the message is refused at once (not retried until the queue gives up)."""
+    stack, poller = deployed_stack
+    job_id = new_job(Backend(aws.store))
+    aws.store.client.update_item(
+        TableName=aws.store.table,
+        Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}},
+        UpdateExpression="REMOVE layout",
+    )
+    sqs = boto3.client("sqs")
+    task = PageTask(job_id=job_id, url=page(1).url, sitemap=sitemap(1).url)
+    sqs.send_message(QueueUrl=stack.queue_url("PageQueue"), MessageBody=body_of(task))
+    assert poller.poll_once("PageFunction") == 1
+    assert poller.queue_depth("PageQueue").total == 0
+    (dead,) = sqs.receive_message(
+        QueueUrl=stack.queue_url("PageDeadLetterQueue"), MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    reason = dead["MessageAttributes"]["HarvestError"]["StringValue"]
+    assert f"job {job_id} keeps its pages in the 'items' state layout of an earlier Harvester" in reason
 
 
 def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_with_some_by_one(deployed_stack):
@@ -280,7 +264,7 @@ def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_wit
     assert calls == ["before-call.dynamodb.Query"] * 16
     record = crawl_record(page(1).url)
     assert crawldb.put_urls("https://known.example", [record]) == []
-    shard = url_item_key("https://known.example", record.url)["pk"]["S"][-1]
+    shard = pointer_key("https://known.example", record.url)["pk"]["S"][-1]
     calls.clear()
     assert crawldb.count_urls("https://known.example") is None
     assert len(calls) == URL_SHARDS.index(shard) + 1

@@ -295,7 +295,6 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_RETENTION_DAYS": "30",
         "HARVEST_HOST_MAX_IN_FLIGHT": "8",
         "HARVEST_PAGE_BATCH_SIZE": "50",
-        "HARVEST_STATE_LAYOUT": "pointers",
     }
     for function in stack.functions.values():
         extra = {"HARVEST_RECURRING_JOBS": "[]"} if function.logical_id == "SchedulerFunction" else {}

@@ -1,5 +1,6 @@
-"""The AWS state store's batch layout (adapters/aws/page_batches.py): what it writes, that it records what the
-item-per-URL layout records, and the listings it must recover from (a crash between marks and commit)."""
+"""The AWS state store's pages kept a listed batch at a time (adapters/aws/page_listing.py, page_batches.py):
+what it writes, the requests a batch's moves make, and the listings it must recover from (a crash between a
+listing's pointers and its commit)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from botocore.exceptions import ReadTimeoutError
 from moto.core.botocore_stubber import BotocoreStubber
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.page_batches import DynamoBatchStateStore
+from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus, url_key
-from harvester.ports import Lease, PageOutcome, PageRetry, SitemapOutcome
+from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -28,16 +29,8 @@ SITE = "https://example.com/"
 
 @pytest.fixture
 def aws(deployed_stack: Any) -> AwsAdapters:
-    """The stack's adapters with a store creating jobs in the batch layout (whatever the stack's default: the
-    pointer layout has tests/aws/test_page_pointers.py)."""
     stack, _ = deployed_stack
-    adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
-    adapters.store = DynamoBatchStateStore(adapters.store.client, adapters.store.table, layout="batches")  # type: ignore[assignment]
-    return adapters
-
-
-def items_store(aws: AwsAdapters) -> DynamoBatchStateStore:
-    return DynamoBatchStateStore(aws.store.client, aws.store.table, layout="items")
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
 
 
 def lease(token: str = "a", seconds: float = 60.0) -> Lease:
@@ -52,23 +45,34 @@ def page(n: int, **fields: Any) -> SitemapURL:
     return SitemapURL(url=f"{SITE}page-{n}.html", sitemap=f"{SITE}sitemap-1.xml", discovered_at=T0, **fields)
 
 
-def new_job(store: DynamoBatchStateStore, job_id: str) -> str:
+def new_job(store: DynamoStateStore, job_id: str) -> str:
     store.create_job(JobRecord(job_id=job_id, request=JobRequest(site=SITE), start_time=T0))
     store.mark_seeded(job_id)
     return job_id
 
 
-def leased_sitemap(store: DynamoBatchStateStore, job_id: str, n: int = 1, token: str = "s") -> Lease:
+def leased_sitemap(store: DynamoStateStore, job_id: str, n: int = 1, token: str = "s") -> Lease:
     store.add_sitemaps(job_id, [sitemap(n)])
     held = lease(token)
     assert store.claim_sitemap(job_id, sitemap(n).url, held, now=NOW) is not None
     return held
 
 
-def kinds(store: DynamoBatchStateStore, job_id: str) -> Counter[str]:
-    """The job partition's items by kind: MARK, URL, BATCH (records), STATE, OUTCOME."""
+def mark(store: DynamoStateStore, job_id: str, bid: str, n: int, pages: list[SitemapURL], held: Lease) -> list[str]:
+    """A listing's first step alone (its pointers, no commit: a reading that dies there) of batch ``bid`` of
+    sitemap ``n``: the URLs that are the batch's."""
+    listing = store.listing._list(job_id, bid, url_key(sitemap(n).url), pages, held, site=None, writes={})
+    return [p.url for p in listing.mine]
+
+
+def urls_of(pages: list[SitemapURL]) -> list[str]:
+    return [p.url for p in pages]
+
+
+def kinds(store: DynamoStateStore, job_id: str) -> Counter[str]:
+    """The job partition's items by kind: JOB, SITEMAP, BATCH (records), STATE, OUTCOME."""
     found: Counter[str] = Counter()
-    for item in store._query(
+    for item in store.jobs.query(
         KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}}
     ):
         sk = item["sk"]["S"]
@@ -85,77 +89,28 @@ def test_a_new_jobs_pages_are_kept_a_listed_batch_at_a_time(aws: AwsAdapters) ->
     held = leased_sitemap(store, job_id)
     recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(60)], checkpoint=60, lease=held)
     assert len(recorded.new) == 60
-    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, MARK=60, BATCH=2, STATE=2)
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2)
     urls = [page(i).url for i in range(60)]
     claimed = store.claim_pages(job_id, urls, lease("p"), now=NOW)
     assert [r.url for r in claimed] == urls and {r.attempts for r in claimed} == {1}
     outcomes = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed]
     assert sorted(store.finish_pages(job_id, outcomes, lease("p")).applied) == sorted(urls)
-    # One outcome item a batch for the settlement; no item per URL but the marks.
-    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, MARK=60, BATCH=2, STATE=2, OUTCOME=2)
+    # One outcome item a batch for the settlement; no item per URL in the job (a URL's is its pointer).
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2, OUTCOME=2)
     assert store.counts(job_id).urls_succeeded == 60
     assert store.recount(job_id) == store.counts(job_id)
-
-
-def test_a_job_keeps_the_layout_it_was_created_with(aws: AwsAdapters) -> None:
-    old = items_store(aws)
-    job_id = new_job(old, "job-old")
-    held = leased_sitemap(old, job_id)
-    aws.store.record_pages(job_id, sitemap(1).url, [page(1), page(2)], checkpoint=2, lease=held)
-    assert kinds(aws.store, job_id)["URL"] == 2 and not kinds(aws.store, job_id)["BATCH"]
-    assert [r.url for r in aws.store.claim_pages(job_id, [page(1).url], lease("p"), now=NOW)] == [page(1).url]
-    assert {r.url: r.status for r in aws.store.pages(job_id)} == {
-        page(1).url: UrlStatus.PROCESSING,
-        page(2).url: UrlStatus.PENDING,
-    }
-
-
-def _steps(store: DynamoBatchStateStore, job_id: str) -> list[list[str]]:
-    """One sequence of moves, and the job's records (as stored, sorted) after each."""
-    seen: list[list[str]] = []
-
-    def snap() -> None:
-        seen.append(sorted(store.page_bodies(job_id)))
-
-    held = leased_sitemap(store, job_id)
-    listed = [page(i) for i in range(5)] + [page(5, status=UrlStatus.EXCLUDED, error_message="robots.txt")]
-    store.record_pages(job_id, sitemap(1).url, listed, checkpoint=6, lease=held)
-    snap()
-    claimed = store.claim_pages(job_id, [page(i).url for i in range(4)], lease("p"), now=NOW)
-    snap()
-    by_url = {r.url: r for r in claimed}
-    done = by_url[page(0).url].model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})
-    failed = by_url[page(1).url].model_copy(update={"status": UrlStatus.FAILED, "error_message": "HTTP 404"})
-    store.finish_pages(job_id, [PageOutcome(record=done), PageOutcome(record=failed)], lease("p"))
-    snap()
-    later = T0 + timedelta(minutes=5)
-    store.retry_pages(job_id, [PageRetry(page(2).url, 1, "HTTP 503", later)], lease("p"))
-    snap()
-    store.release_leases(job_id)
-    again = store.claim_pages(job_id, [page(i).url for i in range(6)], lease("q"), now=NOW + 1)
-    assert sorted(r.url for r in again) == sorted(page(i).url for i in (2, 3, 4))
-    snap()
-    return seen
-
-
-def test_both_layouts_keep_the_same_records_through_the_same_moves(aws: AwsAdapters) -> None:
-    batches = _steps(aws.store, new_job(aws.store, "job-same"))
-    items = _steps(items_store(aws), new_job(items_store(aws), "job-same-items"))
-    assert batches == [[body.replace("job-same-items", "job-same") for body in step] for step in items]
-    assert aws.store.counts("job-same") == items_store(aws).counts("job-same-items")
-    assert aws.store.recount("job-same") == aws.store.counts("job-same")
-    got = aws.store.get_page("job-same", page(0).url)
-    assert got is not None and (got.status, got.http_status) == (UrlStatus.COMPLETED, 200)
-    assert aws.store.get_page("job-same", f"{SITE}never-listed") is None
+    got = store.get_page(job_id, page(0).url)
+    assert got is not None and got.status is UrlStatus.COMPLETED
+    assert store.get_page(job_id, f"{SITE}never-listed") is None
 
 
 def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_reading(aws: AwsAdapters) -> None:
     store = aws.store
     job_id = new_job(store, "job-crash")
     pages = [page(i) for i in range(10)]
-    # A first reading marked the pages, then died before its transaction.
+    # A first reading wrote the pages' pointers, then died before its transaction.
     dead = leased_sitemap(store, job_id, token="first reading")
-    assert store._mark(job_id, "dead0000dead0000", url_key(sitemap(1).url), pages, dead) == pages
+    assert mark(store, job_id, "dead0000dead0000", 1, pages, dead) == urls_of(pages)
     store.release_leases(job_id)  # (its lease lapsed)
     held = lease("second reading")
     assert store.claim_sitemap(job_id, sitemap(1).url, held, now=NOW) is not None
@@ -167,27 +122,27 @@ def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_readi
     assert again.new == [] and store.counts(job_id).urls_total == 10
 
 
-def test_another_sitemaps_mark_is_left_to_that_sitemap(aws: AwsAdapters) -> None:
+def test_another_sitemaps_listing_under_way_is_left_to_that_sitemap(aws: AwsAdapters) -> None:
     store = aws.store
     job_id = new_job(store, "job-two")
     pages = [page(i) for i in range(4)]
-    # Sitemap 2's listing marked them and has not committed yet (it is still running).
+    # Sitemap 2's listing wrote their pointers and has not committed yet (it is still running).
     second = leased_sitemap(store, job_id, 2, token="t")
-    store._mark(job_id, "beef0000beef0000", url_key(sitemap(2).url), pages, second)
+    assert mark(store, job_id, "beef0000beef0000", 2, pages, second) == urls_of(pages)
     first = leased_sitemap(store, job_id, 1)
     assert store.record_pages(job_id, sitemap(1).url, pages, checkpoint=4, lease=first).new == []
     assert len(store.record_pages(job_id, sitemap(2).url, pages, checkpoint=4, lease=second).new) == 4
     assert store.counts(job_id).urls_total == 4
 
 
-def test_a_final_sitemaps_uncommitted_mark_is_taken_over(aws: AwsAdapters) -> None:
-    """Sitemap 2's reading marked the pages, died, and sitemap 2 then failed for good: its batch will never
-    commit, so sitemap 1's listing takes the marks over (else the URLs were lost to the job)."""
+def test_a_final_sitemaps_uncommitted_listing_is_taken_over(aws: AwsAdapters) -> None:
+    """Sitemap 2's reading wrote the pages' pointers, died, and sitemap 2 then failed for good: its batch will
+    never commit, so sitemap 1's listing takes the pointers over (else the URLs were lost to the job)."""
     store = aws.store
     job_id = new_job(store, "job-final")
     pages = [page(i) for i in range(3)]
     dying = leased_sitemap(store, job_id, 2, token="t")
-    store._mark(job_id, "beef0000beef0000", url_key(sitemap(2).url), pages, dying)
+    assert mark(store, job_id, "beef0000beef0000", 2, pages, dying) == urls_of(pages)
     store.release_sitemap(job_id, sitemap(2).url, dying, error_message="HTTP 503")
     failed = lease("u")
     assert store.claim_sitemap(job_id, sitemap(2).url, failed, now=NOW) is not None
@@ -198,29 +153,28 @@ def test_a_final_sitemaps_uncommitted_mark_is_taken_over(aws: AwsAdapters) -> No
     assert store.counts(job_id).urls_total == 3
 
 
-def test_a_reading_whose_lease_lapsed_cannot_take_marks_back(aws: AwsAdapters) -> None:
-    """Reading A marked a page and stalled; its lease lapsed and reading B took the sitemap, marking and
-    taking over. A, waking between B's marks and B's commit, must not take them back: B's batch would
-    commit with no mark naming it (its pages counted, never claimable)."""
+def test_a_reading_whose_lease_lapsed_cannot_take_pointers_back(aws: AwsAdapters) -> None:
+    """Reading A wrote a page's pointer and stalled; its lease lapsed and reading B took the sitemap, writing
+    and taking pointers over. A, waking between B's pointers and B's commit, must not take them back: B's
+    batch would commit with no pointer naming it (its pages counted, never claimable)."""
     store = aws.store
     job_id = new_job(store, "job-take")
     pages = [page(1), page(2)]
-    sitemap_key = url_key(sitemap(1).url)
-    a, b = DynamoBatchStateStore(store.client, store.table), DynamoBatchStateStore(store.client, store.table)
+    a, b = DynamoStateStore(store.client, store.table), DynamoStateStore(store.client, store.table)
     store.add_sitemaps(job_id, [sitemap(1)])
     la, lb = Lease("A", NOW + 10), Lease("B", NOW + 1000)
     assert store.claim_sitemap(job_id, sitemap(1).url, la, now=NOW) is not None
-    assert a._mark(job_id, "a" * 16, sitemap_key, pages[:1], la) == pages[:1]
+    assert mark(a, job_id, "a" * 16, 1, pages[:1], la) == urls_of(pages[:1])
     assert store.claim_sitemap(job_id, sitemap(1).url, lb, now=NOW + 20) is not None  # (A's lease lapsed)
-    commit = b._commit_listing
+    commit = b.jobs.commit_listing
 
     def a_wakes_first(*args: Any, **kwargs: Any) -> Any:
-        assert a._mark(job_id, "a" * 16, sitemap_key, pages, la) == []
+        assert mark(a, job_id, "a" * 16, 1, pages, la) == []
         return commit(*args, **kwargs)
 
-    b._commit_listing = a_wakes_first  # type: ignore[method-assign]
+    b.jobs.commit_listing = a_wakes_first  # type: ignore[method-assign]
     assert len(b.record_pages(job_id, sitemap(1).url, pages, checkpoint=2, lease=lb).new) == 2
-    worker = DynamoBatchStateStore(store.client, store.table)
+    worker = DynamoStateStore(store.client, store.table)
     assert len(worker.claim_pages(job_id, [p.url for p in pages], lease("w"), now=NOW + 30)) == 2
     assert store.counts(job_id).urls_total == 2
 
@@ -234,7 +188,7 @@ def test_a_settlement_that_wrote_nothing_to_a_batch_does_not_move_what_it_holds_
     held = leased_sitemap(store, job_id)
     store.record_pages(job_id, sitemap(1).url, [page(1), page(4)], checkpoint=2, lease=held)
     store.record_pages(job_id, sitemap(1).url, [page(2)], checkpoint=3, lease=held)
-    a, b = DynamoBatchStateStore(store.client, store.table), DynamoBatchStateStore(store.client, store.table)
+    a, b = DynamoStateStore(store.client, store.table), DynamoStateStore(store.client, store.table)
     la, lb = Lease("A", NOW + 10), Lease("B", NOW + 1000)
     mine = {r.url: r for r in a.claim_pages(job_id, [page(i).url for i in (1, 4, 2)], la, now=NOW)}
     theirs = b.claim_pages(job_id, [page(1).url], lb, now=NOW + 20)
@@ -246,7 +200,7 @@ def test_a_settlement_that_wrote_nothing_to_a_batch_does_not_move_what_it_holds_
     assert b.finish_pages(job_id, [done(theirs[0])], lb).applied == [page(1).url]
     assert a.finish_pages(job_id, [done(mine[page(4).url])], la).applied == [page(4).url]
     assert {r.status for r in store.pages(job_id)} == {UrlStatus.COMPLETED}
-    later = DynamoBatchStateStore(store.client, store.table)
+    later = DynamoStateStore(store.client, store.table)
     assert later.claim_pages(job_id, [page(1).url], lease("C"), now=NOW + 2000) == []
     assert store.counts(job_id).urls_succeeded == 3 and store.recount(job_id) == store.counts(job_id)
 
@@ -261,7 +215,7 @@ def test_workers_claiming_pages_of_one_batch_at_once_claim_each_page_once(aws: A
     start = threading.Barrier(4)
 
     def claim(token: str, wanted: list[str]) -> None:
-        worker = DynamoBatchStateStore(store.client, store.table)  # (a container of its own)
+        worker = DynamoStateStore(store.client, store.table)  # (a container of its own)
         start.wait()
         won[token] = [r.url for r in worker.claim_pages(job_id, wanted, lease(token), now=NOW)]
 
@@ -278,7 +232,7 @@ def test_workers_claiming_pages_of_one_batch_at_once_claim_each_page_once(aws: A
 
 
 def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pages(aws: AwsAdapters) -> None:
-    """A page batch of 49: its claim reads the marks and the batch and writes the batch's states once; its
+    """A page batch of 49: its claim reads the pointers and the batch and writes the batch's states once; its
     settlement and its retries each write once, on the version the claim left, without reading it again."""
     store = aws.store
     job_id = new_job(store, "job-calls")
@@ -288,10 +242,10 @@ def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pa
     store.client.meta.events.register(
         "before-call.dynamodb.*", lambda event_name, **_: calls.update([event_name.rsplit(".", 1)[-1]])
     )
-    worker = DynamoBatchStateStore(store.client, store.table)  # (a page function's container)
+    worker = DynamoStateStore(store.client, store.table)  # (a page function's container)
     claimed = worker.claim_pages(job_id, [page(i).url for i in range(49)], lease("p"), now=NOW)
     assert len(claimed) == 49
-    assert calls == Counter(GetItem=1, BatchGetItem=2, UpdateItem=1)  # (GetItem: the job's layout, once)
+    assert calls == Counter(GetItem=1, BatchGetItem=2, UpdateItem=1)  # (GetItem: the job's site, once)
     calls.clear()
     done = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed[:40]]
     assert len(worker.finish_pages(job_id, done, lease("p")).applied) == 40
@@ -320,10 +274,9 @@ def answer_lost_once(operation: str) -> Iterator[list[str]]:
         yield lost
 
 
-@pytest.mark.parametrize("layout", ["batches", "items"])
-def test_a_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapters, layout: str) -> None:
-    store = aws.store if layout == "batches" else items_store(aws)
-    job_id = new_job(store, f"job-{layout}")
+def test_a_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapters) -> None:
+    store = aws.store
+    job_id = new_job(store, "job-lost")
     held = leased_sitemap(store, job_id)
     store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(3)], checkpoint=3, lease=held)
     urls = [page(i).url for i in range(3)]

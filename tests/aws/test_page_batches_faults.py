@@ -1,10 +1,10 @@
-"""Exact accounting on AWS under faults, in the batch layouts: a container dies right after any one of the
-DynamoDB writes a job makes (marks or pointers, a listing's transaction, a claim, a settlement, the job's
-end...), its message comes back when its visibility lapses, and the job must still end with every URL
-counted once, and (pointers) the crawl database with every URL's fetched record.
+"""Exact accounting on AWS under faults: a container dies right after any one of the DynamoDB writes a job
+makes to its pages (pointers, a listing's transaction, a claim, a settlement...), its message comes back when
+its visibility lapses, and the job must still end with every URL counted once, and the crawl database with
+every URL's fetched record.
 
-Why: the batch layouts write a listing in two steps (the marks or pointers, then the batch) and keep a
-batch's pages in shared items; tests/engine/test_faults.py does this for the local backend only."""
+Why: a listing is written in two steps (the pointers, then the batch) and a batch's pages share items;
+tests/engine/test_faults.py does this for the local backend only."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-import pytest
 from botocore.client import BaseClient
 from moto import mock_aws
 
@@ -36,21 +35,17 @@ class Killed(BaseException):
     """The container died: nothing in Harvester, Powertools or the poller catches this."""
 
 
-LAYOUTS = ["batches", "pointers"]
-
-
 def _of_batches(params: dict[str, Any]) -> bool:
-    """A write of the batch layouts' items (a mark or pointer, a batch's records, states or outcomes, a crawl
-    batch)."""
+    """A write of the pages' items (a pointer, a batch's records, states or outcomes, a crawl batch)."""
     text = json.dumps(params, default=str)
-    return any(kind in text for kind in ('"MARK#', '"BATCH#', '"URL#', '"CB#'))
+    return any(kind in text for kind in ('"BATCH#', '"URL#', '"CB#'))
 
 
 @contextmanager
 def dies_after(n: int | None) -> Iterator[list[str]]:
-    """Raises Killed right after the ``n``-th write of the batch layout's items that landed (None: never);
-    yields those writes. (The job's other writes, its sitemaps' among them, are the item layout's too:
-    tests/engine/test_faults.py kills after each of them on the local backend.)"""
+    """Raises Killed right after the ``n``-th write of the pages' items that landed (None: never); yields
+    those writes. (The job's other writes, its sitemaps' among them: tests/engine/test_faults.py kills after
+    each of them on the local backend.)"""
     original = BaseClient._make_api_call
     landed: list[str] = []
 
@@ -70,11 +65,11 @@ def adapters_of(stack: Any) -> AwsAdapters:
     return AwsAdapters.from_env(stack.function("PageFunction").environment)
 
 
-def run(n: int | None, layout: str) -> tuple[dict[str, Any], list[str], bool]:
+def run(n: int | None) -> tuple[dict[str, Any], list[str], bool]:
     """A crawl of a 4-page site whose container dies after the ``n``-th write: the job's
     result, the writes made, and whether a container died."""
     with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), LiveSite(pages=PAGES, sitemaps=1).serving() as site:
-        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8", "StateLayout": layout})
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
         poller = LambdaPoller(stack)
         died = False
         try:
@@ -102,7 +97,6 @@ def run(n: int | None, layout: str) -> tuple[dict[str, Any], list[str], bool]:
                 "counts": counts,
                 "recount": recount,
                 "result": result,
-                "layout": store.layout_of(job_id),
                 "crawled": {r.url: r.http_status for r in adapters.crawldb.site_urls(site.url("/").rstrip("/"))},
                 "pages": [site.url(path) for path in site.page_paths()],
             }
@@ -111,24 +105,22 @@ def run(n: int | None, layout: str) -> tuple[dict[str, Any], list[str], bool]:
     return outcome, landed, died
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_an_uninterrupted_crawl_is_the_baseline(layout: str) -> None:
-    outcome, landed, died = run(None, layout)
-    assert not died and outcome["layout"] == layout
+def test_an_uninterrupted_crawl_is_the_baseline() -> None:
+    outcome, landed, died = run(None)
+    assert not died
     assert outcome["status"] is JobStatus.COMPLETED
     assert (outcome["counts"].urls_total, outcome["counts"].urls_succeeded) == (PAGES, PAGES)
     assert outcome["recount"] == outcome["counts"]
-    # (the marks, or pointers; then the listing, a claim, a settlement)
-    assert landed.count("PutItem" if layout == "batches" else "UpdateItem") >= PAGES
+    # (the pointers; then the listing, a claim, a settlement)
+    assert landed.count("UpdateItem") >= PAGES
     assert len(landed) >= PAGES + 3
     assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_a_container_killed_after_any_write_leaves_the_job_exact(layout: str) -> None:
-    _, writes, _ = run(None, layout)
+def test_a_container_killed_after_any_write_leaves_the_job_exact() -> None:
+    _, writes, _ = run(None)
     for n in range(1, len(writes) + 1):
-        outcome, _, died = run(n, layout)
+        outcome, _, died = run(n)
         assert died, n
         counts = outcome["counts"]
         assert outcome["status"] is JobStatus.COMPLETED, (n, writes[n - 1])

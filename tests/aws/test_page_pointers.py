@@ -1,4 +1,4 @@
-"""The pointer layout (adapters/aws/page_pointers.py, crawl_pointers.py): a URL's item written once a job, the
+"""The pages' pointers (adapters/aws/page_listing.py, crawl_pointers.py): a URL's item written once a job, the
 crawl records a batch at a time, what a reader sees of a listing not committed, and jobs of one site moving
 the same URL's record at once without losing either's fetch."""
 
@@ -13,13 +13,13 @@ import pytest
 from harvester.adapters.aws import AwsAdapters, crawl_pointers, page_batches
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.crawl_pointers import Ref, batch_key
-from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
+from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, url_key
-from harvester.ports import Lease, PageOutcome
+from harvester.model.state import Lease, PageOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -32,9 +32,7 @@ class Container:
 
     def __init__(self, aws: AwsAdapters) -> None:
         self.crawldb = DynamoCrawlDatabase(aws.store.client, aws.store.table)
-        self.store = DynamoPointerStateStore(
-            aws.store.client, aws.store.table, layout="pointers", pointers=self.crawldb.pointers
-        )
+        self.store = DynamoStateStore(aws.store.client, aws.store.table, pointers=self.crawldb.pointers)
 
 
 @pytest.fixture
@@ -127,7 +125,7 @@ def crawl_items(aws: AwsAdapters) -> Counter[str]:
     """The site's crawl items by kind: URL (pointers), CB (listed crawl batches), CBO (their settlements)."""
     found: Counter[str] = Counter()
     for shard in "0123456789abcdef":
-        for item in aws.store._query(
+        for item in aws.store.jobs.query(
             KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}}
         ):
             sk = item["sk"]["S"]
@@ -141,7 +139,7 @@ def test_a_fetched_page_writes_its_url_once_a_job(aws: AwsAdapters) -> None:
     listed_urls = list_pages(c, job_id, list(range(60)))
     assert len(listed_urls) == 60
     assert crawl_items(aws) == Counter(URL=60, CB=2)
-    marks = [item for item in aws.store._query(
+    marks = [item for item in aws.store.jobs.query(
         KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
         ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}, ":m": {"S": "MARK#"}},
     )]  # fmt: skip
@@ -168,7 +166,7 @@ def test_a_listing_not_committed_yet_is_not_seen(aws: AwsAdapters) -> None:
     other = Container(aws)
     second = new_job(other, "job-second")
     base = other.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-    assert other.store._put_pointer(SITE, Ref(second, "beef0000beef0000"), "sm", url(1), base)
+    assert other.store.listing.put_pointer(SITE, Ref(second, "beef0000beef0000"), "sm", url(1), base)
     seen = Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)]
     assert (seen.signature, seen.last_listed_job, seen.version) == ("sig-1", first, base.version + 1)
     assert [r.url for r in Container(aws).crawldb.site_urls(SITE, unless_listed_by=second)] == [url(1)]
@@ -204,7 +202,7 @@ def test_a_listing_that_moves_another_jobs_uncommitted_batch_makes_sure_it_never
     job_k, job_l = new_job(k, "job-k"), new_job(lstore, "job-l")
     base = k.crawldb.pointers.read(SITE, [url(1)]).get(url(1))
     stalled = Ref(job_k, "dead0000dead0000")
-    assert k.store._put_pointer(SITE, stalled, "sm", url(1), base)
+    assert k.store.listing.put_pointer(SITE, stalled, "sm", url(1), base)
     assert list_pages(lstore, job_l, [1]) == [url(1)]
     tomb = aws.store.client.get_item(TableName=aws.store.table, Key=batch_key(SITE, stalled))["Item"]
     assert "tomb" in tomb
@@ -220,16 +218,16 @@ def test_a_listing_whose_batch_another_job_made_a_tombstone_is_decided_again(aws
     again on L's record."""
     k, lstore = Container(aws), Container(aws)
     job_k, job_l = new_job(k, "job-k"), new_job(lstore, "job-l")
-    real = k.store._commit_listing
+    real = k.store.jobs.commit_listing
 
     def commit_after_l(*args: Any, **kwargs: Any) -> Any:
         assert list_pages(lstore, job_l, [1]) == [url(1)]
         return real(*args, **kwargs)
 
     page = SitemapURL(url=url(1), sitemap=sitemap_url(), discovered_at=T0, known=listed_by(job_k, url(1), None))
-    k.store._commit_listing = commit_after_l  # type: ignore[method-assign]
+    k.store.jobs.commit_listing = commit_after_l  # type: ignore[method-assign]
     recorded = k.store.record_pages(job_k, sitemap_url(), [page], checkpoint=1, lease=lease("s"), site=SITE)
-    k.store._commit_listing = real  # type: ignore[method-assign]
+    k.store.jobs.commit_listing = real  # type: ignore[method-assign]
     assert recorded.new == [] and recorded.stale == [url(1)]
     assert k.store.counts(job_k).urls_total == 0
     assert list_pages(k, job_k, [1]) == [url(1)]
@@ -278,7 +276,7 @@ def test_a_listing_committing_while_another_job_moves_its_pointer_stays_named(aw
     job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
     list_pages(a, job_a, [1])
     settle(a, job_a, [url(1)], "sig-a")
-    real_b, real_c = b.store._commit_listing, c.store._commit_listing
+    real_b, real_c = b.store.jobs.commit_listing, c.store.jobs.commit_listing
     results: dict[str, Any] = {}
 
     def b_commit(*args: Any, **kwargs: Any) -> Any:
@@ -286,14 +284,14 @@ def test_a_listing_committing_while_another_job_moves_its_pointer_stays_named(aw
             results["b"] = real_b(*args, **kwargs)
             return real_c(*c_args, **c_kwargs)
 
-        c.store._commit_listing = c_commit  # type: ignore[method-assign]
+        c.store.jobs.commit_listing = c_commit  # type: ignore[method-assign]
         results["c"] = record(c, job_c, 1, c.crawldb.get_urls(SITE, [url(1)]))
-        c.store._commit_listing = real_c  # type: ignore[method-assign]
+        c.store.jobs.commit_listing = real_c  # type: ignore[method-assign]
         return results["b"]
 
-    b.store._commit_listing = b_commit  # type: ignore[method-assign]
+    b.store.jobs.commit_listing = b_commit  # type: ignore[method-assign]
     first_b = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
-    b.store._commit_listing = real_b  # type: ignore[method-assign]
+    b.store.jobs.commit_listing = real_b  # type: ignore[method-assign]
     for c_store, job_id, first in ((b, job_b, first_b), (c, job_c, results["c"])):
         if first.stale:  # (decided again, as the sitemap worker does)
             assert list_pages(c_store, job_id, [1]) == [url(1)]
@@ -311,18 +309,18 @@ def test_a_listing_committing_after_another_job_wrote_its_pointer_and_died_is_re
     job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
     list_pages(a, job_a, [1])
     settle(a, job_a, [url(1)], "sig-a")
-    real_b = b.store._commit_listing
+    real_b = b.store.jobs.commit_listing
     moved: list[bool] = []
 
     def b_commit(*args: Any, **kwargs: Any) -> Any:
         base = c.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-        assert c.store._bury(SITE, job_c, [base]) == []  # (C makes sure B's listing never commits, moves, dies)
-        moved.append(c.store._put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))
+        assert c.store.listing._bury(SITE, job_c, [base]) == []  # (C makes sure B's listing never commits, moves, dies)
+        moved.append(c.store.listing.put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))
         return real_b(*args, **kwargs)
 
-    b.store._commit_listing = b_commit  # type: ignore[method-assign]
+    b.store.jobs.commit_listing = b_commit  # type: ignore[method-assign]
     listed = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
-    b.store._commit_listing = real_b  # type: ignore[method-assign]
+    b.store.jobs.commit_listing = real_b  # type: ignore[method-assign]
     assert moved == [True] and listed.stale == [url(1)]  # (C's tombstone: B decides again)
     assert list_pages(b, job_b, [1]) == [url(1)]
     assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].last_listed_job == job_b
@@ -374,27 +372,6 @@ def test_a_url_two_other_jobs_listed_since_is_still_once_in_its_job(aws: AwsAdap
     assert b.store.counts(job_b).urls_total == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a job of the batch layout (created before an update to the pointer layout) writes a URL's record"
-    " as a whole item, over the pointer a pointer-layout job of the same site wrote: that job's fetch is left"
-    " out of the crawl database (README: let a site's older jobs end first)",
-)
-def test_a_job_of_the_batch_layout_beside_one_of_the_pointer_layout_keeps_both_fetches(aws: AwsAdapters) -> None:
-    new = Container(aws)
-    old = Container(aws)
-    old.store = DynamoPointerStateStore(
-        aws.store.client, aws.store.table, layout="batches", pointers=old.crawldb.pointers
-    )
-    job_new, job_old = new_job(new, "job-new"), new_job(old, "job-old")
-    assert (new.store.layout_of(job_new), old.store.layout_of(job_old)) == ("pointers", "batches")
-    list_pages(new, job_new, [1])
-    list_pages(old, job_old, [1])
-    settle(old, job_old, [url(1)], "sig-old")
-    settle(new, job_new, [url(1)], "sig-new")
-    assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].changes == 1
-
-
 # A job taking over its own listing that died, the orphan pass, a guard for many pages (a second review).
 
 
@@ -405,7 +382,7 @@ def test_takeover_keeps_a_fetch_settled_after_the_lookup(aws: AwsAdapters) -> No
     job_m, job_j = new_job(m, "job-m"), new_job(j, "job-j")
     list_pages(m, job_m, [1])
     base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    assert j.store.listing.put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
     j2 = Container(aws)  # (the redelivery, in another container)
     priors = j2.crawldb.get_urls(SITE, [url(1)])
     assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]
@@ -425,7 +402,7 @@ def test_takeover_keeps_a_whole_write_made_after_the_lookup(aws: AwsAdapters) ->
     list_pages(m, job_m, [1])
     assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]
     base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    assert j.store.listing.put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
     j2 = Container(aws)
     priors = j2.crawldb.get_urls(SITE, [url(1)])
     current = o.crawldb.get_urls(SITE, [url(1)])[url(1)]
@@ -459,7 +436,7 @@ def test_takeover_keeps_a_moved_pages_whole_write_made_after_the_lookup(aws: Aws
     list_pages(m, job_m, [1])
     list_pages(k, job_k, [1])
     base = j.crawldb.pointers.read(SITE, [url(1)])[url(1)]
-    assert j.store._put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
+    assert j.store.listing.put_pointer(SITE, Ref(job_j, "dead0000dead0000"), url_key(sitemap_url()), url(1), base)
     j2 = Container(aws)
     priors = j2.crawldb.get_urls(SITE, [url(1)])
     assert settle(m, job_m, [url(1)], "sig-m")[0] == [url(1)]

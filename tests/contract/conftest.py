@@ -42,10 +42,9 @@ def messages_in(queue: str, body: str) -> list[Message]:
     return [MODELS[queue].model_validate_json(body)]
 
 
-@pytest.fixture(params=["local", "aws", "aws-items", "aws-pointers"])
+@pytest.fixture(params=["local", "aws"])
 def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """The local store, and the AWS one in both of its page layouts: jobs created before the batch layout
-    (``aws-items``, an item per URL) keep theirs, so both must keep the contract."""
+    """The local store and the AWS one."""
     yield from _backend(request, request.param, tmp_path)
 
 
@@ -75,10 +74,7 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
             yield Backend(name, harvest.store, queue, harvest.documents, take_local, {}, harvest.crawldb, harvest.warcs)
         return
     stack, _ = request.getfixturevalue("deployed_stack")
-    environment = dict(stack.function("PageFunction").environment)
-    if name in ("aws-items", "aws-pointers"):
-        environment["HARVEST_STATE_LAYOUT"] = name.removeprefix("aws-")
-    adapters = AwsAdapters.from_env(environment)
+    adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
     calls: dict[str, int] = {}
 
     def count(event_name: str, **_: Any) -> None:
@@ -109,7 +105,7 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
 
     carried: dict[str, int] = {}
     yield Backend(
-        "aws",  # (both layouts: what a test expects of AWS it expects of each)
+        "aws",
         adapters.store,
         adapters.queue,
         adapters.documents,

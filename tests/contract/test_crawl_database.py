@@ -9,7 +9,7 @@ from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, lis
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord, HostTrust, SiteCrawl, SitemapCrawl
 from harvester.model.records import UrlStatus
-from harvester.ports import PageOutcome
+from harvester.model.state import PageOutcome
 from tests.contract.test_state_store import NOW, SITE, T0, claimed_sitemap, counts, lease, new_job, page
 
 ORIGIN = "https://example.com"

@@ -20,8 +20,9 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
+from harvester.model.state import Checkpoint, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
 from harvester.pipeline.listed_rows import first_listings
-from harvester.ports import Checkpoint, Lease, LeaseLost, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
+from harvester.ports import LeaseLost
 from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

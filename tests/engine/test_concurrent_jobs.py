@@ -23,8 +23,8 @@ from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL, UrlStatus, utcnow
+from harvester.model.state import PageOutcome
 from harvester.pipeline.page_worker import _relisted, _with_listing
-from harvester.ports import PageOutcome
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)

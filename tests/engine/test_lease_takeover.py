@@ -11,7 +11,7 @@ from harvester.adapters.local.runner import LocalHarvest
 from harvester.fetch import Fetcher, FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest, SitemapOrigin, SitemapTask
 from harvester.model.records import SitemapStatus, utcnow
-from harvester.ports import Lease
+from harvester.model.state import Lease
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))

@@ -15,8 +15,8 @@ from harvester.adapters.local.state import SqliteStateStore
 from harvester.crawldb.schedule import Schedule
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of, url_key
+from harvester.model.state import Lease, ListedBatch
 from harvester.pipeline.listed_rows import first_listings
-from harvester.ports import Lease, ListedBatch
 from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

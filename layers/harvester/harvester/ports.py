@@ -1,4 +1,6 @@
-"""The ports through which the engine reaches the world: a task queue, a state store, a document store.
+"""The ports through which the engine reaches the world: a task queue, a state store, a crawl database, a
+document store and WARC files (archive.stores), the hosts' gate (politeness.gate). Protocols only: the values
+they take and give are the model's (model.state) and the concerns'.
 
 Each has two adapters: ``harvester.adapters.aws`` (SQS, DynamoDB, S3) and ``harvester.adapters.local``
 (SQLite and a folder). The state store is a repository of domain operations rather than a key-value API,
@@ -11,13 +13,10 @@ both adapters keep them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
-from msgspec import Struct, field
-
-from harvester.crawldb.crawl_state import Fetched
+from harvester.archive.stores import DocumentStore, WarcStore
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.model.records import (
@@ -31,10 +30,34 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.politeness.gate import GateRules, Grant, HostReport
+from harvester.model.state import (
+    Checkpoint,
+    JobSnapshot,
+    Lease,
+    ListedBatch,
+    PageOutcome,
+    PageRetry,
+    Recorded,
+    Settled,
+    SitemapOutcome,
+)
+from harvester.politeness.gate import HostGate
 
-if TYPE_CHECKING:
-    from harvester.archive.warc import Archived
+__all__ = [
+    "CrawlDatabase",
+    "Delays",
+    "DocumentStore",
+    "HostGate",
+    "LeaseLost",
+    "Message",
+    "PageCounter",
+    "Popped",
+    "QueueUnavailable",
+    "StateStore",
+    "TaskQueue",
+    "WarcStore",
+    "each_delay",
+]
 
 Message = JobRequest | SitemapTask | PageTask
 
@@ -87,164 +110,6 @@ class TaskQueue(Protocol):
     def __len__(self) -> int:
         """The messages queued (visible, in flight or delayed). When the count cannot be had, the last known
         one or 1: never 0 because of an error, which would make the queue look finished."""
-
-
-class DocumentStore(Protocol):
-    """Raw fetched documents and job results, by key (``jobs/<job>/pages/<url key>`` ...)."""
-
-    #: Whether ``put`` is quick enough to call on the event loop (a local file) rather than in a thread
-    #: (an S3 PUT, whose wait would hold up the turns of the batch's other pages).
-    writes_inline: bool
-
-    def put(
-        self,
-        key: str,
-        body: BinaryIO | bytes,
-        *,
-        content_type: str | None = None,
-        metadata: dict[str, str] | None = None,
-    ) -> str:
-        """Stores the body (a file object is read from its current position) and returns its location."""
-
-    def writer(self, key: str, *, content_type: str | None = None) -> AbstractContextManager[BinaryIO]:
-        """A file to write a large document into (a job's records): stored under ``key`` when the block
-        ends without an error, not at all otherwise. A folder writes it in place, where a spooled copy
-        handed to ``put`` was written twice."""
-
-    def get(self, key: str) -> bytes: ...
-
-    def reader(self, key: str) -> AbstractContextManager[BinaryIO]:
-        """The document as a file read in pieces (a stored sitemap parsed again may inflate to 50 MiB: no
-        reader holds it whole). Raises as ``get`` does when the key is not there."""
-
-    def exists(self, key: str) -> bool: ...
-
-    def keys(self, prefix: str) -> Iterator[str]: ...
-
-    def location(self, key: str) -> str:
-        """Where a user finds the document (``s3://bucket/key`` or a file path)."""
-
-
-class WarcStore(Protocol):
-    """A job's WARC files: chunks of captures appended (never a file rewritten), records read back by their
-    location, and a CDXJ index beside each file. Keys are document keys (``warc/<job>/...``)."""
-
-    #: Whether ``append`` is quick enough to call on the event loop (a local file) rather than in a thread.
-    writes_inline: bool
-
-    def append(self, job_id: str, chunk: BinaryIO, captures: Sequence[Archived]) -> list[Archived]:
-        """Stores the chunk (whole gzip members, ``captures`` at offsets within it, no warcinfo record) in
-        one of the job's WARC files, and their lines in its CDXJ index; returns the captures where they now
-        are. Once it returns, the records are stored: a URL record may name them."""
-
-    def read(self, filename: str, offset: int, length: int) -> bytes:
-        """The ``length`` bytes at ``offset`` of a file: one record (a ranged GET on S3). FileNotFoundError
-        when there is no such file."""
-
-    def files(self, job_id: str) -> Iterator[str]:
-        """The job's WARC files, in the order they were written."""
-
-    def close(self) -> None: ...
-
-
-class Lease(Struct, frozen=True):
-    """A claim on a record: ``token`` identifies the claimant; the claim lapses at ``until`` (epoch seconds)."""
-
-    token: str
-    until: float
-
-
-class PageOutcome(Struct):
-    """The final state of one claimed page, applied together with the job's counters and the URL's crawl
-    record as the job's listing and fetch leave it (``crawl``: the listing leaves it to the settlement;
-    written only if its stored version is still the one it was computed from: ``crawl.version - 1``)."""
-
-    record: SitemapURL  # the record as it should be stored (status completed or failed)
-    crawl: CrawlRecord | None = None
-    #: What the fetch came to, kept so that the crawl record can be computed again on a newer version.
-    fetched: Fetched | None = None
-
-
-class Recorded(Struct):
-    """What ``record_pages`` did: the pages new to the job, or, when ``stale`` is not empty, nothing for
-    the pages of the transaction that met a crawl record another writer had changed (read again, retry)."""
-
-    new: list[PageRecord] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-
-
-class Settled(Struct):
-    """What ``finish_pages`` did: the URLs applied, and those whose crawl record had moved on (``stale``:
-    nothing was written for them; compute their crawl record again on the newer version and retry)."""
-
-    applied: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-
-
-class PageRetry(Struct):
-    """A claimed page that goes back to pending, to be tried again after ``not_before``."""
-
-    url: str
-    #: The page's retries after this one (None: as they were, for work given back without a try).
-    retries: int | None
-    error_message: str
-    not_before: datetime
-    #: No request was sent for it in this delivery (robots.txt could not be read, the host's gate said
-    #: later): the try its claim counted is taken back, so ``attempts`` stays the requests sent.
-    untried: bool = False
-
-
-class Checkpoint(Struct, frozen=True):
-    """How far a sitemap reading has handed its pages out, and what it counted to get there (see
-    ``SitemapRecord.checkpoint_digest``)."""
-
-    enqueued: int
-    digest: str | None = None
-    probes: int = 0
-
-
-class ListedBatch(Struct, frozen=True):
-    """Records a listing wrote straight as JSON (``ListedRow``), kept a batch at a time with what their job's
-    end takes of them, made with them: the end copies them instead of reading each record again (for a
-    400,000-URL discovery that reading was a sixth of the run)."""
-
-    #: The records as stored (``body_of``), one per line.
-    bodies: str
-    #: Their change-feed lines (JSON), one per line; empty when none is in the feed.
-    feed: bytes
-    #: How many records there are of each change kind.
-    kinds: dict[str, int]
-
-    @property
-    def count(self) -> int:
-        return sum(self.kinds.values())
-
-
-class SitemapOutcome(Struct):
-    status: SitemapStatus
-    kind: str | None = None
-    error_message: str | None = None
-    truncated: str | None = None
-    final_url: str | None = None
-    http_status: int | None = None
-    children: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
-    invalid_children: dict[str, str] = field(default_factory=dict)
-    warnings: dict[str, int] = field(default_factory=dict)
-    document_key: str | None = None
-    finished_at: datetime | None = None
-    #: Unchanged since the last complete reading (a 304, or the same bytes): replayed, not parsed.
-    not_modified: bool = False
-    #: Requests sent for the sitemap by the job, when the reading counted them (else the claims' count).
-    attempts: int | None = None
-
-
-class JobSnapshot(Struct, frozen=True):
-    """A job and its counters read at one instant, so that a completion check cannot see a torn state."""
-
-    job: JobRecord
-    counts: JobCounts
-    last_update: datetime
 
 
 class StateStore(Protocol):
@@ -431,28 +296,6 @@ class CrawlDatabase(Protocol):
 
     def put_site(self, record: SiteCrawl) -> bool:
         """Versioned like the URL records; False when the stored one moved on."""
-
-
-class HostGate(Protocol):
-    """The per-host gate every worker of every job asks before a request (see harvester.politeness.gate):
-    one state per host, shared through the state store, so politeness holds however many workers run."""
-
-    rules: GateRules
-
-    def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
-    ) -> Grant:
-        """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
-        and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
-        that grant instead of making a new one; with ``rebook``, new turns for requests of that grant that
-        missed theirs, which keep their slots."""
-
-    def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
-        """What the host's pace alone leaves a turn for within the horizon, granting nothing (see
-        ``politeness.gate.paced``): the pages of a batch it has none for go back to the queue unclaimed."""
-
-    def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
-        """Frees the grant's slots and tells the host what its requests came to (its slow-down moves)."""
 
 
 class LeaseLost(RuntimeError):

@@ -2,7 +2,7 @@
 
 A batch's pages are fetched side by side; each capture is written as its page ends (compressed on the way,
 so what is held is the archive's size, not the pages'), into a buffer of the page's own and then appended
-to the batch's spooled chunk, and the chunk is handed to the :class:`~harvester.ports.WarcStore` once,
+to the batch's spooled chunk, and the chunk is handed to the :class:`~harvester.archive.stores.WarcStore` once,
 before any page of the batch is settled: a URL record only ever names a record that is stored. On S3 the
 chunk becomes one object (one PUT per batch, not per page); a folder appends it to the job's current file.
 """
@@ -23,7 +23,7 @@ from harvester.model.crawl import WarcLocation
 from harvester.urls import normalize
 
 if TYPE_CHECKING:
-    from harvester.ports import WarcStore
+    from harvester.archive.stores import WarcStore
 
 
 class WarcBatch:

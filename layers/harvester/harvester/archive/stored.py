@@ -3,9 +3,9 @@ or a loose document (by its key)."""
 
 from __future__ import annotations
 
+from harvester.archive.stores import DocumentStore, WarcStore
 from harvester.archive.warc import Stored, parse_record
 from harvester.model.crawl import WarcLocation
-from harvester.ports import DocumentStore, WarcStore
 
 
 def read_capture(warcs: WarcStore, place: WarcLocation) -> Stored:

@@ -9,22 +9,10 @@ of the record.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from http import HTTPStatus
 
-from msgspec import Struct
-
 from harvester.crawldb.schedule import Schedule
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
-
-
-class FetchResult(StrEnum):
-    SUCCESS = "success"
-    REDIR_PERM = "redir_perm"
-    REDIR_TEMP = "redir_temp"
-    NOTMODIFIED = "notmodified"
-    GONE = "gone"
-    RETRY = "retry"
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, Fetched, FetchResult
 
 
 def classify_status(status_code: int) -> FetchResult:
@@ -47,27 +35,6 @@ def http_error(status_code: int) -> str:
         return f"HTTP {status_code} {HTTPStatus(status_code).phrase}"
     except ValueError:
         return f"HTTP {status_code}"
-
-
-class Fetched(Struct, frozen=True):
-    """What one job's fetch of a page came to, as far as the crawl record cares.
-
-    ``result`` is RETRY only when the job gave up on a failure that may pass (it counts toward gone across
-    crawls); a failure the job will still retry itself is not written to the crawl database at all.
-    """
-
-    result: FetchResult
-    http_status: int | None = None
-    signature: str | None = None
-    etag: str | None = None
-    http_last_modified: str | None = None
-    content_type: str | None = None
-    size: int | None = None
-    document_key: str | None = None
-    #: The WARC response record holding the content (a new one, or the stored one it was identical to).
-    warc: WarcLocation | None = None
-    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good fetch).
-    lastmod: datetime | None = None
 
 
 def listed(

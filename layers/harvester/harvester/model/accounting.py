@@ -19,7 +19,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.ports import Checkpoint, PageRetry, SitemapOutcome
+from harvester.model.state import Checkpoint, PageRetry, SitemapOutcome
 
 ROBOTS_KIND = "robots"
 R = TypeVar("R", SitemapRecord, SitemapURL, ListedRow)

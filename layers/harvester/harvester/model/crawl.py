@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Self
 
 import orjson
-from msgspec import Meta
+from msgspec import Meta, Struct
 
 from harvester.model.base import Model, NonNegative, invalid
 from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body, renamed
@@ -250,3 +250,33 @@ class SiteCrawl(Model, kw_only=True):
 
     def trust(self, host: str) -> HostTrust:
         return self.hosts.get(host) or HostTrust()
+
+
+class FetchResult(StrEnum):
+    SUCCESS = "success"
+    REDIR_PERM = "redir_perm"
+    REDIR_TEMP = "redir_temp"
+    NOTMODIFIED = "notmodified"
+    GONE = "gone"
+    RETRY = "retry"
+
+
+class Fetched(Struct, frozen=True):
+    """What one job's fetch of a page came to, as far as the crawl record cares.
+
+    ``result`` is RETRY only when the job gave up on a failure that may pass (it counts toward gone across
+    crawls); a failure the job will still retry itself is not written to the crawl database at all.
+    """
+
+    result: FetchResult
+    http_status: int | None = None
+    signature: str | None = None
+    etag: str | None = None
+    http_last_modified: str | None = None
+    content_type: str | None = None
+    size: int | None = None
+    document_key: str | None = None
+    #: The WARC response record holding the content (a new one, or the stored one it was identical to).
+    warc: WarcLocation | None = None
+    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good fetch).
+    lastmod: datetime | None = None

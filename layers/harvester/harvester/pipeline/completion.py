@@ -38,9 +38,9 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
+from harvester.model.state import ListedBatch
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
-from harvester.ports import ListedBatch
 
 log = logging.getLogger(__name__)
 

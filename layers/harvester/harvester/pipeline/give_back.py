@@ -18,12 +18,12 @@ from datetime import timedelta
 
 from harvester.model.messages import PageTask, SitemapTask
 from harvester.model.records import JobRecord, SitemapRecord
+from harvester.model.state import Lease, PageRetry
 from harvester.patience import PATIENCE, Busy
 from harvester.pipeline.admission import queue_delay
 from harvester.pipeline.completion import ResultUnwritten, maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
-from harvester.ports import Lease, PageRetry
 
 log = logging.getLogger(__name__)
 

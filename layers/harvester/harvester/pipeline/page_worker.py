@@ -48,12 +48,12 @@ from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
 from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
+from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.admission import admit, queue_delay, unpaced
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
-from harvester.ports import Lease, PageOutcome, PageRetry
 from harvester.urls import normalize
 
 log = logging.getLogger(__name__)

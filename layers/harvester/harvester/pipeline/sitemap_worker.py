@@ -50,6 +50,7 @@ from harvester.model.records import (
     UrlStatus,
     url_key,
 )
+from harvester.model.state import Checkpoint, Lease, SitemapOutcome
 from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.context import StepContext
@@ -58,7 +59,7 @@ from harvester.pipeline.listed_rows import first_listings
 from harvester.pipeline.ranking import rank, rank_of
 from harvester.pipeline.sitemap_filter import SitemapCallbacks, follow
 from harvester.politeness.turns import waited_turn
-from harvester.ports import Checkpoint, Lease, LeaseLost, SitemapOutcome
+from harvester.ports import LeaseLost
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapParser
 from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
 

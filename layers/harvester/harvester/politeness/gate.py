@@ -25,6 +25,7 @@ switch it off. Other failures (a 500, a timeout) neither slow nor speed the host
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from msgspec import Struct, field
 
@@ -213,3 +214,25 @@ def settle(state: HostState, token: str, report: HostReport, *, spacing: float, 
 def _expire(state: HostState, now: float) -> None:
     for token in [t for t, (_, until) in state.grants.items() if until <= now]:
         del state.grants[token]
+
+
+class HostGate(Protocol):
+    """The per-host gate every worker of every job asks before a request (see harvester.politeness.gate):
+    one state per host, shared through the state store, so politeness holds however many workers run."""
+
+    rules: GateRules
+
+    def acquire(
+        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
+    ) -> Grant:
+        """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
+        and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
+        that grant instead of making a new one; with ``rebook``, new turns for requests of that grant that
+        missed theirs, which keep their slots."""
+
+    def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
+        """What the host's pace alone leaves a turn for within the horizon, granting nothing (see
+        ``politeness.gate.paced``): the pages of a batch it has none for go back to the queue unclaimed."""
+
+    def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
+        """Frees the grant's slots and tells the host what its requests came to (its slow-down moves)."""

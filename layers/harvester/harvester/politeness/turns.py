@@ -16,8 +16,7 @@ from msgspec import Struct, field
 
 from harvester.fetch.client import parse_retry_after
 from harvester.patience import Busy
-from harvester.politeness.gate import LATE_MAX, RECHECK_SECONDS, Grant, HostReport
-from harvester.ports import HostGate
+from harvester.politeness.gate import LATE_MAX, RECHECK_SECONDS, Grant, HostGate, HostReport
 from harvester.urls import host_of
 
 log = logging.getLogger(__name__)

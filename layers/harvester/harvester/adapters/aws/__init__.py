@@ -15,9 +15,8 @@ from msgspec import Struct
 
 from harvester.adapters.aws.busy import watch
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
+from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.host_gate import DynamoHostGate
-from harvester.adapters.aws.page_batches import POINTERS
-from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
@@ -55,8 +54,6 @@ class AwsResources(Struct, frozen=True):
     page_priority_queue_url: str | None = None
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE
-    #: How new jobs keep their pages (``HARVEST_STATE_LAYOUT``: page_batches.LAYOUTS); a job keeps its own.
-    state_layout: str = POINTERS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -78,14 +75,13 @@ class AwsResources(Struct, frozen=True):
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
             page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
-            state_layout=environ.get("HARVEST_STATE_LAYOUT") or POINTERS,
         )
 
 
 class AwsAdapters(Struct):
     resources: AwsResources
     sqs: Any
-    store: DynamoPointerStateStore
+    store: DynamoStateStore
     queue: SqsTaskQueue
     documents: S3DocumentStore
     warcs: S3WarcStore
@@ -103,11 +99,10 @@ class AwsAdapters(Struct):
         return cls(
             resources=resources,
             sqs=sqs,
-            store=DynamoPointerStateStore(
+            store=DynamoStateStore(
                 dynamodb,
                 resources.state_table,
                 retention_days=resources.retention_days,
-                layout=resources.state_layout,
                 pointers=crawldb.pointers,  # (a listing's lookup is remembered for its writes)
             ),
             queue=SqsTaskQueue(

@@ -5,8 +5,7 @@ Layout (``pk`` / ``sk``):
 * ``CRAWL#<site>#<h>`` / ``URL#<url key>``: a URL's item, ``h`` being the first hex digit of the URL key, so
   that a site's URLs spread over 16 partitions (a busy site's page workers do not all write one partition)
   and a scan of the site is 16 queries. It holds the URL's record written whole (``body``), or points into
-  the crawl batches of the listings that hold it (crawl_pointers.py: the pointer layout's, beside them in
-  the same partitions);
+  the crawl batches of the listings that hold it (crawl_pointers.py, beside them in the same partitions);
 * ``CRAWL#<site>`` / ``SITEMAP#<url key>``: the last complete reading of a sitemap;
 * ``CRAWL#<site>`` / ``SITE``: lastmod trust.
 
@@ -20,19 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, pointer_key, url_shard, whole_write
+from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, url_shard, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
-from harvester.model.records import CrawlWrite, body_of, url_key
-
-#: The key of a URL's item (a pointer, or a record written whole).
-url_item_key = pointer_key
-
-
-def url_put(table: str, site: str, record: CrawlWrite) -> dict[str, Any]:
-    return versioned_put(table, url_item_key(site, record.url), body_of(record), record.version)
+from harvester.model.records import body_of, url_key
 
 
 class DynamoCrawlDatabase:

@@ -1,17 +1,13 @@
-"""A site's URL records kept as pointers into the batches that listed them (``StateLayout=pointers``).
+"""A site's URL records kept as pointers into the listed batches that hold them.
 
-Why: with a crawl record an item of its own, a fetched page wrote its URL's item twice per job: a mark at
-listing (what keeps a URL once in its job) and its crawl record in the settlement's transaction (two write
-units there): 3 of the 3.7 DynamoDB write units a fetched page cost (bench/aws_cost.py). Here the URL's item
-is written once per job, at listing, and is both: the job's mark and the crawl database's index. The records
-themselves are written a listed batch at a time, beside the job's batch items but in the site's partitions
-(no TTL: the crawl database outlives jobs):
+A URL's item is written once per job, at listing, and is both the job's mark (what keeps a URL once in its
+job) and the crawl database's index. The records themselves are written a listed batch at a time, beside the
+job's batch items but in the site's partitions (no TTL: the crawl database outlives jobs):
 
 * ``CRAWL#<site>#<h>`` / ``URL#<url key>``: the URL's **pointer**: ``version``; ``u``, the URL; ``cur``, the
   batch of the last listing (``<job>/<bid>``) and ``sm``, its sitemap's record key; ``prev``, the batch the
   record came from when that listing was made (the last committed one); ``jobs`` (below); or ``body`` and
-  ``w``, a record written whole since (by the orphan pass, a settlement after a move, or a layout before
-  this one: then without ``cur``).
+  ``w``, a record written whole since (by the orphan pass, or a settlement after a move).
 * ``CRAWL#<site>#<bid[0]>`` / ``CB#<job>#<bid>``: a listed batch's crawl records, one a line, in the order of
   its job records: ``f\\t<record>`` for a URL its listing made final (not due, listed only), ``p\\t<record>`` for
   one handed to a fetch (the record the fetch works on). Written in the listing's transaction, so that it
@@ -26,8 +22,8 @@ the settlement's record of the URL when there is one, else its listed one. Its `
 Concurrent writers (jobs of one site, the orphan pass): whoever moves a pointer away from another job's
 batch makes that batch know it, each on the reading its record was computed on (``remembered``):
 
-* from a batch not committed: a tombstone in its place, before the move (a listing, ``_bury`` in
-  page_pointers) or in the same transaction (a record written whole): its listing can no longer commit,
+* from a batch not committed: a tombstone in its place, before the move (a listing: ``_bury`` in
+  page_listing.py) or in the same transaction (a record written whole): its listing can no longer commit,
   and is decided again on what it finds then;
 * from a committed batch whose page is still to be settled: the page's position is added to its states
   item's ``moved`` set in the transaction that makes the move seen, on the batch's settlements as read
@@ -108,7 +104,7 @@ def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
 
 
 def job_states_key(ref: Ref) -> dict[str, Any]:
-    """The job's states item of the batch (page_batches' layout)."""
+    """The job's states item of the batch (listed_batch.py)."""
     return {"pk": _s(f"JOB#{ref.job}"), "sk": _s(f"BATCH#{ref.bid}#S")}
 
 

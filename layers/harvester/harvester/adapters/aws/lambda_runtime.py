@@ -325,7 +325,9 @@ def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_lette
     messages by ``read`` (what can never be valid goes to the ``<dead_letter>_dlq_url`` queue at once, alone),
     and ``step`` gets the valid ones together, so that their writes are batched (one claim, one settlement,
     one turn at the host's gate per batch). A ``step`` that raises reports every record failed: they come
-    back after the visibility timeout, and their claims keep a redelivery from doing twice what was done."""
+    back after the visibility timeout, and their claims keep a redelivery from doing twice what was done; one
+    that raises Unprocessable (the job can never be served) sends them to the dead-letter queue with the
+    reason."""
     logger = structured_logger()
 
     @logger.inject_lambda_context
@@ -348,6 +350,11 @@ def sqs_batch_handler(read: Reader[Model], step: BatchStep[Model], *, dead_lette
             return {"batchItemFailures": []}
         try:
             runtime.run(lambda engine: step(engine, messages))
+        except Unprocessable as exc:  # (a job that can never be served: its records refused with the reason)
+            log.error("messages refused", extra={"records": len(records), "reason": str(exc)})
+            for record in records:
+                runtime.dead_letter(record, dead_letter_url, str(exc))
+            return {"batchItemFailures": []}
         except Busy as exc:
             log.warning(STAYED_BUSY, extra={"records": len(records), "reason": str(exc)})
         except Exception:

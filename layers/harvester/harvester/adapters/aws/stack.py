@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from harvester.adapters.aws.busy import watch
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
-from harvester.adapters.aws.page_pointers import DynamoPointerStateStore
+from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import JobRequest
@@ -69,7 +69,7 @@ class StackStores:
     crawldb: DynamoCrawlDatabase
     warcs: S3WarcStore
     documents: S3DocumentStore
-    store: DynamoPointerStateStore
+    store: DynamoStateStore
 
 
 def stack_stores(stack: str, *, region: str | None = None, session: Any = None) -> StackStores:
@@ -81,7 +81,7 @@ def stack_stores(stack: str, *, region: str | None = None, session: Any = None) 
         crawldb=DynamoCrawlDatabase(dynamodb, table),
         warcs=S3WarcStore(s3, bucket),
         documents=S3DocumentStore(s3, bucket),
-        store=DynamoPointerStateStore(dynamodb, table),  # (it reads either layout: each job says its own)
+        store=DynamoStateStore(dynamodb, table),
     )
 
 

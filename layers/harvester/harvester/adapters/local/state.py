@@ -32,11 +32,10 @@ from harvester.model.records import (
     body_of,
     url_key,
 )
-from harvester.ports import (
+from harvester.model.state import (
     Checkpoint,
     JobSnapshot,
     Lease,
-    LeaseLost,
     ListedBatch,
     PageOutcome,
     PageRetry,
@@ -44,6 +43,7 @@ from harvester.ports import (
     Settled,
     SitemapOutcome,
 )
+from harvester.ports import LeaseLost
 
 _COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 #: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.

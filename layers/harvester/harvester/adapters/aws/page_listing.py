@@ -1,33 +1,28 @@
-"""The batch layout with each URL's mark being its pointer in the crawl database (``StateLayout=pointers``).
+"""Listing a sitemap's pages: a listed batch's items in the job, each URL's pointer in the crawl database.
 
-Why: the batch layout (page_batches) wrote two items per fetched URL: its mark in the job, at listing, and
-its crawl record, in the settlement's transaction (three write units). Here the listing's one conditional
-write of the URL's pointer (crawl_pointers) is both, and the crawl records go a batch at a time: the
-listing's in an item of the batch, written in its transaction; a settlement's in an item beside its outcome.
+A chunk of a sitemap's pages is a batch (listed_batch.py). Listing it is two steps: each URL's pointer is
+moved to the batch (a conditional write each, side by side: crawl_pointers.py), then one transaction writes
+the batch's records, its states, its crawl records (a crawl batch), the sitemap's checkpoint and a counter
+shard. The pointer is both the URL's mark in its job (a URL listed by two sitemaps of a job is counted once,
+whichever comes first) and the crawl database's index: one write a URL a job.
 
 A listing first makes sure the other jobs' listings not committed that its pointers name never commit (a
 tombstone each), then writes each URL's pointer on the version its lookup read (a URL new to the site: on
-none). A pointer that moved meanwhile is read again: one naming this job's committed batch is the job's already
-(another sitemap listed it first); one naming this job's batch that never committed is taken over as marks
-are (its sitemap's reading, holding the lease, or a final sitemap's); one another writer moved makes the
-listing stale (decided again on what that writer wrote). The transaction then writes the job's batch items,
-the crawl batch, and the moved marks of the pages still to be settled it moved pointers from
-(crawl_pointers).
-
-A settlement writes its pages' crawl records into one item of the crawl batch, except those of pages another
-writer moved meanwhile (their batch's moved list): written whole on their pointer, on the version their
-record was computed from.
-
-Jobs of the other layouts are served by page_batches and dynamodb, as each job says.
+none). A pointer that moved meanwhile is read again: one naming this job's committed batch is the job's
+already (another sitemap listed it first); one naming this job's batch that never committed is taken over
+(by its sitemap's reading, which holds the lease, checked in the takeover's transaction, or by a final
+sitemap's: that batch can no longer commit); one another writer moved makes the listing stale (decided
+again on what that writer wrote). The transaction then writes the batch, the crawl batch, and the moved
+marks of the pages still to be settled it moved pointers from (crawl_pointers).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import orjson
 
 from harvester.adapters.aws.crawl_pointers import (
     Pointer,
@@ -35,79 +30,87 @@ from harvester.adapters.aws.crawl_pointers import (
     Ref,
     batch_key,
     listed_lines,
-    outcome_key,
     pointer_key,
-    stale_check,
-    whole_write,
+    stale_urls,
 )
-from harvester.adapters.aws.item_body import body_text, stored_body
-from harvester.adapters.aws.page_batches import (
-    BATCHES,
-    ITEMS,
-    MOVED,
-    POINTERS,
-    DynamoBatchStateStore,
-    Listing,
-    _Batch,
-    _sized,
-)
+from harvester.adapters.aws.item_body import stored_body
+from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
+from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, sized, state_sk
+from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.state_table import conditional, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
-from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of
-from harvester.ports import Lease, PageOutcome
-from harvester.urls import origin_of
+from harvester.model import accounting
+from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of, url_key
+from harvester.model.state import Checkpoint, Lease, Recorded
+
+#: Pointers written at once (each is a request of its own).
+_POINTER_THREADS = 16
 
 
-class DynamoPointerStateStore(DynamoBatchStateStore):
-    """DynamoBatchStateStore that can also keep a job's pages as pointers (module docstring)."""
+class PageListing:
+    """The listing of a job's pages (module docstring)."""
 
-    layouts = (ITEMS, BATCHES, POINTERS)
+    #: Pages a listed batch holds at most: its items, the crawl batch, the moved marks it may write, the
+    #: sitemap's checkpoint and a counter shard fit a transaction.
+    record_batch = (TRANSACTION_ITEMS - 2) // 2
 
-    def __init__(
+    def __init__(self, jobs: JobItems, pointers: Pointers) -> None:
+        self.jobs = jobs
+        self.pointers = pointers
+        self.client = jobs.client
+        self.table = jobs.table
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def record_pages(
         self,
-        client: Any,
-        table: str,
+        job_id: str,
+        sitemap_url: str,
+        pages: Sequence[PageRecord],
         *,
-        retention_days: int = 30,
-        layout: str = POINTERS,
-        pointers: Pointers | None = None,
-    ) -> None:
-        super().__init__(client, table, retention_days=retention_days, layout=layout)
-        self.pointers = pointers or Pointers(client, table)
-        self._origins: dict[str, str] = {}
-        self._ended: dict[str, tuple[bool, float]] = {}
-
-    def pointed(self, job_id: str) -> bool:
-        return self.layout_of(job_id) == POINTERS
-
-    def _job_over(self, job_id: str) -> bool:
-        """Whether the job has ended (or is gone): a pointer need not keep it among those that listed it.
-        Known ends are kept; a running job is asked again after a minute."""
-        over, asked = self._ended.get(job_id, (False, 0.0))
-        now = time.monotonic()
-        if over or now - asked < 60:
-            return over
-        job = self.get_job(job_id)
-        over = job is None or job.status.final
-        self._ended[job_id] = (over, now)
-        return over
-
-    def _site(self, job_id: str, site: str | None = None) -> str:
-        """The job's site as the crawl database knows it: as its steps name it (they name it the same), else
-        its request's origin (read once per job)."""
-        if site is not None:
-            self._origins[job_id] = site
-            return site
-        origin = self._origins.get(job_id)
-        if origin is None:
-            item = self._get(job_id, "JOB")
-            if item is None:
-                raise KeyError(f"job {job_id} is gone")
-            origin = self._origins[job_id] = origin_of(orjson.loads(body_text(item))["request"]["site"])
-        return origin
-
-    # listing ------------------------------------------------------------------------------------------
+        checkpoint: int,
+        lease: Lease,
+        site: str | None = None,
+        crawl: Mapping[str, CrawlWrite] | None = None,
+        enqueued: Checkpoint | None = None,
+    ) -> Recorded:
+        writes = crawl if site is not None and crawl else {}
+        unique = accounting.first_per_url(pages)
+        recorded = Recorded()
+        packed = {p.url: pack(body_of(p), job_id) for p in unique}
+        chunks = sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
+        sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
+        for n, chunk in enumerate(chunks):
+            sitemap = self.jobs.leased_sitemap(job_id, sitemap_url, lease)
+            last = n == len(chunks) - 1
+            # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
+            target = checkpoint if last else sitemap.pages_recorded
+            bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
+            listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes)
+            if listing.stale:
+                recorded.stale = listing.stale
+                return recorded
+            mine = listing.mine
+            moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
+            items: list[dict[str, Any]] = []
+            roles: list[tuple[str, str]] = []
+            if mine:
+                records = as_lines([packed[p.url] for p in mine])
+                items.append(self.jobs.new_item(job_id, batch_sk(bid), records, version=None))
+                items.append(self.jobs.new_item(job_id, state_sk(bid), "{}", version=1))
+                roles += [("batch", bid), ("batch", bid)]
+            items += listing.items
+            roles += listing.roles
+            failed = self.jobs.commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
+            stale = stale_urls(failed)
+            if stale:  # (nothing written: the pointers are taken over by the listing decided again)
+                recorded.stale = stale
+                return recorded
+            if failed:
+                raise RuntimeError(f"batch {bid} of job {job_id} was written already: {failed}")
+            recorded.new.extend(mine)
+        return recorded
 
     def _list(
         self,
@@ -120,25 +123,27 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         site: str | None,
         writes: Mapping[str, CrawlWrite],
     ) -> Listing:
-        if not self.pointed(job_id) or not chunk:
-            return super()._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes)
-        site = self._site(job_id, site)
-        lines: dict[str, tuple[str, bool]] = {}
+        """Which pages of ``chunk`` are batch ``bid``'s (their pointers moved to it), and the items its
+        transaction writes beside the batch's: the crawl batch and the guards of the pointers it moved."""
+        if not chunk:
+            return Listing([])
+        site = self.jobs.site_of(job_id, site)
+        listed: dict[str, tuple[str, bool]] = {}
         expected: dict[str, int | None] = {}
         for p in chunk:
             write = writes.get(p.url) or (p.known if isinstance(p, SitemapURL) else None)
             final = p.status.final  # (a page the listing made final: no settlement will move its record)
             if write is not None:
-                lines[p.url], expected[p.url] = (body_of(write), final), write.version - 1
+                listed[p.url], expected[p.url] = (body_of(write), final), write.version - 1
             else:  # (a job record with no crawl record: the pointer marks it, on whatever version it is)
-                lines[p.url], expected[p.url] = ("", final), None
+                listed[p.url], expected[p.url] = ("", final), None
         bases, stale = self._bases(site, list(expected), expected)
         stale += self._bury(site, job_id, bases.values())
         if stale:
             return Listing([], stale=stale)
         ref = Ref(job_id, bid)
         landed = list(
-            self._pool_map(lambda p: self._put_pointer(site, ref, sitemap_key, p.url, bases.get(p.url)), chunk)
+            self._pool_map(lambda p: self.put_pointer(site, ref, sitemap_key, p.url, bases.get(p.url)), chunk)
         )
         moved_from = [bases[p.url] for p, ok in zip(chunk, landed, strict=True) if ok and p.url in bases]
         missed = [p.url for p, ok in zip(chunk, landed, strict=True) if not ok]
@@ -151,14 +156,20 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         listing = Listing([p for p in chunk if p.url not in lost])
         if not listing.mine:
             return listing
-        body = listed_lines([lines[p.url] for p in listing.mine])
-        listing.items.append(self._crawl_item(batch_key(site, ref), body))
+        body = listed_lines([listed[p.url] for p in listing.mine])
+        listing.items.append(created(self.table, {**batch_key(site, ref), "body": stored_body(body)}))
         # (a crawl batch found written is a tombstone another job's listing left: stale, decided again)
         listing.roles.append(("crawl", listing.mine[0].url))
         for guard, url in self.pointers.guards(site, moved_from, mover=job_id, tombstones=False):
             listing.items.append(guard)
             listing.roles.append(("crawl", url))
         return listing
+
+    def _pool_map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=_POINTER_THREADS, thread_name_prefix="pointers")
+        return self._pool.map(fn, items)
 
     def _bases(
         self, site: str, urls: Sequence[str], expected: dict[str, int | None]
@@ -193,7 +204,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
             expected[url] = pointer.version
         return bases, stale
 
-    def _put_pointer(self, site: str, ref: Ref, sitemap_key: str, url: str, base: Pointer | None) -> bool:
+    def put_pointer(self, site: str, ref: Ref, sitemap_key: str, url: str, base: Pointer | None) -> bool:
         """The URL's pointer moved to ``ref``, on the version of ``base`` (none: a URL new to the site), with
         the job among those that listed it (less those over, and a listing it makes sure never commits)."""
         if base is not None and ref.job in base.jobs:
@@ -202,7 +213,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         jobs = {ref.job} | {
             job
             for job in (base.jobs if base is not None else ())
-            if not self._job_over(job) and (victim is None or job != victim.job)
+            if not self.jobs.job_over(job) and (victim is None or job != victim.job)
         }
         values: dict[str, Any] = {
             ":cur": _s(str(ref)),
@@ -281,7 +292,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
         taken: list[Pointer] = []
         if takeable and not stale:
             others = {p.sitemap for p in takeable.values() if p.sitemap not in (None, sitemap_key)}
-            done = self._final_sitemaps(job_id, {s for s in others if s is not None}) if others else set()
+            done = self.jobs.final_sitemaps(job_id, {s for s in others if s is not None}) if others else set()
             for url, p in takeable.items():
                 if (p.sitemap == sitemap_key or p.sitemap in done) and self._take_pointer(
                     site, p, ref, sitemap_key, job_id, lease
@@ -293,7 +304,7 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
 
     def _take_pointer(self, site: str, p: Pointer, ref: Ref, sitemap_key: str, job_id: str, lease: Lease) -> bool:
         """Moves a pointer from the job's batch that never committed to ``ref``, our sitemap's lease checked
-        (page_batches ``_with_lease``); its record stays where it was read from."""
+        (JobItems.with_lease); its record stays where it was read from."""
         update = {
             "TableName": self.table,
             "Key": pointer_key(site, p.url),
@@ -306,97 +317,4 @@ class DynamoPointerStateStore(DynamoBatchStateStore):
                 ":seen": _n(p.version),
             },
         }
-        return self._with_lease(job_id, sitemap_key, lease, update)
-
-    def _crawl_item(self, key: dict[str, Any], body: str) -> dict[str, Any]:
-        """A new item of a crawl batch (no ``expires_at``: the crawl database outlives jobs)."""
-        return created(self.table, {**key, "body": stored_body(body)})
-
-    def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
-        if not self.pointed(job_id):
-            return super()._marks(job_id, urls, consistent=consistent)
-        marks: dict[str, tuple[str, str]] = {}
-        for p in self.pointers.fetch(self._site(job_id), urls, consistent=consistent).values():
-            ref = p.of_job(job_id)
-            if ref is not None:
-                marks[p.url] = (ref.bid, p.sitemap or "")
-        return marks
-
-    def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, _Batch]]:
-        """As the batch layout places pages, by their pointers; a page whose pointer no longer names the job's
-        batch (two other jobs of the site listed the URL since, while this one still had it to fetch) is
-        looked for in the job's batches (a query of the job's records, rare)."""
-        placed, batches = super()._place(job_id, urls)
-        missing = {url for url in urls if url not in placed}
-        if not missing or not self.pointed(job_id):
-            return placed, batches
-        found: dict[str, tuple[str, int]] = {}
-        for item in self._query(
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":prefix": _s("BATCH#")},
-            ConsistentRead=True,
-        ):
-            bid, _, rest = item["sk"]["S"].removeprefix("BATCH#").partition("#")
-            if rest:
-                continue  # (states and outcomes)
-            batch = _Batch(bid, body_text(item).split("\n"))
-            for url in missing - set(found):
-                i = batch.position(url)
-                if i is not None:
-                    found[url] = (bid, i)
-            if len(found) == len(missing):
-                break
-        batches |= self._batches(job_id, {bid for bid, _ in found.values()} - set(batches), outcomes=False)
-        placed |= {url: place for url, place in found.items() if place[0] in batches}
-        return placed, batches
-
-    # settling -----------------------------------------------------------------------------------------
-
-    def _settle_crawl(
-        self,
-        job_id: str,
-        batch: _Batch,
-        version: int,
-        placed: Mapping[str, tuple[str, int]],
-        outcomes: Sequence[PageOutcome],
-        *,
-        site: str | None,
-    ) -> Listing:
-        if not self.pointed(job_id):
-            return super()._settle_crawl(job_id, batch, version, placed, outcomes, site=site)
-        site = self._site(job_id, site)
-        ref = Ref(job_id, batch.bid)
-        moved = set(batch.states.get(MOVED, []))
-        lines: list[str] = []
-        whole: list[PageOutcome] = []
-        for o in outcomes:
-            if o.crawl is None:
-                continue
-            i = placed[o.record.url][1]
-            if str(i) in moved:
-                whole.append(o)
-            else:
-                lines.append(f"{i}\t{body_of(o.crawl)}")
-        crawled = Listing([])
-        for part, run in enumerate(_sized(lines, [len(line) for line in lines], len(lines) or 1)):
-            crawled.items.append(self._crawl_item(outcome_key(site, ref, version, part), "\n".join(run)))
-            crawled.roles.append(("outcome", batch.bid))
-        for o in whole:
-            assert o.crawl is not None
-            pointer = self.pointers.mover_base(site, o.crawl)
-            crawled.items.append(
-                whole_write(self.table, site, o.crawl)
-                if pointer is not False
-                else stale_check(self.table, site, o.crawl)
-            )
-            crawled.roles.append(("crawl", o.record.url))
-            if pointer:
-                crawled.guarded.append(pointer)
-        return crawled
-
-    def _guards(self, job_id: str, guarded: Sequence[Any], *, site: str | None) -> list[tuple[dict[str, Any], str]]:
-        """The guards of the pointers a settlement writes whole, for all its batches at once (two of its pages
-        may guard one batch: one write of it)."""
-        if not guarded:
-            return []
-        return self.pointers.guards(self._site(job_id, site), guarded, mover=job_id)
+        return self.jobs.with_lease(job_id, sitemap_key, lease, update)

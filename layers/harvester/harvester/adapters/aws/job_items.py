@@ -1,0 +1,636 @@
+"""A job's own items in the state table: its record, its counters, its sitemaps and their leases, its
+extensions; and the writes the page batches make beside them (a counter shard, a sitemap's checkpoint).
+
+Layout (``pk`` / ``sk``):
+
+* ``JOB#<id>`` / ``JOB``: the job record (with ``layout``, the page layout it keeps: ``pointers``);
+* ``COUNT#<id>`` / ``COUNT#<nn>``: the job's counters, spread over shards so that concurrent workers do not
+  fight over one item (a transaction touching an item another transaction holds is cancelled), in a
+  partition of their own so that reading them never reads the job's records; the counts are the sum of
+  the shards, read with TransactGetItems when a completion check must see one instant;
+* ``JOB#<id>`` / ``SITEMAP#<url key>``: the sitemap records;
+* ``JOB#<id>`` / ``EXT#<url key>#<kind>``: a page's sitemap extensions (the first value of a kind).
+
+Every record is stored as its JSON ``body`` (deflated: item_body.py) plus the attributes conditions need
+(``status``, ``lease_token``, ``lease_until``, ``version``). Unfinished jobs and sitemaps carry ``open_pk`` so
+that the sparse ``OpenItems`` index lists them. Each counter delta is written in the same TransactWriteItems
+as the record change that justifies it. The pages' items are page_batches.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from botocore.exceptions import ClientError
+
+from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.state_table import (
+    TransactionFailed,
+    batch_get,
+    conditional,
+    created,
+    query,
+    transact,
+)
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
+from harvester.model import accounting
+from harvester.model.messages import Unprocessable
+from harvester.model.records import (
+    JobCounts,
+    JobRecord,
+    JobStatus,
+    PageRecord,
+    SitemapRecord,
+    SitemapStatus,
+    body_of,
+    url_key,
+)
+from harvester.model.state import Checkpoint, JobSnapshot, Lease, SitemapOutcome
+from harvester.ports import LeaseLost
+from harvester.urls import origin_of
+
+SHARDS = 16
+OPEN_INDEX = "OpenItems"
+ACTIVE_JOBS = "JOBS"
+#: The page layout a job's item names: the only one this version keeps.
+LAYOUT = "pointers"
+#: The most items a TransactWriteItems holds.
+TRANSACTION_ITEMS = 100
+_COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
+#: How long a job known to be running is taken to be so, before it is read again (seconds).
+_RUNNING_KNOWN = 60
+
+
+def _job_pk(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def _count_pk(job_id: str) -> str:
+    return f"COUNT#{job_id}"
+
+
+def _open_pk(job_id: str) -> str:
+    return f"OPEN#{job_id}"
+
+
+def _shard_counts(item: dict[str, Any]) -> JobCounts:
+    return JobCounts(**{f: int(item[f]["N"]) for f in _COUNTER_FIELDS if f in item})
+
+
+def refused_layout(job_id: str, item: dict[str, Any]) -> str | None:
+    """Why a job's item cannot be served (written by a version that kept its pages another way), or None."""
+    layout = item.get("layout", {}).get("S", "items")
+    if layout == LAYOUT:
+        return None
+    return (
+        f"job {job_id} keeps its pages in the {layout!r} state layout of an earlier Harvester, which this "
+        f"version does not read: let it end on the version that started it, or crawl the site again as a new job"
+    )
+
+
+class JobItems:
+    """The items of a job that are not its pages' (module docstring), and the table's shared writes."""
+
+    def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
+        self.client = client
+        self.table = table
+        self.retention_seconds = retention_days * 86400
+        self._origins: dict[str, str] = {}
+        self._ended: dict[str, tuple[bool, float]] = {}
+
+    # the table ------------------------------------------------------------------------------------
+
+    def key(self, job_id: str, sk: str) -> dict[str, Any]:
+        return {"pk": _s(_job_pk(job_id)), "sk": _s(sk)}
+
+    def _shard_key(self, job_id: str, shard: int) -> dict[str, Any]:
+        return {"pk": _s(_count_pk(job_id)), "sk": _s(f"COUNT#{shard:02d}")}
+
+    def expires(self) -> dict[str, str]:
+        return _n(int(time.time()) + self.retention_seconds)
+
+    def get(self, job_id: str, sk: str) -> dict[str, Any] | None:
+        item = self.client.get_item(TableName=self.table, Key=self.key(job_id, sk), ConsistentRead=True)
+        return item.get("Item")
+
+    def transact(self, items: list[dict[str, Any]]) -> None:
+        transact(self.client, items)
+
+    def conditional(self, request: dict[str, Any]) -> bool:
+        """An ``{"Update": ...}`` request made alone: whether it landed."""
+        return conditional(lambda: self.client.update_item(**request["Update"]))
+
+    def query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        return query(self.client, self.table, **kwargs)
+
+    def partition(self, job_id: str, prefix: str) -> Iterator[dict[str, Any]]:
+        """The job's items whose sort key starts with ``prefix``, in order, read consistently."""
+        return self.query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": _s(_job_pk(job_id)), ":prefix": _s(prefix)},
+            ConsistentRead=True,
+        )
+
+    def new_item(self, job_id: str, sk: str, body: str, *, version: int | None) -> dict[str, Any]:
+        """A Put of a new item of the job (its ``body``; ``version`` when its writes are versioned)."""
+        item = {**self.key(job_id, sk), "body": stored_body(body), "expires_at": self.expires()}
+        if version is not None:
+            item["version"] = _n(version)
+        return created(self.table, item)
+
+    def counter_update(self, job_id: str, delta: JobCounts) -> dict[str, Any]:
+        """The Update adding ``delta`` to a counter shard of the job (any: see the module docstring)."""
+        names = {f"#{f}": f for f in _COUNTER_FIELDS}
+        values = {f":{f}": _n(getattr(delta, f)) for f in _COUNTER_FIELDS}
+        values[":now"] = _n(time.time())
+        values[":exp"] = self.expires()
+        adds = ", ".join(f"#{f} :{f}" for f in _COUNTER_FIELDS)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self._shard_key(job_id, random.randrange(SHARDS)),
+                "UpdateExpression": f"ADD {adds} SET updated_at = :now, expires_at = :exp",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
+        item = {
+            **self.key(job_id, sk),
+            "body": stored_body(body),
+            "status": _s(status),
+            "lease_until": _n(0),
+            "version": _n(1),
+            "expires_at": self.expires(),
+        }
+        if open_item:
+            item["open_pk"] = _s(_open_pk(job_id))
+        return created(self.table, item)
+
+    def _record_update(
+        self,
+        job_id: str,
+        sk: str,
+        body: str,
+        status: str,
+        *,
+        lease: Lease | None,
+        condition: str,
+        condition_values: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Rewrites a record's body and status; a final status leaves the open index, a lease is set or cleared."""
+        values = {":body": stored_body(body), ":status": _s(status), ":one": _n(1)}
+        values |= condition_values
+        sets = ["body = :body", "#status = :status", "version = version + :one"]
+        removes = []
+        if lease is not None:
+            sets += ["lease_token = :token", "lease_until = :until"]
+            values |= {":token": _s(lease.token), ":until": _n(lease.until)}
+        else:
+            sets.append("lease_until = :zero")
+            values[":zero"] = _n(0)
+            removes.append("lease_token")
+        if status in ("pending", "processing"):
+            sets.append("open_pk = :open")
+            values[":open"] = _s(_open_pk(job_id))
+        else:
+            removes.append("open_pk")
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": self.key(job_id, sk),
+                "UpdateExpression": expression,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    @staticmethod
+    def leased(lease: Lease) -> tuple[str, dict[str, Any]]:
+        """The condition (and its values) that a record is processing under ``lease``."""
+        return (
+            "#status = :processing AND lease_token = :mine",
+            {":processing": _s("processing"), ":mine": _s(lease.token)},
+        )
+
+    # jobs -----------------------------------------------------------------------------------------
+
+    def create_job(self, job: JobRecord) -> JobRecord:
+        item = {
+            **self.key(job.job_id, "JOB"),
+            "body": stored_body(body_of(job)),
+            "status": _s(job.status.value),
+            "fingerprint": _s(job.request.fingerprint()),
+            "open_pk": _s(ACTIVE_JOBS),
+            "version": _n(1),
+            "expires_at": self.expires(),
+            "layout": _s(LAYOUT),
+        }
+        new_only = "attribute_not_exists(pk)"  # an id already stored is that job: it is returned as it is
+        conditional(lambda: self.client.put_item(TableName=self.table, Item=item, ConditionExpression=new_only))
+        stored = self.get_job(job.job_id)
+        assert stored is not None
+        return stored
+
+    def _job_item(self, job_id: str) -> dict[str, Any] | None:
+        """The job's item; Unprocessable for a job of an earlier version's page layout."""
+        item = self.get(job_id, "JOB")
+        if item is not None and (why := refused_layout(job_id, item)):
+            raise Unprocessable(why)
+        return item
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        item = self._job_item(job_id)
+        return JobRecord.model_validate_json(body_text(item)) if item else None
+
+    def site_of(self, job_id: str, site: str | None = None) -> str:
+        """The job's site as the crawl database knows it: as its steps name it (they name it the same), else
+        its request's origin (read once per job)."""
+        if site is not None:
+            self._origins[job_id] = site
+            return site
+        origin = self._origins.get(job_id)
+        if origin is None:
+            item = self._job_item(job_id)
+            if item is None:
+                raise KeyError(f"job {job_id} is gone")
+            origin = self._origins[job_id] = origin_of(orjson.loads(body_text(item))["request"]["site"])
+        return origin
+
+    def job_over(self, job_id: str) -> bool:
+        """Whether the job has ended (or is gone). Known ends are kept; a running job is asked again after
+        _RUNNING_KNOWN seconds."""
+        over, asked = self._ended.get(job_id, (False, 0.0))
+        now = time.monotonic()
+        if over or now - asked < _RUNNING_KNOWN:
+            return over
+        item = self.get(job_id, "JOB")
+        over = item is None or JobStatus(item["status"]["S"]).final
+        self._ended[job_id] = (over, now)
+        return over
+
+    def _move_job(self, job: JobRecord, *, expected: JobStatus | None, still_open: bool) -> bool:
+        condition = "attribute_exists(pk)"
+        values: dict[str, Any] = {":body": stored_body(body_of(job)), ":status": _s(job.status.value)}
+        if expected is not None:
+            condition = "#status = :expected"
+            values[":expected"] = _s(expected.value)
+        update = "SET body = :body, #status = :status"
+        if still_open:
+            update += ", open_pk = :jobs"
+            values[":jobs"] = _s(ACTIVE_JOBS)
+        else:
+            update += " REMOVE open_pk"
+        return conditional(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=self.key(job.job_id, "JOB"),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+            )
+        )
+
+    def mark_seeded(self, job_id: str) -> None:
+        job = self.get_job(job_id)
+        if job is not None and job.status is JobStatus.PENDING:
+            moved = job.model_copy(update={"status": JobStatus.IN_PROGRESS, "seeded": True})
+            self._move_job(moved, expected=JobStatus.PENDING, still_open=True)
+
+    def end_job(self, job_id: str, status: JobStatus, *, end_time: datetime, error_message: str | None = None) -> bool:
+        job = self.get_job(job_id)
+        if job is None or job.status is not JobStatus.IN_PROGRESS:
+            return False
+        ended = job.model_copy(update={"status": status, "end_time": end_time, "error_message": error_message})
+        # Still listed as active until its result is written, so that a resume can write it.
+        return self._move_job(ended, expected=JobStatus.IN_PROGRESS, still_open=True)
+
+    def set_result(self, job_id: str, result_key: str) -> None:
+        job = self.get_job(job_id)
+        if job is not None:
+            self._move_job(job.model_copy(update={"result_key": result_key}), expected=job.status, still_open=False)
+
+    def active_jobs(self) -> list[JobRecord]:
+        """The jobs still open; a job of an earlier version's page layout is left out (its steps refuse it)."""
+        items = self.query(
+            IndexName=OPEN_INDEX,
+            KeyConditionExpression="open_pk = :jobs",
+            ExpressionAttributeValues={":jobs": _s(ACTIVE_JOBS)},
+        )
+        jobs = []
+        for item in items:
+            try:
+                job = self.get_job(item["pk"]["S"].removeprefix("JOB#"))
+            except Unprocessable:
+                continue
+            if job is not None:
+                jobs.append(job)
+        return jobs
+
+    def snapshot(self, job_id: str) -> JobSnapshot | None:
+        keys = [self.key(job_id, "JOB")] + [self._shard_key(job_id, i) for i in range(SHARDS)]
+        # (a read cancelled by a transaction in progress is tried again by the client: adapters.aws.busy)
+        response = self.client.transact_get_items(
+            TransactItems=[{"Get": {"TableName": self.table, "Key": k}} for k in keys]
+        )
+        items = [r.get("Item") for r in response["Responses"]]
+        if not items[0]:
+            return None
+        if why := refused_layout(job_id, items[0]):
+            raise Unprocessable(why)
+        job = JobRecord.model_validate_json(body_text(items[0]))
+        shards = [shard for shard in items[1:] if shard]
+        counts = accounting.total(_shard_counts(shard) for shard in shards)
+        updated = max([job.start_time.timestamp()] + [float(s.get("updated_at", {"N": "0"})["N"]) for s in shards])
+        return JobSnapshot(job=job, counts=counts, last_update=datetime.fromtimestamp(updated, UTC))
+
+    def counts(self, job_id: str) -> JobCounts:
+        items = self.query(
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": _s(_count_pk(job_id))},
+            ProjectionExpression=", ".join(f"#{f}" for f in _COUNTER_FIELDS),
+            ExpressionAttributeNames={f"#{f}": f for f in _COUNTER_FIELDS},
+            ConsistentRead=True,
+        )
+        return accounting.total(_shard_counts(item) for item in items)
+
+    # sitemaps -------------------------------------------------------------------------------------
+
+    def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
+        unique = accounting.first_per_url(sitemaps)
+        created = self._create_records(
+            job_id,
+            [(f"SITEMAP#{s.key}", body_of(s), s.status.value, not s.status.final) for s in unique],
+            [accounting.new_sitemap(s) for s in unique],
+        )
+        stored = []
+        for sitemap, new in zip(unique, created, strict=True):
+            if new:
+                stored.append(sitemap)
+            else:
+                existing = self.get_sitemap(job_id, sitemap.url)
+                assert existing is not None
+                stored.append(existing)
+        return stored
+
+    def _create_records(
+        self, job_id: str, records: list[tuple[str, str, str, bool]], deltas: list[JobCounts]
+    ) -> list[bool]:
+        """Puts each record that does not exist yet, counting it; returns which were created.
+
+        One transaction per chunk: records whose condition fails (they exist) are taken out and the chunk
+        is tried again, so the counters move by exactly the records created.
+        """
+        created = [False] * len(records)
+        room = TRANSACTION_ITEMS - 1
+        for start in range(0, len(records), room):
+            chunk = list(range(start, min(start + room, len(records))))
+            while chunk:
+                items = [self._record_put(job_id, *records[i][:3], open_item=records[i][3]) for i in chunk]
+                items.append(self.counter_update(job_id, accounting.total(deltas[i] for i in chunk)))
+                try:
+                    self.transact(items)
+                except TransactionFailed as exc:
+                    existing = {chunk[i] for i in exc.failed_conditions(len(chunk))}
+                    if not existing:
+                        raise
+                    chunk = [i for i in chunk if i not in existing]
+                    continue
+                for i in chunk:
+                    created[i] = True
+                break
+        return created
+
+    def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
+        item = self.get(job_id, f"SITEMAP#{url_key(url)}")
+        return SitemapRecord.model_validate_json(body_text(item)) if item else None
+
+    def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
+        """pending (or processing under a lapsed lease) -> processing under ``lease``, one attempt more.
+
+        Optimistic: the move is conditional on the version read, so of two claimants only one wins.
+        """
+        sk = f"SITEMAP#{url_key(url)}"
+        item = self.get(job_id, sk)
+        if item is None or not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
+            return None
+        record = accounting.claimed(SitemapRecord.model_validate_json(body_text(item)))
+        update = self._record_update(
+            job_id,
+            sk,
+            body_of(record),
+            record.status.value,
+            lease=lease,
+            condition="version = :seen",
+            condition_values={":seen": item["version"]},
+        )
+        return record if self._claimed(update, lease) else None
+
+    def _claimed(self, request: dict[str, Any], lease: Lease) -> bool:
+        """Whether a claim's conditional write landed: it did, or its condition failed on itself (an answer
+        lost to a timeout, the write sent again by botocore), which the item the refusal returns, held by
+        ``lease``, tells."""
+        try:
+            self.client.update_item(**request["Update"], ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return exc.response.get("Item", {}).get("lease_token", {}).get("S") == lease.token
+        return True
+
+    def leased_sitemap(self, job_id: str, url: str, lease: Lease) -> SitemapRecord:
+        """The sitemap's record, read consistently; LeaseLost unless it is processing under ``lease``."""
+        item = self.get(job_id, f"SITEMAP#{url_key(url)}")
+        if item is None or item["status"]["S"] != "processing" or item.get("lease_token", {}).get("S") != lease.token:
+            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
+        return SitemapRecord.model_validate_json(body_text(item))
+
+    def _sitemap_update(self, job_id: str, record: SitemapRecord, lease: Lease, *, keep_lease: bool) -> dict[str, Any]:
+        condition, values = self.leased(lease)
+        values[":processing"] = _s("processing")
+        return self._record_update(
+            job_id,
+            f"SITEMAP#{record.key}",
+            body_of(record),
+            record.status.value,
+            lease=lease if keep_lease else None,
+            condition=condition,
+            condition_values=values,
+        )
+
+    def commit_listing(
+        self,
+        job_id: str,
+        sitemap_url: str,
+        lease: Lease,
+        items: list[dict[str, Any]],
+        roles: list[tuple[str, str]],
+        moved: SitemapRecord,
+        pages: Sequence[PageRecord],
+    ) -> list[tuple[str, str]]:
+        """Writes a listed chunk's ``items`` (each with its role and URL) in one transaction with the sitemap's
+        checkpoint (``moved``) and the count of ``pages``; returns the roles whose condition failed (nothing
+        was written then), empty when written. Raises LeaseLost when the sitemap is no longer ours."""
+        items = [
+            *items,
+            self._sitemap_update(job_id, moved, lease, keep_lease=True),
+            self.counter_update(job_id, accounting.new_pages(pages)),
+        ]
+        roles = [*roles, ("sitemap", sitemap_url)]
+        try:
+            self.transact(items)
+        except TransactionFailed as exc:
+            failed = [roles[i] for i in exc.failed_conditions(len(roles))]
+            if any(role == "sitemap" for role, _ in failed):
+                lost = f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
+                raise LeaseLost(lost) from exc
+            if not failed:
+                raise
+            return failed
+        return []
+
+    def with_lease(self, job_id: str, sitemap_key: str, lease: Lease, update: dict[str, Any]) -> bool:
+        """A takeover's ``update``, in one transaction with a check that our sitemap (by its record's key) is
+        still ours: a reading whose lease lapsed meanwhile must not take back what the one holding it now
+        listed. False when either condition failed."""
+        condition, values = self.leased(lease)
+        try:
+            self.transact(
+                [
+                    {"Update": update},
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": self.key(job_id, f"SITEMAP#{sitemap_key}"),
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": values,
+                        }
+                    },
+                ]
+            )
+        except TransactionFailed as exc:
+            if exc.failed_conditions(2):
+                return False
+            raise
+        return True
+
+    def final_sitemaps(self, job_id: str, keys: set[str]) -> set[str]:
+        """Which of the sitemaps (by record key) are final: their readings will commit nothing more."""
+        items = batch_get(self.client, self.table, [self.key(job_id, f"SITEMAP#{key}") for key in keys])
+        return {i["sk"]["S"].removeprefix("SITEMAP#") for i in items if SitemapStatus(i["status"]["S"]).final}
+
+    def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
+        sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
+        if not self.conditional(
+            self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease, keep_lease=True)
+        ):
+            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
+
+    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+        try:
+            sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
+        except LeaseLost:
+            return False
+        finished = accounting.finished_sitemap(sitemap, outcome)
+        try:
+            self.transact(
+                [
+                    self._sitemap_update(job_id, finished, lease, keep_lease=False),
+                    self.counter_update(job_id, accounting.sitemap_done(outcome)),
+                ]
+            )
+        except TransactionFailed as exc:
+            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def release_sitemap(
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+    ) -> bool:
+        try:
+            sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
+        except LeaseLost:
+            return False
+        released = accounting.released_sitemap(sitemap, error_message, attempts)
+        try:
+            self.transact(
+                [
+                    self._sitemap_update(job_id, released, lease, keep_lease=False),
+                    self.counter_update(job_id, JobCounts()),  # activity, for the stall detection
+                ]
+            )
+        except TransactionFailed as exc:
+            if exc.failed_conditions(1):
+                return False
+            raise
+        return True
+
+    def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
+        for item in self._sitemap_items(job_id, status.value if status else None):
+            yield SitemapRecord.model_validate_json(body_text(item))
+
+    def _sitemap_items(self, job_id: str, status: str | None) -> Iterator[dict[str, Any]]:
+        if status not in ("pending", "processing"):
+            items = self.partition(job_id, "SITEMAP#")
+            yield from (i for i in items if status is None or i["status"]["S"] == status)
+            return
+        # Open sitemaps are exactly what the sparse index holds: no need to read the finished ones.
+        yield from self.query(
+            IndexName=OPEN_INDEX,
+            KeyConditionExpression="open_pk = :pk AND begins_with(sk, :prefix)",
+            FilterExpression="#status = :status",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":pk": _s(_open_pk(job_id)), ":prefix": _s("SITEMAP#"), ":status": _s(status)},
+        )
+
+    def release_sitemap_leases(self, job_id: str) -> int:
+        """Lets the leases of the job's processing sitemaps lapse now (a resume); how many."""
+        released = 0
+        for item in self._sitemap_items(job_id, "processing"):
+            released += conditional(
+                lambda item=item: self.client.update_item(
+                    TableName=self.table,
+                    Key={"pk": item["pk"], "sk": item["sk"]},
+                    UpdateExpression="SET lease_until = :zero",
+                    ConditionExpression="#status = :processing",
+                    ExpressionAttributeNames={"#status": "status"},
+                    ExpressionAttributeValues={":zero": _n(0), ":processing": _s("processing")},
+                )
+            )
+        return released
+
+    # extensions -----------------------------------------------------------------------------------
+
+    def add_extensions(self, job_id: str, listings: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for url, extensions in listings:
+            for kind, value in extensions.items():
+                item = {
+                    **self.key(job_id, f"EXT#{url_key(url)}#{kind}"),
+                    "body": stored_body(json.dumps({"url": url, "kind": kind, "value": value})),
+                    "expires_at": self.expires(),
+                }
+                conditional(  # (the first value of a kind is kept: a later one fails the condition)
+                    lambda item=item: self.client.put_item(
+                        TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+                    )
+                )
+
+    def extensions(self, job_id: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for item in self.partition(job_id, "EXT#"):
+            kept = json.loads(body_text(item))
+            out.setdefault(kept["url"], {})[kept["kind"]] = kept["value"]
+        return out

@@ -1,0 +1,69 @@
+"""Where fetched documents and WARC files are kept: the ports the archive writes through (adapters: a folder
+locally, S3 on AWS)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+if TYPE_CHECKING:
+    from harvester.archive.warc import Archived
+
+
+class DocumentStore(Protocol):
+    """Raw fetched documents and job results, by key (``jobs/<job>/pages/<url key>`` ...)."""
+
+    #: Whether ``put`` is quick enough to call on the event loop (a local file) rather than in a thread
+    #: (an S3 PUT, whose wait would hold up the turns of the batch's other pages).
+    writes_inline: bool
+
+    def put(
+        self,
+        key: str,
+        body: BinaryIO | bytes,
+        *,
+        content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> str:
+        """Stores the body (a file object is read from its current position) and returns its location."""
+
+    def writer(self, key: str, *, content_type: str | None = None) -> AbstractContextManager[BinaryIO]:
+        """A file to write a large document into (a job's records): stored under ``key`` when the block
+        ends without an error, not at all otherwise. A folder writes it in place, where a spooled copy
+        handed to ``put`` was written twice."""
+
+    def get(self, key: str) -> bytes: ...
+
+    def reader(self, key: str) -> AbstractContextManager[BinaryIO]:
+        """The document as a file read in pieces (a stored sitemap parsed again may inflate to 50 MiB: no
+        reader holds it whole). Raises as ``get`` does when the key is not there."""
+
+    def exists(self, key: str) -> bool: ...
+
+    def keys(self, prefix: str) -> Iterator[str]: ...
+
+    def location(self, key: str) -> str:
+        """Where a user finds the document (``s3://bucket/key`` or a file path)."""
+
+
+class WarcStore(Protocol):
+    """A job's WARC files: chunks of captures appended (never a file rewritten), records read back by their
+    location, and a CDXJ index beside each file. Keys are document keys (``warc/<job>/...``)."""
+
+    #: Whether ``append`` is quick enough to call on the event loop (a local file) rather than in a thread.
+    writes_inline: bool
+
+    def append(self, job_id: str, chunk: BinaryIO, captures: Sequence[Archived]) -> list[Archived]:
+        """Stores the chunk (whole gzip members, ``captures`` at offsets within it, no warcinfo record) in
+        one of the job's WARC files, and their lines in its CDXJ index; returns the captures where they now
+        are. Once it returns, the records are stored: a URL record may name them."""
+
+    def read(self, filename: str, offset: int, length: int) -> bytes:
+        """The ``length`` bytes at ``offset`` of a file: one record (a ranged GET on S3). FileNotFoundError
+        when there is no such file."""
+
+    def files(self, job_id: str) -> Iterator[str]:
+        """The job's WARC files, in the order they were written."""
+
+    def close(self) -> None: ...
