@@ -166,13 +166,13 @@ def test_a_reading_whose_lease_lapsed_cannot_take_pointers_back(aws: AwsAdapters
     assert store.claim_sitemap(job_id, sitemap(1).url, la, now=NOW) is not None
     assert mark(a, job_id, "a" * 16, 1, pages[:1], la) == urls_of(pages[:1])
     assert store.claim_sitemap(job_id, sitemap(1).url, lb, now=NOW + 20) is not None  # (A's lease lapsed)
-    commit = b.jobs.commit_listing
+    commit = b.sitemap_items.commit_listing
 
     def a_wakes_first(*args: Any, **kwargs: Any) -> Any:
         assert mark(a, job_id, "a" * 16, 1, pages, la) == []
         return commit(*args, **kwargs)
 
-    b.jobs.commit_listing = a_wakes_first  # type: ignore[method-assign]
+    b.sitemap_items.commit_listing = a_wakes_first  # type: ignore[method-assign]
     assert len(b.record_pages(job_id, sitemap(1).url, pages, checkpoint=2, lease=lb).new) == 2
     worker = DynamoStateStore(store.client, store.table)
     assert len(worker.claim_pages(job_id, [p.url for p in pages], lease("w"), now=NOW + 30)) == 2

@@ -218,16 +218,16 @@ def test_a_listing_whose_batch_another_job_made_a_tombstone_is_decided_again(aws
     again on L's record."""
     k, lstore = Container(aws), Container(aws)
     job_k, job_l = new_job(k, "job-k"), new_job(lstore, "job-l")
-    real = k.store.jobs.commit_listing
+    real = k.store.sitemap_items.commit_listing
 
     def commit_after_l(*args: Any, **kwargs: Any) -> Any:
         assert list_pages(lstore, job_l, [1]) == [url(1)]
         return real(*args, **kwargs)
 
     page = SitemapURL(url=url(1), sitemap=sitemap_url(), discovered_at=T0, known=listed_by(job_k, url(1), None))
-    k.store.jobs.commit_listing = commit_after_l  # type: ignore[method-assign]
+    k.store.sitemap_items.commit_listing = commit_after_l  # type: ignore[method-assign]
     recorded = k.store.record_pages(job_k, sitemap_url(), [page], checkpoint=1, lease=lease("s"), site=SITE)
-    k.store.jobs.commit_listing = real  # type: ignore[method-assign]
+    k.store.sitemap_items.commit_listing = real  # type: ignore[method-assign]
     assert recorded.new == [] and recorded.stale == [url(1)]
     assert k.store.counts(job_k).urls_total == 0
     assert list_pages(k, job_k, [1]) == [url(1)]
@@ -276,7 +276,7 @@ def test_a_listing_committing_while_another_job_moves_its_pointer_stays_named(aw
     job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
     list_pages(a, job_a, [1])
     settle(a, job_a, [url(1)], "sig-a")
-    real_b, real_c = b.store.jobs.commit_listing, c.store.jobs.commit_listing
+    real_b, real_c = b.store.sitemap_items.commit_listing, c.store.sitemap_items.commit_listing
     results: dict[str, Any] = {}
 
     def b_commit(*args: Any, **kwargs: Any) -> Any:
@@ -284,14 +284,14 @@ def test_a_listing_committing_while_another_job_moves_its_pointer_stays_named(aw
             results["b"] = real_b(*args, **kwargs)
             return real_c(*c_args, **c_kwargs)
 
-        c.store.jobs.commit_listing = c_commit  # type: ignore[method-assign]
+        c.store.sitemap_items.commit_listing = c_commit  # type: ignore[method-assign]
         results["c"] = record(c, job_c, 1, c.crawldb.get_urls(SITE, [url(1)]))
-        c.store.jobs.commit_listing = real_c  # type: ignore[method-assign]
+        c.store.sitemap_items.commit_listing = real_c  # type: ignore[method-assign]
         return results["b"]
 
-    b.store.jobs.commit_listing = b_commit  # type: ignore[method-assign]
+    b.store.sitemap_items.commit_listing = b_commit  # type: ignore[method-assign]
     first_b = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
-    b.store.jobs.commit_listing = real_b  # type: ignore[method-assign]
+    b.store.sitemap_items.commit_listing = real_b  # type: ignore[method-assign]
     for c_store, job_id, first in ((b, job_b, first_b), (c, job_c, results["c"])):
         if first.stale:  # (decided again, as the sitemap worker does)
             assert list_pages(c_store, job_id, [1]) == [url(1)]
@@ -309,7 +309,7 @@ def test_a_listing_committing_after_another_job_wrote_its_pointer_and_died_is_re
     job_a, job_b, job_c = new_job(a, "job-a"), new_job(b, "job-b"), new_job(c, "job-c")
     list_pages(a, job_a, [1])
     settle(a, job_a, [url(1)], "sig-a")
-    real_b = b.store.jobs.commit_listing
+    real_b = b.store.sitemap_items.commit_listing
     moved: list[bool] = []
 
     def b_commit(*args: Any, **kwargs: Any) -> Any:
@@ -318,9 +318,9 @@ def test_a_listing_committing_after_another_job_wrote_its_pointer_and_died_is_re
         moved.append(c.store.listing.put_pointer(SITE, Ref(job_c, "dead0000dead0000"), "sm", url(1), base))
         return real_b(*args, **kwargs)
 
-    b.store.jobs.commit_listing = b_commit  # type: ignore[method-assign]
+    b.store.sitemap_items.commit_listing = b_commit  # type: ignore[method-assign]
     listed = record(b, job_b, 1, b.crawldb.get_urls(SITE, [url(1)]))
-    b.store.jobs.commit_listing = real_b  # type: ignore[method-assign]
+    b.store.sitemap_items.commit_listing = real_b  # type: ignore[method-assign]
     assert moved == [True] and listed.stale == [url(1)]  # (C's tombstone: B decides again)
     assert list_pages(b, job_b, [1]) == [url(1)]
     assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].last_listed_job == job_b

@@ -1,9 +1,10 @@
 """The state store on DynamoDB: one table, one item collection per job, moves made atomic with conditions.
 
-Composed of three parts, each owning its items: the job's own items (job_items.py: the job, its counters,
-sitemaps, leases and extensions), the listing of its pages (page_listing.py) and their claims, settlements
-and readings (page_batches.py), both on the pages' listed batches (listed_batch.py) and the crawl
-database's pointers (crawl_pointers.py), which they share with the crawl database (crawl.py).
+Composed of parts, each owning its items: the job's own items (job_items.py: the job, its counters, its
+extensions), its sitemaps and their leases (sitemap_items.py), the listing of its pages (page_listing.py)
+and their claims, settlements and readings (page_batches.py), both on the pages' listed batches
+(listed_batch.py) and the crawl database's pointers (crawl_pointers.py), which they share with the crawl
+database (crawl.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.job_items import JobItems
 from harvester.adapters.aws.page_batches import PageBatches
 from harvester.adapters.aws.page_listing import PageListing
+from harvester.adapters.aws.sitemap_items import SitemapItems
 from harvester.model import accounting
 from harvester.model.records import (
     CrawlWrite,
@@ -50,9 +52,10 @@ class DynamoStateStore:
         self.client = client
         self.table = table
         self.jobs = JobItems(client, table, retention_days=retention_days)
+        self.sitemap_items = SitemapItems(self.jobs)
         #: (shared with the crawl database's, so that a listing's lookup is remembered for its writes)
         self.pointers = pointers or Pointers(client, table)
-        self.listing = PageListing(self.jobs, self.pointers)
+        self.listing = PageListing(self.jobs, self.sitemap_items, self.pointers)
         self.batches = PageBatches(self.jobs, self.pointers)
 
     # jobs -----------------------------------------------------------------------------------------
@@ -84,13 +87,13 @@ class DynamoStateStore:
     # sitemaps -------------------------------------------------------------------------------------
 
     def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
-        return self.jobs.add_sitemaps(job_id, sitemaps)
+        return self.sitemap_items.add_sitemaps(job_id, sitemaps)
 
     def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
-        return self.jobs.get_sitemap(job_id, url)
+        return self.sitemap_items.get_sitemap(job_id, url)
 
     def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
-        return self.jobs.claim_sitemap(job_id, url, lease, now=now)
+        return self.sitemap_items.claim_sitemap(job_id, url, lease, now=now)
 
     def record_pages(
         self,
@@ -110,18 +113,20 @@ class DynamoStateStore:
         )
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
-        self.jobs.mark_enqueued(job_id, sitemap_url, checkpoint, lease)
+        self.sitemap_items.mark_enqueued(job_id, sitemap_url, checkpoint, lease)
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
-        return self.jobs.finish_sitemap(job_id, sitemap_url, outcome, lease)
+        return self.sitemap_items.finish_sitemap(job_id, sitemap_url, outcome, lease)
 
     def release_sitemap(
         self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
     ) -> bool:
-        return self.jobs.release_sitemap(job_id, sitemap_url, lease, error_message=error_message, attempts=attempts)
+        return self.sitemap_items.release_sitemap(
+            job_id, sitemap_url, lease, error_message=error_message, attempts=attempts
+        )
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
-        return self.jobs.sitemaps(job_id, status=status)
+        return self.sitemap_items.sitemaps(job_id, status=status)
 
     # pages ----------------------------------------------------------------------------------------
 
@@ -157,7 +162,7 @@ class DynamoStateStore:
     # recovery -------------------------------------------------------------------------------------
 
     def release_leases(self, job_id: str) -> int:
-        return self.jobs.release_sitemap_leases(job_id) + self.batches.release_leases(job_id)
+        return self.sitemap_items.release_sitemap_leases(job_id) + self.batches.release_leases(job_id)
 
     def recount(self, job_id: str) -> JobCounts:
         return accounting.recount(self.sitemaps(job_id), self.pages(job_id))

@@ -1,5 +1,5 @@
-"""A job's own items in the state table: its record, its counters, its sitemaps and their leases, its
-extensions; and the writes the page batches make beside them (a counter shard, a sitemap's checkpoint).
+"""A job's own items in the state table: its record, its counters, its extensions; and the writes the
+sitemaps and the page batches make beside them (a counter shard, a record's move).
 
 Layout (``pk`` / ``sk``):
 
@@ -8,7 +8,7 @@ Layout (``pk`` / ``sk``):
   fight over one item (a transaction touching an item another transaction holds is cancelled), in a
   partition of their own so that reading them never reads the job's records; the counts are the sum of
   the shards, read with TransactGetItems when a completion check must see one instant;
-* ``JOB#<id>`` / ``SITEMAP#<url key>``: the sitemap records;
+* ``JOB#<id>`` / ``SITEMAP#<url key>``: the sitemap records (sitemap_items.py);
 * ``JOB#<id>`` / ``EXT#<url key>#<kind>``: a page's sitemap extensions (the first value of a kind).
 
 Every record is stored as its JSON ``body`` (deflated: item_body.py) plus the attributes conditions need
@@ -27,12 +27,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from botocore.exceptions import ClientError
 
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import (
-    TransactionFailed,
-    batch_get,
     conditional,
     created,
     query,
@@ -46,14 +43,10 @@ from harvester.model.records import (
     JobCounts,
     JobRecord,
     JobStatus,
-    PageRecord,
-    SitemapRecord,
-    SitemapStatus,
     body_of,
     url_key,
 )
-from harvester.model.state import Checkpoint, JobSnapshot, Lease, SitemapOutcome
-from harvester.ports import LeaseLost
+from harvester.model.state import JobSnapshot, Lease
 from harvester.urls import origin_of
 
 SHARDS = 16
@@ -76,7 +69,7 @@ def _count_pk(job_id: str) -> str:
     return f"COUNT#{job_id}"
 
 
-def _open_pk(job_id: str) -> str:
+def open_pk(job_id: str) -> str:
     return f"OPEN#{job_id}"
 
 
@@ -96,7 +89,7 @@ def refused_layout(job_id: str, item: dict[str, Any]) -> str | None:
 
 
 class JobItems:
-    """The items of a job that are not its pages' (module docstring), and the table's shared writes."""
+    """The job's own items (module docstring), and the writes its sitemaps and pages share."""
 
     def __init__(self, client: Any, table: str, *, retention_days: int = 30) -> None:
         self.client = client
@@ -162,7 +155,7 @@ class JobItems:
             }
         }
 
-    def _record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
+    def record_put(self, job_id: str, sk: str, body: str, status: str, *, open_item: bool) -> dict[str, Any]:
         item = {
             **self.key(job_id, sk),
             "body": stored_body(body),
@@ -172,10 +165,10 @@ class JobItems:
             "expires_at": self.expires(),
         }
         if open_item:
-            item["open_pk"] = _s(_open_pk(job_id))
+            item["open_pk"] = _s(open_pk(job_id))
         return created(self.table, item)
 
-    def _record_update(
+    def record_update(
         self,
         job_id: str,
         sk: str,
@@ -200,7 +193,7 @@ class JobItems:
             removes.append("lease_token")
         if status in ("pending", "processing"):
             sets.append("open_pk = :open")
-            values[":open"] = _s(_open_pk(job_id))
+            values[":open"] = _s(open_pk(job_id))
         else:
             removes.append("open_pk")
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
@@ -364,253 +357,6 @@ class JobItems:
             ConsistentRead=True,
         )
         return accounting.total(_shard_counts(item) for item in items)
-
-    # sitemaps -------------------------------------------------------------------------------------
-
-    def add_sitemaps(self, job_id: str, sitemaps: Sequence[SitemapRecord]) -> list[SitemapRecord]:
-        unique = accounting.first_per_url(sitemaps)
-        created = self._create_records(
-            job_id,
-            [(f"SITEMAP#{s.key}", body_of(s), s.status.value, not s.status.final) for s in unique],
-            [accounting.new_sitemap(s) for s in unique],
-        )
-        stored = []
-        for sitemap, new in zip(unique, created, strict=True):
-            if new:
-                stored.append(sitemap)
-            else:
-                existing = self.get_sitemap(job_id, sitemap.url)
-                assert existing is not None
-                stored.append(existing)
-        return stored
-
-    def _create_records(
-        self, job_id: str, records: list[tuple[str, str, str, bool]], deltas: list[JobCounts]
-    ) -> list[bool]:
-        """Puts each record that does not exist yet, counting it; returns which were created.
-
-        One transaction per chunk: records whose condition fails (they exist) are taken out and the chunk
-        is tried again, so the counters move by exactly the records created.
-        """
-        created = [False] * len(records)
-        room = TRANSACTION_ITEMS - 1
-        for start in range(0, len(records), room):
-            chunk = list(range(start, min(start + room, len(records))))
-            while chunk:
-                items = [self._record_put(job_id, *records[i][:3], open_item=records[i][3]) for i in chunk]
-                items.append(self.counter_update(job_id, accounting.total(deltas[i] for i in chunk)))
-                try:
-                    self.transact(items)
-                except TransactionFailed as exc:
-                    existing = {chunk[i] for i in exc.failed_conditions(len(chunk))}
-                    if not existing:
-                        raise
-                    chunk = [i for i in chunk if i not in existing]
-                    continue
-                for i in chunk:
-                    created[i] = True
-                break
-        return created
-
-    def get_sitemap(self, job_id: str, url: str) -> SitemapRecord | None:
-        item = self.get(job_id, f"SITEMAP#{url_key(url)}")
-        return SitemapRecord.model_validate_json(body_text(item)) if item else None
-
-    def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
-        """pending (or processing under a lapsed lease) -> processing under ``lease``, one attempt more.
-
-        Optimistic: the move is conditional on the version read, so of two claimants only one wins.
-        """
-        sk = f"SITEMAP#{url_key(url)}"
-        item = self.get(job_id, sk)
-        if item is None or not accounting.claimable(item["status"]["S"], float(item["lease_until"]["N"]), now):
-            return None
-        record = accounting.claimed(SitemapRecord.model_validate_json(body_text(item)))
-        update = self._record_update(
-            job_id,
-            sk,
-            body_of(record),
-            record.status.value,
-            lease=lease,
-            condition="version = :seen",
-            condition_values={":seen": item["version"]},
-        )
-        return record if self._claimed(update, lease) else None
-
-    def _claimed(self, request: dict[str, Any], lease: Lease) -> bool:
-        """Whether a claim's conditional write landed: it did, or its condition failed on itself (an answer
-        lost to a timeout, the write sent again by botocore), which the item the refusal returns, held by
-        ``lease``, tells."""
-        try:
-            self.client.update_item(**request["Update"], ReturnValuesOnConditionCheckFailure="ALL_OLD")
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise
-            return exc.response.get("Item", {}).get("lease_token", {}).get("S") == lease.token
-        return True
-
-    def leased_sitemap(self, job_id: str, url: str, lease: Lease) -> SitemapRecord:
-        """The sitemap's record, read consistently; LeaseLost unless it is processing under ``lease``."""
-        item = self.get(job_id, f"SITEMAP#{url_key(url)}")
-        if item is None or item["status"]["S"] != "processing" or item.get("lease_token", {}).get("S") != lease.token:
-            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
-        return SitemapRecord.model_validate_json(body_text(item))
-
-    def _sitemap_update(self, job_id: str, record: SitemapRecord, lease: Lease, *, keep_lease: bool) -> dict[str, Any]:
-        condition, values = self.leased(lease)
-        values[":processing"] = _s("processing")
-        return self._record_update(
-            job_id,
-            f"SITEMAP#{record.key}",
-            body_of(record),
-            record.status.value,
-            lease=lease if keep_lease else None,
-            condition=condition,
-            condition_values=values,
-        )
-
-    def commit_listing(
-        self,
-        job_id: str,
-        sitemap_url: str,
-        lease: Lease,
-        items: list[dict[str, Any]],
-        roles: list[tuple[str, str]],
-        moved: SitemapRecord,
-        pages: Sequence[PageRecord],
-    ) -> list[tuple[str, str]]:
-        """Writes a listed chunk's ``items`` (each with its role and URL) in one transaction with the sitemap's
-        checkpoint (``moved``) and the count of ``pages``; returns the roles whose condition failed (nothing
-        was written then), empty when written. Raises LeaseLost when the sitemap is no longer ours."""
-        items = [
-            *items,
-            self._sitemap_update(job_id, moved, lease, keep_lease=True),
-            self.counter_update(job_id, accounting.new_pages(pages)),
-        ]
-        roles = [*roles, ("sitemap", sitemap_url)]
-        try:
-            self.transact(items)
-        except TransactionFailed as exc:
-            failed = [roles[i] for i in exc.failed_conditions(len(roles))]
-            if any(role == "sitemap" for role, _ in failed):
-                lost = f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
-                raise LeaseLost(lost) from exc
-            if not failed:
-                raise
-            return failed
-        return []
-
-    def with_lease(self, job_id: str, sitemap_key: str, lease: Lease, update: dict[str, Any]) -> bool:
-        """A takeover's ``update``, in one transaction with a check that our sitemap (by its record's key) is
-        still ours: a reading whose lease lapsed meanwhile must not take back what the one holding it now
-        listed. False when either condition failed."""
-        condition, values = self.leased(lease)
-        try:
-            self.transact(
-                [
-                    {"Update": update},
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table,
-                            "Key": self.key(job_id, f"SITEMAP#{sitemap_key}"),
-                            "ConditionExpression": condition,
-                            "ExpressionAttributeNames": {"#status": "status"},
-                            "ExpressionAttributeValues": values,
-                        }
-                    },
-                ]
-            )
-        except TransactionFailed as exc:
-            if exc.failed_conditions(2):
-                return False
-            raise
-        return True
-
-    def final_sitemaps(self, job_id: str, keys: set[str]) -> set[str]:
-        """Which of the sitemaps (by record key) are final: their readings will commit nothing more."""
-        items = batch_get(self.client, self.table, [self.key(job_id, f"SITEMAP#{key}") for key in keys])
-        return {i["sk"]["S"].removeprefix("SITEMAP#") for i in items if SitemapStatus(i["status"]["S"]).final}
-
-    def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
-        sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
-        if not self.conditional(
-            self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease, keep_lease=True)
-        ):
-            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
-
-    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
-        try:
-            sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
-        except LeaseLost:
-            return False
-        finished = accounting.finished_sitemap(sitemap, outcome)
-        try:
-            self.transact(
-                [
-                    self._sitemap_update(job_id, finished, lease, keep_lease=False),
-                    self.counter_update(job_id, accounting.sitemap_done(outcome)),
-                ]
-            )
-        except TransactionFailed as exc:
-            if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
-                return False
-            raise
-        return True
-
-    def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
-    ) -> bool:
-        try:
-            sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
-        except LeaseLost:
-            return False
-        released = accounting.released_sitemap(sitemap, error_message, attempts)
-        try:
-            self.transact(
-                [
-                    self._sitemap_update(job_id, released, lease, keep_lease=False),
-                    self.counter_update(job_id, JobCounts()),  # activity, for the stall detection
-                ]
-            )
-        except TransactionFailed as exc:
-            if exc.failed_conditions(1):
-                return False
-            raise
-        return True
-
-    def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
-        for item in self._sitemap_items(job_id, status.value if status else None):
-            yield SitemapRecord.model_validate_json(body_text(item))
-
-    def _sitemap_items(self, job_id: str, status: str | None) -> Iterator[dict[str, Any]]:
-        if status not in ("pending", "processing"):
-            items = self.partition(job_id, "SITEMAP#")
-            yield from (i for i in items if status is None or i["status"]["S"] == status)
-            return
-        # Open sitemaps are exactly what the sparse index holds: no need to read the finished ones.
-        yield from self.query(
-            IndexName=OPEN_INDEX,
-            KeyConditionExpression="open_pk = :pk AND begins_with(sk, :prefix)",
-            FilterExpression="#status = :status",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={":pk": _s(_open_pk(job_id)), ":prefix": _s("SITEMAP#"), ":status": _s(status)},
-        )
-
-    def release_sitemap_leases(self, job_id: str) -> int:
-        """Lets the leases of the job's processing sitemaps lapse now (a resume); how many."""
-        released = 0
-        for item in self._sitemap_items(job_id, "processing"):
-            released += conditional(
-                lambda item=item: self.client.update_item(
-                    TableName=self.table,
-                    Key={"pk": item["pk"], "sk": item["sk"]},
-                    UpdateExpression="SET lease_until = :zero",
-                    ConditionExpression="#status = :processing",
-                    ExpressionAttributeNames={"#status": "status"},
-                    ExpressionAttributeValues={":zero": _n(0), ":processing": _s("processing")},
-                )
-            )
-        return released
 
     # extensions -----------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, sized, state_sk
 from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.sitemap_items import SitemapItems
 from harvester.adapters.aws.state_table import conditional, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
@@ -55,8 +56,9 @@ class PageListing:
     #: sitemap's checkpoint and a counter shard fit a transaction.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
 
-    def __init__(self, jobs: JobItems, pointers: Pointers) -> None:
+    def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
         self.jobs = jobs
+        self.sitemaps = sitemaps
         self.pointers = pointers
         self.client = jobs.client
         self.table = jobs.table
@@ -82,7 +84,7 @@ class PageListing:
         chunks = sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
         for n, chunk in enumerate(chunks):
-            sitemap = self.jobs.leased_sitemap(job_id, sitemap_url, lease)
+            sitemap = self.sitemaps.leased_sitemap(job_id, sitemap_url, lease)
             last = n == len(chunks) - 1
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
@@ -102,7 +104,7 @@ class PageListing:
                 roles += [("batch", bid), ("batch", bid)]
             items += listing.items
             roles += listing.roles
-            failed = self.jobs.commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
+            failed = self.sitemaps.commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
             stale = stale_urls(failed)
             if stale:  # (nothing written: the pointers are taken over by the listing decided again)
                 recorded.stale = stale
@@ -292,7 +294,7 @@ class PageListing:
         taken: list[Pointer] = []
         if takeable and not stale:
             others = {p.sitemap for p in takeable.values() if p.sitemap not in (None, sitemap_key)}
-            done = self.jobs.final_sitemaps(job_id, {s for s in others if s is not None}) if others else set()
+            done = self.sitemaps.final_sitemaps(job_id, {s for s in others if s is not None}) if others else set()
             for url, p in takeable.items():
                 if (p.sitemap == sitemap_key or p.sitemap in done) and self._take_pointer(
                     site, p, ref, sitemap_key, job_id, lease
@@ -304,7 +306,7 @@ class PageListing:
 
     def _take_pointer(self, site: str, p: Pointer, ref: Ref, sitemap_key: str, job_id: str, lease: Lease) -> bool:
         """Moves a pointer from the job's batch that never committed to ``ref``, our sitemap's lease checked
-        (JobItems.with_lease); its record stays where it was read from."""
+        (SitemapItems.with_lease); its record stays where it was read from."""
         update = {
             "TableName": self.table,
             "Key": pointer_key(site, p.url),
@@ -317,4 +319,4 @@ class PageListing:
                 ":seen": _n(p.version),
             },
         }
-        return self.jobs.with_lease(job_id, sitemap_key, lease, update)
+        return self.sitemaps.with_lease(job_id, sitemap_key, lease, update)
