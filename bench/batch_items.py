@@ -9,7 +9,7 @@ dictionary; a job record without what its crawl record repeats, ``page_body.pack
 
     python bench/batch_items.py [--pages 500] [--batch 25 49 100]
 
-Named baseline: **one item per record** (today's layout: each record deflated alone, one write unit while
+Named baseline: **one item per record** (each record deflated alone, one write unit while
 it stays under 1 KB). Figures per record: bytes, and write units of one write of the item (a transaction
 bills each twice).
 """

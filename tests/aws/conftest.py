@@ -6,15 +6,27 @@ template defines it, with nothing to set up by hand.
 
 Use: ``def test_x(deployed_stack): stack, poller = deployed_stack``. Override ``stack_parameters`` in a
 module (or parametrize it indirectly) to deploy with other parameter values.
+
+A module's tests share a stack while they ask for the same parameters: it is created at the first test that
+asks for it (translating and creating the template is most of a small test's time) and emptied before each
+next one:
+its table's items, its queues' messages, its buckets' objects, the metric data moto kept, and the
+stack's description as deployed (its functions and their environments, which a test may change). A test
+that starts a ``mock_aws()`` of its own resets moto, and the next test deploys again.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+import boto3
 import pytest
 from moto import mock_aws
+from moto.cloudwatch.models import cloudwatch_backends
+from moto.dynamodb.models import dynamodb_backends
 
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
@@ -32,20 +44,31 @@ class Deployment(NamedTuple):
     poller: LambdaPoller
 
 
+#: What every AWS client of a test sees: fake credentials and region; nothing of the developer's configuration.
+FAKE_ENVIRONMENT = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    # DynamoDB Streams clients under botocore 1.44 need this to reach moto.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+}
+
+
+def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in FAKE_ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture(autouse=True)
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and region; nothing from the developer's AWS configuration is used."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_SECURITY_TOKEN", "testing")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-    # DynamoDB Streams clients under botocore 1.44 need this to reach moto.
-    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    _fake_credentials(monkeypatch)
 
 
 @pytest.fixture
@@ -55,13 +78,80 @@ def stack_parameters(request: pytest.FixtureRequest) -> dict[str, str]:
     return {**TEST_PARAMETERS, **{k: str(v) for k, v in overrides.items()}}
 
 
+class _Deployed(NamedTuple):
+    stack: DeployedStack
+    #: The stack as deployed (a test may change its functions, their environments...).
+    deployed: DeployedStack
+    #: The clients that empty it (made once: a client costs more than emptying a small stack).
+    clients: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def _stacks() -> Iterator[dict[tuple[tuple[str, str], ...], _Deployed]]:
+    """The module's stack by its parameters: moto keeps it between the module's tests (``deployed_stack``
+    stops its mock without removing the data); at the module's end what moto holds is removed."""
+    yield {}
+    with mock_aws():  # (started first, it resets moto; stopped last, it removes the data)
+        pass
+
+
+def _alive(stack: DeployedStack) -> bool:
+    """Whether moto still holds the stack (a ``mock_aws()`` started alone since resets it)."""
+    return stack.outputs["StateTableName"] in dynamodb_backends[stack.account_id][stack.region].tables
+
+
+def _emptied(deployed: _Deployed) -> DeployedStack:
+    """The stack as a new deployment has it: no item, message or object; its description as deployed."""
+    stack, dynamodb, sqs, s3 = deployed.stack, *(deployed.clients[name] for name in ("dynamodb", "sqs", "s3"))
+    table = stack.outputs["StateTableName"]
+    keys = [
+        {"pk": item["pk"], "sk": item["sk"]}
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table, ProjectionExpression="pk, sk")
+        for item in page["Items"]
+    ]
+    for start in range(0, len(keys), 25):
+        requests = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+        dynamodb.batch_write_item(RequestItems={table: requests})
+    with pytest.MonkeyPatch.context() as monkeypatch:  # (moto keeps SQS's one purge a minute, unless told)
+        monkeypatch.setenv("MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR", "false")
+        for url in stack.queue_urls().values():
+            sqs.purge_queue(QueueUrl=url)
+    for logical_id, kind in stack.resource_types.items():
+        if kind == "AWS::S3::Bucket":
+            s3.Bucket(stack.physical_ids[logical_id]).object_versions.delete()
+    cloudwatch = cloudwatch_backends[stack.account_id][stack.region]  # (its data points; the dashboard stays)
+    cloudwatch.metric_data, cloudwatch.paged_metric_data = [], {}
+    for field in dataclasses.fields(stack):
+        if field.name != "template":  # (read only)
+            object.__setattr__(stack, field.name, copy.deepcopy(getattr(deployed.deployed, field.name)))
+    return stack
+
+
 @pytest.fixture
-def deployed_stack(stack_parameters: dict[str, str]) -> Iterator[Deployment]:
+def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deployed]) -> Iterator[Deployment]:
     """template.yaml created in moto (with the SQS and DynamoDB speedups), and a poller for its real handlers."""
-    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups():
-        stack = deploy_stack(TEMPLATE_PATH, stack_parameters)
-        poller = LambdaPoller(stack)
-        try:
-            yield Deployment(stack, poller)
-        finally:
-            poller.close()
+    mock = mock_aws()
+    mock.start(reset=False)
+    try:
+        key = tuple(sorted(stack_parameters.items()))
+        deployed = _stacks.get(key)
+        if deployed is not None and _alive(deployed.stack):
+            stack = _emptied(deployed)
+        else:
+            _stacks.clear()
+            mock.reset()  # (whatever an earlier test left in moto)
+            stack = deploy_stack(TEMPLATE_PATH, stack_parameters)
+            clients = {
+                "dynamodb": boto3.client("dynamodb", region_name=stack.region),
+                "sqs": boto3.client("sqs", region_name=stack.region),
+                "s3": boto3.resource("s3", region_name=stack.region),
+            }
+            _stacks[key] = _Deployed(stack, copy.deepcopy(stack), clients)
+        with moto_sqs_speedups(), moto_dynamodb_speedups():
+            poller = LambdaPoller(stack)
+            try:
+                yield Deployment(stack, poller)
+            finally:
+                poller.close()
+    finally:
+        mock.stop(remove_data=False)

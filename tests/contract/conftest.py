@@ -13,7 +13,7 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue, WarcStore
-from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
+from tests.aws.conftest import _stacks, aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 from tests.support import page_tasks_in
 
 MODELS: dict[str, type[Message]] = {"jobs": JobRequest, "sitemaps": SitemapTask, "pages": PageTask}

@@ -510,15 +510,15 @@ def test_probes_that_got_no_answer_are_not_reported_as_not_found(served_dir, tmp
     assert "could not be probed" not in answered.stdout
 
 
-def test_the_readme_synopsis_names_every_option_of_every_command_and_no_other():
-    """The README's command reference and `harvest COMMAND --help` come from one parser: they must agree."""
+def test_the_cli_reference_synopsis_names_every_option_of_every_command_and_no_other():
+    """The CLI reference (docs/cli.md) and `harvest COMMAND --help` come from one parser: they must agree."""
     import argparse
     import re
 
     from harvester.cli import build_parser
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    block = readme.split("## The `harvest` command", 1)[1].split("```", 2)[1]
+    reference = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    block = reference.split("# The `harvest` command\n", 1)[1].split("```", 2)[1]
     synopsis: dict[str, set[str]] = {}
     command = ""
     for line in block.splitlines():
@@ -541,5 +541,5 @@ def test_the_readme_synopsis_names_every_option_of_every_command_and_no_other():
         helped = {o for a in sub._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
         helped.discard("--verbose")  # (every command's, said once below the synopsis)
         written = synopsis.get(name, set()) | (job_options if name == "submit" else set())
-        only = f"README only {sorted(written - helped)}, --help only {sorted(helped - written)}"
+        only = f"docs/cli.md only {sorted(written - helped)}, --help only {sorted(helped - written)}"
         assert written == helped, f"harvest {name}: {only}"

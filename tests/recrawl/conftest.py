@@ -8,7 +8,7 @@ from contextlib import ExitStack
 import pytest
 
 from harvester.demo.live import LiveSite
-from tests.aws.conftest import aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
+from tests.aws.conftest import _stacks, aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 Why: a listed URL allocates about twenty container objects (its entry, images and links, its record and
 their dicts) that live until its batch is recorded and handed out. With CPython's default thresholds that
 is a full collection every few thousand URLs, and a full collection walks every object the process holds
-(a few hundred thousand after importing the HTTP stack): a quarter of a discovery's time went there.
-Nothing on these paths makes reference cycles worth collecting early, so while a crawl runs the youngest
-generation is collected every 50,000 allocations instead of every 700. Memory stays bounded (cycles are
+(a few hundred thousand after importing the HTTP stack). Nothing on these paths makes reference cycles
+worth collecting early, so while a crawl runs the youngest generation is collected every 50,000
+allocations instead of every 700. Memory stays bounded (cycles are
 still collected, later); the previous thresholds come back when the last crawl of the process ends.
 """
 

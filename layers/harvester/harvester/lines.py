@@ -1,6 +1,6 @@
 """JSON Lines written a thousand at a time: the job's records, its change feed, ``harvest sitemaps``'s pages.
 
-A ``write`` per line cost more than serialising the line, so lines are joined and written in batches;
+A ``write`` per line costs more than serialising the line, so lines are joined and written in batches;
 :meth:`LineWriter.flush` writes what is left.
 """
 
@@ -15,8 +15,8 @@ LINES_PER_WRITE = 1000
 
 
 def json_bytes(value: Any, *, newline: bool = False) -> bytes:
-    """``value`` as compact JSON: orjson (sixteen times json.dumps), or msgspec for what orjson refuses, an
-    integer beyond 64 bits (a sitemap's video may say any view count)."""
+    """``value`` as compact JSON: orjson, or msgspec for what orjson refuses, an integer beyond 64 bits (a
+    sitemap's video may say any view count)."""
     try:
         return dumps(value, option=OPT_APPEND_NEWLINE) if newline else dumps(value)
     except TypeError:

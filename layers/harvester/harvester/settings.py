@@ -41,7 +41,7 @@ class EngineSettings(Struct, frozen=True):
     record_batch: int = 0
     #: Sitemaps one process reads (downloads and parses) at once; the others wait before their bodies.
     #: Parsing is CPU work in one thread, so more readers at once read no faster: they only hold more
-    #: batches, de-duplication sets and buffers in memory (eight of them were a third of a discovery's).
+    #: batches, de-duplication sets and buffers in memory.
     sitemaps_read_at_once: int = 2
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0

@@ -521,7 +521,7 @@ def aiter_pages(site: str, **options: Any) -> AsyncIterator[SitemapURL]:
 
 def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
     """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own)."""
-    # Batches cross the thread boundary: a queue's locks per page cost as much as the page's discovery.
+    # Batches cross the thread boundary, not pages: a queue's locks are paid once a batch.
     handover: queue.Queue[list[SitemapURL] | BaseException | None] = queue.Queue(maxsize=_HANDOVER_BATCHES)
     stop = threading.Event()
 

@@ -42,8 +42,8 @@ class WarcBatch:
 
         The records are written (compressed, digested) into a buffer of the page's own, and only the copy of
         their bytes into the chunk holds the batch's lock: the pages of a batch written in threads (large
-        ones, see page_archive.IN_THREAD_BYTES) are compressed side by side, where one at a time they made
-        the batch's last page wait for all the others' (bench/local_crawl.py --page-kb 100)."""
+        ones, see page_archive.IN_THREAD_BYTES) are compressed side by side, where one at a time they would
+        make the batch's last page wait for all the others'."""
         own = io.BytesIO()
         page = WarcFile(own, "", warcinfo=False)  # type: ignore[arg-type]
         written = [(None, page.add(hop)) for hop in hops] + [(key, page.add(capture))]

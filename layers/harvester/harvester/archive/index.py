@@ -101,7 +101,7 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024
 class IndexLines:
     """A gzipped temporary copy of a job's record lines, for :func:`build_index`: a file object the record
     writer's lines are also written to (``write``). Level 1: the copy costs a fraction of the records'
-    writing and a tenth of their size on disk (Lambda's /tmp holds the records' own spooled copy too)."""
+    writing and is small on disk (Lambda's /tmp holds the records' own spooled copy too)."""
 
     def __init__(self, folder: str | None = None) -> None:
         self.folder = tempfile.mkdtemp(prefix="harvest-index-", dir=folder)
@@ -151,11 +151,9 @@ def build_index(records: Path, out: Path, *, job_id: str, gzipped: bool = True) 
     its row count.
 
     In two passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet
-    rows (DuckDB's JSON reader and its sort at once held more than its memory limit, and a 1.2-million-URL
-    job's sort failed for memory), which are then sorted, spilling to disk past the limit. Small row groups
-    and one thread keep the writer's buffers small (a 400,000-URL job's end peaked at 440 MiB with one
-    pass, two threads and DuckDB's default row groups; ~200 MiB now, at 1.2 million URLs too:
-    bench/index_memory.py)."""
+    rows (DuckDB's JSON reader and its sort at once hold more than its memory limit), which are then
+    sorted, spilling to disk past the limit. Small row groups and one thread keep the writer's buffers
+    small (bench/index_memory.py measures the peak)."""
     con = _connect(out.parent)
     unsorted = out.with_name(out.name + ".unsorted")
     try:

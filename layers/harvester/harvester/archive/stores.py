@@ -31,7 +31,7 @@ class DocumentStore(Protocol):
     def writer(self, key: str, *, content_type: str | None = None) -> AbstractContextManager[BinaryIO]:
         """A file to write a large document into (a job's records): stored under ``key`` when the block
         ends without an error, not at all otherwise. A folder writes it in place, where a spooled copy
-        handed to ``put`` was written twice."""
+        handed to ``put`` would be written twice."""
 
     def get(self, key: str) -> bytes: ...
 

@@ -37,8 +37,8 @@ IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 Headers = Sequence[tuple[str, str]]
 
 #: zlib's default, and what Heritrix and Common Crawl's crawler write (Java's default deflate level). warcio's
-#: own gzip is fixed at 9, which on a 100 KB HTML page takes about 1.7 times as long for ~1 % less
-#: (bench/warc_write.py): on the one event loop of a local crawl, or in a page function's billed time.
+#: own gzip is fixed at 9, which takes longer for a barely smaller output (bench/warc_write.py compares
+#: them): time spent on the one event loop of a local crawl, or in a page function's billed time.
 COMPRESSION_LEVEL = 6
 
 

@@ -1,7 +1,7 @@
 """``harvest parse FILE``: one local sitemap file, one JSON line per entry.
 
-It loads the parser and nothing of the engine (no records, no HTTP client, no state store): importing
-the engine took three times as long as parsing a 50,000-URL urlset (bench/cli_parse.py measures both).
+It loads the parser and nothing of the engine (no records, no HTTP client, no state store), whose imports
+a command that parses one file has no use for (bench/cli_parse.py measures them against the parse).
 The lines are serialised by orjson and written as bytes, a thousand at a time, under the text layer.
 """
 

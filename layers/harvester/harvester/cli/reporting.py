@@ -72,8 +72,8 @@ def _write_rows(rows: Iterable[dict[str, Any]], out: TextIO, fields: Sequence[st
 
 
 def write_changes(feed: bytes, out: TextIO, *, fmt: str = "jsonl") -> int:
-    """A job's change feed as stored (JSON Lines), or as CSV. A feed stored before the outputs took the
-    data model's names is shown with today's (its ``lastmod`` is ``last_modified``)."""
+    """A job's change feed as stored (JSON Lines), or as CSV. A feed stored under the old names is shown
+    under the data model's (its ``lastmod`` is ``last_modified``)."""
     lines = [line for line in feed.decode().splitlines() if line.strip()]
     if fmt == "jsonl":
         for line in lines:

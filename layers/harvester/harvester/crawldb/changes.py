@@ -1,12 +1,12 @@
 """The change feed: what a job found out about each URL, one JSON line per URL whose state moved.
 
 Written at the end of a job beside its URL records (``changes.jsonl``), from the job's stored records as
-they are read back (``stored``: the JSON values, not the validated models: validating 400,000 of them was
-a third of a durable discovery). Every URL of the job has exactly
-one kind (see :class:`~harvester.model.crawl.ChangeKind`); ``not_due`` and ``listed`` URLs are only
-counted (nothing happened to them), and URLs the site stopped listing are added as ``removed``. The
-line keeps the previous and the new signature, HTTP status and crawl state where there are any, so a
-consumer can act on a line without reading anything else.
+they are read back (``stored``: the JSON values, not validated again as models: what the state store holds
+was validated, or built from checked values, when written). Every URL of the job has exactly one kind
+(see :class:`~harvester.model.crawl.ChangeKind`); ``not_due`` and ``listed`` URLs are only counted (nothing
+happened to them), and URLs the site stopped listing are added as ``removed``. The line keeps the previous
+and the new signature, HTTP status and crawl state where there are any, so a consumer can act on a line
+without reading anything else.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlSt
 from harvester.model.records import UrlStatus
 
 #: A job record as read back at the job's end: its stored JSON, parsed (``SitemapURL``'s field names;
-#: times as the stored text; no empty field, or null where a body written before ``body_of`` kept it).
+#: times as the stored text; no empty field, or null where a body stored without ``body_of`` keeps it).
 Stored = Mapping[str, Any]
 
 
@@ -52,12 +52,12 @@ class FeedLine(TypedDict, total=False):
     last_listed: str
 
 
-#: What a feed line named ``last_modified`` before the outputs took the data model's names.
+#: A feed line's field under its old stored name, and the data model's name for it (``last_modified``).
 OLD_FEED_NAMES = {"lastmod": "last_modified"}
 
 
 def kind_of(record: Stored) -> ChangeKind:
-    """A final job record's kind (records written before the crawl database count as fetched or failed)."""
+    """A final job record's kind (one stored without a ``change`` counts as fetched or failed)."""
     change = record.get("change")
     if change is not None:
         return _KINDS[change]
@@ -70,7 +70,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def feed_time(text: str | None) -> str | None:
     """A stored time as the feed writes times, as ``datetime.isoformat`` does: a record says ``Z`` for UTC
-    (msgspec's and orjson's form), the feed has always said ``+00:00``."""
+    (msgspec's and orjson's form), the feed says ``+00:00``."""
     if text is not None and text[-1:] == "Z":
         return text[:-1] + "+00:00"
     return text

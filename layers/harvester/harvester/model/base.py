@@ -1,27 +1,25 @@
 """The base of the records and messages: a msgspec Struct that is validated where input enters.
 
-Records and messages were pydantic models. Importing pydantic and building 19 models' validators was ~55 ms
-of every handler's cold start (bench/cold_start.py), more than Harvester's own code. A Struct is defined in
-C and decoded by msgspec in C: no import to pay for, and reading a stored record is faster too.
+A Struct is defined in C and decoded by msgspec in C: no validation library to import and no validators to
+build, which every handler's cold start would pay for; and a stored record is read in C too.
 
 The split of duties that follows from it:
 
 - **Input is validated where it enters**: :meth:`Model.model_validate_json` (an SQS body, a stored record)
   and :meth:`Model.model_validate` (a dict from a flag, a configuration, the Python API) check types,
   constraints (``Annotated[int, Meta(ge=0)]``) and unknown fields, and convert (a string to a datetime, a
-  list to a tuple, a value to its enum). Leniently, as pydantic did: ``"5"`` or ``5.0`` for an int,
-  ``"0.5"`` for a float, ``"false"`` for a bool (msgspec's ``strict=False``), so a message or a
-  configuration that was accepted stays accepted. A failure is a :class:`ValidationError` naming the field
-  (``Expected `int` >= 1 - at `$.max_depth```).
+  list to a tuple, a value to its enum). Leniently, as pydantic's lax mode does: ``"5"`` or ``5.0`` for an
+  int, ``"0.5"`` for a float, ``"false"`` for a bool (msgspec's ``strict=False``), so a message or a
+  configuration written for pydantic's rules is accepted. A failure is a :class:`ValidationError` naming
+  the field (``Expected `int` >= 1 - at `$.max_depth```).
 - **A rule that must hold wherever a value is built** is in the class's ``__post_init__``, which msgspec
   runs on decoding and on every construction alike (so it stays cheap); its complaint names the field the
   same way (:func:`invalid`).
 - **The engine's own constructions are not validated again**: it builds records from values it typed and
-  checked already (a screened URL, a parsed lastmod), which pydantic made it bypass through trusted
-  builders. A constructor call is that now.
+  checked already (a screened URL, a parsed lastmod), with a plain constructor call.
 
-The methods keep pydantic's names (``model_validate``, ``model_copy``, ``model_dump``...): code written
-against the records of earlier versions, the Python API's users' included, reads them unchanged.
+The methods have pydantic's names (``model_validate``, ``model_copy``, ``model_dump``...), so code written
+for pydantic models, the Python API's users' included, reads the records unchanged.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ class Model(Struct, kw_only=True, forbid_unknown_fields=True):
             return _decoder(cls).decode(data)
         except ValidationError:
             raise
-        except msgspec.DecodeError as exc:  # (not JSON at all: the same refusal, as pydantic's was)
+        except msgspec.DecodeError as exc:  # (not JSON at all: the same refusal, as pydantic's is)
             raise ValidationError(f"invalid JSON: {exc}") from None
 
     @classmethod
@@ -117,7 +115,7 @@ def _fields_of(
     exclude_none: bool = False,
     exclude_defaults: bool = False,
 ) -> dict[str, Any]:
-    values = asdict(record)  # (in C: a loop over the fields here was twice as slow)
+    values = asdict(record)  # (in C, rather than a loop over the fields here)
     if include is not None or exclude is not None:
         values = {
             name: value

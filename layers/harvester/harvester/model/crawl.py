@@ -92,8 +92,8 @@ class CrawlRecord(Model, kw_only=True):
     ``fetched_last_modified`` is the sitemap's ``last_modified`` that was current at the last good fetch:
     the sitemap's lastmod has *advanced* when the first is newer than the second.
 
-    Records stored under the names before these (``lastmod``, ``changefreq``, ``fetched_lastmod``, and
-    ``last_modified`` for the header) read as today's: see :mod:`harvester.model.stored_names`.
+    Records stored under the old names (``lastmod``, ``changefreq``, ``fetched_lastmod``, and
+    ``last_modified`` for the header) read under these: see :mod:`harvester.model.stored_names`.
     """
 
     url: str
@@ -141,8 +141,8 @@ class SitemapCrawl(Model, kw_only=True):
     """What the last complete reading of one sitemap (or robots.txt) left, to read it conditionally next time.
 
     ``document_key`` names the document as it was read: a 304 next time is answered by parsing it again, so a
-    job sees exactly what parsing the unchanged document would. (``listing_key``: the gzipped entries that
-    readings before schema 4 stored beside it for the same end; no longer written or read.)
+    job sees exactly what parsing the unchanged document would. (``listing_key``, the gzipped entries a
+    reading stored under a schema below 4 holds beside it, is neither written nor read.)
     """
 
     url: str
@@ -150,7 +150,7 @@ class SitemapCrawl(Model, kw_only=True):
     http_status: int
     final_url: str | None = None
     etag: str | None = None
-    #: The Last-Modified response header (stored as ``last_modified`` before the outputs' names changed).
+    #: The Last-Modified response header (read from ``last_modified`` too, its old stored name).
     http_last_modified: str | None = None
     signature: str
     document_key: str

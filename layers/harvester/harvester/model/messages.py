@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
@@ -66,7 +65,7 @@ class Refetch(StrEnum):
 
 class Output(StrEnum):
     """How a job keeps the pages it fetched: WARC files (batched; what archive tools read) or one loose
-    document per page (``files``: what Harvester kept before WARC, still there for tools that want files)."""
+    document per page (``files``: for tools that want files)."""
 
     WARC = "warc"
     FILES = "files"
@@ -178,8 +177,7 @@ PAGES_PER_MESSAGE = 50
 
 class PageBatchTask(Model, kw_only=True, frozen=True):
     """Pages of one job that travel as one message: on SQS one send, one delivery and one deletion for a
-    batch of pages where each page was a message of its own (a third of a request a page, 0.14 of the $5.4
-    a million pages cost, bench/aws_cost.py), and the unit a page function takes at once.
+    batch of pages rather than for each page, and the unit a page function takes at once.
 
     Its pages are kept as given and validated one by one (:meth:`tasks`), so that an invalid page is refused
     alone and the batch's other pages go on. Each is a :class:`PageTask` without ``kind`` and ``job_id``."""
@@ -217,7 +215,3 @@ def job_id_from(seed: str, prefix: str = "job") -> str:
     """A stable job id from something that is delivered more than once (an SQS message id, a period)."""
     digest = hashlib.sha256(seed.encode()).hexdigest()[:20]
     return f"{prefix}-{digest}"
-
-
-def is_job_id(value: str) -> bool:
-    return re.fullmatch(JOB_ID_PATTERN, value) is not None

@@ -28,7 +28,7 @@ from harvester.sitemap.entries import Image, NewsStory, from_json
 def body_of(record: Model | ListedRow | CrawlRow) -> str:
     """A record as the state stores keep it: JSON without its empty fields. Every optional field of the
     stored models defaults to None (tests/engine/test_records.py checks), so reading it back gives the same
-    record; it is a third of the bytes a listed URL costs to write (and, on DynamoDB, to pay for).
+    record, and the empty fields are neither written nor (on DynamoDB) paid for.
 
     The two records written for every listed URL (its job record and its crawl record) hold only values
     orjson writes (strings, numbers, enums, UTC datetimes, dicts and lists of them): they are written by
@@ -112,7 +112,7 @@ class SitemapURL(Model, kw_only=True):
     size: NonNegative | None = None
     signature: str | None = None
     etag: str | None = None
-    #: Stored as ``last_modified_header`` before the outputs' names changed.
+    #: Read from ``last_modified_header`` too, its old stored name.
     http_last_modified: str | None = None
     final_url: str | None = None
     document_key: str | None = None
@@ -204,10 +204,9 @@ def _may_be_old_url_body(body: str | bytes | bytearray | memoryview) -> bool:
 
 class ListedRow(Struct):
     """A ``SitemapURL`` serialised already: a record a listing makes final at once (the job does not fetch
-    the URL). Such a record is only written, never read back by the step that made it, and building it as a
-    model only to serialise it was half of a durable discovery's time. Built only by
-    ``harvester.pipeline.listed_rows``, whose bytes tests/engine/test_listed_rows.py compares with the
-    model's."""
+    the URL). Such a record is only written, never read back by the step that made it, so it is not built
+    as a model only to be serialised. Built only by ``harvester.pipeline.listed_rows``, whose bytes
+    tests/engine/test_listed_rows.py compares with the model's."""
 
     url: str
     body: str

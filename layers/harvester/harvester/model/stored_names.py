@@ -1,9 +1,10 @@
-"""Crawl records stored before the outputs took the seed data model's names, read under today's.
+"""Crawl records stored under their old names, read under the seed data model's.
 
-Until then a crawl record named the sitemap's values ``lastmod`` / ``fetched_lastmod`` / ``changefreq``
-and the page's HTTP ``Last-Modified`` header ``last_modified``: the name that now holds the sitemap's
-value. Both state stores keep a record as its JSON, so a SQLite file or a DynamoDB table of that version
-holds such bodies until each record is written again (and a job record's ``known`` snapshot holds one too).
+Under the old names a crawl record calls the sitemap's values ``lastmod`` / ``fetched_lastmod`` /
+``changefreq`` and the page's HTTP ``Last-Modified`` header ``last_modified``: the name that holds the
+sitemap's value under the data model's. Both state stores keep a record as its JSON, so a SQLite file or a
+DynamoDB table written under the old names holds such bodies until each record is written again (and a job
+record's ``known`` snapshot holds one too).
 
 A plain alias cannot say which ``last_modified`` a body means; its neighbours and its value can. A body
 with any of the old sitemap names is old; without them, an old body's ``last_modified`` is the header as
@@ -13,9 +14,8 @@ nor changefreq and whose server sent its Last-Modified in ISO form: it reads tha
 (the next listing replaces it) and sends no If-Modified-Since until the next fetch renews the header.
 
 Looking at a body's text first keeps today's records on msgspec's own JSON decoder: reading through Python
-values is several times as slow, and a re-crawl reads every record of the site. The look is two searches for
-what only the old sitemap names contain (``lastmod"``, ``changefreq"``) and one for ``"last_modified":"``
-(0.8 µs, about what decoding the record takes).
+values is slower, and a re-crawl reads every record of the site. The look is two searches for what only the
+old sitemap names contain (``lastmod"``, ``changefreq"``) and one for ``"last_modified":"``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def may_be_old_crawl_body(body: str | bytes | bytearray) -> bool:
 
 def renamed(values: Any, old: str, new: str) -> Any:
     """A stored record's values with a field stored under its ``old`` name under its ``new`` one (``values``
-    itself when it has none; the new name's value wins where a body has both, as it did under pydantic's
-    aliases)."""
+    itself when it has none; the new name's value wins where a body has both)."""
     if not isinstance(values, dict) or old not in values:
         return values
     before = {name: value for name, value in values.items() if name != old}

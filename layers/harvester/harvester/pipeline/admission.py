@@ -36,9 +36,9 @@ async def admit(ctx: StepContext, job: JobRecord, pages: Sequence[SitemapURL]) -
 
 async def unpaced(ctx: StepContext, job: JobRecord, priority: Mapping[str, float]) -> dict[str, float]:
     """The pages of a batch (URL: priority) their host's pace has no turn for within the horizon, with when
-    each should ask again: they go back to the queue before they are claimed. Claimed, each wait cost a
-    claim and its release (4 write units, 2 requests) and came back with the others at the next free turn:
-    a 200-page host at 0.2 s a request delivered each page 2.45 times (bench/aws_cost.py --delay 0.2)."""
+    each should ask again: they go back to the queue before they are claimed. A claimed page's wait would
+    cost a claim and its release (4 write units, 2 requests), and it would come back with the others at the
+    next free turn."""
     if not job.request.fetch_pages:
         return {}
     by_host, spacing = await _by_host(ctx, job, priority)
@@ -71,6 +71,6 @@ async def _by_host(
 
 def queue_delay(seconds: float) -> float:
     """A queue delay: never sooner than asked, in hundredths of a second (the local queue keeps them; a
-    host's turns may be 0.15 s apart, and tenths made that 0.2), between 0 and SQS's 900 (SQS rounds up to
+    host's turns may be 0.15 s apart, and tenths would make that 0.2), between 0 and SQS's 900 (SQS rounds up to
     whole seconds)."""
     return math.ceil(max(0.0, min(900.0, seconds)) * 100) / 100

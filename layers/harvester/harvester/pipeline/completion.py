@@ -302,15 +302,15 @@ PARQUET_TYPE = "application/vnd.apache.parquet"
 
 #: The crawl database's snapshot a job record carries is for the engine; the records show the job's view.
 _NOT_IN_RECORDS = {"known"}
-#: A job record's ``http_last_modified`` as it was stored before the outputs took the data model's names.
+#: A job record's ``http_last_modified`` under its old stored name.
 _OLD_HEADER = '"last_modified_header":'
 
 
 def record_line(body: str) -> bytes:
     """A URL's line in the job's records. The stored body is that line already when the record carries no
-    snapshot and no empty field (``body_of``; bodies written before it kept their nulls): re-serialising
-    400,000 records was a tenth of a durable discovery. (A ``"known":`` or ``:null`` inside a URL only
-    sends the record the long way; so does a body stored under an old name, to be written under today's.)"""
+    snapshot and no empty field (``body_of``; a body stored without it keeps its nulls), and is copied, not
+    serialised again. (A ``"known":`` or ``:null`` inside a URL only sends the record the long way; so does
+    a body stored under an old name, to be written under today's.)"""
     if '"known":' not in body and ":null" not in body and _OLD_HEADER not in body:
         return body.encode()
     page = SitemapURL.model_validate_json(body)

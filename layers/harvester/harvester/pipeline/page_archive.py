@@ -76,8 +76,8 @@ def add_answer(
 
 #: A page whose body is at least this big has its records written in a thread: the compression and the
 #: digests (zlib and hashlib let go of the GIL) then run beside the event loop, on the machine's other core,
-#: where on the loop they held up every other page of the run (about 2 ms a 100 KB page). A smaller page's
-#: records cost less than the hand-off to a thread and back.
+#: where on the loop they would hold up every other page of the run. A smaller page's records cost less
+#: than the hand-off to a thread and back.
 IN_THREAD_BYTES = 32 * 1024
 
 

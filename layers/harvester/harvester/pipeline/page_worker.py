@@ -83,7 +83,7 @@ class PageBatch(Struct):
 async def process_pages(
     ctx: StepContext, tasks: Sequence[PageTask], *, requests_over: RequestsOver | None = None
 ) -> PageBatch:
-    """The jobs of a batch side by side: one after the other, a fast site's pages waited for a slow host's
+    """The jobs of a batch side by side: one after the other, a fast site's pages would wait for a slow host's
     pages of the same batch, which take their turns through their grant's slots (up to the gate's horizon).
     Every job's pages are seen to the end before a failure is raised, so that no claim is left to lapse.
 
@@ -295,7 +295,7 @@ def _placed(outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
     record = outcome.record.model_copy(update={"warc": place})
     if place.record_type != "response" or outcome.fetched.result is not FetchResult.SUCCESS:
         return replace(outcome, record=record)
-    # (only the place is new: the outcome is not computed again, a tenth of what WARC output cost a page)
+    # (only the place is new: the outcome is not computed again)
     crawl = outcome.crawl.model_copy(update={"warc": place}) if outcome.crawl is not None else None
     return PageOutcome(record, crawl=crawl, fetched=replace(outcome.fetched, warc=place))
 
@@ -356,7 +356,7 @@ def _untried(record: SitemapURL) -> SitemapURL:
 def _validators(known: CrawlRecord | None, *, warc: bool) -> dict[str, str]:
     """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage.
     For a job that keeps WARC, stored means in a WARC record, which its 304 is archived as a revisit of:
-    content kept only as a loose document (a crawl with ``--output files`` before) is asked for whole once,
+    content kept only as a loose document (by a crawl with ``--output files``) is asked for whole once,
     so that the archive holds it."""
     if known is None or not (known.warc or (known.document_key and not warc)):
         return {}

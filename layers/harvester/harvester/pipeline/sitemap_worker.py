@@ -181,7 +181,7 @@ class SitemapReading:
         self.chain = {normalize(a) for a in record.ancestors} | {record.url}
         self.dropped: dict[str, int] = {}
         self.invalid_children: dict[str, str] = {}
-        self.seen_pages = KeySet()  # (a 50,000-URL sitemap: 1 MiB, not 7 as a set of strings)
+        self.seen_pages = KeySet()  # (12 bytes a URL, not a string each)
         self.seen_children: set[str] = set()
         self.page_batch: list[tuple[int, str, PageEntry, int]] = []  # (position, URL, entry, key bits)
         self.batch_size = ctx.record_batch
@@ -445,7 +445,7 @@ class SitemapReading:
     async def _parse_paced(self, parser: SitemapParser, chunk: bytes) -> None:
         """``_parse`` in pieces, letting ``ctx.pause`` hold the reading back after each: a 64 KiB chunk of a
         gzipped sitemap inflates to megabytes and thousands of entries, and a reader holds them all until
-        they are recorded (eight readers at once: most of a discovery's memory)."""
+        they are recorded."""
         pause = self.ctx.pause
         for start in range(0, len(chunk), PACED_PIECE):
             self._parse(parser, chunk[start : start + PACED_PIECE])
@@ -500,7 +500,7 @@ class SitemapReading:
     def _refresh(self, prior: SitemapCrawl, headers: Mapping[str, str], *, warc: WarcLocation | None = None) -> None:
         """An unchanged sitemap under new validators (a redeploy, another server) or back after a miss: the
         next job asks with these validators, and the orphan rule counts it present. ``warc``: its bytes
-        archived as a response now, where the reading had none (kept as loose files until then)."""
+        archived as a response now, where the stored reading has none (it was kept as loose files)."""
         etag = headers.get("etag") or prior.etag
         last_modified = headers.get("last-modified") or prior.http_last_modified
         update: dict[str, Any] = {}
@@ -748,8 +748,8 @@ class SitemapReading:
         that job wrote.
 
         The crawl record of a URL handed to a fetch is not written here but by the fetch's settlement, the
-        listing and the fetch in one write (the job record carries it as ``known``): written twice, it was
-        two of the ten write units a fetched page cost on DynamoDB (bench/aws_cost.py)."""
+        listing and the fetch in one write (the job record carries it as ``known``): written at the listing
+        as well, it would cost a fetched page a second transactional write of it on DynamoDB."""
         counter = self.ctx.counter
         if counter is not None:  # a throwaway run: its consumer makes what it hands out of the new ones
             new = counter.count_pages(
@@ -938,8 +938,8 @@ def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> Site
 
 def _validators(prior: SitemapCrawl | None, *, warc: bool) -> dict[str, str]:
     """The conditional headers of a sitemap read before (its stored copy answers a 304). For a job that
-    keeps WARC, only of a reading a WARC record holds, which a 304 is archived as a revisit of: one read by a
-    job that kept files, or before WARC, is asked for whole once. (A reading cut at the size limit is never
+    keeps WARC, only of a reading a WARC record holds, which a 304 is archived as a revisit of: one no WARC
+    record holds (read by a job that kept files) is asked for whole once. (A reading cut at the size limit is never
     archived: it stays conditional.)"""
     if prior is None or (warc and prior.warc is None and not prior.truncated):
         return {}

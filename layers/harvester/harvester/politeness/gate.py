@@ -4,7 +4,7 @@ Pure moves on one host's state, so that every store keeps the same rules with it
 conditional write on a DynamoDB item, a table in the local state file): :func:`admit` hands out start
 times for some requests, :func:`settle` gives their slots back with what the responses said.
 
-Why a shared state: on AWS twenty page functions at once each kept their own pacing, so a host got twenty
+Why a shared state: twenty page functions at once, each keeping its own pacing, would give a host twenty
 times the rate its job asked for. Here every worker of every job asks the one host state: request starts are
 ``spacing`` apart (the job's ``rate_limit_delay`` or the site's ``Crawl-delay``, or the host's slow-down when
 longer) and at most ``max_in_flight`` are out at once (Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN). A grant
@@ -13,8 +13,8 @@ holds its slots until settled or, if its worker died, until ``slot_seconds`` pas
 Requests the gate has no turn for within the horizon are told when to ask again: at the host's next free
 turn when no slot is free (when one frees is unknown), else, held back by the pace, each at a turn of its own
 (the first at the next free turn, each further one a turn later), so that a polite crawl's waiting pages
-come back about when their turns come instead of all at the next one, where one got it and the others were
-deferred again, each time a claim, a release and a message.
+come back about when their turns come instead of all at the next one, where one would get it and the others
+be deferred again, each time a claim, a release and a message.
 
 The slow-down is AutoThrottle's rule with errors as its signal: a 429 or 503 doubles it (at least to one
 second, at most ``slowdown_max``) and pushes the next start past the ``Retry-After`` asked for; healthy
@@ -138,13 +138,13 @@ def admit(
     """Grants start times to up to ``want`` requests, each ``spacing`` (or the slow-down) after the last one
     granted, within the horizon, and as many of the free slots as they can use: the grant's requests take
     their turns through its slots (``Grant.slots``), one ending freeing its slot for the next, with no move
-    of the gate (a page past the slots took a freed one with a write of the host's item: 0.88 writes a page
-    at 0.05 s a request). Records the grant under ``token``.
+    of the gate (not a write of the host's item for each page past the slots). Records the grant under
+    ``token``.
 
     ``rebook``: requests of the grant ``token`` that missed their turns (their worker was busy) ask for new
-    ones, keeping their slots: only the turn was missed. (Giving the slot back to ask again, a request the
-    gate then had no turn for left its batch counting a slot the gate no longer did: one request more
-    than ``max_in_flight`` could reach the host.)"""
+    ones, keeping their slots: only the turn was missed. (Were the slot given back to ask again, a request
+    the gate then had no turn for would leave its batch counting a slot the gate no longer does: one request
+    more than ``max_in_flight`` could reach the host.)"""
     _expire(state, now)
     held = state.grants.get(token)
     step = max(spacing, state.slowdown)

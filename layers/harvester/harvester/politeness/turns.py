@@ -113,7 +113,7 @@ class Turns(Struct):
         time, the host's grant is given back at once with that answer, so every worker slows down now, not
         when the batch ends; the batch's requests to it not yet sent go back to the queue, each at a turn of
         the slowed pace, instead of taking the turns granted at the old one. (Reported at the batch's end, a
-        429 storm was met by the rest of the batch's turns, and by other workers' batches granted turns
+        429 storm would be met by the rest of the batch's turns, and by other workers' batches granted turns
         meanwhile: a batch of 50 pages could send 50 requests into it.) Its requests still in flight are no
         longer counted against the host's limit; in a storm they are answered at once."""
         if host not in self.stopped:

@@ -3,8 +3,8 @@
 These are plain msgspec Structs, validated nowhere: a parser makes 50,000 of them per sitemap, from values it
 checked itself, and validation here would cost more than the parse itself; the records a user sees
 (:mod:`harvester.model.records`) validate where input enters instead. (Structs rather than dataclasses: a
-Struct is made in C, where Python 3.11 compiles a dataclass's methods when its module is imported, 0.3-1 ms
-a class, paid again by every Lambda cold start.)
+Struct is made in C, where Python 3.11 compiles a dataclass's methods when its module is imported, a cost
+paid again by every Lambda cold start.)
 """
 
 from __future__ import annotations
@@ -180,5 +180,5 @@ def from_json(kind: type[T], data: Mapping[str, Any]) -> T:
 @cache
 def _shape(kind: type) -> tuple[tuple[str, bool], ...]:
     """An extension type's fields, each with whether it holds a time: once a type (msgspec resolves the
-    annotations each time it is asked, 50-190 µs, where a record's extensions are read one by one)."""
+    annotations each time it is asked, where a record's extensions are read one by one)."""
     return tuple((f.name, str(f.type).startswith("datetime")) for f in fields(kind))

@@ -39,11 +39,10 @@ def _gc_paused() -> Iterator[None]:
 
     A large chunk (a whole sitemap handed to :func:`parse_bytes`) creates tens of thousands of entries, five
     container objects per URL with an image and an hreflang link, that all stay alive: the worst case for
-    CPython's generational collector, which keeps running full collections over a heap that only grows
-    (measured: a sixth of the parse of a 50,000-URL urlset). Entries hold no reference cycles, so nothing
-    is lost by collecting once afterwards; Mercurial's ``util.nogc`` does the same for its large
-    containers. A thread that enters while another has the collector paused finds it disabled and leaves
-    switching it back on to the thread that disabled it.
+    CPython's generational collector, which keeps running full collections over a heap that only grows.
+    Entries hold no reference cycles, so nothing is lost by collecting once afterwards; Mercurial's
+    ``util.nogc`` does the same for its large containers. A thread that enters while another has the
+    collector paused finds it disabled and leaves switching it back on to the thread that disabled it.
     """
     if not gc.isenabled():
         yield

@@ -2,7 +2,7 @@
 
 Why: expat calls back into Python for every start tag, end tag and run of text. A URL with a lastmod, a
 changefreq, a priority, an image and an hreflang link is eight elements, so a 50,000-URL sitemap makes
-800,000 callbacks, which cost twice what expat's own scanning does. Generated sitemaps (WordPress, Yoast,
+800,000 callbacks, which cost more than expat's own scanning does. Generated sitemaps (WordPress, Yoast,
 Shopify, most CMS plugins) write every ``<url>`` the same canonical way, so one match per block does the
 work of those callbacks.
 

@@ -50,7 +50,7 @@ class AwsResources(Struct, frozen=True):
     state_table: str
     document_bucket: str
     retention_days: int = 30
-    #: The page tasks' priority lane (None: a stack from before it, every page task to page_queue_url).
+    #: The page tasks' priority lane (None: a stack without one, every page task to page_queue_url).
     page_priority_queue_url: str | None = None
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE

@@ -2,14 +2,13 @@
 
 Why: DynamoDB bills a write per started KB of the item (twice in a transaction, and again for each index
 holding it), and a fetched page's records are JSON of ~1 KB whose bytes are mostly field names, timestamps
-and URL prefixes repeated from record to record. Deflate alone halves such a body; against a dictionary of
-those field names and common values (zlib's preset dictionary) it keeps ~40% of it (a fetched page's crawl
-record 963 -> 370 bytes), so the job record and the crawl record of a page stay under 1 KB each, with room
-for long URLs, and each of their writes costs one unit instead of two (bench/aws_cost.py).
+and URL prefixes repeated from record to record. Deflated against a dictionary of those field names and
+common values (zlib's preset dictionary), the job record and the crawl record of a page stay under 1 KB
+each, with room for long URLs, so each of their writes is one unit.
 
 The stored value is ``B``: one version byte, then raw deflate (no zlib header or checksum: DynamoDB keeps
 the bytes whole). A body that deflate would not shorten is stored as the plain string ``S``, and ``S``
-bodies (every item written before this codec) are read as they are, so old and new items mix freely.
+bodies are read as they are, so items stored without the codec mix freely with deflated ones.
 
 The dictionary is part of the stored format: it must never change. A better one is a new version byte with
 its own dictionary, and :func:`body_text` keeps reading the old ones.

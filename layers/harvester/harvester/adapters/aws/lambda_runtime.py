@@ -14,8 +14,8 @@ give its work back. A message whose step still met a busy service comes back thr
 failed, logged as a warning: nothing is wrong with it or with the site); its receive count and the
 dead-letter queue, with its alarm, stay the last resort.
 
-Imports are kept to what a handler's INIT needs (issue 11 holds a cold start to 1.3 times a bare boto3
-handler's; see bench/cold_start.py): the engine, the fetcher and their HTTP stack (aiohttp, httpx) are
+Imports are kept to what a handler's INIT needs (the bound: a cold start within 1.3 times a bare boto3
+handler's, which bench/cold_start.py measures): the engine, the fetcher and their HTTP stack (aiohttp, httpx) are
 imported when the first message builds the engine; Powertools' batch processor only by the handlers that
 use it (not the page function's); a message is validated by msgspec as it is decoded (harvester.model.base),
 not through Powertools' parser, whose import brings pydantic and every AWS event model with it.
@@ -201,17 +201,16 @@ _local = threading.local()
 def end_of_init() -> None:
     """The last statement of a handler module, whose first switched the garbage collector off.
 
-    INIT makes objects that live as long as the container (Powertools'
-    event classes, the modules themselves): with the collector on, its full collections walked them again
-    and again while they were being made: 25-64 ms of CPU a handler's cold start (page 455 -> 391 ms,
-    against 319 for the bare boto3 handler, in alternating runs; bench/cold_start.py). Frozen, they are
-    left out of every collection to come, and the collector resumes for what the invocations make. (What
-    INIT left as garbage is frozen with them: a few objects, once.)
+    INIT makes objects that live as long as the container (Powertools' event classes, the modules
+    themselves): with the collector on, its full collections would walk them again and again while they are
+    being made, on every handler's cold start. Frozen, they are left out of every collection to come, and
+    the collector resumes for what the invocations make. (What INIT left as garbage is frozen with them: a
+    few objects, once.)
 
     The container's runtime, its SDK clients, is built here too, as AWS advises (clients made once, at
-    INIT), and with the collector still off: botocore's service models are large dicts, and three clients
-    built with the collector on took ~8 ms more of CPU (79 against 87 ms, five runs each). A module
-    imported without a stack's environment (a tool, a test) builds none: its first invocation does."""
+    INIT), and with the collector still off: botocore's service models are large dicts, which the collector
+    would walk as they are built. A module imported without a stack's environment (a tool, a test) builds
+    none: its first invocation does."""
     with contextlib.suppress(MissingSetting, NoRegionError):
         current()
     gc.freeze()

@@ -4,9 +4,9 @@ record itself, or its job, says already.
 Why: a job record carries ``known``, the crawl record its listing wrote (the validators, signature and
 version a fetch works on; what the change feed and the lastmod evidence compare with at the job's end).
 Stored whole, it repeats the URL, the sitemap's values, the job's id and the listing time, and once the page
-is fetched, the content's fields the record shows too: a fetched page's item was 1,336 bytes, and DynamoDB
-bills a write per started KB (twice in a transaction, and pages were then in the OpenItems index), so every
-move of the record cost twice what a 1 KB item does. The stored form keeps only what differs, under ``_k``:
+is fetched, the content's fields the record shows too, and DynamoDB bills a write per started KB (twice in
+a transaction): an item past 1 KB costs every move of the record twice what a 1 KB item does. The stored
+form keeps only what differs, under ``_k``:
 
 * a field the snapshot shares with the record (same name, same value: ``url``, ``sitemap``, ``signature``,
   ...) is left out and taken from the record when read; one the snapshot lacks while the record has it is
@@ -18,8 +18,8 @@ move of the record cost twice what a 1 KB item does. The stored form keeps only 
   that ends as a page's does (``/<url key>/<signature>``, crawldb.documents.page_key) keeps only what
   comes before that end, as ``_d``.
 
-Reading gives back the body ``body_of`` wrote, field for field; bodies stored whole (before this, or with
-a snapshot under the crawl record's old names) are stored and read as they are. Only this adapter sees the
+Reading gives back the body ``body_of`` wrote, field for field; bodies stored whole (unpacked, or with a
+snapshot under the crawl record's old names) are stored and read as they are. Only this adapter sees the
 packed form: every body it hands out is unpacked.
 """
 

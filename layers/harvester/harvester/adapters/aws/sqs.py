@@ -27,7 +27,7 @@ BATCH = 10
 MESSAGE_BYTES = 60_000
 #: The bodies of one SendMessageBatch at most, together (SQS refuses a request over 256 KiB).
 BATCH_BYTES = 240_000
-#: Pages a message of the priority lane carries: one, as before page batches. Its function takes ten messages
+#: Pages a message of the priority lane carries: one, a page task alone. Its function takes ten messages
 #: at once within a second (template.yaml), so that the lane's pages of several pushes (a sitemap's pages are
 #: sent a few dozen at a time) are fetched together, and never more than ten.
 PRIORITY_PAGES_PER_MESSAGE = 1

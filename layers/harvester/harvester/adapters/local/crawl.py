@@ -46,8 +46,8 @@ def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite
     """Writes the crawl records a batch of listed URLs moves, in the caller's transaction, each conditioned
     on the version it was decided on (an INSERT for a new record, an UPDATE of the version before): False
     when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked
-    after the writes, not before: a conflict is rare, and a read of every record first was a query per
-    500 URLs on every batch (5 % of a durable discovery)."""
+    after the writes, not before: a conflict is rare, and a read of every record first would be a query
+    per 500 URLs on every batch."""
     new = [(site, r.url, body_of(r)) for r in records if r.version == 1]
     moved = [(r.version, body_of(r), site, r.url, r.version - 1) for r in records if r.version > 1]
     applied = 0

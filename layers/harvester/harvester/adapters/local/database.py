@@ -35,8 +35,8 @@ _UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9}
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
 #: records a listing makes final at once (a job that fetches nothing, a URL not due) are not rows here at
 #: all but one ``url_batches`` row per batch (since version 5); a job's de-duplication is the store's (a
-#: KeySet). Up to version 2 the table had a primary key on (job_id, key): such a table is rebuilt, once,
-#: rows in the same order. Since version 6 a batch of records written straight as JSON (``ListedRow``)
+#: KeySet). A table of version 2 or below has a primary key on (job_id, key): it is rebuilt, once, rows
+#: in the same order. Since version 6 a batch of records written straight as JSON (``ListedRow``)
 #: keeps their change-feed lines and counts by kind beside them (``feed``, ``kinds``; NULL for the others
 #: and for batches of version 5, whose records the job's end reads one by one).
 _REBUILD_URLS = """
@@ -51,10 +51,9 @@ DROP TABLE urls_before_v3;
 
 #: A site's crawl records are found by their URL, not by a hash of it: a sitemap lists its URLs mostly in
 #: an order near theirs (by path, by date, by id), so a batch's index inserts fall on a few neighbouring
-#: pages where hash keys scattered them, one page written per URL per commit (measured on a 400,000-URL
-#: first crawl: the crawl records' writes took 2.7 s instead of 5.7). A URL in SQLite has no size limit to
-#: fit (DynamoDB's sort key has, and keeps the hash). Up to version 3 the table was keyed by the hash: it is
-#: rebuilt, once, rows in the same order.
+#: pages where hash keys would scatter them, one page written per URL per commit. A URL in SQLite has no
+#: size limit to fit (DynamoDB's sort key has, and keeps the hash). A table of version 3 or below, keyed by
+#: the hash, is rebuilt, once, rows in the same order.
 _REBUILD_CRAWL_URLS = "ALTER TABLE crawl_urls RENAME TO crawl_urls_before_v4"
 _COPY_CRAWL_URLS = """
 INSERT INTO crawl_urls (site, url, version, body)
@@ -256,9 +255,8 @@ def connect(path: Path, *, durable: bool = True) -> sqlite3.Connection:
 def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
     """Settings, then the schema created or upgraded in one transaction."""
     # Listed URLs are written a batch at a time into the crawl records' index, where a sitemap listing its
-    # URLs out of order dirties a page per URL a commit: the cache keeps some from being read back (8 MiB:
-    # 16 was 3 % faster and 11 MiB more), and a WAL of 128 MiB keeps them from being copied and synced into
-    # the database every few commits (measured: a third of the write time at 32 MiB).
+    # URLs out of order dirties a page per URL a commit: the cache (8 MiB) keeps some from being read back,
+    # and a WAL of 128 MiB keeps them from being copied and synced into the database every few commits.
     conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     if durable:
         conn.execute("PRAGMA journal_mode=WAL")
@@ -384,10 +382,9 @@ class Checkpointer:
     a connection of its own, while the block runs.
 
     Left to the writing connection (``wal_autocheckpoint``), that copy and its sync run inside whichever
-    commit fills the WAL, on the one thread that also parses and decides: in a 400,000-URL discovery, the
-    commits were an eighth of the run. A PASSIVE checkpoint takes no lock a writer waits for, and SQLite
-    runs it without the GIL, so here it overlaps the crawl's own work. The writer's autocheckpoint stays as
-    the bound on the WAL should this thread fall behind or stop."""
+    commit fills the WAL, on the one thread that also parses and decides. A PASSIVE checkpoint takes no
+    lock a writer waits for, and SQLite runs it without the GIL, so here it overlaps the crawl's own work.
+    The writer's autocheckpoint stays as the bound on the WAL should this thread fall behind or stop."""
 
     def __init__(self, path: Path, *, every: float = 0.2) -> None:
         self.path = path

@@ -57,10 +57,9 @@ class _Moved(Exception):
 
 class SqliteStateStore:
     #: Listed URLs per transaction. A commit rewrites every page of the crawl records' index its URLs landed
-    #: on (one per URL for a sitemap listing them out of order), so larger batches write little less (1,000
-    #: was ~3 % faster than 500, measured when that index was keyed by hashes), while every reader holds
-    #: its batch in memory; a crash redoes at most this many. (A store that keeps no pages hands them out
-    #: per batch: the same size holds little at once.)
+    #: on (one per URL for a sitemap listing them out of order), so larger batches write little less, while
+    #: every reader holds its batch in memory; a crash redoes at most this many. (A store that keeps no
+    #: pages hands them out per batch: the same size holds little at once.)
     record_batch = 500
 
     def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
@@ -340,7 +339,7 @@ class SqliteStateStore:
     def _take_new(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
         """Puts in ``taken`` the positions of the keys new to the job (the first of each), taking them as the
         job's at once: the caller forgets them if the batch's transaction does not commit (one probe a
-        URL, where checking now and adding after the commit took two)."""
+        URL, where checking now and adding after the commit would take two)."""
         add = self._keys_of(job_id).add
         keep = taken.append
         for position, key in enumerate(keys):
@@ -588,10 +587,8 @@ def _put(
 def _insert_pages(db: sqlite3.Connection, job_id: str, pages: Sequence[PageRecord]) -> None:
     """A batch's records new to the job: one row each for the open ones (the page worker claims and settles
     them by key), one row for each run of those final at once, in the order listed (a run of records
-    written straight as JSON with what the job's end takes of them: ``ListedBatch``). A row per final
-    record and its index entry were half of what a durable discovery wrote to SQLite (measured: 400,000
-    URLs, 4.9 s of writes with them, 2.6 s without), for records only ever read all together, at the job's
-    end."""
+    written straight as JSON with what the job's end takes of them: ``ListedBatch``): no row per final
+    record, nor an index entry, for records only ever read all together, at the job's end."""
     open_rows: list[tuple[str, str, str, str]] = []
     final: list[PageRecord] = []
     for page in pages:
