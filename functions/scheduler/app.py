@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from harvester.adapters.aws import lambda_runtime
 
 if TYPE_CHECKING:  # (the engine's modules are imported by the first tick, not at INIT)
-    from harvester.pipeline.schedule import RecurringJob
+    from harvester.pipeline.recurring import RecurringJob
 
 logger = lambda_runtime.structured_logger()
 
@@ -23,7 +23,7 @@ logger = lambda_runtime.structured_logger()
 @logger.inject_lambda_context
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
-    from harvester.pipeline.schedule import parse_recurring, tick
+    from harvester.pipeline.recurring import parse_recurring, tick
 
     runtime = lambda_runtime.current()
     errors: list[str] = []

@@ -66,7 +66,7 @@ TIERS = [
     {"model"},
     {"crawldb", "politeness", "archive"},
     {"settings", "ports"},
-    {"pipeline", "collector"},
+    {"pipeline"},
     {"engine"},
     {"adapters"},
     {"api", "demo"},

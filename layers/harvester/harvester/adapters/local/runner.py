@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from harvester import collector
+from harvester.adapters.local import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirBusy, StorageFailed, connect, storage_failure
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR

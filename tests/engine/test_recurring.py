@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from harvester.pipeline.schedule import parse_duration, parse_recurring
+from harvester.pipeline.recurring import parse_duration, parse_recurring
 
 ENTRY = {"name": "news", "every": "6h", "request": {"site": "https://example.com/"}}
 
