@@ -350,8 +350,11 @@ class LocalRunner:
                     if view is not None:
                         self.on_progress(view)
                 if job.status.final and (job.result_key or self.harvest.ephemeral):
-                    running.remove(job_id)
+                    # None of its messages is handed out any more; the run waits for those a worker still
+                    # holds (cancelled mid-write, what a write in a thread raised would be lost).
                     dispatcher.forget(job_id)
+                    if dispatcher.busy[job_id] == 0:
+                        running.remove(job_id)
                     continue
                 ended = job.status.final and dispatcher.busy[job_id] == 0  # (its result unwritten: write it now)
                 if ended or (not queue.holds(job_id) and dispatcher.busy[job_id] == 0):
