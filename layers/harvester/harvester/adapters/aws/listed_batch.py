@@ -74,7 +74,7 @@ class Listing(Struct):
     items: list[dict[str, Any]] = field(default_factory=list)
     roles: list[tuple[str, str]] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
-    #: What the transaction must guard beside its items, for a whole transaction at once (see ``_guards``).
+    #: What the transaction must guard beside its items, for a whole transaction at once (see ``PageBatches._guards``).
     guarded: list[Any] = field(default_factory=list)
 
 

@@ -68,14 +68,14 @@ class PageBatches:
 
     # where pages are ------------------------------------------------------------------------------
 
-    def _marks(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
+    def _pointed(self, job_id: str, urls: Sequence[str], *, consistent: bool = True) -> dict[str, tuple[str, str]]:
         """Each URL's batch of the job and its sitemap's record key, as its pointer names them."""
-        marks: dict[str, tuple[str, str]] = {}
+        pointed: dict[str, tuple[str, str]] = {}
         for p in self.pointers.fetch(self.jobs.site_of(job_id), urls, consistent=consistent).values():
             ref = p.of_job(job_id)
             if ref is not None:
-                marks[p.url] = (ref.bid, p.sitemap or "")
-        return marks
+                pointed[p.url] = (ref.bid, p.sitemap or "")
+        return pointed
 
     # reading batches ------------------------------------------------------------------------------
 
@@ -138,9 +138,9 @@ class PageBatches:
         batches: dict[str, StoredBatch] = {}
         missing = list(urls)
         for consistent in (False, True):
-            marks = self._marks(job_id, missing, consistent=consistent)
-            batches |= self._batches(job_id, {bid for bid, _ in marks.values()} - set(batches), outcomes=False)
-            for url, (bid, _) in marks.items():
+            pointed = self._pointed(job_id, missing, consistent=consistent)
+            batches |= self._batches(job_id, {bid for bid, _ in pointed.values()} - set(batches), outcomes=False)
+            for url, (bid, _) in pointed.items():
                 batch = batches.get(bid)
                 i = batch.position(url) if batch is not None else None
                 if i is not None:
@@ -480,10 +480,10 @@ class PageBatches:
             yield batch.body(i, job_id)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
-        marks = self._marks(job_id, [url])
-        if url not in marks:
+        pointed = self._pointed(job_id, [url])
+        if url not in pointed:
             return None
-        bid = marks[url][0]
+        bid = pointed[url][0]
         batch = self._batches(job_id, {bid}, outcomes=True).get(bid)
         i = batch.position(url) if batch is not None else None
         return batch.record(i, job_id) if batch is not None and i is not None else None

@@ -136,9 +136,11 @@ class Dispatcher:
             await asyncio.wait_for(self.changed.wait(), timeout)
 
     def forget(self, job_id: str) -> None:
-        """A finished job's messages left in the queue are duplicates of finished work: none is handed out."""
-        if job_id in self.job_ids:
-            self.job_ids.remove(job_id)
+        """A finished job's messages left in the queue are duplicates of finished work: none is handed out.
+        (Its messages are asked for no more once it is forgotten: forgetting it again has nothing to do.)"""
+        if job_id not in self.job_ids:
+            return
+        self.job_ids.remove(job_id)
         self.control = deque(m for m in self.control if m.job_id != job_id)
         for host, waiting in self.pages.items():
             self.pages[host] = deque(m for m in waiting if m.job_id != job_id)
