@@ -15,8 +15,7 @@ from harvester.lines import json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.records import CrawlRow, ListedRow, SitemapURL, UrlStatus, body_of
 from harvester.pipeline.completion import stored_record
-from harvester.pipeline.listed_rows import first_listings
-from harvester.pipeline.sitemap_worker import listed_fields
+from harvester.pipeline.listed_rows import first_listings, listed_fields
 from harvester.sitemap import Alternate, Image, PageEntry, Video, parse_bytes
 
 SITEMAP = "https://example.com/sitemap.xml"

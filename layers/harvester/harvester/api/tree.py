@@ -36,8 +36,8 @@ from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL, utcnow
+from harvester.pipeline.listed_rows import listed_page
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
-from harvester.pipeline.sitemap_worker import listed_page
 from harvester.sitemap import PageEntry
 
 __all__ = [

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from orjson import OPT_UTC_Z, dumps
 
 from harvester.crawldb.changes import feed_time
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import ChangeKind, CrawlState
-from harvester.model.records import CrawlRow, ListedRow, UrlStatus
+from harvester.model.records import CrawlRow, ListedRow, SitemapURL, UrlStatus
 from harvester.sitemap import PageEntry
 
 _COMPLETED = UrlStatus.COMPLETED.value
@@ -106,3 +107,24 @@ def _members(values: dict[str, object]) -> bytes:
 def _text(moment: datetime) -> str:
     """A time as the stored records write it (orjson's form, ``Z`` for UTC)."""
     return dumps(moment, option=OPT_UTC_Z).decode()[1:-1]
+
+
+def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime, **more: Any) -> dict[str, Any]:
+    """What a listed URL's job record takes from its sitemap entry, whatever the job does with it (and
+    ``more``: one dict, built once, on the per-URL path)."""
+    return {
+        "url": url,
+        "last_modified": entry.lastmod,
+        "change_frequency": entry.changefreq,
+        "priority": entry.priority,
+        "sitemap": sitemap,
+        "extensions": entry.extensions(),
+        "discovered_at": now,
+        **more,
+    }
+
+
+def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
+    """A page of a throwaway discovery run: what its sitemap says, final at once."""
+    fields = listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
+    return SitemapURL(**fields)

@@ -55,7 +55,7 @@ from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
-from harvester.pipeline.listed_rows import first_listings
+from harvester.pipeline.listed_rows import first_listings, listed_fields
 from harvester.pipeline.ranking import rank, rank_of
 from harvester.pipeline.sitemap_filter import SitemapCallbacks, follow
 from harvester.politeness.turns import waited_turn
@@ -913,27 +913,6 @@ class SitemapReading:
             metadata={"url": self.record.url, "job-id": self.job.job_id},
         )
         return key
-
-
-def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime, **more: Any) -> dict[str, Any]:
-    """What a listed URL's job record takes from its sitemap entry, whatever the job does with it (and
-    ``more``: one dict, built once, on the per-URL path)."""
-    return {
-        "url": url,
-        "last_modified": entry.lastmod,
-        "change_frequency": entry.changefreq,
-        "priority": entry.priority,
-        "sitemap": sitemap,
-        "extensions": entry.extensions(),
-        "discovered_at": now,
-        **more,
-    }
-
-
-def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> SitemapURL:
-    """A page of a throwaway discovery run: what its sitemap says, final at once."""
-    fields = listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
-    return SitemapURL(**fields)
 
 
 def _validators(prior: SitemapCrawl | None, *, warc: bool) -> dict[str, str]:

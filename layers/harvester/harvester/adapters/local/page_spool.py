@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harvester.model.records import SitemapURL, utcnow
-from harvester.pipeline.sitemap_worker import listed_page
+from harvester.pipeline.listed_rows import listed_page
 from harvester.sitemap import PageEntry
 
 
