@@ -9,7 +9,7 @@ hreflang link per URL; about 25 MB) and measures, each the best of ``--repeat`` 
 * parse-only (the baseline): in a child process that has imported ``harvester.sitemap`` already,
   ``parse_file`` read to the end, every entry built and dropped: the work the command cannot avoid;
 * start-up (information): the same command on a urlset with one URL: the interpreter and the imports;
-* engine imports (information): ``import harvester.adapters.local.runner, harvester.api.tree`` in a fresh
+* engine imports (information): ``import harvester.adapters.local.runner, harvester.api.pages`` in a fresh
   interpreter, less a bare interpreter's start: what every command loaded before `harvest parse` imported
   only the parser.
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from parser import generate  # bench/parser.py: the same urlset, byte for byte
 
 #: What every command imported before each imported only what it uses.
-ENGINE = ("harvester.adapters.local.runner", "harvester.api.tree")
+ENGINE = ("harvester.adapters.local.runner", "harvester.api.pages")
 
 
 def harvest_command() -> list[str]:

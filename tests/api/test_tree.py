@@ -246,10 +246,10 @@ def test_bad_options_name_the_input():
 def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consumer(site_factory, monkeypatch):
     """Ephemeral: no crawl records, no stored documents, no result; and while the consumer is slow, the
     pages waiting for it stay bounded (the readers wait), so memory does not grow with the site."""
-    import harvester.api.tree as tree_module
+    import harvester.api.pages as pages_module
     from harvester.adapters.local.runner import LocalHarvest
 
-    monkeypatch.setattr(tree_module, "_HANDOVER", 20)
+    monkeypatch.setattr(pages_module, "_HANDOVER", 20)
     site = site_factory(pages=4000, broken=0, sitemaps=2)
     waiting: list[int] = []
     opened: list[LocalHarvest] = []
@@ -274,14 +274,14 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
         return Spy()
 
     monkeypatch.setattr(LocalHarvest, "open", classmethod(spying_open))
-    real_put = tree_module._Handover.put
+    real_put = pages_module._Handover.put
     most = [0]
 
     def put(self, batch, pages):
         real_put(self, batch, pages)
         most[0] = max(most[0], self.waiting)
 
-    monkeypatch.setattr(tree_module._Handover, "put", put)
+    monkeypatch.setattr(pages_module._Handover, "put", put)
 
     async def slow_consumer() -> list[str]:
         urls = []
@@ -305,14 +305,14 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
 def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
     """Parsing is one thread's work: readers beyond ``sitemaps_read_at_once`` would only hold more in
     memory, so the others wait for their turn (and with a higher setting they do overlap)."""
-    from harvester.pipeline import sitemap_worker
+    from harvester.pipeline.sitemap_step import reading
 
     monkeypatch.setenv("HARVEST_SITEMAPS_READ_AT_ONCE", str(at_once))
     site = site_factory(pages=3000, broken=0, sitemaps=6, gzip_last=False)
     active: set[int] = set()
     most = [0]
 
-    class Tracked(sitemap_worker.SitemapParser):
+    class Tracked(reading.SitemapParser):
         def feed(self, chunk):  # type: ignore[no-untyped-def]
             active.add(id(self))
             most[0] = max(most[0], len(active))
@@ -322,10 +322,10 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
             active.discard(id(self))
             return super().close(**kwargs)
 
-    monkeypatch.setattr(sitemap_worker, "SitemapParser", Tracked)
-    import harvester.api.tree as tree_module
+    monkeypatch.setattr(reading, "SitemapParser", Tracked)
+    import harvester.api.pages as pages_module
 
-    monkeypatch.setattr(tree_module, "_HANDOVER", 20)  # readers are held back often: they take turns
+    monkeypatch.setattr(pages_module, "_HANDOVER", 20)  # readers are held back often: they take turns
 
     async def slow_consumer() -> list[str]:
         urls = []

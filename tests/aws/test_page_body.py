@@ -52,7 +52,7 @@ def listed_page(prior=None, **fields) -> SitemapURL:
 
 
 def fetched(page: SitemapURL, *, signature: str = SIGNATURE) -> SitemapURL:
-    """The page as its fetch's outcome stores it (page_worker._crawled's fields)."""
+    """The page as its fetch's outcome stores it (page_outcomes._crawled's fields)."""
     return fetched_with_record(page, signature=signature)[0]
 
 

@@ -24,7 +24,7 @@ from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL, UrlStatus, utcnow
 from harvester.model.state import PageOutcome
-from harvester.pipeline.page_worker import _relisted, _with_listing
+from harvester.pipeline.page_outcomes import relisted, with_listing
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
@@ -223,7 +223,7 @@ def test_a_first_crawl_raced_by_another_job_is_decided_again_on_its_records(tmp_
             spies.append(RaceOnFirstCrawl(harvest.crawldb, site.base, raced))
             harvest.crawldb = spies[0]  # type: ignore[assignment]
 
-        with caplog.at_level(logging.INFO, logger="harvester.pipeline.sitemap_worker"):
+        with caplog.at_level(logging.INFO, logger="harvester.pipeline.sitemap_step.listing"):
             outcome = crawl(tmp_path, request, wrap)
 
         after = records(tmp_path, site.base)
@@ -281,7 +281,7 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
         discovered_at=now,
         known=known,
     )
-    outcome = _with_listing(PageOutcome(record))
+    outcome = with_listing(PageOutcome(record))
     assert outcome.crawl == known and outcome.crawl.version == 1
 
     theirs = their_fetch(listed(None, url=url, job_id="theirs", schedule=Schedule(), **fields))
@@ -289,7 +289,7 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     ctx = SimpleNamespace(
         clock=utcnow, settings=EngineSettings(), job=lambda job_id: SimpleNamespace(start_time=starts[job_id])
     )
-    again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, theirs)  # type: ignore[arg-type]
+    again = relisted(ctx, SimpleNamespace(job_id="mine"), outcome, theirs)  # type: ignore[arg-type]
     assert again.crawl is not None and again.record.known == again.crawl
     assert again.crawl.version == theirs.version + 1
     assert (again.crawl.last_listed_job, again.crawl.signature) == ("mine", "theirs")
@@ -298,13 +298,13 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
     assert (outcome.record.change, again.record.change) == (ChangeKind.NEW, ChangeKind.EXCLUDED)
     fetched = Fetched(FetchResult.SUCCESS, 200, signature="mine", document_key="mine")
     done = record.model_copy(update={"status": UrlStatus.COMPLETED, "error_message": None})
-    again = _relisted(ctx, SimpleNamespace(job_id="mine"), PageOutcome(done, fetched=fetched), theirs)  # type: ignore[arg-type]
+    again = relisted(ctx, SimpleNamespace(job_id="mine"), PageOutcome(done, fetched=fetched), theirs)  # type: ignore[arg-type]
     assert again.crawl is not None and (again.crawl.signature, again.crawl.version) == ("mine", theirs.version + 1)
     assert again.record.change is ChangeKind.CHANGED  # (their content, then this fetch's: not new)
 
     # Their listing later than this job's stands (the orphan rule asks who listed the URL last, and when).
     later = theirs.model_copy(update={"last_listed": now + timedelta(seconds=5)})
-    again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, later)  # type: ignore[arg-type]
+    again = relisted(ctx, SimpleNamespace(job_id="mine"), outcome, later)  # type: ignore[arg-type]
     assert again.crawl is not None and again.crawl.version == theirs.version + 1
     assert (again.crawl.last_listed_job, again.crawl.last_listed) == ("theirs", later.last_listed)
 
@@ -314,7 +314,7 @@ def test_an_outcome_without_a_fetch_that_lost_the_race_is_listed_again_on_the_wi
         orphaned = theirs.model_copy(
             update={"state": CrawlState.ORPHAN, "orphan_of": theirs.state, "orphaned_job": orphaning}
         )
-        again = _relisted(ctx, SimpleNamespace(job_id="mine"), outcome, orphaned)  # type: ignore[arg-type]
+        again = relisted(ctx, SimpleNamespace(job_id="mine"), outcome, orphaned)  # type: ignore[arg-type]
         assert again.crawl is not None and again.crawl.last_listed_job == "mine"
         assert (again.crawl.state is CrawlState.ORPHAN) is stays, orphaning
         assert again.crawl.orphaned_job == (orphaning if stays else None)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from harvester.archive.results import stored_record
 from harvester.crawldb.changes import feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.orphans import OrphanRule
@@ -23,7 +24,6 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
-from harvester.pipeline.completion import stored_record
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SITE = "https://example.com"

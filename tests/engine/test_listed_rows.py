@@ -8,13 +8,13 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+from harvester.archive.lines import json_bytes
+from harvester.archive.results import stored_record
 from harvester.crawldb.changes import feed_line, kind_of
 from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.schedule import Schedule
-from harvester.lines import json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.records import CrawlRow, ListedRow, SitemapURL, UrlStatus, body_of
-from harvester.pipeline.completion import stored_record
 from harvester.pipeline.listed_rows import first_listings, listed_fields
 from harvester.sitemap import Alternate, Image, PageEntry, Video, parse_bytes
 

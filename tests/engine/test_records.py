@@ -14,6 +14,7 @@ from typing import get_args
 import msgspec
 import pytest
 
+from harvester.archive.results import record_line
 from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.schedule import Schedule
 from harvester.model.base import Model, ValidationError
@@ -32,7 +33,6 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
-from harvester.pipeline.completion import record_line
 from harvester.sitemap import Image, PageEntry, parse_bytes
 from harvester.urls import normalize, screen
 

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from harvester.archive.results import record_line
 from harvester.model.crawl import CrawlRecord, SitemapCrawl
 from harvester.model.records import SitemapURL, body_of
-from harvester.pipeline.completion import record_line
 
 AT = datetime(2024, 5, 1, tzinfo=UTC)
 LISTED_AT = datetime(2024, 4, 30, tzinfo=UTC)

@@ -129,9 +129,10 @@ def test_parse_writes_a_number_beyond_64_bits_as_it_is_read(tmp_path):
 #: What `harvest parse` has no use for: the engine, the models, the HTTP clients, AWS.
 HEAVY = (
     "harvester.adapters.local.runner",
+    "harvester.api.pages",
     "harvester.api.tree",
     "harvester.model.records",
-    "harvester.pipeline.sitemap_worker",
+    "harvester.pipeline.sitemap_step",
     "pydantic",
     "aiohttp",
     "httpx",

@@ -7,9 +7,10 @@ import logging
 from pathlib import Path
 
 from harvester.adapters.local.runner import LocalHarvest
+from harvester.archive.results import index_key
 from harvester.demo.live import LiveSite
 from harvester.pipeline import completion
-from harvester.pipeline.completion import index_key, write_result
+from harvester.pipeline.completion import write_result
 from harvester.pipeline.context import StepContext
 from tests.archive.checks import check_index_counts, index_rows
 from tests.support import LOOPBACK, harvest_json, jsonl

@@ -14,13 +14,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = {
-    "Discovery": "harvester.api.tree",
+    "Discovery": "harvester.api.pages",
     "InvalidSitemap": "harvester.api.tree",
     "SitemapNode": "harvester.api.tree",
     "SitemapTree": "harvester.api.tree",
-    "aiter_pages": "harvester.api.tree",
-    "iter_pages": "harvester.api.tree",
-    "sitemap_tree_for_homepage": "harvester.api.tree",
+    "aiter_pages": "harvester.api.pages",
+    "iter_pages": "harvester.api.pages",
+    "sitemap_tree_for_homepage": "harvester.api.pages",
     "SitemapParser": "harvester.sitemap",
     "parse_file": "harvester.sitemap",
     "parse_bytes": "harvester.sitemap",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult, SitemapRecord
-from harvester.pipeline import completion, jobs, page_worker, recovery, sitemap_worker
+from harvester.pipeline import completion, jobs, page_worker, recovery, sitemap_step
 from harvester.pipeline.context import StepContext
 
 
@@ -22,7 +22,7 @@ class Engine(StepContext):
         return jobs.start_job(self, request, job_id=job_id)
 
     async def process_sitemap(self, task: SitemapTask) -> SitemapRecord | None:
-        return await sitemap_worker.process_sitemap(self, task)
+        return await sitemap_step.process_sitemap(self, task)
 
     async def process_pages(
         self, tasks: Sequence[PageTask], *, requests_over: page_worker.RequestsOver | None = None

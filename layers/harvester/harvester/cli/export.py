@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harvester.adapters.local.warc_files import indexed_end
+from harvester.archive.results import index_key
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.report import write_job_records
 from harvester.cli.state import open_stores
-from harvester.pipeline.completion import index_key
 
 #: The file name a binary format is written to by default: ``<job_id>.<extension>``.
 EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet"}

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from harvester.archive.lines import LINES_PER_WRITE, json_bytes
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
-from harvester.lines import LINES_PER_WRITE, json_bytes
 from harvester.sitemap import Entry, SitemapKind, parse_file
 
 

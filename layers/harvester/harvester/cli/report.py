@@ -7,6 +7,7 @@ import sys
 from typing import Protocol, TextIO
 
 from harvester.adapters.local.runner import LocalHarvest
+from harvester.archive.results import changes_key, enriched
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.progress import job_pace
 from harvester.cli.reporting import (
@@ -19,7 +20,6 @@ from harvester.cli.reporting import (
 )
 from harvester.cli.state import open_state
 from harvester.model.records import LoaderState, utcnow
-from harvester.pipeline.completion import changes_key, enriched
 from harvester.ports import StateStore
 from harvester.urls import normalize, origin_of, require_http_url
 

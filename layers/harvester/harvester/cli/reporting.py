@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from harvester.archive.lines import json_bytes
 from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
-from harvester.lines import json_bytes
 from harvester.model.base import Model
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
 from harvester.model.records import SitemapIngestionResult, SitemapURL

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from harvester.api.tree import Discovery
+from harvester.api.pages import Discovery
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK
 from harvester.cli.options import fetch_policy, job_request
 from harvester.cli.reporting import dump_json, listed_lines

@@ -15,6 +15,7 @@ come raw (no automatic decompression): :mod:`harvester.fetch.response` inflates 
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import socket
 import ssl
@@ -149,6 +150,13 @@ class _GuardedResolver(AbstractResolver):
         pass
 
 
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """The verifying TLS context every transport of the process shares: loading the CA bundle takes tens of
+    milliseconds of CPU, and a Lambda invocation or a crawl makes a transport of its own."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 class GuardedTransport(httpx.AsyncBaseTransport):
     """An httpx transport over one aiohttp pool whose every connection goes through a :class:`GuardedBackend`,
     and never through a proxy. The pool is made on the first request, inside the event loop that uses it."""
@@ -164,7 +172,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self.backend = backend
         self.limits = limits
         self.connect_timeout = connect_timeout
-        self.ssl_context = ssl_context or httpx.create_ssl_context(trust_env=False)
+        self.ssl_context = ssl_context or default_ssl_context()
         self._session: aiohttp.ClientSession | None = None
 
     @property

@@ -14,17 +14,25 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from harvester.archive.index import IndexLines, Tee, build_index
-from harvester.crawldb.changes import ChangeTally, Stored, feed_line, kind_of, removed_line
+from harvester.archive.lines import LineWriter, json_bytes
+from harvester.archive.results import (
+    PARQUET_TYPE,
+    changes_key,
+    enriched_block,
+    enriched_line,
+    index_key,
+    record_line,
+    records_key,
+    result_key,
+    stored_record,
+)
+from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.trust import UNFETCHED, EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
-from harvester.lines import LineWriter, json_bytes
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
 from harvester.model.records import (
     BulkProcessingJob,
@@ -68,23 +76,6 @@ class ReasonTally:
 
 
 REASONS_KEPT = 50
-
-
-def result_key(job_id: str) -> str:
-    return f"jobs/{job_id}/result.json"
-
-
-def records_key(job_id: str) -> str:
-    return f"jobs/{job_id}/urls.jsonl"
-
-
-def changes_key(job_id: str) -> str:
-    return f"jobs/{job_id}/changes.jsonl"
-
-
-def index_key(job_id: str) -> str:
-    """The job's columnar URL index (harvester.archive.index)."""
-    return f"jobs/{job_id}/index.parquet"
 
 
 def maybe_complete(ctx: StepContext, job_id: str) -> bool:
@@ -296,66 +287,6 @@ def write_index(ctx: StepContext, job_id: str, copy: IndexLines) -> str | None:
         return None
     log.info("URL index written", extra={"job_id": job_id, "rows": rows})
     return ctx.documents.location(index_key(job_id))
-
-
-PARQUET_TYPE = "application/vnd.apache.parquet"
-
-#: The crawl database's snapshot a job record carries is for the engine; the records show the job's view.
-_NOT_IN_RECORDS = {"known"}
-#: A job record's ``http_last_modified`` under its old stored name.
-_OLD_HEADER = '"last_modified_header":'
-
-
-def record_line(body: str) -> bytes:
-    """A URL's line in the job's records. The stored body is that line already when the record carries no
-    snapshot and no empty field (``body_of``; a body stored without it keeps its nulls), and is copied, not
-    serialised again. (A ``"known":`` or ``:null`` inside a URL only sends the record the long way; so does
-    a body stored under an old name, to be written under today's.)"""
-    if '"known":' not in body and ":null" not in body and _OLD_HEADER not in body:
-        return body.encode()
-    page = SitemapURL.model_validate_json(body)
-    return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
-
-
-def with_later_kinds(extensions: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """A record's extensions and the kinds later listings added that its first listing lacked (its own win)."""
-    merged = dict(extensions)
-    for kind, value in more.items():
-        merged.setdefault(kind, value)
-    return merged
-
-
-def enriched_line(line: bytes, more: dict[str, Any]) -> bytes:
-    """:func:`with_later_kinds` for a record's line."""
-    record = orjson.loads(line)
-    record["extensions"] = with_later_kinds(record.get("extensions") or {}, more)
-    return orjson.dumps(record)
-
-
-def enriched_block(bodies: str, extras: dict[str, dict[str, Any]]) -> bytes:
-    """A batch of records written straight as JSON (their lines joined, as stored), each enriched."""
-    lines = []
-    for line in bodies.encode().split(b"\n"):
-        more = extras.get(orjson.loads(line)["url"]) if line else None
-        lines.append(enriched_line(line, more) if more else line)
-    return b"\n".join(lines)
-
-
-def enriched(record: SitemapURL, extras: dict[str, dict[str, Any]]) -> SitemapURL:
-    """:func:`with_later_kinds` for a record read from the store (``harvest report``)."""
-    more = extras.get(record.url)
-    if not more:
-        return record
-    return record.model_copy(update={"extensions": with_later_kinds(record.extensions, more)})
-
-
-def stored_record(body: str) -> Stored:
-    """A job record's stored body as the values the job's end counts and writes its feed from: parsed, not
-    validated (what the state store holds was a validated record, or one built from checked values)."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:  # (orjson refuses what it cannot read exactly: read slowly, but read)
-        return json.loads(body)
 
 
 def _mark_orphans(

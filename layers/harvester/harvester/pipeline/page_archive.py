@@ -5,7 +5,8 @@ the stored one), which refers to the response record that holds the content. Sit
 read, are captured the same way (:func:`exchange`).
 
 The page worker fetches; this module turns what came into captures for the batch's
-:class:`~harvester.archive.batch.WarcBatch` and stores the batch before the pages are settled.
+:class:`~harvester.archive.batch.WarcBatch` and stores the batch before the pages are settled. The sitemap
+step's capture of a sitemap or robots.txt is stored as a batch of its own (:func:`store_sitemap`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from harvester.fetch import FetchResponse
 from harvester.fetch.response import Exchange
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import WarcLocation
-from harvester.model.records import JobRecord, SitemapURL
+from harvester.model.messages import SitemapOrigin
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL
 from harvester.pipeline.context import StepContext
 
 
@@ -179,3 +181,35 @@ async def store(ctx: StepContext, job: JobRecord, batch: WarcBatch) -> dict[str,
     if warcs.writes_inline:
         return batch.store(warcs, job.job_id)
     return await asyncio.to_thread(batch.store, warcs, job.job_id)
+
+
+async def store_sitemap(
+    ctx: StepContext,
+    job: JobRecord,
+    sitemap: SitemapRecord,
+    response: FetchResponse,
+    *,
+    body: RawBody | None = None,
+    revisits: WarcLocation | None = None,
+) -> WarcLocation | None:
+    """The capture of a sitemap's reading (a response with ``body``, or a revisit of the record ``revisits``:
+    a 304 or the same bytes again), after the redirects that led to it, stored in the job's WARC files as a
+    batch of its own (a sitemap is read once per job: one object, or one append, per sitemap). Where its
+    main record was stored."""
+    kind = "robots.txt" if sitemap.origin is SitemapOrigin.ROBOTS else "sitemap"
+    metadata = {"job_id": job.job_id, "kind": kind, "url": sitemap.url, "depth": sitemap.depth}
+    batch = WarcBatch()
+    try:
+        add_answer(
+            batch,
+            sitemap.url,
+            response,
+            fetched_at=ctx.clock(),
+            metadata=metadata,
+            job_id=job.job_id,
+            body=body,
+            revisits=revisits,
+        )
+        return (await store(ctx, job, batch)).get(sitemap.url)
+    finally:
+        batch.close()

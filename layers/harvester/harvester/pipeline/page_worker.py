@@ -7,6 +7,9 @@ is still ours. A URL whose content is stored is fetched conditionally (``If-None
 pointing at the stored version; a new version is stored once, under a key holding its signature. A
 transient failure (429, 5xx, timeouts) sends the page back to pending with a delayed task, up to
 ``retry_max`` times; then the job gives up on it, and the crawl database counts one retry toward gone.
+
+This module runs the deliveries (claims, turns, requests, storage, settlement); what each comes to is
+decided by ``page_outcomes``.
 """
 
 from __future__ import annotations
@@ -19,38 +22,20 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from msgspec import Struct, field
-from msgspec.structs import replace
 
 from harvester.archive.batch import WarcBatch
-from harvester.crawldb.crawl_state import (
-    Fetched,
-    FetchResult,
-    after_fetch,
-    classify_status,
-    http_error,
-    listed,
-    listing_change,
-    verdict,
-)
+from harvester.crawldb.crawl_state import Fetched, FetchResult, classify_status, http_error
 from harvester.crawldb.documents import page_key
-from harvester.fetch import (
-    BlockedAddress,
-    FetchError,
-    FetchResponse,
-    conditional_headers,
-    is_transient,
-    parse_retry_after,
-)
+from harvester.fetch import BlockedAddress, FetchError, FetchResponse, is_transient, parse_retry_after
 from harvester.limits import SPOOL_IN_MEMORY
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, WarcLocation
 from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import Busy
-from harvester.pipeline import give_back, page_archive
+from harvester.pipeline import give_back, page_archive, page_outcomes
 from harvester.pipeline.admission import admit, queue_delay, unpaced
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
@@ -173,7 +158,9 @@ async def _fetch_and_settle(
                 requests_over(job.job_id)
         if archive is not None:  # stored before any page names its record
             placed = await page_archive.store(ctx, job, archive)
-            settled = [_placed(s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled]
+            settled = [
+                page_outcomes.placed(s, placed.get(s.record.url)) if isinstance(s, PageOutcome) else s for s in settled
+            ]
     finally:
         if archive is not None:
             archive.close()
@@ -215,7 +202,7 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
     listing and the fetch themselves stand) and settled again."""
     site = job.request.origin
     applied: list[str] = []
-    outcomes = [_with_listing(o) for o in outcomes]
+    outcomes = [page_outcomes.with_listing(o) for o in outcomes]
     for _ in range(STALE_ATTEMPTS):
         settled = ctx.store.finish_pages(job.job_id, outcomes, lease, site=site)
         applied += settled.applied
@@ -224,80 +211,12 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
             return applied
         stale = set(settled.stale)
         priors = ctx.crawldb.get_urls(site, settled.stale)
-        outcomes = [_relisted(ctx, job, o, priors.get(o.record.url)) for o in outcomes if o.record.url in stale]
+        outcomes = [
+            page_outcomes.relisted(ctx, job, o, priors.get(o.record.url)) for o in outcomes if o.record.url in stale
+        ]
     # Still leased to us: the lease lapses, the task comes back and the page is fetched again.
     log.warning("crawl records kept changing; pages left to their next delivery", extra={"urls": len(outcomes)})
     return applied
-
-
-def _with_listing(outcome: PageOutcome) -> PageOutcome:
-    """An outcome that moves no crawl record (no request was sent, or a rule excluded the URL) still writes
-    the one its listing left unwritten for the fetch (``known``), so that the crawl database knows the URL
-    was listed."""
-    if outcome.crawl is not None or outcome.record.known is None:
-        return outcome
-    return replace(outcome, crawl=outcome.record.known)
-
-
-def _relisted(ctx: StepContext, job: JobRecord, outcome: PageOutcome, stored: CrawlRecord | None) -> PageOutcome:
-    """The outcome again on the crawl record another job of the site wrote meanwhile: that record as this
-    job's listing leaves it (as the sitemap worker would have written it, at the listing's time), then
-    moved by the fetch, if there was one.
-
-    The result is what the records would be had the listing been written when it was made: a listing of
-    the other job later than this one's stands (the orphan rule asks who listed the URL last, and when),
-    and a URL orphaned by a job that started after this listing stays orphan (that job's orphan pass
-    would have found this listing older than its start; a job that started before it would not have)."""
-    record = outcome.record
-    listed_at = record.discovered_at or ctx.clock()
-    basis = listed(
-        stored,
-        url=record.url,
-        lastmod=record.last_modified,
-        changefreq=record.change_frequency,
-        priority=record.priority,
-        sitemap=record.sitemap,
-        job_id=job.job_id,
-        now=listed_at,
-        schedule=ctx.settings.schedule,
-    )
-    if stored is not None and stored.last_listed > basis.last_listed:
-        basis = basis.model_copy(update={"last_listed": stored.last_listed, "last_listed_job": stored.last_listed_job})
-    if stored is not None and _orphaned_since(ctx, stored, listed_at):
-        basis = basis.model_copy(
-            update={"state": stored.state, "orphan_of": stored.orphan_of, "orphaned_job": stored.orphaned_job}
-        )
-    # The change the listing makes, decided again on the record it now lists (another job may have created
-    # the URL's record, or brought it back, since the listing found it new or orphan).
-    change = listing_change(stored) if basis.state is not CrawlState.ORPHAN else None
-    if outcome.fetched is None:
-        update: dict[str, object] = {"known": basis}
-        if record.status is UrlStatus.EXCLUDED:  # (as _excluded shows it: the state the URL keeps)
-            update |= {"crawl_state": basis.state, "change": change or ChangeKind.EXCLUDED}
-        return PageOutcome(record.model_copy(update=update), crawl=basis)
-    return _crawled(ctx, record.model_copy(update={"change": change}), outcome.fetched, basis)
-
-
-def _orphaned_since(ctx: StepContext, stored: CrawlRecord, listed_at: datetime) -> bool:
-    """Whether the record was orphaned by a job that started after ``listed_at`` (one whose record is gone
-    cannot say: the listing brings the URL back, as a listing after the orphaning does)."""
-    if stored.state is not CrawlState.ORPHAN or stored.orphaned_job is None:
-        return False
-    orphaning = ctx.job(stored.orphaned_job)
-    return orphaning is not None and orphaning.start_time > listed_at
-
-
-def _placed(outcome: PageOutcome, place: WarcLocation | None) -> PageOutcome:
-    """The outcome of a page whose capture was stored at ``place``: its record names it, and a response
-    record becomes where the crawl record finds the URL's content (a revisit leaves that where it was)."""
-    if place is None or outcome.fetched is None:
-        return outcome
-    record = outcome.record.model_copy(update={"warc": place})
-    if place.record_type != "response" or outcome.fetched.result is not FetchResult.SUCCESS:
-        return replace(outcome, record=record)
-    # (only the place is new: the outcome is not computed again)
-    crawl = outcome.crawl.model_copy(update={"warc": place}) if outcome.crawl is not None else None
-    return PageOutcome(record, crawl=crawl, fetched=replace(outcome.fetched, warc=place))
 
 
 async def _settle(
@@ -309,19 +228,23 @@ async def _settle(
         # The claims before this one counted tries that never reported back (their workers died): the
         # budget is spent, and this delivery sends nothing.
         spent = record.attempts - 1
-        return _failed(ctx, _untried(record), f"gave up after {spent} attempts without an outcome", None)
+        return page_outcomes.failed(
+            ctx, page_outcomes.untried(record), f"gave up after {spent} attempts without an outcome", None
+        )
     if not job.request.fetch_pages:
-        return PageOutcome(_untried(record).model_copy(update={"status": UrlStatus.COMPLETED}))
+        return PageOutcome(page_outcomes.untried(record).model_copy(update={"status": UrlStatus.COMPLETED}))
     try:
         if not await ctx.robots.allowed(record.url):
             robots = await ctx.robots.entry(record.url)
             if robots.disallow_all:  # RFC 9309: robots.txt unreachable, so nothing may be fetched *for now*
-                return _retry_or_fail(ctx, record, f"robots.txt unreachable ({robots.status})", tried=False)
-            return _excluded(ctx, _untried(record), "forbidden by robots.txt")
+                return page_outcomes.retry_or_fail(
+                    ctx, record, f"robots.txt unreachable ({robots.status})", tried=False
+                )
+            return page_outcomes.excluded(ctx, page_outcomes.untried(record), "forbidden by robots.txt")
         if not await admission.turn(ctx.gate, record.url):  # the gate has no turn for it soon: back to the queue
             not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
             return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
-        headers = _validators(record.known, warc=archive is not None)
+        headers = page_outcomes.validators(record.known, warc=archive is not None)
         # One request per delivery: a transient failure comes back through the queue, so that every
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
         fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
@@ -338,29 +261,16 @@ async def _settle(
         finally:
             await admission.ended(record.url)
     except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
-        return _excluded(ctx, record if exc.redirects else _untried(record), exc.explain(record.url))
+        return page_outcomes.excluded(
+            ctx, record if exc.redirects else page_outcomes.untried(record), exc.explain(record.url)
+        )
     except Busy as busy:  # (its turn, its document's store): the page alone goes back, its try taken back
         return give_back.page_retry(ctx, record.url, busy)
     except FetchError as exc:
         if exc.retryable:  # (a refusal by the guard or a bad URL never reached the host: not observed)
             admission.observe(record.url, status=None, latency=0.0)
-            return _retry_or_fail(ctx, record, exc.explain(record.url))
-        return _failed(ctx, record, exc.explain(record.url), Fetched(FetchResult.GONE))
-
-
-def _untried(record: SitemapURL) -> SitemapURL:
-    """The record of a delivery that sent no request: its claim's try taken back."""
-    return record.model_copy(update={"attempts": max(0, record.attempts - 1)})
-
-
-def _validators(known: CrawlRecord | None, *, warc: bool) -> dict[str, str]:
-    """The conditional headers of a URL whose content is stored: a 304 then costs no body and no storage.
-    For a job that keeps WARC, stored means in a WARC record, which its 304 is archived as a revisit of:
-    content kept only as a loose document (by a crawl with ``--output files``) is asked for whole once,
-    so that the archive holds it."""
-    if known is None or not (known.warc or (known.document_key and not warc)):
-        return {}
-    return conditional_headers(known.etag, known.http_last_modified)
+            return page_outcomes.retry_or_fail(ctx, record, exc.explain(record.url))
+        return page_outcomes.failed(ctx, record, exc.explain(record.url), Fetched(FetchResult.GONE))
 
 
 async def _settle_response(
@@ -387,7 +297,7 @@ async def _settle_response(
     if outcome is FetchResult.RETRY:
         if is_transient(code):
             wait = parse_retry_after(response.headers.get("retry-after")) or 0.0
-            later = _retry_or_fail(ctx, record, http_error(code), wait=wait)
+            later = page_outcomes.retry_or_fail(ctx, record, http_error(code), wait=wait)
             # Archived whether or not it is the last try: an archive keeps every answer a host gave.
             said = (
                 later.record
@@ -397,7 +307,7 @@ async def _settle_response(
             await _archive_answer(job, said, response, archive)
             return later
         # A 403: final for this job, and one more retry toward gone for the crawls to come (Nutch).
-        failed = _failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
+        failed = page_outcomes.failed(ctx, record, http_error(code), Fetched(FetchResult.RETRY, http_status=code))
         await _archive_answer(job, failed.record, response, archive)
         return failed
     validators = {"etag": record.etag, "http_last_modified": record.http_last_modified, "lastmod": record.last_modified}
@@ -405,8 +315,8 @@ async def _settle_response(
     if outcome is FetchResult.NOTMODIFIED:
         if not conditional:
             reason = f"{http_error(code)} to a request that was not conditional"
-            return _failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
-        done = _completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
+            return page_outcomes.failed(ctx, record, reason, Fetched(FetchResult.RETRY, http_status=code))
+        done = page_outcomes.completed(ctx, record, Fetched(FetchResult.NOTMODIFIED, http_status=code, **validators))
         if archive is not None and known is not None and known.warc is not None:
             await page_archive.add_with_hops(archive, job, done.record, response, revisits=known.warc)
         return done
@@ -414,7 +324,7 @@ async def _settle_response(
         reason = http_error(code)
         if outcome in (FetchResult.REDIR_PERM, FetchResult.REDIR_TEMP):
             reason += " redirect without a usable Location"
-        failed = _failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
+        failed = page_outcomes.failed(ctx, record, reason, Fetched(FetchResult.GONE, http_status=code))
         await _archive_answer(job, failed.record, response, archive)
         return failed
 
@@ -429,15 +339,19 @@ async def _settle_response(
             digest.update(chunk)
             size += len(chunk)
         if response.truncated:
-            return _failed(ctx, record, f"page {response.truncated}", Fetched(FetchResult.GONE, http_status=code))
+            return page_outcomes.failed(
+                ctx, record, f"page {response.truncated}", Fetched(FetchResult.GONE, http_status=code)
+            )
         if not response.complete:
-            return _retry_or_fail(ctx, record, "the body was cut off")
+            return page_outcomes.retry_or_fail(ctx, record, "the body was cut off")
         signature = digest.hexdigest()
         kept = {"signature": signature, "content_type": response.content_type, "size": size, **validators}
         if raw is not None and archive is not None:
             # Kept as WARC: a payload identical to the stored one is a revisit of its record, else a response.
             same = page_archive.identical(known.warc if known is not None else None, raw)
-            done = _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept))
+            done = page_outcomes.completed(
+                ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, warc=same, **kept)
+            )
             await page_archive.add_with_hops(archive, job, done.record, response, body=raw, revisits=same)
             return done
         if known is not None and known.signature == signature and known.document_key:
@@ -454,7 +368,9 @@ async def _settle_response(
                 await asyncio.to_thread(
                     ctx.documents.put, key, body, content_type=response.content_type, metadata=metadata
                 )
-    return _completed(ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, document_key=key, **kept))
+    return page_outcomes.completed(
+        ctx, record, Fetched(FetchResult.SUCCESS, http_status=code, document_key=key, **kept)
+    )
 
 
 async def _archive_answer(
@@ -477,83 +393,3 @@ async def _archive_answer(
         log.info("an error page was not archived", extra={"url": record.url, "error": str(exc)})
     finally:
         raw.close()
-
-
-def _completed(ctx: StepContext, record: SitemapURL, fetched: Fetched) -> PageOutcome:
-    now = ctx.clock()
-    done = record.model_copy(update={"status": UrlStatus.COMPLETED, "error_message": None, "finished_at": now})
-    return _crawled(ctx, done, fetched, record.known)
-
-
-def _failed(ctx: StepContext, record: SitemapURL, reason: str, fetched: Fetched | None) -> PageOutcome:
-    now = ctx.clock()
-    failed = record.model_copy(update={"status": UrlStatus.FAILED, "error_message": reason, "finished_at": now})
-    return _crawled(ctx, failed, fetched, record.known)
-
-
-def _excluded(ctx: StepContext, record: SitemapURL, reason: str) -> PageOutcome:
-    """Not fetched by rule (robots.txt, the address policy): final for the job, neither success nor failure,
-    and no fetch for the crawl database (the URL keeps its state: a later job asks the rule again)."""
-    change = _listed_as(record) or ChangeKind.EXCLUDED
-    update = {"status": UrlStatus.EXCLUDED, "error_message": reason, "finished_at": ctx.clock(), "change": change}
-    if record.known is not None:
-        update["crawl_state"] = record.known.state
-    return PageOutcome(record.model_copy(update=update))
-
-
-def _listed_as(record: SitemapURL) -> ChangeKind | None:
-    """The change the listing already decided (``new``, ``back``): it stands whatever the fetch gives."""
-    return record.change if record.change in (ChangeKind.NEW, ChangeKind.BACK) else None
-
-
-def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basis: CrawlRecord | None) -> PageOutcome:
-    """A final job record with the crawl record its fetch moves ``basis`` to (nothing to move without a
-    fetch, or for a record that has no crawl record).
-
-    ``basis`` is the crawl record as the job's listing left it, not written yet (the listing leaves that to
-    this settlement): the record this writes is its version, conditioned on the version the listing read."""
-    if fetched is None:
-        return PageOutcome(record)
-    update: dict[str, object] = {}
-    if fetched.result is FetchResult.SUCCESS:
-        update = {"signature": fetched.signature, "size": fetched.size, "document_key": fetched.document_key}
-    if basis is None:
-        return PageOutcome(record.model_copy(update=update), fetched=fetched)
-    after = after_fetch(basis, fetched, now=ctx.clock(), schedule=ctx.settings.schedule, unwritten=True)
-    if fetched.result in (FetchResult.SUCCESS, FetchResult.NOTMODIFIED):
-        # What the job's view shows of the content: the stored version, which a 304 did not resend.
-        update = {
-            "signature": after.signature,
-            "size": after.size,
-            "content_type": after.content_type,
-            "document_key": after.document_key,
-        }
-    change = _listed_as(record) or verdict(basis, fetched, after)
-    update |= {
-        "known": basis,
-        "crawl_state": after.state,
-        "next_fetch_time": after.next_fetch_time,
-        "change": change,
-    }
-    return PageOutcome(record.model_copy(update=update), crawl=after, fetched=fetched)
-
-
-def _retry_or_fail(
-    ctx: StepContext, record: SitemapURL, reason: str, *, tried: bool = True, wait: float = 0.0
-) -> PageOutcome | PageRetry:
-    """A failure that may pass: tried again by this job after a back-off (or the ``wait`` the server asked
-    for, if longer) while the URL's budget lasts: ``retry_max`` requests in all, whichever delivery sent
-    them. Then final for the job, and one retry more toward gone in the crawl database."""
-    settings = ctx.settings
-    retries = record.retries + 1
-    sent = record.attempts if tried else max(0, record.attempts - 1)
-    if sent < settings.retry_max and retries < settings.retry_max:
-        delay = min(settings.retry_backoff_seconds * 2 ** (retries - 1), settings.retry_backoff_max_seconds)
-        not_before = ctx.clock() + timedelta(seconds=max(delay, min(wait, settings.retry_backoff_max_seconds)))
-        return PageRetry(
-            url=record.url, retries=retries, error_message=reason, not_before=not_before, untried=not tried
-        )
-    gave_up = record.model_copy(update={"retries": retries, "attempts": sent})
-    fetched = Fetched(FetchResult.RETRY, http_status=record.http_status)
-    spent = f"{sent} attempts" if tried else f"{retries} deliveries"
-    return _failed(ctx, gave_up, f"{reason} (gave up after {spent})", fetched)

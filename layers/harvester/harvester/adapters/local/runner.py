@@ -33,12 +33,12 @@ from harvester.adapters.local.memory_queue import FallbackQueue, MemoryTaskQueue
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.adapters.local.warc_files import FolderWarcStore
+from harvester.archive.results import result_key
 from harvester.engine import Engine
 from harvester.fetch import Fetcher, FetchPolicy
 from harvester.model.messages import JobRequest, PageTask, SitemapTask, Unprocessable
 from harvester.model.records import BulkProcessingJob, JobCounts, JobRecord, JobStatus, SitemapIngestionResult
 from harvester.patience import Busy
-from harvester.pipeline.completion import result_key
 from harvester.pipeline.jobs import conflict
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.settings import EngineSettings

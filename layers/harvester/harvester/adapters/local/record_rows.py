@@ -1,0 +1,60 @@
+"""What the state file's sitemap and URL rows have in common: a record a row (``sitemaps``, ``urls``), by job
+and URL key, its JSON ``body`` beside the ``status`` and lease (``lease_token``, ``lease_until``) that
+conditions and indexes read. A record is rewritten with its lease, and a job's records read back a page at a
+time, in discovery order."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+from harvester.model.records import SitemapRecord, SitemapURL, body_of
+from harvester.model.state import Lease
+
+_PAGE_SIZE = 1000
+
+
+def put_record(
+    db: sqlite3.Connection,
+    table: str,
+    job_id: str,
+    record: SitemapRecord | SitemapURL,
+    lease: Lease | None,
+    *,
+    only: str = "1",
+) -> None:
+    """Rewrites a record with its status (indexed) and its lease (set, or cleared when None); ``only``
+    narrows the rows (a page's key is indexed only while it is open)."""
+    db.execute(
+        f"UPDATE {table} SET status = ?, body = ?, lease_token = ?, lease_until = ?"
+        f" WHERE job_id = ? AND key = ? AND {only}",
+        (
+            record.status.value,
+            body_of(record),
+            lease.token if lease else None,
+            lease.until if lease else 0,
+            job_id,
+            record.key,
+        ),
+    )
+
+
+def job_bodies(conn: sqlite3.Connection, table: str, job_id: str, status: str | None) -> Iterator[str]:
+    """Pages through a table by rowid (discovery order), so no cursor stays open across yields.
+
+    Each page is one index range: by (job_id, status, rowid) with a status, else by rowid itself (NOT
+    INDEXED: through the job_id index SQLite would sort all of the job's rows again for every page)."""
+    last = 0
+    if status:
+        sql = f"SELECT rowid, body FROM {table} WHERE job_id = ? AND status = ? AND rowid > ?"
+    else:
+        sql = f"SELECT rowid, body FROM {table} NOT INDEXED WHERE rowid > ? AND job_id = ?"
+    sql += f" ORDER BY rowid LIMIT {_PAGE_SIZE}"
+    while True:
+        params: tuple[object, ...] = (job_id, status, last) if status else (last, job_id)
+        rows = conn.execute(sql, params).fetchall()
+        if not rows:
+            return
+        for rowid, body in rows:
+            last = rowid
+            yield body

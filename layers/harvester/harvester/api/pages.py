@@ -1,0 +1,262 @@
+"""Running a discovery for the Python API: a site's sitemap tree, and its pages as a stream.
+
+    from harvester import sitemap_tree_for_homepage, iter_pages
+
+    tree = sitemap_tree_for_homepage("https://example.com/")       # USP's: tree.all_pages(), sub_sitemaps...
+    for page in iter_pages("https://example.com/", include=["*/blog/*"]):
+        print(page.url, page.last_modified)
+
+Discovery runs the engine itself — the very code the Lambda functions run — as a discovery-only job
+(``fetch_pages=False``) on a temporary local state, so the tree follows every rule of a real job (robots.txt
+then the known paths, recursion, depth, patterns, one reading per sitemap URL) and USP's
+``recurse_callback`` / ``recurse_list_callback`` can choose the sitemaps to follow. The run is ephemeral
+(see ``StepContext.ephemeral``): no crawl database, no stored documents, no result, and of each page only
+its 12-byte key is kept (to de-duplicate, harvester/keyset.py), so memory stays flat whatever the site's
+size. Pages are handed out as each batch of them is recorded, while the other sitemaps are
+still being read; none is held in memory. A tree that answers USP's ``all_pages()`` keeps them where USP
+(>= 1.0) does: on disk, in a temporary file that goes with the tree (harvester/adapters/local/page_spool.py).
+The tree itself: harvester/api/tree.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from harvester.adapters.local.page_spool import PageSpool
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.api.tree import SitemapTree
+from harvester.fetch import policy_for
+from harvester.model.base import ValidationError
+from harvester.model.messages import JobRequest
+from harvester.model.records import SitemapURL, utcnow
+from harvester.pipeline.listed_rows import listed_page
+from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
+from harvester.sitemap import PageEntry
+
+__all__ = ["Discovery", "aiter_pages", "iter_pages", "sitemap_tree_for_homepage"]
+
+T = TypeVar("T")
+_HANDOVER = 1024  # pages waiting for a slow consumer before the readers are held back
+_HANDOVER_BATCHES = 4  # batches waiting between the discovery thread and a slow `iter_pages` consumer
+
+
+class _Handover(Generic[T]):
+    """The batches made of the pages counted and not yet taken by the consumer. Counting cannot wait (it
+    runs inside a sitemap reading), so the readers are held back instead, at their next chunk (``room``),
+    while more than ``_HANDOVER`` pages wait: memory stays flat however fast the sitemaps arrive."""
+
+    def __init__(self) -> None:
+        self.batches: asyncio.Queue[tuple[T, int] | BaseException | None] = asyncio.Queue()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.waiting = 0
+
+    def put(self, batch: T, pages: int) -> None:
+        self.batches.put_nowait((batch, pages))
+        self.waiting += pages
+        if self.waiting > _HANDOVER:
+            self.room.clear()
+
+    def end(self) -> None:
+        self.batches.put_nowait(None)
+
+    def fail(self, error: BaseException) -> None:
+        """The consumer gets ``error`` instead of the batches still to come."""
+        self.batches.put_nowait(error)
+
+    async def get(self) -> T | None:
+        item = await self.batches.get()
+        if item is None:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        batch, pages = item
+        self.waiting -= pages
+        if self.waiting <= _HANDOVER:
+            self.room.set()
+        return batch
+
+
+class Discovery:
+    """One discovery run: ``async for page in discovery.pages()`` streams the pages, then ``discovery.tree``.
+
+    ``site`` is the home page (robots.txt and the well-known locations of its origin are looked at), or,
+    with ``sitemaps``, the scope and the parent of the sitemaps to start from. Options are those of a job
+    request; ``allow_networks`` lets fetches reach non-public networks (a local test site);
+    ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes);
+    ``keep_pages``: the tree keeps each sitemap's pages, on disk, for USP's ``pages`` and ``all_pages()`` (a
+    stream of the pages has no need of them: without it, they are handed out and gone).
+    """
+
+    def __init__(
+        self,
+        site: str,
+        *,
+        sitemaps: Sequence[str] = (),
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        sitemap_include: Sequence[str] = (),
+        sitemap_exclude: Sequence[str] = (),
+        scope: str = "same-host",
+        max_depth: int = 10,
+        recurse_callback: RecurseCallback | None = None,
+        recurse_list_callback: RecurseListCallback | None = None,
+        allow_networks: Sequence[str] = (),
+        user_agent: str | None = None,
+        concurrency: int = 8,
+        rate_limit_delay: float = 0.05,
+        keep_pages: bool = False,
+    ) -> None:
+        try:
+            self.request = JobRequest.model_validate(
+                {
+                    "site": site,
+                    "sitemaps": tuple(sitemaps),
+                    "include": tuple(include),
+                    "exclude": tuple(exclude),
+                    "sitemap_include": tuple(sitemap_include),
+                    "sitemap_exclude": tuple(sitemap_exclude),
+                    "scope": scope,
+                    "max_depth": max_depth,
+                    "fetch_pages": False,
+                    "rate_limit_delay": rate_limit_delay,
+                }
+            )
+        except ValidationError as exc:
+            raise ValueError(f"invalid discovery options: {exc}") from None
+        self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback)
+        self.policy = policy_for(allow_networks, user_agent)
+        self.concurrency = concurrency
+        self.keep_pages = keep_pages
+        self.tree: SitemapTree | None = None
+
+    async def pages(self) -> AsyncIterator[SitemapURL]:
+        """The pages, as the sitemaps listing them are read; ``tree`` is set once they are all out."""
+        async for batch in self.page_batches():
+            for page in batch:
+                yield page
+
+    async def page_batches(self) -> AsyncIterator[list[SitemapURL]]:
+        """:meth:`pages` a counted batch at a time (up to a few hundred): for consumers to whom the
+        per-item cost of an async generator matters (``iter_pages``)."""
+        async for batch in self.batches(_records):
+            yield batch
+
+    async def batches(self, make: Callable[[str, list[tuple[str, PageEntry]]], T]) -> AsyncIterator[T]:
+        """What ``make`` builds of each batch of pages new to the run, given the sitemap listing them and
+        each page's URL (normal form) and entry: the records :meth:`page_batches` hands out, or whatever a
+        consumer writes (``harvest sitemaps`` makes its JSON lines straight from the entries). ``make`` runs
+        as the batch is counted; ``tree`` is set once every batch is out."""
+        found: _Handover[T] = _Handover()
+
+        def counted(sitemap: str, listed: list[tuple[str, PageEntry]]) -> None:
+            # The pages are counted already (their sitemap's checkpoint moved past them): a batch ``make``
+            # cannot make ends the run with its error rather than with pages missing from what it handed out.
+            try:
+                batch = make(sitemap, listed)
+            except Exception as exc:
+                found.fail(exc)
+                raise
+            found.put(batch, len(listed))
+
+        spool = PageSpool() if self.keep_pages else None
+        try:
+            with (
+                tempfile.TemporaryDirectory(prefix="harvest-discovery-") as tmp,
+                LocalHarvest.open(Path(tmp), ephemeral=True) as harvest,
+            ):
+                runner = LocalRunner(
+                    harvest,
+                    policy=self.policy,
+                    concurrency=self.concurrency,
+                    callbacks=self.callbacks,
+                    pause=found.room.wait,
+                    found=counted,
+                    listed=spool.add if spool is not None else None,
+                )
+                run = asyncio.ensure_future(runner.crawl(self.request))
+                run.add_done_callback(lambda _: found.end())
+                try:
+                    while (batch := await found.get()) is not None:
+                        yield batch
+                    outcome = await run
+                finally:
+                    if not run.done():
+                        run.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await run
+                records = harvest.store.sitemaps(outcome.job.job_id)
+                self.tree = SitemapTree.of(self.request.site, records, outcome.job.status, spool=spool)
+                spool = None  # (the tree's now)
+        finally:
+            if spool is not None:  # no tree owns it (the run failed, or its consumer left): it goes now
+                spool.close()
+
+    async def run(self) -> SitemapTree:
+        async for _ in self.page_batches():  # (not page by page: an async generator's step per page)
+            pass
+        assert self.tree is not None
+        return self.tree
+
+
+def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapURL]:
+    now = utcnow()
+    return [listed_page(url, entry, sitemap, now) for url, entry in listed]
+
+
+def sitemap_tree_for_homepage(homepage: str, **options: Any) -> SitemapTree:
+    """USP's entry point: the sitemap tree of a site, with its pages (on disk until the tree is closed or
+    collected); options: those of :class:`Discovery` (``keep_pages=False``: the structure alone)."""
+    options.setdefault("keep_pages", True)
+    return asyncio.run(Discovery(homepage, **options).run())
+
+
+def aiter_pages(site: str, **options: Any) -> AsyncIterator[SitemapURL]:
+    return Discovery(site, **options).pages()
+
+
+def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
+    """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own)."""
+    # Batches cross the thread boundary, not pages: a queue's locks are paid once a batch.
+    handover: queue.Queue[list[SitemapURL] | BaseException | None] = queue.Queue(maxsize=_HANDOVER_BATCHES)
+    stop = threading.Event()
+
+    async def produce() -> None:
+        async for batch in Discovery(site, **options).page_batches():
+            while not stop.is_set():
+                try:
+                    handover.put(batch, timeout=0.1)  # a slow consumer holds the discovery back
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+
+    def run() -> None:
+        try:
+            asyncio.run(produce())
+        except BaseException as exc:  # handed over to the consumer, whatever it is
+            handover.put(exc)
+            return
+        handover.put(None)
+
+    thread = threading.Thread(target=run, name="harvest-discovery", daemon=True)
+    thread.start()
+    try:
+        while (item := handover.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let the producer see the stop, even if it waits on a full queue
+            with contextlib.suppress(queue.Empty):
+                handover.get_nowait()
+            thread.join(timeout=0.05)

@@ -1,0 +1,91 @@
+"""A job's result as stored: the keys of its files (the summary, the records, the change feed, the Parquet
+index), and the records' lines, made from the state store's bodies (copied where they are the line already)
+with the extension kinds later listings of a URL added.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from harvester.crawldb.changes import Stored
+from harvester.model.records import SitemapURL
+
+
+def result_key(job_id: str) -> str:
+    return f"jobs/{job_id}/result.json"
+
+
+def records_key(job_id: str) -> str:
+    return f"jobs/{job_id}/urls.jsonl"
+
+
+def changes_key(job_id: str) -> str:
+    return f"jobs/{job_id}/changes.jsonl"
+
+
+def index_key(job_id: str) -> str:
+    """The job's columnar URL index (harvester.archive.index)."""
+    return f"jobs/{job_id}/index.parquet"
+
+
+PARQUET_TYPE = "application/vnd.apache.parquet"
+
+#: The crawl database's snapshot a job record carries is for the engine; the records show the job's view.
+_NOT_IN_RECORDS = {"known"}
+#: A job record's ``http_last_modified`` under its old stored name.
+_OLD_HEADER = '"last_modified_header":'
+
+
+def record_line(body: str) -> bytes:
+    """A URL's line in the job's records. The stored body is that line already when the record carries no
+    snapshot and no empty field (``body_of``; a body stored without it keeps its nulls), and is copied, not
+    serialised again. (A ``"known":`` or ``:null`` inside a URL only sends the record the long way; so does
+    a body stored under an old name, to be written under today's.)"""
+    if '"known":' not in body and ":null" not in body and _OLD_HEADER not in body:
+        return body.encode()
+    page = SitemapURL.model_validate_json(body)
+    return page.model_dump_json(exclude_none=True, exclude=_NOT_IN_RECORDS).encode()
+
+
+def with_later_kinds(extensions: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """A record's extensions and the kinds later listings added that its first listing lacked (its own win)."""
+    merged = dict(extensions)
+    for kind, value in more.items():
+        merged.setdefault(kind, value)
+    return merged
+
+
+def enriched_line(line: bytes, more: dict[str, Any]) -> bytes:
+    """:func:`with_later_kinds` for a record's line."""
+    record = orjson.loads(line)
+    record["extensions"] = with_later_kinds(record.get("extensions") or {}, more)
+    return orjson.dumps(record)
+
+
+def enriched_block(bodies: str, extras: dict[str, dict[str, Any]]) -> bytes:
+    """A batch of records written straight as JSON (their lines joined, as stored), each enriched."""
+    lines = []
+    for line in bodies.encode().split(b"\n"):
+        more = extras.get(orjson.loads(line)["url"]) if line else None
+        lines.append(enriched_line(line, more) if more else line)
+    return b"\n".join(lines)
+
+
+def enriched(record: SitemapURL, extras: dict[str, dict[str, Any]]) -> SitemapURL:
+    """:func:`with_later_kinds` for a record read from the store (``harvest report``)."""
+    more = extras.get(record.url)
+    if not more:
+        return record
+    return record.model_copy(update={"extensions": with_later_kinds(record.extensions, more)})
+
+
+def stored_record(body: str) -> Stored:
+    """A job record's stored body as the values the job's end counts and writes its feed from: parsed, not
+    validated (what the state store holds was a validated record, or one built from checked values)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:  # (orjson refuses what it cannot read exactly: read slowly, but read)
+        return json.loads(body)

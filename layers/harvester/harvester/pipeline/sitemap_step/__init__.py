@@ -1,0 +1,116 @@
+"""One sitemap task: claim the sitemap, fetch it, read it while it downloads, fan out what it lists.
+
+The flow is USP's (fetch, then let the content choose the parser), made safe for a distributed job:
+
+* the sitemap is claimed with a lease, so two deliveries of one task never read it at once;
+* page URLs pass URL hygiene (http(s), length, scope, patterns, first declaration only) and are recorded
+  in batches, each batch one atomic write that also counts the new URLs and moves the sitemap's checkpoint;
+  only then are their page tasks sent, and the checkpoint says how far sending got. A redelivered task
+  reads the sitemap again, skips what was sent, re-sends what was recorded but maybe not sent, and records
+  the rest — so nothing discovered is lost and nothing is counted twice;
+* child sitemaps are registered once per job (recursion and depth checked against the ancestor chain that
+  travels with the task) and sent;
+* a transient failure (429, 5xx, timeouts, a broken connection) gives the sitemap back with a delayed
+  task, up to ``retry_max`` readings, so a flaky server does not cost a whole subtree;
+* a sitemap that cannot be read ends as failed / invalid / absent with its reason: it never fails the job.
+
+``process_sitemap`` claims, reads and settles; the reading itself is ``reading.SitemapReading`` (fetch,
+replay, outcome), which hands the entries to ``entries.EntryScreen`` (screening, child sitemaps) and the
+pages it accepts to ``listing.PageListing`` (batches, records, tasks, checkpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from harvester.model.messages import SitemapTask
+from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.model.state import Lease, SitemapOutcome
+from harvester.patience import Busy
+from harvester.pipeline import give_back
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.sitemap_step.reading import Retry, SitemapReading
+from harvester.ports import LeaseLost
+from harvester.urls import normalize
+
+__all__ = ["Retry", "process_sitemap"]
+
+log = logging.getLogger(__name__)
+
+
+async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord | None:
+    job = ctx.job(task.job_id)
+    if job is None:
+        log.warning("sitemap task for an unknown job dropped", extra={"job_id": task.job_id, "url": task.url})
+        return None
+    url = normalize(task.url)
+    store = ctx.store
+    registered = store.get_sitemap(job.job_id, url)
+    if registered is None:
+        # Only a hand-made task names a sitemap nobody registered: register it so that it is counted.
+        registered = SitemapRecord(
+            url=url, origin=task.origin, depth=task.depth, ancestors=task.ancestors, discovered_at=ctx.clock()
+        )
+        store.add_sitemaps(job.job_id, [registered])
+    now = ctx.clock().timestamp()
+    lease = Lease(token=uuid.uuid4().hex, until=now + ctx.settings.sitemap_lease_seconds)
+    try:
+        record = store.claim_sitemap(job.job_id, url, lease, now=now)
+    except Busy as busy:  # (the claim may have landed: given back by its lease, with the attempts it had)
+        give_back.sitemap(ctx, job, registered, lease, busy, attempts=registered.attempts)
+        return None
+    if record is None:
+        log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
+        # (a delivery again of a step whose end of the job met a busy service: the end is looked at again)
+        give_back.complete_or_resend(ctx, job.job_id, [task])
+        return None
+    reading: SitemapReading | None = None
+    try:
+        if record.attempts > ctx.settings.max_attempts:
+            outcome: SitemapOutcome | Retry = SitemapOutcome(
+                status=SitemapStatus.FAILED,
+                error_message=f"gave up after {record.attempts - 1} attempts to read it",
+            )
+        else:
+            reading = SitemapReading(ctx, job, record, lease)
+            outcome = await reading.run()
+        if not isinstance(outcome, Retry):
+            outcome.finished_at = ctx.clock()
+            store.finish_sitemap(job.job_id, url, outcome, lease)
+    except LeaseLost:
+        # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
+        log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
+        return None
+    except Busy as busy:  # our own infrastructure, not the site: the attempts stay as they were
+        failed = reading.failed_tries if reading else 0
+        give_back.sitemap(ctx, job, record, lease, busy, attempts=record.attempts - 1 + failed)
+        return None
+    if isinstance(outcome, Retry):
+        delay = min(
+            ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
+            ctx.settings.retry_backoff_max_seconds,
+        )
+        give_back.release(ctx, job, record, lease, outcome.reason, attempts=outcome.attempts, after=delay)
+        log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
+        return _as_stored(ctx, job.job_id, url)
+    log.info(
+        "sitemap done",
+        extra={
+            "job_id": job.job_id,
+            "url": url,
+            "status": outcome.status.value,
+            "error": outcome.error_message,
+        },
+    )
+    give_back.complete_or_resend(ctx, job.job_id, [task])
+    return _as_stored(ctx, job.job_id, url)
+
+
+def _as_stored(ctx: StepContext, job_id: str, url: str) -> SitemapRecord | None:
+    """The sitemap's record as its step left it (for the metrics), or None when the store is busy: the step's
+    work is done, and a read for the figures is no reason to have its message come back."""
+    try:
+        return ctx.store.get_sitemap(job_id, url)
+    except Busy:
+        return None

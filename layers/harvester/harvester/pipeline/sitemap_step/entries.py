@@ -1,0 +1,172 @@
+"""The screening of a sitemap's entries, and the following of the child sitemaps it lists.
+
+``EntryScreen.take`` judges each parsed entry as it comes. A page URL passes URL hygiene (http(s),
+length), the job's scope and patterns, and goes to the listing the first time the sitemap lists it. A
+child sitemap passes hygiene, is checked against the ancestor chain that travels with the task
+(recursion) and the job's ``max_depth``, and is kept. Whatever is left out is counted by reason
+(``dropped``); invalid children are named with their reason, up to ``MAX_INVALID_CHILDREN_LISTED``.
+
+Once the sitemap is read, ``follow`` applies the job's sitemap patterns and callbacks to the children kept,
+all at once, registers the ones followed (once per job) and sends their tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from harvester.keyset import KeySet, bits_of, url_bits
+from harvester.model.messages import SitemapOrigin
+from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus, url_key
+from harvester.pipeline import sitemap_filter
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.discovery import task_for
+from harvester.pipeline.sitemap_filter import SitemapCallbacks
+from harvester.sitemap import ChildSitemap, PageEntry
+from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
+
+MAX_INVALID_CHILDREN_LISTED = 100
+
+#: Given each page URL the screen accepts, in document order: (URL, entry, its key's bits, the form the
+#: checkpoint digests).
+Accept = Callable[[str, PageEntry, int, bytes], None]
+
+
+class EntryScreen:
+    """What one reading of a sitemap made of its entries: the pages accepted (handed to ``accept``), the
+    children kept, what was left out and why."""
+
+    def __init__(self, ctx: StepContext, job: JobRecord, record: SitemapRecord, accept: Accept) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.record = record
+        self.accept = accept
+        self.request = job.request
+        self.is_robots = record.origin is SitemapOrigin.ROBOTS
+        self.filter = UrlFilter.of(self.request.include, self.request.exclude)
+        self.site_host = host_of(self.request.site)
+        self.sitemap_patterns = UrlFilter.of(self.request.sitemap_include, self.request.sitemap_exclude)
+        self.chain = {normalize(a) for a in record.ancestors} | {record.url}
+        self.dropped: dict[str, int] = {}
+        self.invalid_children: dict[str, str] = {}
+        self.seen_pages = KeySet()  # (12 bytes a URL, not a string each)
+        self.seen_children: set[str] = set()
+        self.found: list[SitemapRecord] = []  # valid children, followed (filtered, registered) at the end
+        self.children = 0  # children followed (the known-path probes left out)
+        self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
+        self.entries = 0  # entries the reading produced, children included
+
+    def take(self, entries: Sequence[PageEntry | ChildSitemap]) -> None:
+        """A parsed piece's entries: page URLs pass hygiene, scope, patterns and the first-declaration rule,
+        and go to the listing. One loop on local names: it runs for every URL a site lists."""
+        self.entries += len(entries)
+        site_host, scope, patterns = self.site_host, self.request.scope, self.filter
+        first = self.seen_pages.add
+        accept = self.accept
+        drop = self._drop
+        durable = self.ctx.counter is None  # (a throwaway run needs no URL key: its store keeps only bits)
+        from_bytes = int.from_bytes
+        for entry in entries:
+            if isinstance(entry, ChildSitemap):
+                self._take_child(entry)
+                continue
+            screened = screen(entry.url)
+            if isinstance(screened, str):
+                drop(screened)
+                continue
+            url, host = screened
+            if host != site_host and not host_in_scope(host, site_host, scope):
+                drop("out_of_scope")
+                continue
+            if patterns:
+                reason = patterns.refusal(url)
+                if reason is not None:
+                    drop(reason)
+                    continue
+            if durable:
+                key = url_key(url)
+                bits = bits_of(key)
+                raw = key.encode() + b"\n"
+            else:
+                raw = url_bits(url)
+                bits = from_bytes(raw)
+            if not first(bits):
+                drop("duplicate_in_sitemap")
+                continue
+            accept(url, entry, bits, raw)
+
+    def _drop(self, reason: str) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def _take_child(self, entry: ChildSitemap) -> None:
+        reason = refusal(entry.url)
+        if reason is not None:
+            self._drop(f"sitemap_{reason}")
+            return
+        url = normalize(entry.url)
+        if url in self.seen_children:
+            self._drop("duplicate_in_sitemap")
+            return
+        self.seen_children.add(url)
+        if self.is_robots:
+            self.declared.append(url)
+        if url in self.chain:
+            reason = "lists itself" if url == self.record.url else "is an ancestor of the sitemap listing it"
+            self._invalid_child(url, f"recursion: {reason}")
+            return
+        depth = self.record.depth + 1
+        if depth > self.request.max_depth:
+            self._invalid_child(url, f"deeper than max_depth {self.request.max_depth}", drop=TOO_DEEP)
+            return
+        origin = SitemapOrigin.DECLARED if self.is_robots else SitemapOrigin.INDEX
+        child = SitemapRecord(
+            url=url,
+            origin=origin,
+            depth=depth,
+            ancestors=(*self.record.ancestors, self.record.url),
+            parent=self.record.url,
+            discovered_at=self.ctx.clock(),
+        )
+        self.found.append(child)
+
+    def _invalid_child(self, url: str, reason: str, *, drop: str = "invalid_sitemap") -> None:
+        self._drop(drop)
+        if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
+            self.invalid_children[url] = reason
+
+    def follow(
+        self, children: list[SitemapRecord], *, level: int, parents: set[str], callbacks: SitemapCallbacks | None
+    ) -> None:
+        """Applies the job's sitemap patterns and ``callbacks`` to the children, all of them at once (as USP's
+        list callback wants), then registers the ones followed and sends their tasks."""
+        kept, refused = sitemap_filter.follow(
+            [c.url for c in children],
+            level=level,
+            parents=parents,
+            patterns=self.sitemap_patterns,
+            callbacks=callbacks,
+        )
+        for _ in refused:
+            self._drop(FILTERED)
+        followed = set(kept)
+        chosen = [c for c in children if c.url in followed]
+        self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)
+        step = self.ctx.record_batch
+        for start in range(0, len(chosen), step):
+            self._register(chosen[start : start + step])
+
+    def _register(self, batch: list[SitemapRecord]) -> None:
+        stored = self.ctx.store.add_sitemaps(self.job.job_id, batch)
+        mine = {c.url for c in batch}
+        # Ours to send: every child still pending that this sitemap registered, now or before a restart
+        # (robots.txt also registers the known-path probes, which hang under the site node).
+        to_send = [
+            task_for(self.job.job_id, s)
+            for s in stored
+            if s.url in mine and s.status is SitemapStatus.PENDING and self._registered_by_us(s)
+        ]
+        self.ctx.queue.push(to_send)
+
+    def _registered_by_us(self, sitemap: SitemapRecord) -> bool:
+        if sitemap.parent == self.record.url:
+            return True
+        return self.is_robots and sitemap.origin is SitemapOrigin.KNOWN_PATH

@@ -1,0 +1,302 @@
+"""The listing of a sitemap's pages: the URLs its entries screen accepts, recorded in batches and sent.
+
+``PageListing.accept`` takes each accepted URL in document order: it counts its position (the checkpoint's
+unit) and digests it. A resumed reading skips the URLs its checkpoint says were sent, and at the checkpoint
+checks that they were the same ones (else ``ListingMoved``: the sitemap changed in between). The rest are
+batched; each batch is one atomic write (``record_pages``) that records the URLs new to the job with the
+crawl records their listing moves and the sitemap's checkpoint; only then are their page tasks sent, and a
+second write moves the sending checkpoint. A listing made afresh (a reading that starts over) records
+every URL again and sends every pending page's task again.
+
+Each URL's job record is decided here: to be fetched (with its reason), not due, or listed only by a job
+that fetches nothing (final at once, ``_unfetched``; a URL new to the site then written straight as JSON by
+``listed_rows``). A throwaway run records nothing: its counter counts the URLs and hands them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from harvester.crawldb.crawl_state import listed, listing_change
+from harvester.crawldb.schedule import due
+from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl
+from harvester.model.messages import PageTask, Refetch
+from harvester.model.records import CrawlRow, JobRecord, ListedRow, SitemapRecord, SitemapURL, UrlStatus
+from harvester.model.state import Checkpoint, Lease
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.listed_rows import first_listings, listed_fields
+from harvester.pipeline.ranking import rank, rank_of
+from harvester.sitemap import PageEntry
+from harvester.urls import host_of
+
+log = logging.getLogger(__name__)
+
+#: Times a batch is decided again when other jobs keep moving its crawl records (then the task is retried).
+STALE_ATTEMPTS = 8
+
+
+class ListingMoved(Exception):
+    """A resumed reading found other URLs before its checkpoint than the reading that set it: the sitemap
+    changed in between, so skipping by position would skip URLs never recorded."""
+
+
+class PageListing:
+    """The pages one reading of a claimed sitemap lists: batched, recorded, sent, and the checkpoint moved."""
+
+    def __init__(
+        self, ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease, *, resend: bool = False
+    ) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.record = record
+        self.lease = lease
+        self.request = job.request
+        self.site = job.request.origin
+        self.schedule = ctx.settings.schedule
+        self.page_batch: list[tuple[int, str, PageEntry, int]] = []  # (position, URL, entry, key bits)
+        self.batch_size = ctx.record_batch
+        self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
+        # With ``resend`` (a reading started over on a changed sitemap), the positions recorded and sent
+        # before mean nothing: every URL is recorded again and every pending page's task is sent again.
+        self.resend = resend
+        self.recorded = 0 if resend else record.pages_recorded
+        self.enqueued = 0 if resend else record.pages_enqueued
+        self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
+        self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
+        self._site: SiteCrawl | None = None
+
+    def afresh(self) -> PageListing:
+        """The listing of a reading that starts over from the first entry: the job's records absorb the URLs
+        recorded before (``record_pages`` counts only new ones), their tasks are sent again. The lastmod
+        probes spent stay spent, and the site's crawl record looked up stays known."""
+        fresh = PageListing(self.ctx, self.job, self.record, self.lease, resend=True)
+        fresh.probes, fresh._site = self.probes, self._site
+        return fresh
+
+    def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
+        """A URL the screen accepted (``bits``: its key's bits; ``raw``: the form the checkpoint digests):
+        skipped if recorded and sent before a restart, else batched, the batch recorded once full."""
+        index = self.accepted
+        self.accepted = index + 1
+        self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
+        if index < self.enqueued:
+            if index == self.enqueued - 1:
+                self.reached_checkpoint()
+            return  # recorded and sent before a restart
+        batch = self.page_batch
+        batch.append((index, url, entry, bits))
+        if len(batch) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Records the batch, then sends the tasks of its pages to fetch and moves the sending checkpoint."""
+        if not self.page_batch:
+            return
+        batch, self.page_batch = self.page_batch, []
+        job_id = self.job.job_id
+        # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task). Recorded
+        # again too: the job's records keep the ones recorded before, and if the sitemap changed meanwhile,
+        # the entries at those positions now may be others.
+        again = {url for index, url, _, _ in batch if index < self.recorded or self.resend}
+        tasks = [self._task(url, entry) for _, url, entry, _ in batch if url in again]
+        checkpoint = batch[-1][0] + 1
+        sends = self.request.fetch_pages
+        # With nothing to send, the write that records the batch also moves the sending checkpoint.
+        fresh = [(url, entry) for _, url, entry, _ in batch]
+        new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
+        self._keep_extensions(fresh, new, again)
+        self.recorded = max(self.recorded, checkpoint)
+        if sends:
+            now, settings = self.ctx.clock(), self.ctx.settings
+            tasks += [
+                page.task(job_id, rank=rank_of(page, now, settings))
+                for page in new
+                if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
+            ]
+            self.ctx.queue.push(tasks)
+            self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
+        self.enqueued = checkpoint
+
+    def reached_checkpoint(self) -> None:
+        """At the checkpoint of a resumed reading (or at the end of a document shorter than it): the URLs
+        skipped must be the ones the checkpoint counted."""
+        expected = self.record.checkpoint_digest
+        if self.resend or not self.enqueued or expected is None:
+            return
+        if self.accepted < self.enqueued or (self.accepted == self.enqueued and self.digest.hexdigest() != expected):
+            raise ListingMoved(self.record.url)
+
+    def _keep_extensions(
+        self, fresh: list[tuple[str, PageEntry]], new: list[SitemapURL | ListedRow], again: set[str]
+    ) -> None:
+        """The extensions of URLs another sitemap of the job listed first (a news sitemap after an RSS feed
+        of the same stories): the first listing made the record; what this one adds is kept beside it."""
+        if self.ctx.counter is not None:  # (a throwaway run keeps no records)
+            return
+        listed = {page.url for page in new} | again
+        later = [(url, ext) for url, entry in fresh if url not in listed and (ext := entry.extensions())]
+        if later:
+            self.ctx.store.add_extensions(self.job.job_id, later)
+
+    def _checkpoint(self, enqueued: int) -> Checkpoint:
+        return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes)
+
+    def _record(
+        self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
+    ) -> list[SitemapURL | ListedRow]:
+        """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
+        moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
+        that job wrote.
+
+        The crawl record of a URL handed to a fetch is not written here but by the fetch's settlement, the
+        listing and the fetch in one write (the job record carries it as ``known``): written at the listing
+        as well, it would cost a fetched page a second transactional write of it on DynamoDB."""
+        counter = self.ctx.counter
+        if counter is not None:  # a throwaway run: its consumer makes what it hands out of the new ones
+            new = counter.count_pages(
+                self.job.job_id,
+                self.record.url,
+                keys,
+                checkpoint=checkpoint,
+                lease=self.lease,
+                enqueued=self._checkpoint(checkpoint) if enqueue else None,
+            )
+            if self.ctx.listed is not None:  # (a batch's positions are consecutive: it ends at the checkpoint)
+                self.ctx.listed(self.record.url, checkpoint - len(fresh), fresh)
+            if new and self.ctx.found is not None:
+                self.ctx.found(self.record.url, [fresh[i] for i in new])
+            return []  # (nothing to send: a throwaway run fetches no page)
+        new: list[SitemapURL | ListedRow] = []
+        probes = self.probes
+        first_crawl = self.ctx.first_crawl(self.job)
+        for attempt in range(STALE_ATTEMPTS):
+            self.probes = probes
+            lookup = attempt > 0 or not first_crawl
+            priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
+            now = self.ctx.clock()  # (one time for a batch: it is one write)
+            decided = self._decide(fresh, priors, now)
+            recorded = self.ctx.store.record_pages(
+                self.job.job_id,
+                self.record.url,
+                [page for page, _ in decided],
+                checkpoint=checkpoint,
+                lease=self.lease,
+                site=self.site,
+                crawl={page.url: crawl for page, crawl in decided if crawl is not None},
+                enqueued=self._checkpoint(checkpoint) if enqueue else None,
+                keys=keys,
+            )
+            new += recorded.new
+            if not recorded.stale:
+                return new
+            log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
+        raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
+
+    def _decide(
+        self, fresh: list[tuple[str, PageEntry]], priors: Mapping[str, CrawlRecord], now: datetime
+    ) -> list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow | None]]:
+        """Each URL's job record and the crawl record this listing writes (None for a URL to fetch: its
+        settlement writes it); those of a URL new to the site in a job that fetches nothing written straight
+        as JSON (``listed_rows``)."""
+        if self.request.fetch_pages:
+            return [self._page(url, entry, priors.get(url), now) for url, entry in fresh]
+        firsts = iter(
+            first_listings(
+                [(url, entry) for url, entry in fresh if url not in priors],
+                sitemap=self.record.url,
+                job_id=self.job.job_id,
+                now=now,
+                schedule=self.schedule,
+            )
+        )
+        decided: list[tuple[SitemapURL | ListedRow, CrawlRecord | CrawlRow | None]] = []
+        for url, entry in fresh:
+            prior = priors.get(url)
+            rows = next(firsts) if prior is None else None
+            decided.append(rows if rows is not None else self._page(url, entry, prior, now))
+        return decided
+
+    def _page(
+        self, url: str, entry: PageEntry, prior: CrawlRecord | None, now: datetime
+    ) -> tuple[SitemapURL, CrawlRecord | None]:
+        """The job's record of a listed URL (to be fetched: pending, with the reason; or not due), and the
+        URL's crawl record as this listing leaves it: to be written now, or (None) with the fetch's outcome,
+        the job record carrying it as ``known``."""
+        known = listed(
+            prior,
+            url=url,
+            lastmod=entry.lastmod,
+            changefreq=entry.changefreq,
+            priority=entry.priority,
+            sitemap=self.record.url,
+            job_id=self.job.job_id,
+            now=now,
+            schedule=self.schedule,
+        )
+        change = listing_change(prior)
+        base = listed_fields(url, entry, self.record.url, now)
+        if not self.request.fetch_pages:
+            return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
+        decision = due(
+            known,
+            new=prior is None,
+            lastmod=entry.lastmod,
+            now=now,
+            refetch_all=self.request.refetch is Refetch.ALL,
+            trusted=prior is None or self._trusted(url),
+            may_probe=self.probes < self.ctx.settings.lastmod_probes,
+        )
+        if decision.reason is None:
+            return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
+        self.probes += decision.probe
+        # The page step fetches on this snapshot (its validators, its signature) and writes it, moved by
+        # the fetch, as version ``known.version``: conditioned on the version this listing read.
+        base.update(known=known, fetch_reason=decision.reason, change=change)
+        return SitemapURL(**base), None
+
+    def _trusted(self, url: str) -> bool:
+        if self._site is None:
+            self._site = self.ctx.crawldb.get_site(self.site) or SiteCrawl(site=self.site)
+        return self._site.trust(host_of(url)).trusted
+
+    def _task(self, url: str, entry: PageEntry) -> PageTask:
+        """A task sent again after a restart (whether the URL is new to the site is not known here)."""
+        order = rank(entry.priority, new=False, lastmod=entry.lastmod, now=self.ctx.clock(), settings=self.ctx.settings)
+        return PageTask(
+            job_id=self.job.job_id,
+            url=url,
+            sitemap=self.record.url,
+            lastmod=entry.lastmod,
+            changefreq=entry.changefreq,
+            priority=entry.priority,
+            rank=order,
+        )
+
+
+def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
+    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
+    (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
+    base.update(
+        status=UrlStatus.COMPLETED,
+        finished_at=now,
+        fetch_reason=reason,
+        change=change,
+        crawl_state=known.state,
+        next_fetch_time=known.next_fetch_time,
+    )
+    if known.last_fetch_time is not None or known.signature is not None:  # (a URL never fetched has none of these)
+        base.update(
+            http_status=known.http_status,
+            content_type=known.content_type,
+            size=known.size,
+            signature=known.signature,
+            etag=known.etag,
+            http_last_modified=known.http_last_modified,
+            document_key=known.document_key,
+            fetch_time=known.last_fetch_time,
+        )
+    return SitemapURL(**base)

@@ -1,0 +1,399 @@
+"""The reading of one claimed sitemap: fetch it (conditionally), parse it while it downloads or replay its
+stored copy, and say what it came to.
+
+``SitemapReading.run`` fetches the sitemap through the host's gate, asking with the validators of its last
+complete reading: a 304 replays the document that reading stored, so the job sees the same URLs in the same
+order. The parsed entries go to the reading's ``EntryScreen`` (``entries``), the pages it accepts to its
+``PageListing`` (``listing``); a resumed reading whose checkpoint no longer matches the sitemap starts over
+with a fresh screen and listing. A changed body is stored (keyed by its signature) and remembered in the
+crawl database with its validators; an unchanged one refreshes what is remembered (``remembered``). In a
+job that keeps WARC, the reading is archived (``page_archive.store_sitemap``).
+
+A transient failure (429, 5xx, timeouts, a broken connection) is a ``Retry`` while the sitemap's budget of
+``retry_max`` requests lasts; a sitemap that cannot be read ends failed / invalid / absent with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+import time
+from contextlib import ExitStack
+
+from msgspec import Struct
+
+from harvester.crawldb.crawl_state import http_error
+from harvester.fetch import FetchError, FetchResponse, is_transient
+from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
+from harvester.model.crawl import SitemapCrawl, WarcLocation
+from harvester.model.messages import Output, SitemapOrigin
+from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus
+from harvester.model.state import Lease, SitemapOutcome
+from harvester.patience import Busy
+from harvester.pipeline import page_archive
+from harvester.pipeline.context import StepContext
+from harvester.pipeline.discovery import known_path_probes, site_node
+from harvester.pipeline.sitemap_step import remembered
+from harvester.pipeline.sitemap_step.entries import EntryScreen
+from harvester.pipeline.sitemap_step.listing import ListingMoved, PageListing
+from harvester.politeness.turns import waited_turn
+from harvester.sitemap import SitemapParser
+from harvester.urls import normalize
+
+log = logging.getLogger(__name__)
+
+PARSE_CHUNK = 64 * 1024
+#: Bytes of a sitemap parsed at a time when the pages are handed out as they are read (see _parse_paced).
+PACED_PIECE = 4 * 1024
+#: Well-known paths that are simply not there are expected; these statuses mean "no sitemap here".
+_ABSENT_STATUSES = frozenset({401, 403, 404, 410})
+
+
+class Retry(Struct, frozen=True):
+    """The reading failed for a reason that may pass (the sitemap goes back to pending, delayed)."""
+
+    reason: str
+    attempts: int | None = None  # requests sent for the sitemap so far
+
+
+class SitemapReading:
+    """The reading of one claimed sitemap: fetch (conditionally), parse or replay, screen, list."""
+
+    def __init__(self, ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.record = record
+        self.lease = lease
+        self.request = job.request
+        self.site = job.request.origin
+        self.listing = PageListing(ctx, job, record, lease)
+        self.screen = EntryScreen(ctx, job, record, self.listing.accept)
+        self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
+        self.answered = 0  # of which the site answered (a response read: its status judged after)
+
+    @property
+    def is_robots(self) -> bool:
+        return self.record.origin is SitemapOrigin.ROBOTS
+
+    @property
+    def is_probe(self) -> bool:
+        return self.record.origin is SitemapOrigin.KNOWN_PATH
+
+    @property
+    def spent(self) -> int:
+        """Requests sent for this sitemap by this job so far: the claim counted this delivery's first one
+        before it was made, the fetcher's retries are added as they happen."""
+        return self.record.attempts - 1 + max(1, self.tries)
+
+    @property
+    def failed_tries(self) -> int:
+        """The requests of this delivery the site did not answer (the fetcher tried again, or gave up)."""
+        return max(0, self.tries - self.answered)
+
+    @property
+    def may_retry(self) -> bool:
+        return self.spent < self.ctx.settings.retry_max
+
+    async def run(self) -> SitemapOutcome | Retry:
+        try:
+            try:
+                outcome = await self._read()
+            except ListingMoved:
+                log.info(
+                    "sitemap changed since its checkpoint; reading it again from the start",
+                    extra={"job_id": self.job.job_id, "url": self.record.url},
+                )
+                self._start_over()
+                outcome = await self._read()
+        except FetchError as exc:
+            reason = exc.explain(self.record.url)
+            if exc.retryable and self.may_retry:
+                return Retry(reason, self.spent)
+            status = SitemapStatus.ABSENT if self.is_probe else SitemapStatus.FAILED
+            outcome = SitemapOutcome(status=status, error_message=self._final_reason(reason, exc.retryable))
+        transient = outcome.http_status is not None and is_transient(outcome.http_status)
+        if transient and outcome.status is SitemapStatus.FAILED:
+            if self.may_retry:
+                return Retry(outcome.error_message or f"HTTP {outcome.http_status}", self.spent)
+            outcome.error_message = self._final_reason(outcome.error_message or "", True)
+        # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
+        parents = {a for a in self.record.ancestors if a != site_node(self.request)} | {self.record.url}
+        screen = self.screen
+        screen.follow(screen.found, level=self.record.depth - 1, parents=parents, callbacks=self.ctx.callbacks)
+        if self.is_robots:
+            # robots.txt leads to the well-known paths whatever happened to it (a site may have none). They are
+            # the site's own children, not robots.txt's: USP's callbacks choose among the children of robots.txt
+            # and of indexes, and USP reads every well-known path whatever they say.
+            probes = known_path_probes(self.request, screen.declared, now=self.ctx.clock())
+            screen.follow(probes, level=0, parents=set(), callbacks=None)
+        outcome.children = screen.children
+        outcome.attempts = self.spent
+        outcome.dropped = screen.dropped
+        outcome.invalid_children = screen.invalid_children
+        return outcome
+
+    def _start_over(self) -> None:
+        """Forgets the skipped reading: every entry is judged again, by a fresh screen, and listed by a fresh
+        listing that records every URL again and sends every pending page's task again."""
+        self.listing = self.listing.afresh()
+        self.screen = EntryScreen(self.ctx, self.job, self.record, self.listing.accept)
+
+    def _final_reason(self, reason: str, transient: bool) -> str:
+        return f"{reason} (gave up after {self.spent} attempts)" if transient else reason
+
+    async def _read(self, *, conditional: bool = True) -> SitemapOutcome:
+        url = self.record.url
+        limit = ROBOTS_MAX_BYTES if self.is_robots else SITEMAP_MAX_BYTES
+        prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
+        headers = remembered.validators(prior, warc=self.request.output is Output.WARC)
+        # The fetcher retries a transient failure at once, within what is left of the sitemap's budget
+        # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
+        retries = max(0, self.ctx.settings.retry_max - self.spent - (1 if self.tries else 0))
+        entered = False
+        async with waited_turn(self.ctx.gate, url, self.request.rate_limit_delay) as host:
+            sent = time.monotonic()
+            try:
+                async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
+                    entered = True
+                    self.tries += response.attempts
+                    self.answered += 1
+                    host.observe(url, status=response.status_code, latency=time.monotonic() - sent)
+                    outcome = await self._read_response(response, prior, bool(headers), limit)
+            except FetchError as exc:
+                if not entered:  # no response: the tries the fetcher made are on the error
+                    self.tries += exc.attempts
+                    if exc.retryable:
+                        host.observe(url, status=None, latency=0.0)
+                raise
+        if outcome is None:
+            # A 304 for a stored copy that cannot be replayed: read again, whole, on a turn of its own (this
+            # one given back first: with one request in flight allowed per host, a turn taken inside it would
+            # wait for itself).
+            return await self._read(conditional=False)
+        return outcome
+
+    async def _read_response(
+        self, response: FetchResponse, prior: SitemapCrawl | None, conditional: bool, limit: int
+    ) -> SitemapOutcome | None:
+        """The reading of a response; None when it is a 304 whose stored copy cannot be replayed."""
+        final_url = normalize(response.url)
+        not_modified = response.status_code == 304 and prior is not None and conditional
+        if not (200 <= response.status_code < 300 or not_modified):
+            quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
+            if quiet and prior is not None and prior.absent_since is None:
+                self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={"absent_since": self.ctx.clock()}))
+            return SitemapOutcome(
+                status=SitemapStatus.ABSENT if quiet else SitemapStatus.FAILED,
+                error_message=http_error(response.status_code),
+                http_status=response.status_code,
+                final_url=final_url,
+            )
+        redirected = self._redirect_verdict(final_url)
+        if redirected is not None:
+            redirected.http_status = response.status_code
+            return redirected
+        parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+        if not_modified:
+            assert prior is not None
+            if not await self._replay(prior, parser):
+                return None
+            if self.request.output is Output.WARC and prior.warc is not None:
+                await page_archive.store_sitemap(self.ctx, self.job, self.record, response, revisits=prior.warc)
+            remembered.refresh(self.ctx, self.site, prior, response.headers)
+            return self._outcome(
+                parser,
+                final_url,
+                response.status_code,
+                document_key=prior.document_key,
+                not_modified=True,
+                truncated=prior.truncated,
+            )
+        keep = not self.ctx.ephemeral  # the document and its signature, for the next job
+        digest = hashlib.sha256()
+        broken: str | None = None
+        # The body as received, for the job's WARC files (a robots.txt or sitemap read whole, as pages are).
+        as_received = page_archive.RawBody() if keep and self.request.output is Output.WARC else None
+        response.raw_sink = as_received
+        archived_at: WarcLocation | None = None
+        try:
+            async with self.ctx.reading:
+                # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
+                with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as raw:
+                    try:
+                        async for chunk in response.iter_bytes():
+                            if keep:
+                                raw.write(chunk)
+                                digest.update(chunk)
+                            if not parser.finished:
+                                await self._parse_paced(parser, chunk)
+                            if parser.finished and prior is None and as_received is None:
+                                # (with an earlier reading, or a body to archive, the rest is downloaded all the
+                                # same: the bytes are recognised by the signature of the whole body, wherever the
+                                # parser stopped, and an archive keeps what was sent)
+                                break
+                    except FetchError as exc:
+                        # The body broke off: what arrived whole is recorded either way (a retry resumes after
+                        # it); on the last reading it is all there is, so it is kept and the sitemap truncated.
+                        self.listing.flush()
+                        if exc.retryable and self.may_retry:
+                            raise
+                        broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
+                    signature = digest.hexdigest()
+                    self.screen.take(parser.close(complete=response.complete and not parser.finished))
+                    if broken is None:
+                        self.listing.reached_checkpoint()
+                    self.listing.flush()
+                    unchanged = prior is not None and signature == prior.signature and broken is None
+                    document_key = None
+                    if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
+                        document_key = prior.document_key  # (stored already: its key is its signature)
+                    elif keep:
+                        document_key = remembered.store_copy(
+                            self.ctx, self.job, self.record.url, raw, response.content_type, signature
+                        )
+            if as_received is not None and broken is None and response.complete:
+                # The same bytes as the stored reading's record: a revisit of it, as for a page.
+                same = page_archive.identical(prior.warc if prior is not None else None, as_received)
+                archived_at = await page_archive.store_sitemap(
+                    self.ctx, self.job, self.record, response, body=as_received, revisits=same
+                )
+        finally:  # (a body broken off is raised from within: its spool is let go all the same)
+            if as_received is not None:
+                as_received.close()
+        outcome = self._outcome(
+            parser,
+            final_url,
+            response.status_code,
+            document_key=document_key,
+            not_modified=unchanged,
+            broken=broken,
+            truncated=response.truncated,
+        )
+        if outcome.status is SitemapStatus.COMPLETED and broken is None and keep:
+            # (a revisit's location is not kept: the record it refers to holds the bytes)
+            response_at = archived_at if archived_at is not None and archived_at.record_type == "response" else None
+            if prior is not None and unchanged:
+                remembered.refresh(self.ctx, self.site, prior, response.headers, warc=response_at)
+            else:
+                remembered.remember(
+                    self.ctx,
+                    self.site,
+                    outcome,
+                    response.headers,
+                    url=self.record.url,
+                    signature=signature,
+                    entries=self.screen.entries,
+                    warc=response_at,
+                )
+        return outcome
+
+    def _outcome(
+        self,
+        parser: SitemapParser,
+        final_url: str,
+        http_status: int,
+        *,
+        document_key: str | None,
+        not_modified: bool,
+        broken: str | None = None,
+        truncated: str | None = None,
+    ) -> SitemapOutcome:
+        report = parser.report
+        status, error = SitemapStatus.COMPLETED, report.error
+        if error:
+            if broken:  # it broke off before it showed a sitemap: a failed download, not an invalid sitemap
+                error, status = broken, SitemapStatus.FAILED
+            else:
+                status = SitemapStatus.INVALID
+            if self.is_probe:
+                status = SitemapStatus.ABSENT
+        return SitemapOutcome(
+            status=status,
+            kind=report.kind.value if report.kind else None,
+            error_message=error,
+            # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
+            truncated=broken or truncated or report.truncated,
+            final_url=final_url,
+            http_status=http_status,
+            warnings=dict(report.warnings),
+            document_key=document_key,
+            not_modified=not_modified,
+        )
+
+    async def _parse_paced(self, parser: SitemapParser, chunk: bytes) -> None:
+        """Parses the chunk in pieces, each piece's entries screened, letting ``ctx.pause`` hold the reading
+        back after each: a 64 KiB chunk of a gzipped sitemap inflates to megabytes and thousands of entries,
+        and a reader holds them all until they are recorded."""
+        pause = self.ctx.pause
+        for start in range(0, len(chunk), PACED_PIECE):
+            self.screen.take(parser.feed(chunk[start : start + PACED_PIECE]))
+            if pause is not None:
+                await pause()
+            if parser.finished:
+                return
+
+    async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
+        """The sitemap did not change (304): the document its last complete reading stored is parsed instead,
+        closed as that reading was (a document cut at the size limit was stored as it arrived: its last,
+        partial entry is not one), so a job sees the same URLs, in the same order, as if it had been sent
+        again. False when that copy is gone or cannot be read whole: the sitemap is then read in full (what
+        the copy gave so far is judged again, as after a changed checkpoint)."""
+        with ExitStack() as stack:
+            try:
+                document = stack.enter_context(self.ctx.documents.reader(prior.document_key))
+            except Busy:  # (our store, not the copy: the reading is given back)
+                raise
+            except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
+                return self._unreadable_copy(prior, repr(exc))
+            async with self.ctx.reading:
+                while not parser.finished:
+                    try:
+                        chunk = document.read(PARSE_CHUNK)
+                    except Busy:
+                        raise
+                    except Exception as exc:  # (a stream broken off: S3's read timeout, a damaged file)
+                        return self._unreadable_copy(prior, repr(exc))
+                    if not chunk:
+                        break
+                    await self._parse_paced(parser, chunk)
+                self.screen.take(parser.close(complete=not parser.finished and prior.truncated is None))
+                report = parser.report
+                if report.error or (report.truncated and not prior.truncated) or self.screen.entries != prior.entries:
+                    # Not what the stored reading gave (an error, a cut, another count): a damaged copy, or
+                    # one a parser of another version reads otherwise. Read in full, it is stored again.
+                    return self._unreadable_copy(prior, report.error or report.truncated or "entries differ")
+                self.listing.reached_checkpoint()
+                self.listing.flush()
+        return True
+
+    def _unreadable_copy(self, prior: SitemapCrawl, error: str) -> bool:
+        log.warning(
+            "stored copy of an unchanged sitemap unreadable; reading it in full",
+            extra={"url": self.record.url, "document": prior.document_key, "error": error},
+        )
+        if self.screen.entries:  # (some of the copy was taken already)
+            self._start_over()
+        return False
+
+    def _redirect_verdict(self, final_url: str) -> SitemapOutcome | None:
+        """Recursion through a redirect, or a redirect to a sitemap this job already reads."""
+        if final_url == self.record.url:
+            return None
+        if final_url in self.screen.chain:
+            return SitemapOutcome(
+                status=SitemapStatus.INVALID,
+                error_message=f"recursion: redirects to its ancestor {final_url}",
+                final_url=final_url,
+            )
+        known = self.ctx.store.get_sitemap(self.job.job_id, final_url)
+        if known is None:
+            return None
+        if self.is_probe and known.origin is SitemapOrigin.DECLARED:
+            reason = f"recursion: known path redirects to {final_url}, declared in robots.txt"
+            return SitemapOutcome(status=SitemapStatus.INVALID, error_message=reason, final_url=final_url)
+        return SitemapOutcome(
+            status=SitemapStatus.DUPLICATE,
+            error_message=f"redirects to {final_url}, already part of this job",
+            final_url=final_url,
+        )
