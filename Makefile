@@ -38,7 +38,7 @@ test: lint
 
 ## test-fast: the edit loop's tests: unit tests and the contract tests on the local backend (no moto, no
 ## crawls end to end, no kill-after-every-write runs); `make test` runs every test
-FAST := tests/engine tests/sitemap tests/fetch tests/archive tests/contract tests/template tests/politeness/test_gate.py
+FAST := tests/engine tests/crawldb tests/model tests/pipeline tests/sitemap tests/fetch tests/archive tests/contract tests/template tests/politeness/test_gate.py
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -k "not aws" --ignore=tests/engine/test_faults.py $(FAST)
 

@@ -16,7 +16,7 @@ hreflang link per URL; about 25 MB) and measures, each the best of ``--repeat`` 
 Printed: the three times, and total / parse-only. Before the command loaded only what it uses (issue 10),
 on the 2-core VM of the figures in docs/performance.md: total 1.10-1.29 s, parse-only 0.25-0.28 s, so the command
 took 4.4-5 times its parse (0.42 s of imports, json.dumps per entry); after: total 0.56-0.60 s, 2.0-2.2
-times the parse. The script always exits 0: it measures, it does not test (tests/local/test_cli.py checks
+times the parse. The script always exits 0: it measures, it does not test (tests/cli/test_cli.py checks
 what `harvest parse` imports).
 
     python bench/cli_parse.py [--urls 50000] [--repeat 5] [--keep DIR]

@@ -15,7 +15,7 @@ from harvester.crawldb.documents import page_key
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord, WarcLocation
 from harvester.model.records import SitemapURL, UrlStatus, body_of
-from tests.engine.test_stored_names import OLD_PAGE
+from tests.model.test_stored_names import OLD_PAGE
 
 JOB = "job-31168a96d792493db648"
 T0 = datetime(2026, 11, 25, 22, 41, 3, 566744, tzinfo=UTC)

@@ -164,10 +164,10 @@ def test_settling_a_page_writes_its_crawl_record_with_it_or_nothing(backend):
 
 
 def test_a_crawl_record_the_previous_version_stored_is_read_with_todays_names(backend):
-    """Stored before the outputs took the data model's names (tests/engine/test_stored_names.py): the
+    """Stored before the outputs took the data model's names (tests/model/test_stored_names.py): the
     sitemap's values and the HTTP Last-Modified header each read into their own field today."""
     from harvester.model.records import CrawlRow
-    from tests.engine.test_stored_names import OLD_CRAWL, expected_crawl
+    from tests.model.test_stored_names import OLD_CRAWL, expected_crawl
 
     db = backend.crawldb
     url = "https://example.com/page-1"

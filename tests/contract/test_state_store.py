@@ -432,10 +432,10 @@ def test_extensions_of_later_listings_are_kept_first_value_of_each_kind(backend)
 
 
 def test_a_job_record_the_previous_version_stored_is_read_with_todays_names(backend):
-    """Stored before the outputs took the data model's names (tests/engine/test_stored_names.py): the
+    """Stored before the outputs took the data model's names (tests/model/test_stored_names.py): the
     page's Last-Modified header and its crawl record's names read as today's, in every way of reading."""
     from harvester.model.records import ListedRow
-    from tests.engine.test_stored_names import HEADER, OLD_PAGE, expected_crawl
+    from tests.model.test_stored_names import HEADER, OLD_PAGE, expected_crawl
 
     job_id = new_job(backend)
     claimed = claimed_sitemap(backend, job_id)

@@ -27,14 +27,14 @@ from harvester.sitemap.entries import Image, NewsStory, from_json
 
 def body_of(record: Model | ListedRow | CrawlRow) -> str:
     """A record as the state stores keep it: JSON without its empty fields. Every optional field of the
-    stored models defaults to None (tests/engine/test_records.py checks), so reading it back gives the same
+    stored models defaults to None (tests/model/test_records.py checks), so reading it back gives the same
     record, and the empty fields are neither written nor (on DynamoDB) paid for.
 
     The two records written for every listed URL (its job record and its crawl record) hold only values
     orjson writes (strings, numbers, enums, UTC datetimes, dicts and lists of them): they are written by
     orjson from their fields, faster than through a dict of them; a value orjson refuses (an integer beyond
     64 bits in a sitemap's extension) sends the record to msgspec. The same record read back either way:
-    tests/engine/test_records.py checks it for every kind of entry. A row (``ListedRow``, ``CrawlRow``)
+    tests/model/test_records.py checks it for every kind of entry. A row (``ListedRow``, ``CrawlRow``)
     is serialised already."""
     kind = type(record)
     if kind is ListedRow or kind is CrawlRow:
@@ -206,7 +206,7 @@ class ListedRow(Struct):
     """A ``SitemapURL`` serialised already: a record a listing makes final at once (the job does not fetch
     the URL). Such a record is only written, never read back by the step that made it, so it is not built
     as a model only to be serialised. Built only by ``harvester.pipeline.listed_rows``, whose bytes
-    tests/engine/test_listed_rows.py compares with the model's."""
+    tests/pipeline/test_listed_rows.py compares with the model's."""
 
     url: str
     body: str

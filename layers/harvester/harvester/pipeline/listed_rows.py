@@ -3,7 +3,7 @@
 Such a URL is final when listed: its job record (completed, ``listed``, change ``new``) and its new crawl
 record (unfetched, due now) follow in full from the parsed entry, the sitemap, the job and the time. They
 are the same bytes ``body_of`` makes of the records ``crawl_state.listed`` and the sitemap step's
-``listing._unfetched`` build (tests/engine/test_listed_rows.py compares them for every kind of entry), without
+``listing._unfetched`` build (tests/pipeline/test_listed_rows.py compares them for every kind of entry), without
 building two models per URL. Anything else a listing decides (a URL the site knows, a URL to fetch)
 takes the model path.
 """
