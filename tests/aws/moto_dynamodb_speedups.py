@@ -1,4 +1,5 @@
-"""Two semantics-preserving patches that take moto 5.2.5's DynamoDB from quadratic to linear per job.
+"""Semantics-preserving patches that take moto 5.2.5's DynamoDB from quadratic to linear per job, and its
+item responses from a walk of the API's shapes to one ``json.dumps``.
 
 TransactWriteItems
 
@@ -19,14 +20,28 @@ Query
     order ``all_items`` would give them; moto's own filtering, sorting, paging and serialising then run
     unchanged. Index queries and scans are left alone.
 
+Projection
+    A ProjectionExpression of top-level attribute names makes moto turn each item into Python values
+    (boto3's deserializer) and back, to keep the named attributes. The patch keeps them directly (the
+    item is moto's deep copy already); nested paths and list indexes go to moto's code.
+
+Item responses
+    moto serialises every response by walking the operation's output shape, member by member: for a
+    Query of a hundred items of a dozen attributes that is most of the request's time. For the item
+    operations (their outputs hold items, keys, counts and consumed capacity: no timestamp), the patch
+    writes the same result as JSON at once: a binary value base64, a missing (None) member left out, as
+    the shape walk does. Errors and every other operation take moto's serializer.
+
 Like tests/aws/moto_speedups.py, the patches apply only to the exact moto code they were checked against.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 import inspect
+import json
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,13 +49,19 @@ from typing import Any
 from unittest import mock
 
 import moto
+from moto.core.responses import ActionResult
 from moto.dynamodb import models as dynamodb_models
+from moto.dynamodb import responses as dynamodb_responses
+from moto.dynamodb.models import dynamo_type
 from moto.dynamodb.models import table as table_models
 
 CHECKED_SOURCES = {
     "DynamoDBBackend.transact_write_items": (dynamodb_models.DynamoDBBackend, "81db2cb7d94e39c9"),
     "Table.query": (table_models.Table, "002b4d00be6df07c"),
     "Table.all_items": (table_models.Table, "c80d2ee3c896acd0"),
+    "Item.project": (dynamo_type.Item, "f411e6d8b56886f4"),
+    "ActionResult.execute_result": (ActionResult, "6333faa349b58671"),
+    "DynamoResult.__init__": (dynamodb_responses.DynamoResult, "e2394775cd5ef6ad"),
 }
 
 
@@ -137,9 +158,51 @@ def _partition_query(original: Any) -> Any:
     return query
 
 
+def _top_level_project(original: Any) -> Any:
+    def project(self: Any, projection_expressions: list[list[str]]) -> Any:
+        names = [path[0] for path in projection_expressions if len(path) == 1 and "[" not in path[0]]
+        if len(names) != len(projection_expressions):
+            return original(self, projection_expressions)
+        attrs = {name: self.attrs[name] for name in names if name in self.attrs}
+        return dynamo_type.Item(hash_key=self.hash_key, range_key=self.range_key, attrs=attrs)
+
+    return project
+
+
+#: The operations whose output is items, keys, counts and consumed capacity.
+ITEM_OPERATIONS = frozenset(
+    {
+        "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
+        "TransactGetItems", "TransactWriteItems",
+    }
+)  # fmt: skip
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return value
+
+
+def _item_response(original: Any) -> Any:
+    def execute_result(self: Any, context: Any) -> Any:
+        serializer = context.serializer_class(operation_model=context.operation_model)
+        if context.operation_model.name not in ITEM_OPERATIONS or serializer._is_error_result(self.result):
+            return original(self, context)
+        response = serializer._create_default_response()
+        headers = {"Content-Type": serializer._get_protocol_specific_content_type()}
+        return response["status_code"], headers, json.dumps(_json_value(self.result))
+
+    return execute_result
+
+
 @contextmanager
 def moto_dynamodb_speedups() -> Iterator[None]:
-    """Apply both patches for the duration of the block (process-wide: moto's classes are patched)."""
+    """Apply the patches for the duration of the block (process-wide: moto's classes are patched)."""
     changed = changed_moto_code()
     if changed:
         # Correct but slow beats fast and subtly wrong: patch nothing on moto code not checked.
@@ -150,8 +213,12 @@ def moto_dynamodb_speedups() -> Iterator[None]:
         return
     transact = _patched(dynamodb_models.DynamoDBBackend.transact_write_items)
     query = _partition_query(table_models.Table.query)
+    project = _top_level_project(dynamo_type.Item.project)
+    respond = _item_response(ActionResult.execute_result)
     with (
         mock.patch.object(dynamodb_models.DynamoDBBackend, "transact_write_items", transact),
         mock.patch.object(table_models.Table, "query", query),
+        mock.patch.object(dynamo_type.Item, "project", project),
+        mock.patch.object(dynamodb_responses.DynamoResult, "execute_result", respond, create=True),
     ):
         yield

@@ -28,6 +28,9 @@ from tests.corpus import fixtures as f
 from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
 from tests.politeness.support import JITTER, gaps, site, storm, timeline
 
+#: Containers side by side within time budgets: run alone (``make test`` runs these after the others).
+pytestmark = pytest.mark.side_by_side
+
 CONTAINERS = 4
 
 

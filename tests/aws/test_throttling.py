@@ -41,6 +41,9 @@ from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
 
+#: Containers side by side within time budgets: run alone (``make test`` runs these after the others).
+pytestmark = pytest.mark.side_by_side
+
 PAGES = 300
 BROKEN = 10
 CONTAINERS = {"JobFunction": 1, "SitemapFunction": 2, "PageFunction": 3, "PagePriorityFunction": 1}

@@ -362,10 +362,10 @@ HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<urlset>'
         # "utf8" is an unknown single-byte encoding to expat, so é is an error, not a URL.
         ("utf8", b'<?xml version="1.0" encoding="utf8"?><urlset><url><loc>\xc3\xa9</loc></url></urlset>', [], None),
         # The unfinished block held back for the reader says something before a gzip error or a size limit.
-        ("gzip error", gzip.compress(HEAD + b"<url><loc>a</loc></url><url><loc>b&</loc>") + b"junk", [], None),
+        ("gzip error", gzip.compress(HEAD + b"<url><loc>a</loc></url><url><loc>b&</loc>", mtime=0) + b"junk", [], None),
         (
             "gzip entry",
-            gzip.compress(HEAD + b"<url><loc>a</loc></url><url><x:url><loc>b</loc></x:url>") + b"junk",
+            gzip.compress(HEAD + b"<url><loc>a</loc></url><url><x:url><loc>b</loc></x:url>", mtime=0) + b"junk",
             [],
             None,
         ),
@@ -373,7 +373,7 @@ HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n<urlset>'
         # Blanks held back, then the root's end: the document is complete before the junk after it.
         (
             "held blanks",
-            gzip.compress(HEAD + b"<url><loc>a</loc></url>" + b"\n" * 70_000 + b"</urlset>") + b"junk",
+            gzip.compress(HEAD + b"<url><loc>a</loc></url>" + b"\n" * 70_000 + b"</urlset>", mtime=0) + b"junk",
             [],
             None,
         ),
