@@ -48,23 +48,26 @@ def served_dir(tmp_path: Path) -> Iterator[Callable[[Path], str]]:
         yield make
 
 
-#: The modules that run longest, longest first (seconds on a 2-core machine, roughly): `make test` hands
-#: whole modules to its workers in collection order, so these start first and the workers end together.
+#: The modules that run longest (seconds of a worker's time in `make test` on a 2-core machine, roughly):
+#: `make test` hands whole modules to its workers in collection order, so these start first and the workers
+#: end together.
 LONGEST_MODULES = {
-    "tests/aws/test_end_to_end.py": 90,
-    "tests/engine/test_faults.py": 100,
-    "tests/aws/test_cost_bench.py": 60,
-    "tests/recrawl/test_local_recrawl.py": 60,
+    "tests/engine/test_faults.py": 120,
+    "tests/aws/test_end_to_end.py": 100,
+    "tests/recrawl/test_local_recrawl.py": 90,
+    "tests/aws/test_cost_bench.py": 65,
+    "tests/cli/test_cli.py": 55,
+    "tests/local/test_crawl.py": 55,
     "tests/aws/test_page_batches_faults.py": 45,
-    "tests/cli/test_cli.py": 45,
-    "tests/local/test_crawl.py": 45,
-    "tests/recrawl/test_aws_recrawl.py": 30,
-    "tests/cli/test_jobs.py": 20,
-    "tests/sitemap/test_sitemap_plain_blocks.py": 20,
-    "tests/corpus/test_fetching.py": 25,
-    "tests/politeness/test_fairness.py": 25,
-    "tests/politeness/test_local_politeness.py": 40,
-    "tests/cli/test_output_fields.py": 20,
+    "tests/politeness/test_local_politeness.py": 35,
+    "tests/recrawl/test_aws_recrawl.py": 35,
+    "tests/sitemap/test_sitemap_plain_blocks.py": 28,
+    "tests/politeness/test_fairness.py": 27,
+    "tests/cli/test_warc_export.py": 25,
+    "tests/corpus/test_fetching.py": 23,
+    "tests/aws/test_harness.py": 22,
+    "tests/contract/test_state_store.py": 22,
+    "tests/aws/test_page_pointers.py": 22,
 }
 
 
