@@ -34,12 +34,12 @@ lint: $(STAMP)
 
 ## test: set-up, lint, then every test in two runs: the tests but the side-by-side container runs, a module
 ## to a worker, the longest first (TEST_WORKERS: a third of their time is waiting on servers, delays and
-## subprocesses, so one more worker than a 2-core machine's cores); then the two side-by-side modules, one
-## to a worker (their containers are held to time budgets: only each other's beside them)
+## subprocesses, so one more worker than a 2-core machine's cores); then the side-by-side modules alone
+## (their containers are held to time budgets: a host's pace is measured as the site sees the requests)
 TEST_WORKERS ?= 3
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not side_by_side"
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m side_by_side
+	$(BIN)/python -m pytest -m side_by_side
 
 ## test-fast: the edit loop's tests: unit tests and the contract tests on the local backend (no moto, no
 ## crawls end to end, no kill-after-every-write runs); `make test` runs every test

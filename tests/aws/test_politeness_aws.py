@@ -28,7 +28,7 @@ from tests.corpus import fixtures as f
 from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
 from tests.politeness.support import JITTER, gaps, site, storm, timeline
 
-#: Containers side by side within time budgets: `make test` runs these after the others, beside each other only.
+#: Containers side by side within time budgets: `make test` runs these alone, after the others.
 pytestmark = pytest.mark.side_by_side
 
 CONTAINERS = 4

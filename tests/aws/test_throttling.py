@@ -41,7 +41,7 @@ from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
 
-#: Containers side by side within time budgets: `make test` runs these after the others, beside each other only.
+#: Containers side by side within time budgets: `make test` runs these alone, after the others.
 pytestmark = pytest.mark.side_by_side
 
 PAGES = 300
