@@ -1,5 +1,12 @@
 """Semantics-preserving patches that take moto 5.2.5's DynamoDB from quadratic to linear per job, and its
-item responses from a walk of the API's shapes to one ``json.dumps``.
+item responses from a walk of the API's shapes to one ``json.dumps``; and one that makes it as atomic as
+DynamoDB.
+
+One request at a time
+    DynamoDB applies each request (a conditional write, a transaction) atomically. moto checks a condition
+    and then writes, in Python: two threads' requests (a test's workers, the moto server's threads) can
+    interleave between the two, and both conditional writes land. The patch serves moto's DynamoDB
+    requests one at a time.
 
 TransactWriteItems
 
@@ -42,6 +49,7 @@ import copy
 import hashlib
 import inspect
 import json
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -200,6 +208,18 @@ def _item_response(original: Any) -> Any:
     return execute_result
 
 
+#: Held while moto serves a DynamoDB request.
+_ONE_REQUEST = threading.RLock()
+
+
+def _one_at_a_time(original: Any) -> Any:
+    def call_action(self: Any) -> Any:
+        with _ONE_REQUEST:
+            return original(self)
+
+    return call_action
+
+
 @contextmanager
 def moto_dynamodb_speedups() -> Iterator[None]:
     """Apply the patches for the duration of the block (process-wide: moto's classes are patched)."""
@@ -215,7 +235,9 @@ def moto_dynamodb_speedups() -> Iterator[None]:
     query = _partition_query(table_models.Table.query)
     project = _top_level_project(dynamo_type.Item.project)
     respond = _item_response(ActionResult.execute_result)
+    atomic = _one_at_a_time(dynamodb_responses.DynamoHandler.call_action)
     with (
+        mock.patch.object(dynamodb_responses.DynamoHandler, "call_action", atomic),
         mock.patch.object(dynamodb_models.DynamoDBBackend, "transact_write_items", transact),
         mock.patch.object(table_models.Table, "query", query),
         mock.patch.object(dynamo_type.Item, "project", project),
