@@ -300,3 +300,7 @@ class CrawlDatabase(Protocol):
 
 class LeaseLost(RuntimeError):
     """Our claim on a record lapsed and someone else took it over: stop working on it."""
+
+    @classmethod
+    def of_sitemap(cls, job_id: str, url: str) -> LeaseLost:
+        return cls(f"sitemap {url} of job {job_id} is no longer leased to this worker")

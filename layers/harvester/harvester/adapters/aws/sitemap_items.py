@@ -119,7 +119,7 @@ class SitemapItems:
         """The sitemap's record, read consistently; LeaseLost unless it is processing under ``lease``."""
         item = self.jobs.get(job_id, f"SITEMAP#{url_key(url)}")
         if item is None or item["status"]["S"] != "processing" or item.get("lease_token", {}).get("S") != lease.token:
-            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
+            raise LeaseLost.of_sitemap(job_id, url)
         return SitemapRecord.model_validate_json(body_text(item))
 
     def _sitemap_update(self, job_id: str, record: SitemapRecord, lease: Lease, *, keep_lease: bool) -> dict[str, Any]:
@@ -159,8 +159,7 @@ class SitemapItems:
         except TransactionFailed as exc:
             failed = [roles[i] for i in exc.failed_conditions(len(roles))]
             if any(role == "sitemap" for role, _ in failed):
-                lost = f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker"
-                raise LeaseLost(lost) from exc
+                raise LeaseLost.of_sitemap(job_id, sitemap_url) from exc
             if not failed:
                 raise
             return failed
@@ -202,7 +201,7 @@ class SitemapItems:
         if not self.jobs.conditional(
             self._sitemap_update(job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease, keep_lease=True)
         ):
-            raise LeaseLost(f"sitemap {sitemap_url} of job {job_id} is no longer leased to this worker")
+            raise LeaseLost.of_sitemap(job_id, sitemap_url)
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         try:

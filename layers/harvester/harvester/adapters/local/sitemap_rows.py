@@ -50,7 +50,7 @@ class SitemapRows:
             (job_id, url_key(url)),
         ).fetchone()
         if row is None or row[1] != SitemapStatus.PROCESSING.value or row[2] != lease.token:
-            raise LeaseLost(f"sitemap {url} of job {job_id} is no longer leased to this worker")
+            raise LeaseLost.of_sitemap(job_id, url)
         return SitemapRecord.model_validate_json(row[0])
 
     def claim_sitemap(self, job_id: str, url: str, lease: Lease, *, now: float) -> SitemapRecord | None:
