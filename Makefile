@@ -12,7 +12,6 @@ BUILD := build
 $(STAMP): pyproject.toml layers/harvester/requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Harvester needs Python 3.11+, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
@@ -32,14 +31,21 @@ lint: $(STAMP)
 	$(BIN)/cfn-lint $(BUILD)/template.translated.json
 	$(BIN)/python -m tests.tools.check_template template.yaml
 
-## test: set-up, lint, then every test in two runs: the tests but the side-by-side container runs, a module
-## to a worker, the longest first (TEST_WORKERS: a third of their time is waiting on servers, delays and
-## subprocesses, so one more worker than a 2-core machine's cores); then the side-by-side modules alone
-## (their containers are held to time budgets: a host's pace is measured as the site sees the requests)
+## test: set-up, lint, then every test in two runs at once: the side-by-side container tests (their
+## containers are held to time budgets: a host's pace is measured as the site sees the requests), and
+## niced beside them every other test, a module to a worker, the longest first (TEST_WORKERS: a third of
+## their time is waiting on servers, delays and subprocesses, so one more worker than a 2-core machine's
+## cores). Niced, the others take only the CPU the containers leave; the side-by-side run's output is
+## printed when both are over.
 TEST_WORKERS ?= 3
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not side_by_side"
-	$(BIN)/python -m pytest -m side_by_side
+	@mkdir -p $(BUILD)
+	@$(BIN)/python -m pytest -m side_by_side > $(BUILD)/side-by-side.log 2>&1 & side=$$!; \
+	trap 'kill $$side 2>/dev/null' INT TERM; \
+	nice -n 10 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not side_by_side"; \
+	others=$$?; wait $$side; containers=$$?; \
+	echo "== the side-by-side container tests ($(BUILD)/side-by-side.log)"; tail -n 40 $(BUILD)/side-by-side.log; \
+	test $$others -eq 0 && test $$containers -eq 0
 
 ## test-fast: the edit loop's tests: unit tests and the contract tests on the local backend (no moto, no
 ## crawls end to end, no kill-after-every-write runs); `make test` runs every test

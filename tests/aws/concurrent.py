@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from moto import backends as moto_backends
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler
 
+from tests.aws.deployed import DeployedStack, stack_to_json
 from tests.aws.faults import Faults, wsgi_refusal
-from tests.aws.stack import DeployedFunction, DeployedStack, EventSource, ScheduleRule
 
 ROOT = Path(__file__).resolve().parents[2]
 _CHECK = 0.2
@@ -75,9 +76,20 @@ def moto_over_http(faults: Faults | None = None) -> Iterator[str]:
         with lock:
             return served(self, environ, start_response)
 
+    # (moto's server lists its service folders on disk, one stat each, to route every request: listed once)
+    modules = tuple(moto_backends.list_of_moto_modules())
+
+    def listed_once() -> Iterator[str]:
+        return iter(modules)
+
+    def quiet(*args: Any, **kwargs: Any) -> None:
+        return None
+
     with (
         mock.patch.object(BotocoreStubber, "__call__", stub_whole),
         mock.patch.object(DomainDispatcherApplication, "__call__", serve_whole),
+        mock.patch.object(moto_backends, "list_of_moto_modules", listed_once),
+        mock.patch.object(MotoRequestHandler, "log_request", quiet),  # (a line per request, that no one reads)
     ):
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()
@@ -86,27 +98,6 @@ def moto_over_http(faults: Faults | None = None) -> Iterator[str]:
             yield f"http://{host}:{port}"
         finally:
             server.stop()
-
-
-def stack_to_json(stack: DeployedStack) -> dict[str, Any]:
-    return json.loads(json.dumps(dataclasses.asdict(stack), default=str))
-
-
-def stack_from_json(data: dict[str, Any]) -> DeployedStack:
-    functions = {}
-    for logical_id, f in data["functions"].items():
-        functions[logical_id] = DeployedFunction(
-            **{
-                **f,
-                "code_dir": Path(f["code_dir"]),
-                "event_sources": tuple(
-                    EventSource(**{**e, "function_response_types": tuple(e["function_response_types"])})
-                    for e in f["event_sources"]
-                ),
-                "schedule_rules": tuple(ScheduleRule(**r) for r in f["schedule_rules"]),
-            }
-        )
-    return DeployedStack(**{**data, "functions": functions})
 
 
 def run_side_by_side(

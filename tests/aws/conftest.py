@@ -28,10 +28,11 @@ from moto import mock_aws
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.dynamodb.models import dynamodb_backends
 
+from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
-from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
 #: Parameters the tests deploy with: fetches may reach local test servers (pytest-httpserver).
 TEST_PARAMETERS: dict[str, str] = {"AllowedNetworks": "127.0.0.0/8"}

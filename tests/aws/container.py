@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.aws.concurrent import stack_from_json
+from tests.aws.deployed import stack_from_json
 from tests.aws.poller import LambdaPoller
 
 _IDLE = 0.05

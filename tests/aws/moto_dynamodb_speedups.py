@@ -158,8 +158,10 @@ def _partition_query(original: Any) -> Any:
         if bound.arguments.get("index_name") or hash_key is None or not self.range_key_attr:
             return original(self, *args, **kwargs)
         partition = self.items.get(hash_key) or {}
-        # What all_items() returns, restricted to the partition moto's query keeps anyway.
-        items = sorted(partition.values(), key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+        # What all_items() returns, restricted to the partition moto's query keeps anyway: moto's order, by
+        # (hash key, range key), is the range keys' order within one partition, and a range key compares by
+        # its cast value (one attribute type per key), here taken once per item rather than per comparison.
+        items = sorted(partition.values(), key=lambda x: x.range_key.cast_value)
         with mock.patch.object(self, "all_items", return_value=items):
             return original(self, *args, **kwargs)
 

@@ -60,7 +60,7 @@ from unittest import mock
 import boto3
 
 from harvester.adapters.aws.lambda_runtime import close_current
-from tests.aws.stack import DeployedFunction, DeployedStack, EventSource
+from tests.aws.deployed import DeployedFunction, DeployedStack, EventSource
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

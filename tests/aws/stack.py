@@ -36,7 +36,6 @@ import uuid
 import warnings
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ import boto3
 from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 
+from tests.aws.deployed import DeployedFunction, DeployedStack, EventSource, ScheduleRule
 from tests.tools.translate import DEFAULT_REGION, load_template, local_code_dirs, package_local_uris, translate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -51,90 +51,6 @@ TEMPLATE_PATH = REPO_ROOT / "template.yaml"
 ARTIFACT_BUCKET = "harvester-sam-artifacts"
 _ZIP_EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 _ZIP_EXCLUDED_SUFFIXES = (".pyc", ".egg-info")
-
-
-@dataclass(frozen=True)
-class EventSource:
-    """One SQS event source mapping, as the Lambda API reports it (numbers as ints)."""
-
-    uuid: str
-    queue_logical_id: str
-    queue_arn: str
-    queue_url: str
-    batch_size: int
-    maximum_batching_window: int | None
-    function_response_types: tuple[str, ...]
-    maximum_concurrency: int | None
-    enabled: bool
-
-    @property
-    def reports_batch_item_failures(self) -> bool:
-        return "ReportBatchItemFailures" in self.function_response_types
-
-
-@dataclass(frozen=True)
-class ScheduleRule:
-    """An EventBridge rule that targets a function (SAM's ``Type: Schedule`` event)."""
-
-    name: str
-    arn: str
-    schedule_expression: str | None
-    state: str
-
-
-@dataclass(frozen=True)
-class DeployedFunction:
-    """A function as deployed: what moto's Lambda reports, plus where its code is in the repo."""
-
-    logical_id: str
-    name: str
-    arn: str
-    handler: str
-    runtime: str
-    timeout: int
-    memory_size: int
-    environment: dict[str, str]
-    code_dir: Path
-    event_sources: tuple[EventSource, ...] = ()
-    schedule_rules: tuple[ScheduleRule, ...] = ()
-
-    @property
-    def sqs_event_source(self) -> EventSource | None:
-        """The function's single SQS event source (the harvester functions have at most one)."""
-        return self.event_sources[0] if self.event_sources else None
-
-
-@dataclass
-class DeployedStack:
-    """What ``deploy_stack`` created. Keys are the template's logical ids."""
-
-    stack_name: str
-    region: str
-    account_id: str
-    parameters: dict[str, str]
-    outputs: dict[str, str]
-    physical_ids: dict[str, str]
-    resource_types: dict[str, str]
-    functions: dict[str, DeployedFunction]
-    template: dict[str, Any]
-    skipped: dict[str, str] = field(default_factory=dict)
-
-    def function(self, logical_id: str) -> DeployedFunction:
-        return self.functions[logical_id]
-
-    def queue_url(self, logical_id: str) -> str:
-        """URL of a queue by logical id (``JobQueue``, ``PageDeadLetterQueue``...)."""
-        if self.resource_types.get(logical_id) != "AWS::SQS::Queue":
-            raise KeyError(f"{logical_id} is not a queue of stack {self.stack_name}")
-        return self.physical_ids[logical_id]
-
-    def queue_urls(self) -> dict[str, str]:
-        return {lid: pid for lid, pid in self.physical_ids.items() if self.resource_types[lid] == "AWS::SQS::Queue"}
-
-    @property
-    def sqs_functions(self) -> list[DeployedFunction]:
-        """Functions triggered by SQS, in template order."""
-        return [f for f in self.functions.values() if f.event_sources]
 
 
 def _zip_directory(directory: Path, prefix: str = "") -> bytes:

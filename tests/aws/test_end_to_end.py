@@ -22,10 +22,11 @@ from harvester.engine import Engine
 from harvester.model.messages import JobRequest, PageBatchTask, PageTask
 from harvester.model.records import JobStatus, UrlStatus
 from harvester.urls import origin_of
+from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
-from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 from tests.support import page_tasks_in, stored_content, stored_versions
 
 LOOPBACK = "127.0.0.0/8"

@@ -27,13 +27,13 @@ from moto import mock_aws
 from moto.sqs import models as sqs_models
 
 from tests.aws.conftest import Deployment
+from tests.aws.deployed import DeployedStack
 from tests.aws.moto_speedups import (
     changed_moto_code,
     moto_sqs_speedups,
     speedups_apply,
 )
 from tests.aws.poller import DrainError, LambdaPoller, _batch_item_failures
-from tests.aws.stack import DeployedStack
 
 # `sam local generate-event sqs receive-message` (SAM CLI 1.170.0): Lambda's SQS event shape.
 SAM_SQS_EVENT = {
@@ -756,6 +756,36 @@ def test_fifo_content_based_deduplication_unchanged(patched: bool) -> None:
         assert count["Attributes"]["ApproximateNumberOfMessages"] == "2"
         count = sqs.get_queue_attributes(QueueUrl=plain, AttributeNames=["ApproximateNumberOfMessages"])
         assert count["Attributes"]["ApproximateNumberOfMessages"] == "2"
+
+
+@NEEDS_SPEEDUPS
+def test_one_clock_reading_per_call_sees_what_moto_sees_message_by_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The visible, delayed and in-flight readings, with moto's per-message properties and with the patch's
+    one reading of the clock, on a frozen clock around each message's boundaries."""
+    from tests.aws.moto_speedups import _delayed_now, _not_visible_now, _visible_now
+
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(QueueName="clock")["QueueUrl"]
+        for body in "abcdef":
+            sqs.send_message(QueueUrl=url, MessageBody=body)
+        queue = _queue(url)
+        base = 1_800_000_000_000.0
+        for i, message in enumerate(queue._messages):  # in flight until, delayed until: around `base`
+            message.visible_at = base + (i - 3) * 1.0
+            message.delayed_until = base + (2 - i) * 1.0
+        seen = []
+        for now in (base - 5, base - 1, base, base + 1, base + 5):
+            monkeypatch.setattr(sqs_models, "unix_time_millis", lambda now=now: now)
+            moto = (
+                [m.body for m in sqs_models.Queue.messages.fget(queue)],
+                sqs_models.Queue.approximate_number_of_messages_delayed.fget(queue),
+                sqs_models.Queue.approximate_number_of_messages_not_visible.fget(queue),
+            )
+            ours = ([m.body for m in _visible_now(queue)], _delayed_now(queue), _not_visible_now(queue))
+            assert ours == moto, now
+            seen.append(ours)
+        assert len({str(s) for s in seen}) > 2  # (the boundaries were crossed)
 
 
 def test_speedups_apply_to_the_installed_moto() -> None:

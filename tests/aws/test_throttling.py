@@ -17,7 +17,6 @@ needs an invocation to run out of time, that function's Timeout as its container
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections import Counter
@@ -39,9 +38,9 @@ from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, after, at_rate, in
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
-from tests.aws.stack import TEMPLATE_PATH, DeployedStack, deploy_stack
+from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
-#: Containers side by side within time budgets: `make test` runs these alone, after the others.
+#: Containers side by side within time budgets: `make test` runs these beside the others, which it nices.
 pytestmark = pytest.mark.side_by_side
 
 PAGES = 300
@@ -87,20 +86,6 @@ class Crawl:
         return {operation for (s, operation), n in self.faults.refused.items() if s == service and n}
 
 
-def with_functions(stack: DeployedStack, timeouts: dict[str, int]) -> DeployedStack:
-    """The stack as the containers see it: every function's environment with the compressed waits, and the
-    Timeouts of ``timeouts`` (function logical id -> seconds)."""
-    functions = {
-        logical_id: dataclasses.replace(
-            function,
-            environment={**function.environment, **COMPRESSED},
-            timeout=timeouts.get(logical_id, function.timeout),
-        )
-        for logical_id, function in stack.functions.items()
-    }
-    return dataclasses.replace(stack, functions=functions)
-
-
 def crawl(faults: Faults | None, *, timeouts: dict[str, int] | None = None) -> Crawl:
     site = LiveSite(pages=PAGES, sitemaps=3, gzip_last=True)
     with (
@@ -114,7 +99,7 @@ def crawl(faults: Faults | None, *, timeouts: dict[str, int] | None = None) -> C
         for url in broken:
             site.fail(url.removeprefix(site.base), 404)
         deployed = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
-        stack = with_functions(deployed, timeouts or {})
+        stack = deployed.with_functions(COMPRESSED, timeouts)
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.001)
         job_id = submit_job(request, stack.outputs["JobQueueUrl"])
         adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)  # (this process: no faults)
@@ -272,7 +257,7 @@ def test_a_message_whose_step_stays_busy_comes_back_reported_not_raised(deployed
     as the poller sees it: 4 s): the invocation does not fail, it reports the record for its queue to
     deliver again; nothing is dead-lettered."""
     deployed, _ = deployed_stack
-    stack = with_functions(deployed, {"JobFunction": 4})
+    stack = deployed.with_functions(COMPRESSED, {"JobFunction": 4})
     poller = LambdaPoller(stack)
     submit_job(JobRequest(site="https://example.com/"), stack.outputs["JobQueueUrl"])
     try:

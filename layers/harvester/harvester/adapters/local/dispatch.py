@@ -60,6 +60,8 @@ class Dispatcher:
         #: Messages handed out whose requests may not be over yet (their slots still counted).
         self._requesting: set[int] = set()
         self.changed = asyncio.Event()
+        #: Set when a job's last message in flight is done: the moment its end (or its stall) can be seen.
+        self._idle = asyncio.Event()
         queue.arrivals.clear()
         for host in queue.hosts(self.job_ids):
             self.look_at[host] = 0.0
@@ -128,12 +130,24 @@ class Dispatcher:
         """The worker is through with ``message`` (deleted, handed back or dead-lettered)."""
         self.requests_over([message])
         self.busy[message.job_id] -= 1
+        if self.busy[message.job_id] == 0:
+            self._idle.set()
 
     async def wait(self, timeout: float) -> None:
-        """Until a message is done (a host may have a free slot again) or ``timeout`` passes."""
+        """Until a message is done (a host may have a free slot again), the first delayed message is due,
+        or ``timeout`` passes."""
         self.changed.clear()
+        now = time.time()
+        due = min((at for at in self.look_at.values() if now < at < float("inf")), default=now + timeout)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout)
+            await asyncio.wait_for(self.changed.wait(), min(timeout, due - now))
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Until a job has no message in flight any more (its last one done since the last call), or
+        ``timeout`` passes: when the run looks again whether a job ended or stalled."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        self._idle.clear()
 
     def forget(self, job_id: str) -> None:
         """A finished job's messages left in the queue are duplicates of finished work: none is handed out.

@@ -371,7 +371,7 @@ class LocalRunner:
             if report:
                 last_progress = loop.time()
             if running:
-                await asyncio.sleep(POLL_INTERVAL)
+                await dispatcher.wait_idle(POLL_INTERVAL)
 
     async def _worker(self, engine: Engine, dispatcher: Dispatcher, done: asyncio.Event) -> None:
         batch_size = max(1, min(PAGE_BATCH, self.concurrency // 2))
