@@ -34,12 +34,14 @@ lint: $(STAMP)
 ## test: set-up, lint, then every test in two runs at once: the side-by-side container tests (their
 ## containers are held to time budgets: a host's pace is measured as the site sees the requests), and
 ## niced beside them every other test, a module to a worker, the longest first (TEST_WORKERS: a third of
-## their time is waiting on servers, delays and subprocesses, so one more worker than a 2-core machine's
+## their time is waiting on servers, delays and subprocesses, so more workers than a 2-core machine's
 ## cores). Niced, the others take only the CPU the containers leave; the side-by-side run's output is
-## printed when both are over.
-TEST_WORKERS ?= 3
+## printed when both are over. The sources are compiled first: the many processes the tests start (the
+## containers, `harvest` commands) would each compile what they import where bytecode is not written.
+TEST_WORKERS ?= 4
 test: lint
 	@mkdir -p $(BUILD)
+	@$(BIN)/python -m compileall -q layers functions tests bench > /dev/null
 	@$(BIN)/python -m pytest -m side_by_side > $(BUILD)/side-by-side.log 2>&1 & side=$$!; \
 	trap 'kill $$side 2>/dev/null' INT TERM; \
 	nice -n 10 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not side_by_side"; \
