@@ -32,7 +32,7 @@ from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
 from tests.politeness.support import JITTER, gaps, site, storm, timeline
 
 #: Containers side by side within time budgets: `make test` runs these beside the others, which it nices.
-pytestmark = pytest.mark.side_by_side
+pytestmark = pytest.mark.time_budget
 
 CONTAINERS = 4
 #: The product's waits, compressed (see the module's docstring).

@@ -41,7 +41,7 @@ from tests.aws.poller import LambdaPoller
 from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
 #: Containers side by side within time budgets: `make test` runs these beside the others, which it nices.
-pytestmark = pytest.mark.side_by_side
+pytestmark = pytest.mark.time_budget
 
 PAGES = 300
 BROKEN = 10

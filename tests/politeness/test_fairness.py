@@ -16,6 +16,9 @@ from tests.corpus.cli import Run, harvest
 from tests.corpus.server import HTML, Route, RouteServer, serving
 from tests.politeness.support import site
 
+#: A host's pace as its site sees the requests: `make test` runs these beside the others, which it nices.
+pytestmark = pytest.mark.time_budget
+
 PAGES = 300
 #: How much longer the fast site may take beside the slow one than alone (the issue's bound).
 BOUND = 1.3

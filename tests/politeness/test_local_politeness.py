@@ -20,6 +20,9 @@ from tests.corpus.cli import FAST_RETRIES, Run, harvest
 from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
 from tests.politeness.support import JITTER, gaps, site, storm
 
+#: A host's pace as its site sees the requests: `make test` runs these beside the others, which it nices.
+pytestmark = pytest.mark.time_budget
+
 WORKERS = "16"
 
 
