@@ -40,7 +40,7 @@ lint: $(STAMP)
 ## cores). Niced, the others take only the CPU the timed tests leave; the timed run's output is
 ## printed when both are over. The sources are compiled first: the many processes the tests start (the
 ## containers, `harvest` commands) would each compile what they import where bytecode is not written.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: lint
 	@mkdir -p $(BUILD)
 	@$(BIN)/python -m compileall -q -j 0 layers functions tests bench > /dev/null

@@ -23,6 +23,10 @@ from harvester.adapters.aws.state_table import TransactionFailed, batch_get
 from harvester.model.messages import SitemapTask
 from harvester.patience import PATIENCE, TRIES_WITHOUT_DEADLINE, Busy, Patience
 
+#: A busy service waited out within about a second of patience: `make test` runs these beside the
+#: others, which it nices.
+pytestmark = pytest.mark.time_budget
+
 CREDENTIALS = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
 ITEMS = [
     {"ConditionCheck": {"TableName": "t", "Key": {"pk": {"S": "a"}, "sk": {"S": "b"}}, "ConditionExpression": "x"}}

@@ -11,6 +11,10 @@ import pytest
 from harvester.politeness import GateRules, HostReport, HostState, admit, paced, settle
 from harvester.politeness.gate import LATE_MAX, SLOWDOWN_FLOOR
 
+#: Turns taken on the clock (sleeps of a few milliseconds against a host's pace): `make test` runs these
+#: beside the others, which it nices.
+pytestmark = pytest.mark.time_budget
+
 #: How much closer than the spacing two recorded starts may be where pages miss turns and are granted new
 #: ones: a turn is taken up to LATE_MAX late, by design (a clean run saw 0.1977 s for 0.2 s).
 LATE = LATE_MAX
