@@ -485,8 +485,8 @@ def test_unserializable_response_fails_the_batch(deployed_stack: Deployment) -> 
 def test_overrunning_the_timeout_returns_the_batch(deployed_stack: Deployment) -> None:
     stack, _ = deployed_stack
     # A function whose Timeout has already passed when the handler returns.
-    stack.functions["PageFunction"] = dataclasses.replace(stack.function("PageFunction"), timeout=0)
-    poller = LambdaPoller(batched(stack), handlers={"PageFunction": Recorder(lambda event: time.sleep(0.01))})
+    timed_out = stack.with_functions({}, {"PageFunction": 0})
+    poller = LambdaPoller(batched(timed_out), handlers={"PageFunction": Recorder(lambda event: time.sleep(0.01))})
     send(stack, "PageQueue", "slow")
     poller.poll_once("PageFunction")
     assert poller.invocations[-1].timed_out
