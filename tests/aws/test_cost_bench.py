@@ -66,9 +66,9 @@ def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages():
     crawls = bench("--pages", "1000", "--output", "warc")["WARC"]
     first, again = crawls["first crawl"], crawls["re-crawl"]
     assert first["pages"] == 1000
-    assert first["untimed_dollars_per_million_pages"] <= 1.8
-    assert first["requests_per_page"] <= 2.5
+    assert first["untimed_dollars_per_million_pages"] <= 1.8, first
+    assert first["requests_per_page"] <= 2.5, first
     # A fetched page's own write is its pointer, once, at listing (one unit); its job record, its states and
     # its crawl record go in its listed batch's few items (2.03 units a page in all, measured).
-    assert first["write_units_per_page"] <= 2.2
-    assert again["write_units_per_page"] < first["write_units_per_page"]
+    assert first["write_units_per_page"] <= 2.2, first
+    assert again["write_units_per_page"] < first["write_units_per_page"], (first, again)

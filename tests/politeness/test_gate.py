@@ -383,3 +383,23 @@ def test_the_sites_server_times_a_request_by_its_arrival_not_by_when_a_thread_re
         urllib.request.urlopen(server.url("/p"), timeout=5).read()
     [hit] = server.hits
     assert (hit.at - sent < 0.05) is kernel_times
+
+
+def test_a_batch_with_no_pace_to_keep_asks_the_gate_again_once_a_horizon_not_once_a_page():
+    """Twelve pages to a host kept to no pace, two slots, requests of 0.2 s: the batch's requests take 1.2 s,
+    past the gate's 0.5-s horizon. Each horizon the batch asks the gate again (a slow-down another worker
+    met would show there), and its next pages go on in its slots; a page starting past the horizon does not
+    ask for itself. (Asking for each, every page past the first horizon missed its new turn waiting for a
+    slot, asked again five times - a conditional write each on AWS - and went back to the queue.)"""
+    from harvester.politeness.memory import MemoryHostGate
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=0.5))
+    asked = []
+    acquire = gate.acquire
+    gate.acquire = lambda *args, **kwargs: asked.append(args) or acquire(*args, **kwargs)  # type: ignore[method-assign]
+    urls = [f"https://h.example/p/{n}" for n in range(12)]
+    turns, started, most = fetched_batch(gate, urls, spacing=0.00001, took=0.2)
+    assert turns.deferred == {} and len(started) == 12
+    assert most <= 2
+    assert len(asked) <= 1 + 3  # (the grant, then once in each horizon past the first: 1.2 s / 0.5 s)
+    assert gate.hosts["h.example"].in_flight(time.time()) == 0

@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
 from harvester.fetch.client import parse_retry_after
-from harvester.patience import Busy
+from harvester.patience import PATIENCE, Busy
 from harvester.politeness.gate import LATE_MAX, RECHECK_SECONDS, Grant, HostGate, HostReport
 from harvester.urls import host_of
 
@@ -39,6 +40,8 @@ class Turns(Struct):
     reports: dict[str, HostReport] = field(default_factory=lambda: defaultdict(HostReport))
     #: Requests of the batch in flight, by host (at most its grant's slots).
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Slots of the batch freed, by host: a page waiting for one waits on while they keep freeing.
+    freed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     #: Seconds from each answered request's start to its answer's headers, by URL (for the page metrics).
     latency: dict[str, float] = field(default_factory=dict)
     #: Hosts whose every slot other workers held when the batch asked, with the batch's URLs to each (in
@@ -99,12 +102,16 @@ class Turns(Struct):
             if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
                 return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
+            if again.starts:
+                self.starts[url] = again.starts[0]
+                # The gate was asked now: with no pace to keep, the grant's next pages go on in its slots
+                # until a horizon from now (each asks for itself only if the host's step grew meanwhile).
+                self.grants[host] = (replace(grant, at=again.at, spread=again.spread), spacing)
             # The slot serves the batch's other pages meanwhile (the gate still counts it for the grant).
             await self._free(host)
             if not again.starts:
                 self.deferred[url] = again.later or now + RECHECK_SECONDS
                 return False
-            self.starts[url] = again.starts[0]
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
 
@@ -155,7 +162,10 @@ class Turns(Struct):
             await self._free(host_of(url))
 
     async def _slot(self, host: str, most: float) -> bool:
-        """Takes one of the host's grant's slots, waiting at most ``most`` seconds for one to free."""
+        """Takes one of the host's grant's slots. A page waits for one while the batch's requests to the host
+        keep ending (a batch whose requests take longer than the horizon is fetched whole, not sent back in
+        part to come again in another invocation); it gives up when none freed a slot for ``most`` seconds,
+        or when the invocation's time for waiting is over."""
         grant = self.grants.get(host)
         slots = grant[0].at_once if grant is not None else 1
         if self.running[host] < slots:
@@ -163,17 +173,26 @@ class Turns(Struct):
             return True
         if self._ended is None:
             self._ended = asyncio.Condition()
-        try:
-            async with self._ended:
-                await asyncio.wait_for(self._ended.wait_for(lambda: self.running[host] < slots), most)
-        except TimeoutError:
-            return False
+        async with self._ended:
+            while self.running[host] >= slots:
+                freed = self.freed[host]
+
+                def news(seen: int = freed) -> bool:
+                    return self.running[host] < slots or self.freed[host] != seen
+
+                try:
+                    await asyncio.wait_for(self._ended.wait_for(news), most)
+                except TimeoutError:
+                    return False
+                if PATIENCE.out_of_time():
+                    return False
         self.running[host] += 1
         return True
 
     async def _free(self, host: str) -> None:
         """A slot of the host's grant is free: a page of the batch waiting for one may take it."""
         self.running[host] = max(0, self.running[host] - 1)
+        self.freed[host] += 1
         if self._ended is not None:
             async with self._ended:
                 self._ended.notify_all()
