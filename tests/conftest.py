@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from harvester.demo import BuiltSite, SiteSpec, build_site, serve
+from tests.shared_loader import share_data_loader
+
+share_data_loader()
 
 
 @pytest.fixture(autouse=True)

@@ -19,11 +19,13 @@ from pathlib import Path
 
 from tests.aws.deployed import stack_from_json
 from tests.aws.poller import LambdaPoller
+from tests.shared_loader import share_data_loader
 
 _IDLE = 0.05
 
 
 def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: str) -> None:
+    share_data_loader()
     stack = stack_from_json(json.loads(Path(stack_json).read_text()))
     poller = LambdaPoller(stack)
     poller.handler(function_logical_id)  # the cold start

@@ -809,3 +809,21 @@ def test_speedups_are_undone_on_exit() -> None:
         sqs_models.SQSBackend.send_message,
         sqs_models.Queue.__dict__["attributes"],
     ) == originals
+
+
+def test_every_session_of_a_test_process_reads_botocore_data_through_one_loader():
+    """The suite's sessions share one data loader (tests/shared_loader.py): a model is read once a process,
+    the clients of every session work, and boto3 adding its data folder to each session's loader leaves one
+    copy of it on the search path."""
+    import botocore.session
+
+    sessions = [boto3.session.Session(region_name="us-east-1") for _ in range(3)]
+    loaders = {id(s._session.get_component("data_loader")) for s in sessions}
+    assert len(loaders) == 1
+    loader = sessions[0]._session.get_component("data_loader")
+    assert len(loader.search_paths) == len(set(loader.search_paths))
+    assert botocore.session.get_session().get_component("data_loader") is loader
+    with mock_aws():
+        for n, session in enumerate(sessions):
+            session.client("sqs").create_queue(QueueName=f"q{n}")
+        assert len(sessions[0].client("sqs").list_queues()["QueueUrls"]) == 3
