@@ -6,8 +6,8 @@ moto and the test servers, so a container's timers would fire hundreds of millis
 Lambda has; separate processes keep each container's timing its own, as on AWS.
 
 How: the moto the test deployed the stack into (``mock_aws``, with the speedups) is also served over HTTP
-from the test process (moto's ThreadedMotoServer shares the same in-memory backends), and each container is
-``python -m tests.aws.container`` pointed at it with ``AWS_ENDPOINT_URL``: a :class:`LambdaPoller` of its
+from the test process (moto's ThreadedMotoServer shares the same in-memory backends), and each container is a
+process of its own (``tests.aws.container``) pointed at it with ``AWS_ENDPOINT_URL``: a :class:`LambdaPoller` of its
 own (its own ``app.py`` module, cold-started; its own runtime, fetcher and caches) polling the function's
 queue until told to stop. moto's backends take no locks, so every AWS request, from the test's clients or
 the containers', is handled whole before the next (``atomic_requests``), as the real services serialise
@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,6 +34,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler
 
+from tests.aws import container
 from tests.aws.deployed import DeployedStack, stack_to_json
 from tests.aws.faults import Faults, wsgi_refusal
 
@@ -133,20 +132,19 @@ def run_side_by_side(
         functions = [f for f, count in containers.items() for _ in range(count)]
         logs = [work / f"container-{i}.jsonl" for i in range(len(functions))]
         outputs = [work / f"container-{i}.out" for i in range(len(functions))]
-        processes = []
-        for function, log, output in zip(functions, logs, outputs, strict=True):
-            command = [sys.executable, "-m", "tests.aws.container", str(spec), function, str(stop), str(log)]
-            with open(output, "wb") as out:
-                processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+        processes = [
+            container.start(spec, function, stop, log, output, env)
+            for function, log, output in zip(functions, logs, outputs, strict=True)
+        ]
         deadline = time.monotonic() + timeout
         try:
             while not all(Path(f"{log}.ready").exists() for log in logs):
-                if any(p.poll() is not None for p in processes) or time.monotonic() > deadline:
+                if any(p.exitcode is not None for p in processes) or time.monotonic() > deadline:
                     break  # (said below, with what the containers printed)
                 time.sleep(_CHECK)
             (work / "go").touch()
             while not until():
-                dead = [p for p in processes if p.poll() is not None]
+                dead = [p for p in processes if p.exitcode is not None]
                 if dead or time.monotonic() > deadline:
                     printed = "\n".join(o.read_text()[-3000:] for o in outputs)
                     why = "a container exited" if dead else f"not done after {timeout} s"
@@ -155,10 +153,10 @@ def run_side_by_side(
         finally:
             stop.touch()
             for process in processes:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
+                process.join(timeout=60)
+                if process.exitcode is None:
                     process.kill()
+                    process.join()
         runs = [
             ContainerRun(**json.loads(line)) for log in logs if log.exists() for line in log.read_text().splitlines()
         ]

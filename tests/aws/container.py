@@ -1,31 +1,74 @@
 """One Lambda container in its own process: a LambdaPoller polling one function's queue (see
 tests/aws/concurrent.py), against moto served over HTTP (``AWS_ENDPOINT_URL``), until the stop file exists.
 
-    python -m tests.aws.container STACK_JSON FUNCTION STOP_FILE LOG_FILE
+Containers are forked from a process that imported their code once (multiprocessing's forkserver, with
+this module preloaded, :func:`start`): a Lambda container's cold start is its own, but the tests start
+hundreds, and importing boto3, Powertools and the engine again in each was most of a container's CPU. The
+child then takes the environment it is given, as a fresh process would, before it makes a client.
 
-The container makes its cold start, then writes LOG_FILE's ``.ready`` file and polls only once the stop
-file's folder holds a ``go`` file: every container of a run starts polling at once, as Lambda's pollers are
-already polling when messages arrive (otherwise the first to finish its imports takes the work waiting,
-whatever its queue). Each invocation is appended to LOG_FILE as a line of JSON (start, duration, records,
-the traceback if the handler raised), for the test to check what ran when.
+The container makes its cold start (its function's ``app.py``, its runtime and clients), then writes
+LOG_FILE's ``.ready`` file and polls only once the stop file's folder holds a ``go`` file: every container
+of a run starts polling at once, as Lambda's pollers are already polling when messages arrive (otherwise the
+first to finish its cold start takes the work waiting, whatever its queue). Each invocation is appended to
+LOG_FILE as a line of JSON (start, duration, records, the traceback if the handler raised), for the test to
+check what ran when.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+import multiprocessing
+import os
 import time
+from collections.abc import Mapping
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
+import boto3
+
+import harvester.adapters.aws
+import harvester.engine  # (imported once, in the forkserver)
 from tests.aws.deployed import stack_from_json
 from tests.aws.poller import LambdaPoller
 from tests.shared_loader import share_data_loader
 
 _IDLE = 0.05
+#: The services a container's clients talk to: their models are read once, in the forkserver.
+_SERVICES = ("sqs", "dynamodb", "s3", "cloudwatch")
+
+share_data_loader()
+for _service in _SERVICES:
+    boto3.session.Session(region_name="us-east-1").client(_service)
+_FORKSERVER = multiprocessing.get_context("forkserver")
+_FORKSERVER.set_forkserver_preload([__name__, harvester.adapters.aws.__name__])
+
+
+def start(
+    stack_json: Path, function_logical_id: str, stop_file: Path, log_file: Path, output: Path, env: Mapping[str, str]
+) -> BaseProcess:
+    """A container of ``function_logical_id``, started: its output goes to ``output``, its environment is
+    ``env`` and nothing else."""
+    process = _FORKSERVER.Process(
+        target=_contained,
+        args=(str(stack_json), function_logical_id, str(stop_file), str(log_file), str(output), dict(env)),
+        daemon=True,
+    )
+    process.start()
+    return process
+
+
+def _contained(
+    stack_json: str, function_logical_id: str, stop_file: str, log_file: str, output: str, env: dict[str, str]
+) -> None:
+    fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.environ.clear()
+    os.environ.update(env)
+    main(stack_json, function_logical_id, stop_file, log_file)
 
 
 def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: str) -> None:
-    share_data_loader()
     stack = stack_from_json(json.loads(Path(stack_json).read_text()))
     poller = LambdaPoller(stack)
     poller.handler(function_logical_id)  # the cold start
@@ -50,7 +93,3 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
             written = len(poller.invocations)
             if not delivered:
                 time.sleep(_IDLE)
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:5])
