@@ -39,6 +39,14 @@ Item responses
     writes the same result as JSON at once: a binary value base64, a missing (None) member left out, as
     the shape walk does. Errors and every other operation take moto's serializer.
 
+Update expressions
+    moto parses an UpdateExpression twice a request (once to check the names and values it uses, once to
+    run it) and hands the tree to a validator, which deep-copies it before resolving it against the request's
+    values and the item. The patch parses each expression text once (the trees are only read, or copied
+    first), and lets each of the validator's ten tree walks build its table of node kinds once instead of
+    twice at every node (the tables are literals of the walk's own methods) and answer its type checks
+    once per node type.
+
 Like tests/aws/moto_speedups.py, the patches apply only to the exact moto code they were checked against.
 """
 
@@ -62,6 +70,7 @@ from moto.dynamodb import models as dynamodb_models
 from moto.dynamodb import responses as dynamodb_responses
 from moto.dynamodb.models import dynamo_type
 from moto.dynamodb.models import table as table_models
+from moto.dynamodb.parsing import ast_nodes, expressions, validators
 
 CHECKED_SOURCES = {
     "DynamoDBBackend.transact_write_items": (dynamodb_models.DynamoDBBackend, "81db2cb7d94e39c9"),
@@ -70,6 +79,29 @@ CHECKED_SOURCES = {
     "Item.project": (dynamo_type.Item, "f411e6d8b56886f4"),
     "ActionResult.execute_result": (ActionResult, "6333faa349b58671"),
     "DynamoResult.__init__": (dynamodb_responses.DynamoResult, "e2394775cd5ef6ad"),
+    "UpdateExpressionParser.make": (expressions.UpdateExpressionParser, "2c00ed96d6e191f2"),
+    "DepthFirstTraverser.nodes_to_be_processed": (ast_nodes.DepthFirstTraverser, "1c2c84c8097e3517"),
+    "DepthFirstTraverser.process": (ast_nodes.DepthFirstTraverser, "58328ec7c2f9b1f9"),
+    "DepthFirstTraverser.traverse_node_recursively": (ast_nodes.DepthFirstTraverser, "d7f01d9b45cf9f64"),
+    "Validator.__init__": (validators.Validator, "9489b532dd0fb359"),
+    "DynamoDBBackend.update_item": (dynamodb_models.DynamoDBBackend, "218984588dd689a5"),
+    "DynamoHandler.update_item": (dynamodb_responses.DynamoHandler, "638893af1afd43d2"),
+    "DynamoHandler.transact_write_items": (dynamodb_responses.DynamoHandler, "61c163fff213f33a"),
+    **{
+        f"{walk.__name__}._processing_map": (walk, digest)
+        for walk, digest in (
+            (validators.ExpressionAttributeValueProcessor, "ba7ac722dd99eda0"),
+            (validators.ExpressionAttributeResolvingProcessor, "e0db7e67c8377b4b"),
+            (validators.UpdateExpressionFunctionEvaluator, "963e6192c63605a1"),
+            (validators.NoneExistingPathChecker, "84f5f73e1879cce6"),
+            (validators.ExecuteOperations, "e60064603958af82"),
+            (validators.EmptyStringKeyValueValidator, "2c47430d926eba38"),
+            (validators.TypeMismatchValidator, "55798dad6e83982f"),
+            (validators.UpdateHashRangeKeyValidator, "df2a9d35f957e814"),
+            (validators.OverlappingPathsValidator, "3a8f70105fee8882"),
+            (validators.ActionCountValidator, "18efe0644265d711"),
+        )
+    },
 }
 
 
@@ -214,6 +246,74 @@ def _item_response(original: Any) -> Any:
 _ONE_REQUEST = threading.RLock()
 
 
+#: Parsed update expressions by their text (a workload uses a few dozen; the bound only guards memory).
+_PARSED: dict[str, Any] = {}
+_PARSED_MAX = 4096
+
+
+def _parsed_once(original: Any) -> Any:
+    def make(cls: Any, expression_str: str) -> Any:
+        tree = _PARSED.get(expression_str)
+        if tree is None:
+            tree = original.__func__(cls, expression_str)  # (an invalid text raises every time, as moto does)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[expression_str] = tree
+        return tree
+
+    return classmethod(make)
+
+
+def _kinds(walk: Any) -> dict[Any, Any]:
+    """The walk's table of node kinds, built once per walk (a literal of its own bound methods)."""
+    table = walk.__dict__.get("_kinds")
+    if table is None:
+        table = walk.__dict__["_kinds"] = walk._processing_map()
+    return table
+
+
+def _nodes_to_be_processed(self: Any) -> tuple[Any, ...]:
+    kinds = self.__dict__.get("_kind_tuple")
+    if kinds is None:
+        kinds = self.__dict__["_kind_tuple"] = tuple(_kinds(self))
+    return kinds
+
+
+#: Whether a type is one of moto's AST nodes (``Node`` is an ABC: each isinstance check walks its registry).
+_IS_NODE: dict[type, bool] = {}
+
+
+def _traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+    """moto's depth-first walk, its type checks answered once per type (the classes never change)."""
+    kind = type(node)
+    is_node = _IS_NODE.get(kind)
+    if is_node is None:
+        is_node = _IS_NODE[kind] = isinstance(node, ast_nodes.Node)
+    if is_node:
+        parent_node = node.parent
+        if node.children is not None:
+            for i, child_node in enumerate(node.children):
+                self.pre_processing_of_child(node, i)
+                self.traverse_node_recursively(child_node, i)
+        processed = self.__dict__.setdefault("_processed", {})
+        wanted = processed.get(kind)
+        if wanted is None:
+            wanted = processed[kind] = isinstance(node, self.nodes_to_be_processed())
+        if wanted:
+            node = self.process(node)
+            node.parent = parent_node
+            if parent_node:
+                parent_node.children[child_id] = node
+    return node
+
+
+def _process(self: Any, node: Any) -> Any:
+    for class_key, processor in _kinds(self).items():
+        if isinstance(node, class_key):
+            return processor(node)
+    return None
+
+
 def _one_at_a_time(original: Any) -> Any:
     def call_action(self: Any) -> Any:
         with _ONE_REQUEST:
@@ -238,11 +338,16 @@ def moto_dynamodb_speedups() -> Iterator[None]:
     project = _top_level_project(dynamo_type.Item.project)
     respond = _item_response(ActionResult.execute_result)
     atomic = _one_at_a_time(dynamodb_responses.DynamoHandler.call_action)
+    parse = _parsed_once(inspect.getattr_static(expressions.UpdateExpressionParser, "make"))
     with (
         mock.patch.object(dynamodb_responses.DynamoHandler, "call_action", atomic),
         mock.patch.object(dynamodb_models.DynamoDBBackend, "transact_write_items", transact),
         mock.patch.object(table_models.Table, "query", query),
         mock.patch.object(dynamo_type.Item, "project", project),
         mock.patch.object(dynamodb_responses.DynamoResult, "execute_result", respond, create=True),
+        mock.patch.object(expressions.UpdateExpressionParser, "make", parse),
+        mock.patch.object(ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", _nodes_to_be_processed),
+        mock.patch.object(ast_nodes.DepthFirstTraverser, "process", _process),
+        mock.patch.object(ast_nodes.DepthFirstTraverser, "traverse_node_recursively", _traverse_node_recursively),
     ):
         yield

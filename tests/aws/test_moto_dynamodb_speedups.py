@@ -132,6 +132,7 @@ def run(patched: bool) -> list[Any]:
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
             observed.append(pages)
         observed += [_without_metadata(response) for response in item_operations(client)]
+        observed += update_operations(client)
     return observed
 
 
@@ -210,6 +211,63 @@ def item_operations(client: Any) -> list[dict[str, Any]]:
     return responses
 
 
+#: The update expressions the engine's kinds use (functions, arithmetic, names, nested paths, REMOVE), each
+#: run more than once with other values, and the ways an update is refused.
+COUNTER = (
+    "SET a = if_not_exists(a, :zero), m = if_not_exists(m, :m), l = list_append(if_not_exists(l, :empty), :l)"
+    " ADD c :one"
+)
+MAP = {"M": {"x": {"N": "1"}, "y": {"N": "2"}}}
+UPDATES: list[tuple[str, dict[str, Any], dict[str, str] | None, str | None]] = [
+    (
+        COUNTER,
+        {":zero": {"N": "0"}, ":m": MAP, ":empty": {"L": []}, ":l": {"L": [{"S": "x"}]}, ":one": {"N": "1"}},
+        None,
+        None,
+    ),
+    (
+        COUNTER,
+        {":zero": {"N": "5"}, ":m": MAP, ":empty": {"L": []}, ":l": {"L": [{"S": "y"}]}, ":one": {"N": "2"}},
+        None,
+        None,
+    ),
+    ("SET a = a + :d, #t = :t REMOVE m.x", {":d": {"N": "3"}, ":t": {"S": "t"}}, {"#t": "tag"}, None),
+    ("SET a = a + :d, #t = :t REMOVE m.x", {":d": {"N": "-1"}, ":t": {"S": "u"}}, {"#t": "tag"}, None),
+    ("SET a = :v", {":v": {"N": "9"}, ":least": {"N": "5"}}, None, "a >= :least"),  # the condition fails
+    ("SET pk = :v", {":v": {"S": "k"}}, None, None),  # a key attribute
+    ("SET = :v", {":v": {"S": "k"}}, None, None),  # not an expression
+    ("SET a = :missing", {":v": {"S": "k"}}, None, None),  # a value not given
+    ("SET a = a + :s", {":s": {"S": "k"}}, None, None),  # a string added to a number
+    ("SET a = :v, a = :v", {":v": {"N": "1"}}, None, None),  # a path twice
+]
+
+
+def update_operations(client: Any) -> list[Any]:
+    observed: list[Any] = []
+    for sk in ("u1", "u2"):
+        for expression, values, names, condition in UPDATES:
+            kwargs: dict[str, Any] = {
+                "TableName": TABLE,
+                "Key": {"pk": {"S": "u"}, "sk": {"S": sk}},
+                "UpdateExpression": expression,
+                "ExpressionAttributeValues": values,
+                "ReturnValues": "ALL_NEW",
+            }
+            if names:
+                kwargs["ExpressionAttributeNames"] = names
+            if condition:
+                kwargs["ConditionExpression"] = condition
+            try:
+                observed.append(_without_metadata(client.update_item(**kwargs)))
+            except ClientError as exc:
+                observed.append(exc.response["Error"])
+        update = {k: v for k, v in kwargs.items() if k != "ReturnValues"} | {"UpdateExpression": COUNTER}
+        update["ExpressionAttributeValues"] = UPDATES[0][1]
+        client.transact_write_items(TransactItems=[{"Update": update}])
+        observed.append(client.get_item(TableName=TABLE, Key=update["Key"])["Item"])
+    return observed
+
+
 def test_patched_moto_answers_exactly_as_moto():
     unpatched = run(patched=False)
     assert unpatched[1] == [("1", "1"), ("2", "2"), ("c", "5")]  # the scenario exercises what it means to
@@ -218,7 +276,8 @@ def test_patched_moto_answers_exactly_as_moto():
         [len(page[0]) for page in query] for query in unpatched[len(SCENARIO) * 2 : len(SCENARIO) * 2 + len(QUERIES)]
     ]
     assert sizes == [[3], [11], [23], [0, 0, 7, 6, 6, 0], [0], [42]]
-    operations = unpatched[len(SCENARIO) * 2 + len(QUERIES) :]
+    updates = unpatched[-2 * (len(UPDATES) + 1) :]
+    operations = unpatched[len(SCENARIO) * 2 + len(QUERIES) : -len(updates)]
     assert operations[2]["Item"]["body"] == {"B": b"\x00\xffzstd"} and "ConsumedCapacity" in operations[2]
     assert set(operations[3]["Item"]) == {"body", "n"} and operations[4]["Item"] == {
         "m": {"M": {"x": {"N": "1.50"}}},
@@ -226,6 +285,10 @@ def test_patched_moto_answers_exactly_as_moto():
     }
     assert operations[-1]["error"]["Code"] == "ConditionalCheckFailedException"
     assert unpatched[2][0] == "TransactionCanceledException"
+    assert updates[1]["Attributes"]["c"] == {"N": "3"} and len(updates[1]["Attributes"]["l"]["L"]) == 2
+    assert updates[3]["Attributes"]["a"] == {"N": "2"} and updates[3]["Attributes"]["tag"] == {"S": "u"}
+    refusals = [u.get("Code") for u in updates[4 : len(UPDATES)]]
+    assert refusals == ["ConditionalCheckFailedException"] + ["ValidationException"] * 5, updates[4 : len(UPDATES)]
     assert run(patched=True) == unpatched
     # (With a moto whose code differs from the checked one the patch is inert and this still holds.)
     assert speedup_applies(), "moto changed: the speedup no longer applies, the AWS tests will be slow"
