@@ -250,7 +250,7 @@ def test_a_batchs_requests_take_their_turns_through_its_slots_without_moving_the
     turns, started, most = fetched_batch(gate, urls, spacing=spacing, took=took)
     assert turns.deferred == {} and len(started) == 8
     assert len(asked) == 1 and most <= 2
-    assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= spacing - 0.002
+    assert min(b - a for a, b in itertools.pairwise(sorted(started))) >= spacing - LATE
 
 
 def test_a_page_waiting_for_its_new_turn_leaves_its_slot_to_the_batch():
