@@ -41,10 +41,12 @@ lint: $(STAMP)
 ## printed when both are over. The sources are compiled first: the many processes the tests start (the
 ## containers, `harvest` commands) would each compile what they import where bytecode is not written.
 TEST_WORKERS ?= 3
+#: The modules marked time_budget (the timed run collects only these).
+TIME_BUDGET_MODULES = $(shell grep -rl --include='test_*.py' '^pytestmark = pytest.mark.time_budget' tests)
 test: lint
 	@mkdir -p $(BUILD)
 	@$(BIN)/python -m compileall -q -j 0 layers functions tests bench > /dev/null
-	@$(BIN)/python -m pytest -m time_budget > $(BUILD)/time-budget.log 2>&1 & timed=$$!; \
+	@$(BIN)/python -m pytest -m time_budget $(TIME_BUDGET_MODULES) > $(BUILD)/time-budget.log 2>&1 & timed=$$!; \
 	trap 'kill $$timed 2>/dev/null' INT TERM; \
 	nice -n 10 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not time_budget"; \
 	others=$$?; wait $$timed; budgets=$$?; \
