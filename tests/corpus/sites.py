@@ -605,7 +605,10 @@ def fetching_site(server: RouteServer, forbidden: RouteServer) -> None:
     server.add(PAGE_CUT, Route(whole, content_type=HTML, cut_after=1000))
     for n in range(SLOW_PAGES):
         server.add(PAGE_SLOW.format(n=n), Route("<html>slow</html>", content_type=HTML, delay=0.3))
+    # (The slow pages first: fetched before the 429 and 503 pages slow the host down to a request a second,
+    # they show how many requests the crawl runs at once.)
     page_paths = [
+        *(PAGE_SLOW.format(n=n) for n in range(SLOW_PAGES)),
         *(PAGE_OK.format(n=n) for n in range(4)),
         PAGE_REDIRECTED,
         PAGE_GZIPPED,
@@ -622,7 +625,6 @@ def fetching_site(server: RouteServer, forbidden: RouteServer) -> None:
         PAGE_410,
         PAGE_403,
         PAGE_CUT,
-        *(PAGE_SLOW.format(n=n) for n in range(SLOW_PAGES)),
     ]
     hidden = [url.format(port=forbidden.port) for url in HIDDEN_PAGES]
     server.add(PAGES, Route(f.urlset(*(f.url(b + p) for p in page_paths), *(f.url(u) for u in hidden))))
