@@ -1,42 +1,74 @@
-"""Re-crawl cost: an unchanged site crawled twice, on this machine and on the AWS path (moto), in one run.
+"""Re-crawl cost as it follows what changed: a site crawled once, then again unchanged, then with 1 % and 10 %
+of its entries changed (lastmod advanced, content changed), then with 1 % removed and 1 % added; on this
+machine (the real `harvest crawl` command) and on the AWS path (template.yaml in moto, the real handlers
+driven as Lambda's poller drives them), in one run.
 
-The first crawl is the baseline: it fetches every page. The second runs right after, as a scheduled job
-would on a site that did not change: every sitemap is asked conditionally (304) and replayed from its
-listing, every page is recorded as not due, nothing is fetched or stored. Printed: the requests the site
-received and the wall time of each crawl, their ratios (targets: the second crawl at most 1 % of the
-first's requests and 10 % of its wall time), and, on the AWS path, the AWS requests the handlers made per
-listed URL on the unchanged re-crawl (target: at most 0.3), by operation.
+Printed for each cycle: the requests the site received, the wall time, the state directory's size after it
+(locally), and on the AWS path the handlers' AWS requests and DynamoDB write units (table and index) per
+listed URL, with the unchanged cycle's requests by operation. The targets (issue 39): an unchanged cycle at
+most 0.01 AWS requests and 0.01 write units per listed URL on a 20,000-URL site, at most 100 AWS requests on a
+300-URL site, and locally at most 10 % of the first crawl's wall time.
 
-    python bench/recrawl.py [--pages 20000] [--aws-pages 2000] [--concurrency 16] [--no-aws]
+``--baseline REF`` runs the same bench (this script, on that commit's engine, handlers, template and test
+harness: ``git archive REF``) first, and prints its figures beside this tree's.
 
-The local crawls are the real `harvest crawl` command against the live demo site (ETag and Last-Modified on
-every page, served from memory by Python's threading server on 127.0.0.1). The AWS path is template.yaml
-created in moto with the real handlers driven as Lambda's poller drives them; its site is smaller by
-default because moto, not Harvester, is the slow part there (requests per URL do not depend on the size).
+    python bench/recrawl.py [--pages 400000] [--aws-pages 300,20000] [--no-pages] [--no-aws] [--no-local]
+                            [--baseline REF] [--json]
+
+The local site is the live demo site (ETag and Last-Modified on every page, served from memory by Python's
+threading server on 127.0.0.1), in urlsets of 5,000 URLs.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import random
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _aws_path import aws_path, by_operation
+from _aws_path import REPO, aws_path
 
 from harvester.demo.live import LiveSite
 
+#: The cycles, in the order they run on one site.
+CYCLES = ("first crawl", "unchanged", "1% changed", "10% changed", "1% removed, 1% added")
+URLSET = 5000
 
-def crawl_locally(site: LiveSite, state: Path, concurrency: int) -> dict[str, Any]:
+
+def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
+    """What changes on the site before ``cycle`` runs."""
+    paths = site.page_paths()
+    share = {"1% changed": 100, "10% changed": 10}.get(cycle)
+    if share:
+        for path in rng.sample(paths, max(1, len(paths) // share)):
+            site.change(path)
+    elif cycle.startswith("1% removed"):
+        for path in rng.sample(paths, max(1, len(paths) // 100)):
+            site.unlist(path)
+        for n in range(max(1, len(paths) // 100)):
+            site.add(f"/pages/added-{n}.html")
+
+
+def state_size(state: Path) -> int:
+    return sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
+
+
+def crawl_locally(site: LiveSite, state: Path, *, fetch_pages: bool) -> dict[str, Any]:
     site.reset_log()
     command = [
         sys.executable, "-m", "harvester", "crawl", site.url("/"), "--state-dir", str(state),
-        "--allow-network", "127.0.0.0/8", "--rate-limit-delay", "0.00001", "--concurrency", str(concurrency),
-        "--quiet", "--json",
+        "--allow-network", "127.0.0.0/8", "--rate-limit-delay", "0.00001", "--concurrency", "16",
+        "--quiet", "--json", *([] if fetch_pages else ["--no-pages"]),
     ]  # fmt: skip
     start = time.perf_counter()
     run = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -45,78 +77,159 @@ def crawl_locally(site: LiveSite, state: Path, concurrency: int) -> dict[str, An
         raise SystemExit(f"harvest crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
     result = json.loads(run.stdout)
     return {
-        "seconds": seconds,
-        "requests": len(site.hits),
-        "pages": len(site.page_hits()),
-        "conditional": sum(h.conditional for h in site.hits),
-        "not_modified": sum(h.status == 304 for h in site.hits),
         "listed": result["total_urls"],
-        "changes": result["changes"],
+        "seconds": seconds,
+        "site_requests": len(site.hits),
+        "pages_fetched": sum(1 for hit in site.page_hits() if hit.status == 200),
+        "state_bytes": state_size(state),
     }
 
 
-def local_leg(pages: int, concurrency: int) -> tuple[dict[str, Any], dict[str, Any], int]:
-    with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, tempfile.TemporaryDirectory() as tmp:
+def local_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
+    rng = random.Random(39)
+    site = LiveSite(pages=pages, sitemaps=max(1, pages // URLSET))
+    with site.serving(), tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
-        first = crawl_locally(site, state, concurrency)
-        second = crawl_locally(site, state, concurrency)
-        size = sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
-    return first, second, size
+        cycles = []
+        for cycle in CYCLES:
+            alter(site, cycle, rng)
+            cycles.append({"cycle": cycle, **crawl_locally(site, state, fetch_pages=fetch_pages)})
+    return cycles
 
 
-def aws_leg(pages: int) -> dict[str, Any]:
+def aws_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
+    from aws_cost import Meter, Tally
+
     from harvester.model.messages import JobRequest
 
-    with LiveSite(pages=pages, sitemaps=max(1, pages // 5000)).serving() as site, aws_path() as aws:
-        legs = []
-        for _ in range(2):
+    rng = random.Random(39)
+    site = LiveSite(pages=pages, sitemaps=max(1, pages // URLSET))
+    with site.serving(), aws_path() as aws:
+        meter = Meter(aws, where=False)
+        aws.requests.observer = meter
+        cycles = []
+        for cycle in CYCLES:
+            alter(site, cycle, rng)
             site.reset_log()
-            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001))
-            legs.append({**leg, "site_requests": len(site.hits)})
-    return {"pages": pages, "first": legs[0], "second": legs[1]}
+            meter.tally = Tally()
+            leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001, fetch_pages=fetch_pages))
+            tally = meter.tally
+            cycles.append(
+                {
+                    "cycle": cycle,
+                    "listed": len(site.page_paths()),
+                    "seconds": leg["seconds"],
+                    "site_requests": len(site.hits),
+                    "pages_fetched": sum(1 for hit in site.page_hits() if hit.status == 200),
+                    "aws_requests": sum(tally.calls.values()),
+                    "write_units": tally.unit("WRU") + tally.unit("WRU index"),
+                    "by_operation": dict(tally.calls),
+                }
+            )
+    return cycles
 
 
-def verdict(met: bool) -> str:
-    return "met" if met else "MISSED"
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    if not args.no_local:
+        figures[f"local {args.pages:,}"] = local_cycles(args.pages, fetch_pages=not args.no_pages)
+    if not args.no_aws:
+        for pages in args.aws_pages:
+            figures[f"aws {pages:,}"] = aws_cycles(pages, fetch_pages=not args.no_pages)
+    return figures
+
+
+def baseline(ref: str, forwarded: list[str]) -> dict[str, Any]:
+    """This bench on the engine, handlers, template and test harness of ``ref``, in a process of its own."""
+    archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True, check=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        for script in ("recrawl.py", "aws_cost.py", "_aws_path.py"):
+            shutil.copy(REPO / "bench" / script, tree / "bench" / script)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "layers" / "harvester"), str(tree)])}
+        run = subprocess.run(
+            [sys.executable, str(tree / "bench" / "recrawl.py"), *forwarded, "--json"],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if run.returncode != 0:
+        raise SystemExit(f"the baseline ({ref}) failed:\n{run.stderr[-3000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def report(figures: dict[str, Any], before: dict[str, Any] | None, ref: str | None) -> None:
+    def pair(name: str, n: int, value: Callable[[dict[str, Any]], float], fmt: str) -> str:
+        now = fmt.format(value(figures[name][n]))
+        if before is None or name not in before:
+            return f"{now:>12}"
+        return f"{fmt.format(value(before[name][n])):>12} -> {now:<12}"
+
+    print("Re-crawl cost as it follows what changed" + (f" (baseline {ref} -> this tree)" if ref else ""))
+    for name, cycles in figures.items():
+        aws = name.startswith("aws")
+        print(f"\n{name}-page site ({'template.yaml in moto, the real handlers' if aws else '`harvest crawl`'})")
+        columns = ["site requests", "wall s"] + (
+            ["AWS req / URL", "WRU / URL", "AWS requests"] if aws else ["state MiB"]
+        )
+        print(f"  {'cycle':<24}" + "".join(f"{c:>28}" for c in columns))
+        for n, cycle in enumerate(cycles):
+            cells = [
+                pair(name, n, lambda c: c["site_requests"], "{:,}"),
+                pair(name, n, lambda c: c["seconds"], "{:.1f}"),
+            ]
+            if aws:
+                cells += [
+                    pair(name, n, lambda c: c["aws_requests"] / c["listed"], "{:.3f}"),
+                    pair(name, n, lambda c: c["write_units"] / c["listed"], "{:.3f}"),
+                    pair(name, n, lambda c: c["aws_requests"], "{:,}"),
+                ]
+            else:
+                cells.append(pair(name, n, lambda c: c["state_bytes"] / 2**20, "{:.1f}"))
+            print(f"  {cycle['cycle']:<24}" + "".join(f"{c:>28}" for c in cells))
+        unchanged = cycles[1]
+        first = cycles[0]
+        if aws:
+            per_url = unchanged["aws_requests"] / unchanged["listed"]
+            wru = unchanged["write_units"] / unchanged["listed"]
+            print(
+                f"  unchanged cycle: {unchanged['aws_requests']:,} AWS requests, {per_url:.3f} a listed URL, "
+                f"{wru:.3f} write units a listed URL (targets: 0.01 and 0.01 a URL; 100 requests on 300 URLs)"
+            )
+            for operation, count in sorted(unchanged["by_operation"].items(), key=lambda item: -item[1]):
+                print(f"    {operation:<40} {count:>8,}  ({count / unchanged['listed']:.4f} a URL)")
+        else:
+            ratio = unchanged["seconds"] / first["seconds"]
+            print(f"  unchanged cycle: {ratio:.2f} of the first crawl's wall time (target: 0.10)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--pages", type=int, default=20_000)
-    parser.add_argument("--aws-pages", type=int, default=2_000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--pages", type=int, default=400_000, help="the local site's pages")
+    parser.add_argument(
+        "--aws-pages", type=lambda s: [int(n) for n in s.split(",")], default=[300, 20_000], help="the AWS sites' pages"
+    )
+    parser.add_argument("--no-pages", action="store_true", help="list the URLs without fetching the pages")
     parser.add_argument("--no-aws", action="store_true")
+    parser.add_argument("--no-local", action="store_true")
+    parser.add_argument("--baseline", metavar="REF", help="a commit to measure first, side by side")
+    parser.add_argument("--json", action="store_true", help="print the figures as one line of JSON")
     args = parser.parse_args()
-
-    first, second, size = local_leg(args.pages, args.concurrency)
-    print(f"Local: `harvest crawl` of an unchanged {args.pages:,}-page site, twice (concurrency {args.concurrency})")
-    for name, leg in (("crawl 1", first), ("crawl 2", second)):
-        print(
-            f"  {name}: {leg['requests']:>6,} requests ({leg['pages']:,} pages, {leg['conditional']:,} conditional,"
-            f" {leg['not_modified']:,} answered 304)  {leg['seconds']:7.2f} s   changes {leg['changes']}"
-        )
-    request_ratio = second["requests"] / first["requests"]
-    time_ratio = second["seconds"] / first["seconds"]
-    print(f"  requests: crawl 2 / crawl 1 = {request_ratio:.4f}  (target <= 0.01: {verdict(request_ratio <= 0.01)})")
-    print(f"  wall time: crawl 2 / crawl 1 = {time_ratio:.4f}  (target <= 0.10: {verdict(time_ratio <= 0.10)})")
-    print(f"  state directory after both crawls: {size / 2**20:.1f} MiB")
-    if args.no_aws:
+    forwarded = [
+        "--pages", str(args.pages), "--aws-pages", ",".join(map(str, args.aws_pages)),
+        *(["--no-pages"] if args.no_pages else []), *(["--no-aws"] if args.no_aws else []),
+        *(["--no-local"] if args.no_local else []),
+    ]  # fmt: skip
+    before = baseline(args.baseline, forwarded) if args.baseline else None
+    figures = measure(args)
+    if args.json:
+        print(json.dumps(figures))
         return
-    aws = aws_leg(args.aws_pages)
-    print(f"\nAWS path (moto, template.yaml, real handlers): an unchanged {aws['pages']:,}-page site, twice")
-    for name in ("first", "second"):
-        leg = aws[name]
-        total = sum(leg["aws"].values())
-        print(
-            f"  {name} crawl: {leg['site_requests']:,} site requests, {total:,} AWS requests by the handlers"
-            f" ({total / aws['pages']:.3f} per listed URL), {leg['seconds']:.1f} s in moto"
-        )
-    second_leg = aws["second"]
-    per_url = sum(second_leg["aws"].values()) / aws["pages"]
-    print(f"  unchanged re-crawl: {per_url:.3f} AWS requests per listed URL (target <= 0.3: {verdict(per_url <= 0.3)})")
-    print("\n".join(by_operation(second_leg["aws"], aws["pages"])))
-    poller = sum(second_leg["poller"].values())
-    print(f"  (Lambda's SQS poller, played by the test harness, made {poller:,} more: {second_leg['poller']})")
+    report(figures, before, args.baseline)
 
 
 if __name__ == "__main__":
