@@ -26,21 +26,23 @@ from pathlib import Path
 
 import boto3
 
+# (imported once, in the forkserver)
 import harvester.adapters.aws
-import harvester.engine  # (imported once, in the forkserver)
+import harvester.engine  # noqa: F401
 from tests.aws.deployed import stack_from_json
 from tests.aws.poller import LambdaPoller
 from tests.shared_loader import share_data_loader
 
 _IDLE = 0.05
-#: The services a container's clients talk to: their models are read once, in the forkserver.
-_SERVICES = ("sqs", "dynamodb", "s3", "cloudwatch")
+#: The services a container's clients talk to (the engine's adapters, the poller): their models are read
+#: once, in the forkserver.
+_SERVICES = ("sqs", "dynamodb", "s3")
 
 share_data_loader()
 for _service in _SERVICES:
     boto3.session.Session(region_name="us-east-1").client(_service)
 _FORKSERVER = multiprocessing.get_context("forkserver")
-_FORKSERVER.set_forkserver_preload([__name__, harvester.adapters.aws.__name__])
+_FORKSERVER.set_forkserver_preload([__name__])
 
 
 def start(

@@ -45,7 +45,7 @@ Update expressions
     values and the item. The patch parses each expression text once (the trees are only read, or copied
     first), and lets each of the validator's ten tree walks build its table of node kinds once instead of
     twice at every node (the tables are literals of the walk's own methods) and answer its type checks
-    once per node type.
+    once per node type (moto's ``nodes_to_be_processed`` is then asked once per node type).
 
 Like tests/aws/moto_speedups.py, the patches apply only to the exact moto code they were checked against.
 """
@@ -272,13 +272,6 @@ def _kinds(walk: Any) -> dict[Any, Any]:
     return table
 
 
-def _nodes_to_be_processed(self: Any) -> tuple[Any, ...]:
-    kinds = self.__dict__.get("_kind_tuple")
-    if kinds is None:
-        kinds = self.__dict__["_kind_tuple"] = tuple(_kinds(self))
-    return kinds
-
-
 #: Whether a type is one of moto's AST nodes (``Node`` is an ABC: each isinstance check walks its registry).
 _IS_NODE: dict[type, bool] = {}
 
@@ -346,7 +339,6 @@ def moto_dynamodb_speedups() -> Iterator[None]:
         mock.patch.object(dynamo_type.Item, "project", project),
         mock.patch.object(dynamodb_responses.DynamoResult, "execute_result", respond, create=True),
         mock.patch.object(expressions.UpdateExpressionParser, "make", parse),
-        mock.patch.object(ast_nodes.DepthFirstTraverser, "nodes_to_be_processed", _nodes_to_be_processed),
         mock.patch.object(ast_nodes.DepthFirstTraverser, "process", _process),
         mock.patch.object(ast_nodes.DepthFirstTraverser, "traverse_node_recursively", _traverse_node_recursively),
     ):
