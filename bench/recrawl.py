@@ -4,7 +4,8 @@ machine (the real `harvest crawl` command) and on the AWS path (template.yaml in
 driven as Lambda's poller drives them), in one run.
 
 Printed for each cycle: the requests the site received, the wall time, the state directory's size after it
-(locally), and on the AWS path the handlers' AWS requests and DynamoDB write units (table and index) per
+(locally: the state, and apart the jobs' own outputs, ``urls.jsonl``, feed and index, which every job writes
+whole), and on the AWS path the handlers' AWS requests and DynamoDB write units (table and index) per
 listed URL, with the unchanged cycle's requests by operation. The targets (issue 39): an unchanged cycle at
 most 0.01 AWS requests and 0.01 write units per listed URL on a 20,000-URL site, at most 100 AWS requests on a
 300-URL site, and locally at most 10 % of the first crawl's wall time.
@@ -82,6 +83,7 @@ def crawl_locally(site: LiveSite, state: Path, *, fetch_pages: bool) -> dict[str
         "site_requests": len(site.hits),
         "pages_fetched": sum(1 for hit in site.page_hits() if hit.status == 200),
         "state_bytes": state_size(state),
+        "output_bytes": state_size(state / "documents" / "jobs"),
     }
 
 
@@ -174,7 +176,7 @@ def report(figures: dict[str, Any], before: dict[str, Any] | None, ref: str | No
         aws = name.startswith("aws")
         print(f"\n{name}-page site ({'template.yaml in moto, the real handlers' if aws else '`harvest crawl`'})")
         columns = ["site requests", "wall s"] + (
-            ["AWS req / URL", "WRU / URL", "AWS requests"] if aws else ["state MiB"]
+            ["AWS req / URL", "WRU / URL", "AWS requests"] if aws else ["state MiB", "job outputs MiB"]
         )
         print(f"  {'cycle':<24}" + "".join(f"{c:>28}" for c in columns))
         for n, cycle in enumerate(cycles):
@@ -189,7 +191,9 @@ def report(figures: dict[str, Any], before: dict[str, Any] | None, ref: str | No
                     pair(name, n, lambda c: c["aws_requests"], "{:,}"),
                 ]
             else:
-                cells.append(pair(name, n, lambda c: c["state_bytes"] / 2**20, "{:.1f}"))
+                state = lambda c: (c["state_bytes"] - c.get("output_bytes", 0)) / 2**20  # noqa: E731
+                cells.append(pair(name, n, state, "{:.1f}"))
+                cells.append(pair(name, n, lambda c: c.get("output_bytes", 0) / 2**20, "{:.1f}"))
             print(f"  {cycle['cycle']:<24}" + "".join(f"{c:>28}" for c in cells))
         unchanged = cycles[1]
         first = cycles[0]

@@ -84,7 +84,8 @@ def crawl(state: Path, request: JobRequest, wrap: Any = None) -> Any:
     with LocalHarvest.open(state) as harvest:
         if wrap is not None:
             wrap(harvest)
-        runner = LocalRunner(harvest, policy=POLICY, settings=EngineSettings(), concurrency=4)
+        # (the listing's races: every reading lists its URLs one by one, no sitemap's part is adopted whole)
+        runner = LocalRunner(harvest, policy=POLICY, settings=EngineSettings(sitemap_parts=False), concurrency=4)
         return asyncio.run(runner.crawl(request))
 
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from harvester.archive.stores import DocumentStore, WarcStore
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.model.records import (
     CrawlWrite,
@@ -31,6 +31,7 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.model.state import (
+    AdoptedPart,
     Checkpoint,
     JobSnapshot,
     Lease,
@@ -178,6 +179,16 @@ class StateStore(Protocol):
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         """Moves the checkpoint on (never back: a reading that started over keeps the further one)."""
 
+    def adopt_part(
+        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+    ) -> bool:
+        """The job takes the sitemap's part (``SitemapPart``) whole, at ``at``, atomically: its URLs become
+        the job's (counted, final), the sitemap's checkpoint moves past them, and the site's crawl database
+        counts the records the part's job listed as listed by this job (``CrawlDatabase.get_urls``).
+        False, with nothing done, when the sitemap's reading recorded pages already, the part is no longer
+        the sitemap's current one at its epoch, or one of its URLs is the job's already (another sitemap
+        listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""
 
@@ -210,10 +221,10 @@ class StateStore(Protocol):
         """Every URL record of the job as stored (``body_of``; in the store's order, as ``pages``)."""
         ...
 
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
-        """What ``page_bodies`` gives, for the job's end (which writes the records from these without
-        serialising each again): a store that keeps the records written straight as JSON a batch at a time
-        hands those over as such (their bodies are in no other item)."""
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
+        """What ``page_bodies`` gives, and the parts the job adopted, for the job's end (which writes the
+        records from these without serialising each again): a store that keeps the records written straight
+        as JSON a batch at a time hands those over as such (their bodies are in no other item)."""
         ...
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...
@@ -264,7 +275,9 @@ class CrawlDatabase(Protocol):
     """
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        """The records of the given (normalised) URLs that exist, by URL; read consistently, in batches."""
+        """The records of the given (normalised) URLs that exist, by URL; read consistently, in batches. A
+        record a job listed in a part a later job adopted reads as listed by that job, then (``last_listed``,
+        ``last_listed_job``): as it would be had that job listed it one by one. (So does ``site_urls``.)"""
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
@@ -284,6 +297,18 @@ class CrawlDatabase(Protocol):
         """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
         DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
         record is one row, rewritten in place)."""
+
+    def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
+        """The sitemap's current part (None when it has none) and its epoch now: how many writes of crawl
+        records naming it were made (each write of a URL's record moves the epoch of the sitemaps it names
+        before and after, in the same atomic write)."""
+        ...
+
+    def put_part(self, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
+        """Makes ``part`` (with its URLs' ``url_key``s) the sitemap's current part, unless its epoch moved
+        past ``part.epoch`` or a job other than the part's wrote a record naming the sitemap after the part's
+        job first did (its lines may not show that write): False then, and the sitemap keeps none."""
+        ...
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 

@@ -75,6 +75,9 @@ class EngineSettings(Struct, frozen=True):
     lastmod_trust_threshold: float = 0.5
     #: URLs per sitemap whose advanced lastmod is fetched anyway on an untrusted host, to test it again.
     lastmod_probes: int = 5
+    #: Keep each sitemap's part of a job's records, and adopt it whole when the sitemap did not change
+    #: (``SitemapPart``); off, every reading lists its URLs one by one (the tests compare the two).
+    sitemap_parts: bool = True
     #: Rank added to a page task whose lastmod is now, falling to nothing over the window (seconds): the
     #: freshest pages first (0: off; see pipeline.ranking).
     lastmod_boost: float = 0.0
@@ -110,9 +113,24 @@ class EngineSettings(Struct, frozen=True):
         for f in fields(cls):
             raw = environ.get(f"HARVEST_{f.name.upper()}")
             if raw:
-                kind = int if f.type is int else float  # (msgspec gives the annotations resolved)
+                kind = {int: int, bool: _flag}.get(f.type, float)  # type: ignore[call-overload]
                 try:
                     overrides[f.name] = kind(raw)
                 except ValueError:
-                    raise ValueError(f"HARVEST_{f.name.upper()}={raw!r} is not a number") from None
+                    raise ValueError(
+                        f"HARVEST_{f.name.upper()}={raw!r} is not a {_WANTED.get(f.type, 'number')}"
+                    ) from None
         return replace(cls(), **overrides)
+
+
+_WANTED = {bool: "yes or no (1/0, true/false)"}
+
+
+def _flag(raw: str) -> bool:
+    """An environment variable's yes or no (``1``/``0``, ``true``/``false``, ``yes``/``no``)."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)

@@ -13,9 +13,11 @@ when a job ends: no handler's cold start loads it.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import tempfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -108,9 +110,11 @@ class IndexLines:
         self.path = Path(self.folder) / "records.jsonl.gz"
         self._file = self.path.open("wb")
         self._gzip = zlib.compressobj(1, zlib.DEFLATED, 31)  # (31: a gzip member, which DuckDB reads)
+        self.written = 0  # bytes of lines
 
     def write(self, data: bytes) -> int:
         self._file.write(self._gzip.compress(data))
+        self.written += len(data)
         return len(data)
 
     def finish(self) -> Path:
@@ -145,41 +149,124 @@ class Tee:
         return self.first.write(data)  # type: ignore[attr-defined, no-any-return]
 
 
-def build_index(records: Path, out: Path, *, job_id: str, gzipped: bool = True) -> int:
+def build_index(
+    records: Path,
+    out: Path,
+    *,
+    job_id: str,
+    gzipped: bool = True,
+    rows: Sequence[tuple[Path, str]] = (),
+    keep: Path | None = None,
+    sorted_rows: Path | None = None,
+) -> int:
     """Writes the Parquet index of the record lines in ``records`` (JSON Lines, gzipped or not) to ``out``,
     sorted by SURT key as Common Crawl's is (a URL's or a host's rows are then in few row groups); returns
-    its row count.
+    its row count. ``rows``: index rows made already (``RowMaker``: Parquet files of the job's adopted
+    parts), each with the ``change`` its records have in this job; they join the records' rows. ``keep``:
+    where to leave the records' own rows, unsorted (``RowMaker.split`` makes parts' rows of them).
+    ``sorted_rows``: an index of exactly ``rows`` built before (by another job): its rows, in its order, are
+    this one's, with this job's ``job_id`` and ``change`` (the records have no rows of their own).
 
     In two passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet
     rows (DuckDB's JSON reader and its sort at once hold more than its memory limit), which are then
-    sorted, spilling to disk past the limit. Small row groups and one thread keep the writer's buffers
-    small (bench/index_memory.py measures the peak)."""
+    sorted with the rows made already, spilling to disk past the limit. Small row groups and one thread
+    keep the writer's buffers small (bench/index_memory.py measures the peak)."""
     con = _connect(out.parent)
     unsorted = out.with_name(out.name + ".unsorted")
     try:
+        if sorted_rows is not None:
+            change = rows[0][1] if rows else None
+            con.execute("SET preserve_insertion_order = true")
+            (count,) = con.execute(  # type: ignore[misc]
+                f"COPY (SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change or '')} AS change)"
+                f" FROM read_parquet({_literal(str(sorted_rows))}))"
+                f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+            ).fetchone()
+            return int(count)
         con.execute(SURT_SQL)
-        fields = ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in _RECORD_FIELDS.items())
-        selected = ", ".join(
-            f"CAST({sql.format(job_id=_literal(job_id))} AS {kind}) AS {name}" for name, kind, sql in COLUMNS
-        )
-        compression = "gzip" if gzipped else "uncompressed"
-        source = (
-            f"read_json({_literal(str(records))}, format = 'newline_delimited', compression = '{compression}',"
-            f" maximum_object_size = {MAX_RECORD_BYTES}, columns = {{{fields}}})"
-        )
-        con.execute(
-            f"COPY (SELECT {selected} FROM {source})"
-            f" TO {_literal(str(unsorted))} (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
-        )
-        con.execute(
-            f"COPY (SELECT * FROM read_parquet({_literal(str(unsorted))}) ORDER BY url_surtkey, url)"
+        sources = []
+        if not rows or _has_lines(records, gzipped):
+            _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
+            sources.append(f"SELECT * FROM read_parquet({_literal(str(unsorted))})")
+        for change in dict.fromkeys(change for _, change in rows):  # (one reader for each change's files)
+            files = ", ".join(_literal(str(path)) for path, kind in rows if kind == change)
+            sources.append(
+                f"SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change)} AS change)"
+                f" FROM read_parquet([{files}])"
+            )
+        (count,) = con.execute(  # type: ignore[misc]
+            f"COPY (SELECT * FROM ({' UNION ALL '.join(sources)}) ORDER BY url_surtkey, url)"
             f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
-        )
-        (rows,) = con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(out))})").fetchone()  # type: ignore[misc]
-        return int(rows)
+        ).fetchone()
+        if keep is not None and unsorted.exists():
+            unsorted.replace(keep)
+        return int(count)
     finally:
         con.close()
         unsorted.unlink(missing_ok=True)
+
+
+class RowMaker:
+    """Index rows made ahead of a job, for records whose lines a later job writes (a sitemap's part): the
+    unsorted rows of ``build_index``'s first pass, without a job (``job_id`` and ``change`` empty, set by the
+    job whose index takes them). One DuckDB for every file it makes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def make(self, records: Path, out: Path) -> int:
+        """The rows of the record lines in ``records`` (JSON Lines), written to ``out``; their count."""
+        return _unsorted_rows(self._connection(), _json_source(records, False), out, job_id=None)
+
+    def split(self, rows: Path, groups: dict[str, int], out: Path) -> None:
+        """The rows of ``rows`` (``build_index``'s unsorted rows, kept) whose ``sitemap`` is in ``groups``,
+        without their job's columns, one file per group: ``out/part=<n>/data_0.parquet``."""
+        values = ", ".join(f"({_literal(sitemap)}, {n})" for sitemap, n in groups.items())
+        self._connection().execute(
+            "COPY (SELECT r.* REPLACE (CAST(NULL AS VARCHAR) AS job_id, CAST(NULL AS VARCHAR) AS change),"
+            f" g.n AS part FROM read_parquet({_literal(str(rows))}) r JOIN (VALUES {values}) g(sitemap, n)"
+            f" ON r.sitemap = g.sitemap) TO {_literal(str(out))}"
+            f" (FORMAT PARQUET, PARTITION_BY (part), ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+        )
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = _connect(self.folder)
+            self._con.execute(SURT_SQL)
+        return self._con
+
+
+def _json_source(records: Path, gzipped: bool) -> str:
+    fields = ", ".join(f"{_literal(name)}: {_literal(kind)}" for name, kind in _RECORD_FIELDS.items())
+    compression = "gzip" if gzipped else "uncompressed"
+    return (
+        f"read_json({_literal(str(records))}, format = 'newline_delimited', compression = '{compression}',"
+        f" maximum_object_size = {MAX_RECORD_BYTES}, columns = {{{fields}}})"
+    )
+
+
+def _unsorted_rows(con: duckdb.DuckDBPyConnection, source: str, out: Path, *, job_id: str | None) -> int:
+    job = _literal(job_id) if job_id is not None else "NULL"
+    selected = ", ".join(
+        f"CAST({'NULL' if job_id is None and name == 'change' else sql.format(job_id=job)} AS {kind}) AS {name}"
+        for name, kind, sql in COLUMNS
+    )
+    target = f"{_literal(str(out))} (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+    (count,) = con.execute(f"COPY (SELECT {selected} FROM {source}) TO {target}").fetchone()  # type: ignore[misc]
+    return int(count)
+
+
+def _has_lines(records: Path, gzipped: bool) -> bool:
+    """Whether the records file holds a line (a job whose every URL came in parts has none of its own)."""
+    if not gzipped:
+        return records.stat().st_size > 0
+    with gzip.open(records, "rb") as lines:
+        return bool(lines.read(1))
 
 
 def _connect(work: Path) -> duckdb.DuckDBPyConnection:

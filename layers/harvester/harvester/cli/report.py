@@ -20,7 +20,8 @@ from harvester.cli.reporting import (
 )
 from harvester.cli.state import open_state
 from harvester.model.records import LoaderState, utcnow
-from harvester.ports import StateStore
+from harvester.pipeline.parts import job_pages
+from harvester.ports import DocumentStore, StateStore
 from harvester.urls import normalize, origin_of, require_http_url
 
 
@@ -69,12 +70,17 @@ class JobStores(Protocol):
     @property
     def store(self) -> StateStore: ...
 
+    @property
+    def documents(self) -> DocumentStore: ...
+
 
 def write_job_records(harvest: JobStores, job_id: str, fmt: str, out: TextIO) -> int:
     """A job's URL records as JSON Lines or CSV (with what later listings of a URL added): what
     `harvest report JOB --format jsonl|csv` prints and `harvest export` writes, one code path for both."""
     extras = harvest.store.extensions(job_id)
-    pages = (enriched(page, extras) for page in harvest.store.pages(job_id))
+    job = harvest.store.get_job(job_id)
+    records = job_pages(harvest.store, harvest.documents, job) if job else harvest.store.pages(job_id)
+    pages = (enriched(page, extras) for page in records)
     return write_jsonl(pages, out) if fmt == "jsonl" else write_csv(pages, out)
 
 

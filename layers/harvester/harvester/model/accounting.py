@@ -105,7 +105,12 @@ def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRe
     if enqueued < record.pages_enqueued:
         return record  # a reading that started over has not caught up with the checkpoint yet
     return record.model_copy(
-        update={"pages_enqueued": enqueued, "checkpoint_digest": checkpoint.digest, "probes_spent": checkpoint.probes}
+        update={
+            "pages_enqueued": enqueued,
+            "checkpoint_digest": checkpoint.digest,
+            "probes_spent": checkpoint.probes,
+            "lastmods_held": checkpoint.held,
+        }
     )
 
 

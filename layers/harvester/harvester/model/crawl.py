@@ -178,6 +178,38 @@ class SitemapCrawl(Model, kw_only=True):
         return super().model_validate(renamed(value, "last_modified", "http_last_modified"))
 
 
+class SitemapPart(Model, kw_only=True):
+    """A sitemap's part of a job's records, kept for the next jobs: the lines its complete listing gave every
+    URL it listed first, as a job that lists them again and fetches none of them writes them, without the
+    fields that are that job's own (``crawldb.parts``: the tail). A later job whose reading of the sitemap
+    gives the same document (a 304, or the same bytes) adopts the part whole when nothing it holds moved
+    since: its lines, its index rows and its counts, instead of listing the URLs one by one.
+
+    ``epoch`` is the sitemap's count of crawl-record writes (``CrawlDatabase.epoch``) when the part was made:
+    a write to any of its URLs' records since (a fetch, an orphan, another sitemap listing one) moves it on,
+    and the part is no longer the truth. ``due_at`` is the earliest ``next_fetch_time`` of its URLs and
+    ``held`` the URLs whose advanced lastmod was held back (an untrusted host): a job that fetches pages
+    adopts the part only while none of them is due. ``lines`` and ``index`` name its documents: the lines
+    without their tail and its index rows (Parquet); the crawl database keeps its URLs' keys beside it."""
+
+    sitemap: str
+    #: The document's kind (``SitemapKind``: a urlset, a feed, a text file).
+    kind: str
+    signature: str
+    listing: str
+    job_id: str
+    made_at: datetime
+    epoch: NonNegative
+    urls: NonNegative
+    lines: str
+    index: str | None = None
+    due_at: datetime | None = None
+    held: NonNegative = 0
+    #: What the reading counted (``SitemapRecord``'s): entries dropped by reason, warnings, and the entries.
+    dropped: dict[str, int] = {}
+    warnings: dict[str, int] = {}
+
+
 class HostTrust(Model, kw_only=True):
     """How far one host's sitemap ``lastmod`` has proved true.
 

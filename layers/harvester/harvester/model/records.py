@@ -19,7 +19,15 @@ from msgspec import Meta, Struct, field
 from orjson import OPT_UTC_Z, dumps
 
 from harvester.model.base import Model, NonNegative, invalid
-from harvester.model.crawl import ChangeCounts, ChangeKind, CrawlRecord, CrawlState, TrustChange, WarcLocation
+from harvester.model.crawl import (
+    ChangeCounts,
+    ChangeKind,
+    CrawlRecord,
+    CrawlState,
+    SitemapPart,
+    TrustChange,
+    WarcLocation,
+)
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body, renamed
 from harvester.sitemap.entries import Image, NewsStory, from_json
@@ -396,6 +404,9 @@ class SitemapRecord(Model, kw_only=True):
     #: on a sitemap that changed meanwhile starts over) and the lastmod probes spent on them.
     checkpoint_digest: str | None = None
     probes_spent: NonNegative = 0
+    #: URLs listed not due although their lastmod advanced since their last fetch (an untrusted host, no
+    #: lastmod probe left): a part of this reading is not adopted by a job that fetches pages.
+    lastmods_held: NonNegative = 0
     pages_new: NonNegative = 0
     children: NonNegative = 0
     dropped: dict[str, int] = {}
@@ -405,6 +416,9 @@ class SitemapRecord(Model, kw_only=True):
     document_key: str | None = None
     #: Unchanged since the site's last complete reading of it: its entries were replayed, not parsed.
     not_modified: bool = False
+    #: The sitemap's part the job adopted whole (its URLs are the job's, counted): a step delivered again
+    #: after that finishes the sitemap as it was, without reading it.
+    adopted: SitemapPart | None = None
     attempts: NonNegative = 0
     discovered_at: datetime | None = None
     finished_at: datetime | None = None

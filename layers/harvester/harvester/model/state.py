@@ -7,7 +7,7 @@ from datetime import datetime
 
 from msgspec import Struct, field
 
-from harvester.model.crawl import CrawlRecord, Fetched
+from harvester.model.crawl import CrawlRecord, Fetched, SitemapPart
 from harvester.model.records import JobCounts, JobRecord, PageRecord, SitemapStatus, SitemapURL
 
 
@@ -65,6 +65,8 @@ class Checkpoint(Struct, frozen=True):
     enqueued: int
     digest: str | None = None
     probes: int = 0
+    #: URLs listed not due although their lastmod advanced (an untrusted host, no probe left).
+    held: int = 0
 
 
 class ListedBatch(Struct, frozen=True):
@@ -77,10 +79,20 @@ class ListedBatch(Struct, frozen=True):
     feed: bytes
     #: How many records there are of each change kind.
     kinds: dict[str, int]
+    #: Their URLs' keys (``url_key``), one per line, where the store keeps them.
+    keys: str = ""
 
     @property
     def count(self) -> int:
         return sum(self.kinds.values())
+
+
+class AdoptedPart(Struct, frozen=True):
+    """A sitemap's part a job adopted (``StateStore.adopt_part``) at ``at``: its URLs are the job's, final,
+    their lines the part's with the job's tail (``crawldb.parts``)."""
+
+    part: SitemapPart
+    at: datetime
 
 
 class SitemapOutcome(Struct):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from harvester.archive.results import (
     result_key,
     stored_record,
 )
+from harvester.crawldb import parts
 from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.orphans import OrphanRule
@@ -46,9 +48,10 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.model.state import ListedBatch
+from harvester.model.state import AdoptedPart, ListedBatch
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.parts import PartMaker, adopted_lines, keep_parts_index, parts_index_key
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +160,38 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     extras = store.extensions(job_id)  # (what later listings of a URL added: few)
     records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
-    with records as lines, feed as feed_lines, IndexLines() as copy:  # (each stored when the block ends well)
+    maker = _part_maker(ctx, job, sitemaps)
+    # (each stored when the block ends well; the parts' spool let go whichever way it ends)
+    with records as lines, feed as feed_lines, IndexLines() as copy, maker or nullcontext():
         out, changed = LineWriter(Tee(lines, copy)), LineWriter(feed_lines)  # type: ignore[arg-type]
+        made_rows: list[tuple[str, str]] = []  # adopted parts' index rows: (document, the records' change)
         for item in store.job_records(job_id):
+            if isinstance(item, AdoptedPart):  # (a sitemap's part, taken whole: its lines with the job's tail)
+                if maker is not None:
+                    maker.adopted(item.part.sitemap)
+                count, kind = item.part.urls, parts.reason_of(job.request)
+                listed += count
+                succeeded += count
+                changes.add_counts({kind.value: count})
+                if not count:
+                    continue
+                block = adopted_lines(documents, job.request, item, extras)
+                if item.part.index is None or extras:  # (its index rows are made with the job's)
+                    out.add_block(block[:-1])
+                else:  # (its index rows are the part's: the lines go to the records only)
+                    out.flush()
+                    lines.write(block)
+                    made_rows.append((item.part.index, kind.value))
+                continue
             if isinstance(item, ListedBatch):  # (written straight as JSON, summarised then: copied now)
                 count = item.count
                 listed += count
                 succeeded += count
                 changes.add_counts(item.kinds)
-                out.add_block(enriched_block(item.bodies, extras) if extras else item.bodies.encode())
+                block = enriched_block(item.bodies, extras) if extras else item.bodies.encode()
+                out.add_block(block)
+                if maker is not None:
+                    maker.listed_block(block, item.keys)
                 if item.feed:
                     changed.add_block(item.feed)
                 continue
@@ -173,7 +199,13 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             stored = stored_record(body)
             listed += 1
             more = extras.get(stored["url"]) if extras else None
-            out.add(enriched_line(record_line(body), more) if more else record_line(body))
+            line = enriched_line(record_line(body), more) if more else record_line(body)
+            out.add(line)
+            if maker is not None:
+                if stored.get("fetch_reason") in UNFETCHED and stored.get("status") == UrlStatus.COMPLETED.value:
+                    maker.listed_line(line, stored)
+                else:
+                    maker.fetched_line(line, stored)
             status = stored.get("status")
             if status not in _FINAL:
                 log.error("job ended with an open URL", extra={"job_id": job_id, "url": stored.get("url")})
@@ -207,7 +239,17 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
         out.flush()
         changed.flush()
-        url_index = write_index(ctx, job_id, copy)
+        url_index = write_index(
+            ctx, job_id, copy, made_rows, keep=maker.job_rows if maker else None, site=job.request.origin
+        )
+        if maker is not None:  # (for the next jobs: its documents are the site's, not the job's)
+            made = maker.finish()
+            log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made)})
+            if url_index is not None and made and maker.listed_only and sum(p.urls for p in made) == listed:
+                # (the job's index is made of these parts' rows alone: sorted, for the next job that adopts them)
+                cached = Path(copy.folder) / "index.parquet"
+                site = job.request.origin
+                keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
     trust = _count_evidence(ctx, job, evidence)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()
@@ -247,6 +289,14 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     return result
 
 
+def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord]) -> PartMaker | None:
+    """What makes the parts of the sitemaps the job listed one by one, for the next jobs: only a complete job
+    keeps them (its readings are whole), and a run that keeps nothing keeps none."""
+    if not ctx.settings.sitemap_parts or ctx.ephemeral or job.status is not JobStatus.COMPLETED:
+        return None
+    return PartMaker(ctx, job, sitemaps)
+
+
 def collect(ctx: StepContext, job: JobRecord) -> int:
     """Gives back the space the site's crawl database no longer uses (``CrawlDatabase.collect``), of the jobs
     that ended ``collect_after_seconds`` ago or more (a job whose record expired ended long ago). After the
@@ -269,17 +319,45 @@ def collect(ctx: StepContext, job: JobRecord) -> int:
     return collected
 
 
-def write_index(ctx: StepContext, job_id: str, copy: IndexLines) -> str | None:
-    """Builds and stores the job's Parquet URL index from the copy of its record lines; its location, or
-    None when it could not be made. The records are the job's output and the index only their view (it can
-    be made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
-    hold back the result, which a retry would not get past either (a /tmp too small for a huge job)."""
+def write_index(
+    ctx: StepContext,
+    job_id: str,
+    copy: IndexLines,
+    made_rows: Sequence[tuple[str, str]] = (),
+    *,
+    keep: Path | None = None,
+    site: str | None = None,
+) -> str | None:
+    """Builds and stores the job's Parquet URL index from the copy of its record lines and the index rows of
+    the parts it adopted (``made_rows``: their documents, and their records' change); its location, or None
+    when it could not be made. The records are the job's output and the index only their view (it can be
+    made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
+    hold back the result, which a retry would not get past either (a /tmp too small for a huge job).
+
+    An index made of parts only is kept for the site too (``parts_index_key``): the next job adopting the
+    same parts takes its rows in their order, sorted already."""
     try:
         folder = Path(copy.folder)
         built = folder / "index.parquet"
-        rows = build_index(copy.finish(), built, job_id=job_id)
+        made = []
+        for n, (key, change) in enumerate(made_rows):
+            path = folder / f"rows-{n}.parquet"
+            path.write_bytes(ctx.documents.get(key))
+            made.append((path, change))
+        cache = presorted = None
+        if site is not None and made_rows and not copy.written:
+            cache = parts_index_key(site, [key for key, _ in made_rows])
+            try:
+                (folder / "sorted.parquet").write_bytes(ctx.documents.get(cache))
+                presorted = folder / "sorted.parquet"
+            except FileNotFoundError:
+                pass
+        rows = build_index(copy.finish(), built, job_id=job_id, rows=made, keep=keep, sorted_rows=presorted)
         with built.open("rb") as body:
             ctx.documents.put(index_key(job_id), body, content_type=PARQUET_TYPE)
+        if cache is not None and presorted is None:
+            assert site is not None
+            keep_parts_index(ctx.documents, site, cache, built)
     except Busy:  # (our store, not the index: the result is written again, index and all)
         raise
     except Exception:

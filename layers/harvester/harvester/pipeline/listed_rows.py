@@ -18,7 +18,7 @@ from orjson import OPT_UTC_Z, dumps
 
 from harvester.crawldb.changes import feed_time
 from harvester.crawldb.schedule import Schedule
-from harvester.model.crawl import ChangeKind, CrawlState
+from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.records import CrawlRow, ListedRow, SitemapURL, UrlStatus
 from harvester.sitemap import PageEntry
 
@@ -128,3 +128,28 @@ def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> Site
     """A page of a throwaway discovery run: what its sitemap says, final at once."""
     fields = listed_fields(url, entry, sitemap, now, status=UrlStatus.COMPLETED, finished_at=now, fetch_reason="listed")
     return SitemapURL(**fields)
+
+
+def unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
+    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
+    (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
+    base.update(
+        status=UrlStatus.COMPLETED,
+        finished_at=now,
+        fetch_reason=reason,
+        change=change,
+        crawl_state=known.state,
+        next_fetch_time=known.next_fetch_time,
+    )
+    if known.last_fetch_time is not None or known.signature is not None:  # (a URL never fetched has none of these)
+        base.update(
+            http_status=known.http_status,
+            content_type=known.content_type,
+            size=known.size,
+            signature=known.signature,
+            etag=known.etag,
+            http_last_modified=known.http_last_modified,
+            document_key=known.document_key,
+            fetch_time=known.last_fetch_time,
+        )
+    return SitemapURL(**base)

@@ -23,7 +23,7 @@ from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, url_shar
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import body_of, url_key
 
 
@@ -103,6 +103,14 @@ class DynamoCrawlDatabase:
             if found.get("Items"):
                 return None
         return 0
+
+    def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
+        """None: the DynamoDB layout keeps no sitemap parts yet, so every reading lists its URLs one by one
+        (their epochs are not counted either: ``put_part`` keeps nothing)."""
+        return None, 0
+
+    def put_part(self, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
+        return False
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         item = self.client.get_item(

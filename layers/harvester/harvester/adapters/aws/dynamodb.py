@@ -19,6 +19,7 @@ from harvester.adapters.aws.page_batches import PageBatches
 from harvester.adapters.aws.page_listing import PageListing
 from harvester.adapters.aws.sitemap_items import SitemapItems
 from harvester.model import accounting
+from harvester.model.crawl import SitemapPart
 from harvester.model.records import (
     CrawlWrite,
     JobCounts,
@@ -31,6 +32,7 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.model.state import (
+    AdoptedPart,
     Checkpoint,
     JobSnapshot,
     Lease,
@@ -147,8 +149,14 @@ class DynamoStateStore:
     def page_bodies(self, job_id: str) -> Iterator[str]:
         return self.batches.page_bodies(job_id)
 
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
         return self.batches.page_bodies(job_id)
+
+    def adopt_part(
+        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+    ) -> bool:
+        """Never: the DynamoDB layout keeps no sitemap parts yet (``DynamoCrawlDatabase.sitemap_part``)."""
+        return False
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         return self.batches.get_page(job_id, url)

@@ -91,5 +91,8 @@ class S3DocumentStore:
             for obj in page.get("Contents", []):
                 yield obj["Key"]
 
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)  # (S3 answers a missing key as deleted)
+
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

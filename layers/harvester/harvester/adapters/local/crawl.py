@@ -11,15 +11,19 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 
+import orjson
+
+from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction, select_in
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import CrawlWrite, body_of, url_key
 
 _PAGE_SIZE = 1000
 
 
-def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
-    """One versioned write inside the caller's transaction; False when the stored version moved on."""
+def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite, *, writer: str) -> bool:
+    """One versioned write inside the caller's transaction (by the job ``writer``, moving the epoch of the
+    sitemap the record names); False when the stored version moved on."""
     body = body_of(record)
     if record.version == 1:
         cursor = db.execute(
@@ -31,7 +35,11 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlRecord) -> bool:
             "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?",
             (record.version, body, site, record.url, record.version - 1),
         )
-    return cursor.rowcount == 1
+    if cursor.rowcount != 1:
+        return False
+    named = record.sitemap if isinstance(record, CrawlRecord) else orjson.loads(record.body).get("sitemap")
+    part_rows.touch(db, site, [named], writer)
+    return True
 
 
 def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> list[str]:
@@ -42,14 +50,18 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> l
     return [r.url for r in records if stored.get(r.url, 0) != r.version - 1]
 
 
-def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> bool:
+def write_listed(
+    db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite], *, writer: str, sitemap: str
+) -> bool:
     """Writes the crawl records a batch of listed URLs moves, in the caller's transaction, each conditioned
     on the version it was decided on (an INSERT for a new record, an UPDATE of the version before): False
     when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked
     after the writes, not before: a conflict is rare, and a read of every record first would be a query
-    per 500 URLs on every batch."""
+    per 500 URLs on every batch. The epochs of the sitemaps the records name move with them: ``sitemap``,
+    the one listing them, and those they named before (read first)."""
     new = [(site, r.url, body_of(r)) for r in records if r.version == 1]
     moved = [(r.version, body_of(r), site, r.url, r.version - 1) for r in records if r.version > 1]
+    named = part_rows.sitemaps_of(db, site, [m[3] for m in moved]) if moved else set()
     applied = 0
     if new:
         insert = "INSERT INTO crawl_urls (site, url, version, body) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING"
@@ -57,6 +69,7 @@ def write_listed(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite
     if moved:
         update = "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?"
         applied += db.executemany(update, moved).rowcount
+    part_rows.touch(db, site, [*named, sitemap], writer)  # (rolled back with a failed batch)
     return applied == len(records)
 
 
@@ -67,28 +80,37 @@ class SqliteCrawlDatabase:
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         sql = "SELECT body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
         found: dict[str, CrawlRecord] = {}
+        listings = part_rows.Listings(self.conn, site)
         for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(urls))):
-            record = CrawlRecord.model_validate_json(body)
+            record = listings.resolve(CrawlRecord.model_validate_json(body))
             found[record.url] = record
         return found
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         with Transaction(self.conn) as db:
-            return [r.url for r in records if not write_url(db, site, r)]
+            return [r.url for r in records if not write_url(db, site, r, writer=_writer(r))]
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         last = ""
-        # Left out in SQL, so that the records are not parsed only to be skipped.
-        unlisted = " AND json_extract(body, '$.last_listed_job') IS NOT ?" if unless_listed_by else ""
+        # Left out in SQL, so that the records are not parsed only to be skipped: those the job listed, and
+        # those of the parts it adopted (still as their maker listed them).
+        unlisted = (
+            " AND json_extract(body, '$.last_listed_job') IS NOT ? AND NOT EXISTS (SELECT 1 FROM job_parts p"
+            " WHERE p.job_id = ? AND p.site = crawl_urls.site AND p.sitemap = json_extract(body, '$.sitemap')"
+            " AND p.made_by = json_extract(body, '$.last_listed_job'))"
+            if unless_listed_by
+            else ""
+        )
         sql = f"SELECT url, body FROM crawl_urls WHERE site = ? AND url > ?{unlisted} ORDER BY url LIMIT {_PAGE_SIZE}"
+        listings = part_rows.Listings(self.conn, site)
         while True:
-            params = (site, last, unless_listed_by) if unless_listed_by else (site, last)
+            params = (site, last, unless_listed_by, unless_listed_by) if unless_listed_by else (site, last)
             rows = self.conn.execute(sql, params).fetchall()
             if not rows:
                 return
             for url, body in rows:
                 last = url
-                yield CrawlRecord.model_validate_json(body)
+                yield listings.resolve(CrawlRecord.model_validate_json(body))
 
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
@@ -104,7 +126,8 @@ class SqliteCrawlDatabase:
         for site in self.sites():
             row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND url = ?", (site, url)).fetchone()
             if row is not None:
-                found.append((site, CrawlRecord.model_validate_json(row[0])))
+                record = CrawlRecord.model_validate_json(row[0])
+                found.append((site, part_rows.Listings(self.conn, site).resolve(record)))
         return found
 
     def sites(self) -> list[str]:
@@ -112,6 +135,12 @@ class SqliteCrawlDatabase:
             "SELECT DISTINCT site FROM crawl_urls UNION SELECT site FROM crawl_sitemaps ORDER BY 1"
         ).fetchall()
         return [r[0] for r in rows]
+
+    def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
+        return part_rows.part_of(self.conn, site, sitemap)
+
+    def put_part(self, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
+        return part_rows.put_part(self.conn, site, part, keys)
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         row = self.conn.execute(
@@ -151,3 +180,11 @@ class SqliteCrawlDatabase:
                     (record.version, body_of(record), record.site, record.version - 1),
                 )
             return cursor.rowcount == 1
+
+
+def _writer(record: CrawlWrite) -> str:
+    """The job a record written outside a job's own steps comes from (an orphan's, or its listing's); a
+    record given as stored text names none, and counts as every other job's write."""
+    if isinstance(record, CrawlRecord):
+        return record.orphaned_job or record.last_listed_job
+    return ""

@@ -20,7 +20,7 @@ from harvester.patience import PATIENCE, Busy
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 #: Seconds SQLite waits for another connection's lock before a write is refused; a write waits at most
 #: LOCK_WAIT_MAX in all (the patience's back-offs between), then it is raised as Busy.
 BUSY_TIMEOUT = 30.0
@@ -29,7 +29,7 @@ CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9}
+_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
@@ -78,6 +78,8 @@ _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
 ALTER TABLE url_batches ADD COLUMN kinds TEXT
 """
+
+#: Since version 11 a site's sitemaps have parts (``part_rows.py``): three tables of their own, created.
 
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 _SCHEMA = f"""
@@ -165,6 +167,32 @@ CREATE TABLE IF NOT EXISTS crawl_sitemaps (
     fetched_at REAL NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (site, key)
+);
+CREATE TABLE IF NOT EXISTS crawl_parts (
+    site TEXT NOT NULL,
+    sitemap TEXT NOT NULL,
+    epoch INTEGER NOT NULL DEFAULT 0,
+    writers TEXT NOT NULL DEFAULT '{{}}',
+    part TEXT,
+    adopted_by TEXT,
+    adopted_at TEXT,
+    PRIMARY KEY (site, sitemap)
+);
+CREATE TABLE IF NOT EXISTS part_keys (
+    site TEXT NOT NULL,
+    sitemap TEXT NOT NULL,
+    made_by TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    PRIMARY KEY (site, sitemap, made_by)
+);
+CREATE TABLE IF NOT EXISTS job_parts (
+    job_id TEXT NOT NULL,
+    sitemap TEXT NOT NULL,
+    site TEXT NOT NULL,
+    made_by TEXT NOT NULL,
+    adopted_at TEXT NOT NULL,
+    part TEXT NOT NULL,
+    PRIMARY KEY (job_id, sitemap)
 );
 CREATE TABLE IF NOT EXISTS crawl_sites (
     site TEXT PRIMARY KEY,

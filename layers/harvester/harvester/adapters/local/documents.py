@@ -94,6 +94,9 @@ class FolderDocumentStore:
                 if key.startswith(prefix):
                     yield key
 
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
     def delete_folder(self, prefix: str) -> None:
         """Removes the documents under ``prefix`` (a job's result files: ``jobs/<job id>``)."""
         path = self._path(prefix)

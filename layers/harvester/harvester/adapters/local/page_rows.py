@@ -11,15 +11,18 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from itertools import groupby
 
 from harvester.adapters.local import crawl as crawldb
+from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction
 from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.record_rows import job_bodies, put_record
 from harvester.adapters.local.sitemap_rows import SitemapRows
 from harvester.keyset import KeySet, bits_of
 from harvester.model import accounting
+from harvester.model.crawl import SitemapPart
 from harvester.model.records import (
     CrawlWrite,
     JobCounts,
@@ -30,7 +33,16 @@ from harvester.model.records import (
     body_of,
     url_key,
 )
-from harvester.model.state import Checkpoint, Lease, ListedBatch, PageOutcome, PageRetry, Recorded, Settled
+from harvester.model.state import (
+    AdoptedPart,
+    Checkpoint,
+    Lease,
+    ListedBatch,
+    PageOutcome,
+    PageRetry,
+    Recorded,
+    Settled,
+)
 
 #: The condition of the partial index ``urls_open``, written as it is there so that SQLite uses it.
 _OPEN = "status IN ('pending', 'processing')"
@@ -86,7 +98,7 @@ class PageRows:
                 fresh = [pages[i] for i in taken]
                 if site is not None and writes:
                     moved = [writes[p.url] for p in fresh if p.url in writes]
-                    if not crawldb.write_listed(db, site, moved):
+                    if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url):
                         raise _Moved  # (rolls the batch back)
                 _insert_pages(db, job_id, fresh)
                 self.sitemap_rows.recorded(
@@ -126,6 +138,54 @@ class PageRows:
             raise
         return taken
 
+    def adopt_part(
+        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+    ) -> bool:
+        """The job takes the sitemap's part whole (see ``StateStore.adopt_part``): refused when the sitemap's
+        reading recorded pages already, the part is no longer current, or one of its URLs is the job's
+        already (another sitemap listed it first)."""
+        taken: list[int] = []
+        keys: list[int] = []
+        try:
+            with Transaction(self.conn) as db:
+                sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
+                if sitemap.pages_recorded:
+                    return False
+                if self._has_records(job_id):  # (else none is the job's: its keys are read if ever needed)
+                    try:
+                        stored = part_rows.part_keys(db, site, part.sitemap, part.job_id)
+                    except LookupError:
+                        return False
+                    keys = [bits_of(k) for k in stored]
+                    self._take_new(job_id, keys, taken)
+                    if len(taken) != len(keys):
+                        raise _Moved
+                if not part_rows.adopt(db, job_id, site, part, at):
+                    raise _Moved
+                counts = JobCounts(urls_total=part.urls, urls_succeeded=part.urls)
+                taking = sitemap.model_copy(update={"adopted": part})
+                self.sitemap_rows.recorded(db, job_id, taking, part.urls, counts, Checkpoint(part.urls), lease)
+        except _Moved:
+            self._forget(job_id, keys, taken)
+            return False
+        except BaseException:
+            self._forget(job_id, keys, taken)
+            raise
+        return True
+
+    def adopted(self, job_id: str) -> list[AdoptedPart]:
+        return [AdoptedPart(part, at) for part, at, _ in part_rows.adopted_by(self.conn, job_id)]
+
+    def _has_records(self, job_id: str) -> bool:
+        """Whether a URL could be the job's already, other than through the parts it adopted: those are never
+        the same URLs (a URL one lists, written since by a listing of another, moved the epoch of both)."""
+        if job_id in self._recorded_keys:
+            return True
+        return any(
+            self.conn.execute(f"SELECT 1 FROM {table} WHERE job_id = ? LIMIT 1", (job_id,)).fetchone()
+            for table in ("urls", "url_batches")
+        )
+
     def forget_job(self, job_id: str) -> None:
         """Drops the job's keys from memory (its rows are gone, or it is over): read again if ever needed."""
         self._recorded_keys.pop(job_id, None)
@@ -154,6 +214,9 @@ class PageRows:
                 keys.add(bits_of(key))
             for (batch,) in self.conn.execute("SELECT keys FROM url_batches WHERE job_id = ?", (job_id,)):
                 for key in batch.split("\n"):
+                    keys.add(bits_of(key))
+            for part, _, site in part_rows.adopted_by(self.conn, job_id):
+                for key in part_rows.part_keys(self.conn, site, part.sitemap, part.job_id):
                     keys.add(bits_of(key))
         return keys
 
@@ -190,7 +253,11 @@ class PageRows:
                 page = outcome.record
                 if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
                     continue
-                if site is not None and outcome.crawl is not None and not crawldb.write_url(db, site, outcome.crawl):
+                if (
+                    site is not None
+                    and outcome.crawl is not None
+                    and not crawldb.write_url(db, site, outcome.crawl, writer=job_id)
+                ):
                     settled.stale.append(page.url)
                     continue
                 put_record(db, "urls", job_id, page, None, only=_OPEN)
@@ -230,26 +297,30 @@ class PageRows:
         yield from job_bodies(self.conn, "urls", job_id, None)
         yield from self._batched_bodies(job_id)
 
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
         yield from job_bodies(self.conn, "urls", job_id, None)
-        for bodies, feed, kinds in self._batches(job_id):
+        for keys, bodies, feed, kinds in self._batches(job_id):
             if kinds is None:
                 yield from bodies.split("\n")
             else:
-                yield ListedBatch(bodies=bodies, feed=feed, kinds=json.loads(kinds))
+                yield ListedBatch(bodies=bodies, feed=feed, kinds=json.loads(kinds), keys=keys)
+        yield from self.adopted(job_id)
 
     def _batched_bodies(self, job_id: str) -> Iterator[str]:
-        for bodies, _, _ in self._batches(job_id):
+        for _, bodies, _, _ in self._batches(job_id):
             yield from bodies.split("\n")
 
-    def _batches(self, job_id: str) -> Iterator[tuple[str, bytes, str | None]]:
-        """The records batches made final at once (with their summary, if any), in the order they were
-        listed: a batch at a time."""
+    def _batches(self, job_id: str) -> Iterator[tuple[str, str, bytes, str | None]]:
+        """The records batches made final at once (their keys, bodies and summary, if any), in the order
+        they were listed: a batch at a time."""
         last = 0
-        sql = "SELECT rowid, bodies, feed, kinds FROM url_batches WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT 1"
+        sql = (
+            "SELECT rowid, keys, bodies, feed, kinds FROM url_batches WHERE job_id = ? AND rowid > ?"
+            " ORDER BY rowid LIMIT 1"
+        )
         while (row := self.conn.execute(sql, (job_id, last)).fetchone()) is not None:
             last = row[0]
-            yield row[1], row[2], row[3]
+            yield row[1], row[2], row[3], row[4]
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         """An open record through the key index; a final one by reading the job's final records (no

@@ -17,6 +17,7 @@ from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.page_rows import PageRows
 from harvester.adapters.local.sitemap_rows import SitemapRows
 from harvester.model import accounting
+from harvester.model.crawl import SitemapPart
 from harvester.model.records import (
     CrawlWrite,
     JobCounts,
@@ -29,6 +30,7 @@ from harvester.model.records import (
     UrlStatus,
 )
 from harvester.model.state import (
+    AdoptedPart,
     Checkpoint,
     JobSnapshot,
     Lease,
@@ -191,6 +193,11 @@ class SqliteStateStore:
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
         return self.sitemap_rows.sitemaps(job_id, status=status)
 
+    def adopt_part(
+        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+    ) -> bool:
+        return self.page_rows.adopt_part(job_id, sitemap_url, part, lease, site=site, at=at)
+
     # pages ----------------------------------------------------------------------------------------
 
     def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
@@ -212,7 +219,7 @@ class SqliteStateStore:
         each kind in the order it was listed."""
         return self.page_rows.page_bodies(job_id)
 
-    def job_records(self, job_id: str) -> Iterator[str | ListedBatch]:
+    def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
         return self.page_rows.job_records(job_id)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
@@ -224,4 +231,6 @@ class SqliteStateStore:
         return self.job_rows.release_leases(job_id)
 
     def recount(self, job_id: str) -> JobCounts:
-        return accounting.recount(self.sitemaps(job_id), self.pages(job_id))
+        adopted = sum(item.part.urls for item in self.page_rows.adopted(job_id))
+        listed = accounting.recount(self.sitemaps(job_id), self.pages(job_id))
+        return listed + JobCounts(urls_total=adopted, urls_succeeded=adopted)

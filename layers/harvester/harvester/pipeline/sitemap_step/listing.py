@@ -19,16 +19,15 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from harvester.crawldb.crawl_state import listed, listing_change
-from harvester.crawldb.schedule import due
+from harvester.crawldb.schedule import due, lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl
 from harvester.model.messages import PageTask, Refetch
 from harvester.model.records import CrawlRow, JobRecord, ListedRow, SitemapRecord, SitemapURL, UrlStatus
 from harvester.model.state import Checkpoint, Lease
 from harvester.pipeline.context import StepContext
-from harvester.pipeline.listed_rows import first_listings, listed_fields
+from harvester.pipeline.listed_rows import first_listings, listed_fields, unfetched
 from harvester.pipeline.ranking import rank, rank_of
 from harvester.sitemap import PageEntry
 from harvester.urls import host_of
@@ -67,6 +66,7 @@ class PageListing:
         self.enqueued = 0 if resend else record.pages_enqueued
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
+        self.held = record.lastmods_held  # URLs not due whose lastmod advanced (no probe left)
         self._site: SiteCrawl | None = None
 
     def afresh(self) -> PageListing:
@@ -74,7 +74,7 @@ class PageListing:
         recorded before (``record_pages`` counts only new ones), their tasks are sent again. The lastmod
         probes spent stay spent, and the site's crawl record looked up stays known."""
         fresh = PageListing(self.ctx, self.job, self.record, self.lease, resend=True)
-        fresh.probes, fresh._site = self.probes, self._site
+        fresh.probes, fresh.held, fresh._site = self.probes, self.held, self._site
         return fresh
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
@@ -143,7 +143,7 @@ class PageListing:
             self.ctx.store.add_extensions(self.job.job_id, later)
 
     def _checkpoint(self, enqueued: int) -> Checkpoint:
-        return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes)
+        return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes, held=self.held)
 
     def _record(
         self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
@@ -171,10 +171,10 @@ class PageListing:
                 self.ctx.found(self.record.url, [fresh[i] for i in new])
             return []  # (nothing to send: a throwaway run fetches no page)
         new: list[SitemapURL | ListedRow] = []
-        probes = self.probes
+        probes, held = self.probes, self.held
         first_crawl = self.ctx.first_crawl(self.job)
         for attempt in range(STALE_ATTEMPTS):
-            self.probes = probes
+            self.probes, self.held = probes, held
             lookup = attempt > 0 or not first_crawl
             priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
             now = self.ctx.clock()  # (one time for a batch: it is one write)
@@ -240,7 +240,8 @@ class PageListing:
         change = listing_change(prior)
         base = listed_fields(url, entry, self.record.url, now)
         if not self.request.fetch_pages:
-            return _unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
+            self.held += lastmod_advanced(known, entry.lastmod)  # (a job fetching pages would fetch it)
+            return unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
         decision = due(
             known,
             new=prior is None,
@@ -251,7 +252,8 @@ class PageListing:
             may_probe=self.probes < self.ctx.settings.lastmod_probes,
         )
         if decision.reason is None:
-            return _unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
+            self.held += lastmod_advanced(known, entry.lastmod)
+            return unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
         self.probes += decision.probe
         # The page step fetches on this snapshot (its validators, its signature) and writes it, moved by
         # the fetch, as version ``known.version``: conditioned on the version this listing read.
@@ -275,28 +277,3 @@ class PageListing:
             priority=entry.priority,
             rank=order,
         )
-
-
-def _unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
-    """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
-    (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
-    base.update(
-        status=UrlStatus.COMPLETED,
-        finished_at=now,
-        fetch_reason=reason,
-        change=change,
-        crawl_state=known.state,
-        next_fetch_time=known.next_fetch_time,
-    )
-    if known.last_fetch_time is not None or known.signature is not None:  # (a URL never fetched has none of these)
-        base.update(
-            http_status=known.http_status,
-            content_type=known.content_type,
-            size=known.size,
-            signature=known.signature,
-            etag=known.etag,
-            http_last_modified=known.http_last_modified,
-            document_key=known.document_key,
-            fetch_time=known.last_fetch_time,
-        )
-    return SitemapURL(**base)

@@ -23,10 +23,11 @@ from contextlib import ExitStack
 
 from msgspec import Struct
 
+from harvester.crawldb import parts
 from harvester.crawldb.crawl_state import http_error
 from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
-from harvester.model.crawl import SitemapCrawl, WarcLocation
+from harvester.model.crawl import SitemapCrawl, SitemapPart, WarcLocation
 from harvester.model.messages import Output, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus
 from harvester.model.state import Lease, SitemapOutcome
@@ -98,7 +99,8 @@ class SitemapReading:
     async def run(self) -> SitemapOutcome | Retry:
         try:
             try:
-                outcome = await self._read()
+                adopted = self.record.adopted  # (by a delivery that stopped before it finished the sitemap)
+                outcome = self._adopted(adopted) if adopted is not None else await self._read()
             except ListingMoved:
                 log.info(
                     "sitemap changed since its checkpoint; reading it again from the start",
@@ -196,11 +198,16 @@ class SitemapReading:
         parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
         if not_modified:
             assert prior is not None
-            if not await self._replay(prior, parser):
+            part = self._adopt(prior)
+            if part is None and not await self._replay(prior, parser):
                 return None
             if self.request.output is Output.WARC and prior.warc is not None:
                 await page_archive.store_sitemap(self.ctx, self.job, self.record, response, revisits=prior.warc)
             remembered.refresh(self.ctx, self.site, prior, response.headers)
+            if part is not None:
+                return self._adopted(
+                    part, final_url=final_url, http_status=response.status_code, document_key=prior.document_key
+                )
             return self._outcome(
                 parser,
                 final_url,
@@ -332,6 +339,43 @@ class SitemapReading:
                 await pause()
             if parser.finished:
                 return
+
+    def _adopted(
+        self,
+        part: SitemapPart,
+        *,
+        final_url: str | None = None,
+        http_status: int = 304,
+        document_key: str | None = None,
+    ) -> SitemapOutcome:
+        """The outcome of a reading whose part was adopted whole: as the reading that made it ended."""
+        self.screen.dropped.update(part.dropped)
+        return SitemapOutcome(
+            status=SitemapStatus.COMPLETED,
+            kind=part.kind,
+            final_url=final_url,
+            http_status=http_status,
+            warnings=dict(part.warnings),
+            document_key=document_key,
+            not_modified=True,
+        )
+
+    def _adopt(self, prior: SitemapCrawl) -> SitemapPart | None:
+        """The sitemap's part, when the job could adopt it whole (the same document, nothing in it moved or
+        due: ``parts.adoptable``) and did; else None, and the stored copy is replayed entry by entry."""
+        ctx = self.ctx
+        if not ctx.settings.sitemap_parts or ctx.ephemeral or self.record.pages_recorded:
+            return None
+        part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
+        now = ctx.clock()
+        why = parts.adoptable(part, signature=prior.signature, request=self.request, epoch=epoch, now=now)
+        if why is not None:
+            log.debug("sitemap part not adopted", extra={"url": self.record.url, "reason": why})
+            return None
+        assert part is not None
+        if not ctx.store.adopt_part(self.job.job_id, self.record.url, part, self.lease, site=self.site, at=now):
+            return None
+        return part
 
     async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
         """The sitemap did not change (304): the document its last complete reading stored is parsed instead,

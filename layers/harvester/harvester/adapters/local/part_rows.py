@@ -1,0 +1,152 @@
+"""A site's sitemap parts in the state file (``crawl_parts``, ``part_keys``) and the parts each job adopted
+(``job_parts``): see ``SitemapPart`` and ``crawldb.parts``.
+
+``crawl_parts`` has a row per site and sitemap: the sitemap's epoch (a count of writes to the crawl records
+that name it, moved by every write in the same transaction: ``touch``), the jobs that made those writes and
+when (``writers``), and its current part with its latest adoption. The part's URL keys (what makes a URL
+new to a job that adopted it) are a row of ``part_keys``, kept while the part is current or a job that has
+not ended adopted it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+
+from harvester.adapters.local.database import Transaction
+from harvester.model.crawl import CrawlRecord, SitemapPart
+from harvester.model.records import body_of
+
+_TOUCH = (
+    "INSERT INTO crawl_parts (site, sitemap, epoch, writers) VALUES (?, ?, 1, json_object(?, json_array(1, 1)))"
+    " ON CONFLICT (site, sitemap) DO UPDATE SET epoch = epoch + 1, writers = json_set(writers, '$.' || json_quote(?),"
+    " json_array(coalesce(json_extract(writers, '$.' || json_quote(?) || '[0]'), epoch + 1), epoch + 1))"
+)
+_OPEN_JOBS = "SELECT job_id FROM jobs WHERE status IN ('pending', 'in_progress')"
+
+
+def touch(db: sqlite3.Connection, site: str, sitemaps: Iterable[str | None], writer: str) -> None:
+    """Moves the epoch of each sitemap (``writer`` wrote a crawl record naming it), in the caller's
+    transaction; ``writers`` keeps the epochs of each job's first and last such write."""
+    rows = [(site, s, writer, writer, writer) for s in dict.fromkeys(sitemaps) if s is not None]
+    if rows:
+        db.executemany(_TOUCH, rows)
+
+
+def touch_records(db: sqlite3.Connection, site: str, records: Iterable[CrawlRecord], writer: str) -> None:
+    touch(db, site, (r.sitemap for r in records), writer)
+
+
+def sitemaps_of(db: sqlite3.Connection, site: str, urls: Sequence[str]) -> set[str]:
+    """The sitemaps the stored records of ``urls`` name (before a write that may name another)."""
+    named: set[str] = set()
+    for start in range(0, len(urls), 500):
+        chunk = urls[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT DISTINCT json_extract(body, '$.sitemap') FROM crawl_urls WHERE site = ? AND url IN ({marks})"
+        named.update(s for (s,) in db.execute(sql, (site, *chunk)) if s is not None)
+    return named
+
+
+def part_of(conn: sqlite3.Connection, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
+    row = conn.execute("SELECT part, epoch FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, sitemap)).fetchone()
+    if row is None:
+        return None, 0
+    return (SitemapPart.model_validate_json(row[0]) if row[0] else None), int(row[1])
+
+
+def put_part(conn: sqlite3.Connection, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
+    """Makes ``part`` the sitemap's if its epoch is still the part's and no other job wrote a record naming
+    the sitemap since the part's job first did (its lines were read before: each of its URLs was written
+    by its job, conditioned on the version it had read); False otherwise. The part it replaces is let go."""
+    with Transaction(conn) as db:
+        row = db.execute(
+            "SELECT epoch, writers FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, part.sitemap)
+        ).fetchone()
+        epoch, writers = (int(row[0]), json.loads(row[1])) if row else (0, {})
+        own = writers.get(part.job_id)
+        if epoch != part.epoch or (own is None and part.urls):
+            return False
+        first = own[0] if own else epoch + 1
+        if any(job != part.job_id and last >= first for job, (_, last) in writers.items()):
+            return False
+        kept = {part.job_id: own} if own else {}  # (a write before ``first`` is in what the part read)
+        db.execute(
+            "INSERT INTO crawl_parts (site, sitemap, epoch, writers, part) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (site, sitemap) DO UPDATE SET writers = excluded.writers, part = excluded.part,"
+            " adopted_by = NULL, adopted_at = NULL",
+            (site, part.sitemap, epoch, json.dumps(kept), body_of(part)),
+        )
+        db.execute(
+            "INSERT OR REPLACE INTO part_keys (site, sitemap, made_by, keys) VALUES (?, ?, ?, ?)",
+            (site, part.sitemap, part.job_id, "\n".join(keys)),
+        )
+        db.execute(
+            f"DELETE FROM part_keys WHERE site = ? AND sitemap = ? AND made_by != ? AND made_by NOT IN"
+            f" (SELECT made_by FROM job_parts WHERE site = ? AND sitemap = ? AND job_id IN ({_OPEN_JOBS}))",
+            (site, part.sitemap, part.job_id, site, part.sitemap),
+        )
+        return True
+
+
+def adopt(db: sqlite3.Connection, job_id: str, site: str, part: SitemapPart, at: datetime) -> bool:
+    """Records, in the caller's transaction, that the job adopted ``part``: False when it is no longer the
+    sitemap's current part at its epoch."""
+    stored, epoch = part_of(db, site, part.sitemap)
+    if stored is None or stored.job_id != part.job_id or epoch != part.epoch:
+        return False
+    db.execute(
+        "INSERT OR IGNORE INTO job_parts (job_id, sitemap, site, made_by, adopted_at, part) VALUES (?, ?, ?, ?, ?, ?)",
+        (job_id, part.sitemap, site, part.job_id, _text(at), body_of(part)),
+    )
+    db.execute(
+        "UPDATE crawl_parts SET adopted_by = ?, adopted_at = ? WHERE site = ? AND sitemap = ?"
+        " AND (adopted_at IS NULL OR adopted_at <= ?)",
+        (job_id, _text(at), site, part.sitemap, _text(at)),
+    )
+    return True
+
+
+def part_keys(conn: sqlite3.Connection, site: str, sitemap: str, made_by: str) -> list[str]:
+    row = conn.execute(
+        "SELECT keys FROM part_keys WHERE site = ? AND sitemap = ? AND made_by = ?", (site, sitemap, made_by)
+    ).fetchone()
+    if row is None:
+        raise LookupError(f"the URL keys of the part of {sitemap} made by job {made_by} are gone")
+    return row[0].split("\n") if row[0] else []
+
+
+def adopted_by(conn: sqlite3.Connection, job_id: str) -> Iterator[tuple[SitemapPart, datetime, str]]:
+    """The parts the job adopted, with when and the site's name for them, in the order it adopted them."""
+    rows = conn.execute(
+        "SELECT part, adopted_at, site FROM job_parts WHERE job_id = ? ORDER BY adopted_at, sitemap", (job_id,)
+    ).fetchall()
+    for body, at, site in rows:
+        yield SitemapPart.model_validate_json(body), datetime.fromisoformat(at), site
+
+
+class Listings:
+    """The latest adoption of each current part of a site: what makes the records its maker listed count as
+    listed by the job that adopted it (``resolve``), as they would be had that job listed them one by one."""
+
+    def __init__(self, conn: sqlite3.Connection, site: str) -> None:
+        rows = conn.execute(
+            "SELECT sitemap, json_extract(part, '$.job_id'), adopted_by, adopted_at FROM crawl_parts"
+            " WHERE site = ? AND adopted_by IS NOT NULL",
+            (site,),
+        ).fetchall()
+        self.adopted = {(sitemap, made_by): (job, at) for sitemap, made_by, job, at in rows}
+
+    def resolve(self, record: CrawlRecord) -> CrawlRecord:
+        adoption = self.adopted.get((record.sitemap, record.last_listed_job)) if self.adopted else None
+        if adoption is None:
+            return record
+        job, at = adoption
+        return record.model_copy(update={"last_listed_job": job, "last_listed": datetime.fromisoformat(at)})
+
+
+def _text(at: datetime) -> str:
+    """A time as the rows keep it: UTC, to the microsecond, in one form (so that text compares as time)."""
+    return at.astimezone(UTC).isoformat(timespec="microseconds")

@@ -1,0 +1,107 @@
+"""A sitemap's part of a job's records, and when a later job may adopt it whole (see ``SitemapPart``).
+
+A job that lists a URL it does not fetch writes it one line: what the sitemap said, what the crawl database
+knows of it, then the fields that are the job's own, always last and always the same four::
+
+    ...,"discovered_at":"<when>","finished_at":"<when>","fetch_reason":"<why>","change":"<kind>"}
+
+Everything before that tail depends on the sitemap's entry and the URL's crawl record only. So a part keeps
+its lines without the tail (``strip``), and a job that adopts it writes each with its own (``tail``): one
+time for the whole part (the time it adopted it), ``listed`` for a job that fetches nothing, ``not_due``
+for one that fetches what is due. Those are the lines the job would have written listing the URLs one by
+one, on the same crawl records, at that time: ``adoptable`` says when that holds.
+
+What a later job may adopt is fixed by what shapes the lines: the sitemap's document (its signature), the
+options that choose the pages a listing keeps (``listing_of``), and this format (``PART_FORMAT``, moved
+whenever a line's fields change).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+
+from orjson import OPT_UTC_Z, dumps
+
+from harvester.model.crawl import ChangeKind, SitemapPart
+from harvester.model.messages import JobRequest, Refetch
+from harvester.sitemap.entries import SitemapKind
+
+#: The documents that list pages and nothing else: only their readings have parts (an index's children are
+#: followed by each job that reads it, a robots.txt's too).
+PAGE_KINDS = frozenset(
+    {SitemapKind.URLSET.value, SitemapKind.RSS.value, SitemapKind.ATOM.value, SitemapKind.TEXT.value}
+)
+
+#: Moved whenever the lines a listing writes change shape: parts made before are then not adopted.
+PART_FORMAT = 1
+
+#: Where a line's tail starts. The raw sequence cannot occur inside a JSON string (its quotes would be
+#: escaped), and no extension has such a key: the last one in a line is the field.
+_TAIL_START = b',"discovered_at":'
+_TAIL = re.compile(
+    rb',"discovered_at":"[^"]+","finished_at":"[^"]+","fetch_reason":"(?:listed|not_due)",'
+    rb'"change":"(?:new|back|listed|not_due)"\}\Z'
+)
+
+
+def listing_of(request: JobRequest) -> str:
+    """What a job's options do to a sitemap's listing (the page patterns and the scope keep or drop its
+    URLs; the site names them), with the part format: two jobs with the same value list a document alike."""
+    shape = [PART_FORMAT, request.origin, list(request.include), list(request.exclude), str(request.scope)]
+    return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
+
+
+def reason_of(request: JobRequest) -> ChangeKind:
+    """The ``fetch_reason`` and ``change`` of a URL a job lists and does not fetch (not new, not back)."""
+    return ChangeKind.NOT_DUE if request.fetch_pages else ChangeKind.LISTED
+
+
+def tail(at: datetime, kind: ChangeKind) -> bytes:
+    """The fields a job writes last on a line of a URL it listed at ``at`` and did not fetch."""
+    when, name = dumps(at, option=OPT_UTC_Z), kind.value.encode()
+    return b'%s%s,"finished_at":%s,"fetch_reason":"%s","change":"%s"}' % (_TAIL_START, when, when, name, name)
+
+
+def strip(line: bytes) -> bytes | None:
+    """The line without its tail, or None when the line is not one of a URL listed and not fetched (its
+    tail is not the four fields above)."""
+    start = line.rfind(_TAIL_START)
+    if start < 0 or _TAIL.match(line, start) is None:
+        return None
+    return line[:start]
+
+
+def render(stripped: bytes, at: datetime, kind: ChangeKind) -> bytes:
+    """A part's lines (``stripped`` joined, each ending with a newline) with the adopting job's tail."""
+    return stripped.replace(b"\n", tail(at, kind) + b"\n")
+
+
+def adoptable(
+    part: SitemapPart | None,
+    *,
+    signature: str | None,
+    request: JobRequest,
+    epoch: int,
+    now: datetime,
+) -> str | None:
+    """Why a job reading the sitemap at ``now`` (its document's ``signature``; the sitemap's crawl ``epoch``)
+    may not adopt ``part``, or None when its lines are the ones the job's listing would write."""
+    if part is None:
+        return "no part"
+    if signature is None or part.signature != signature:
+        return "another document"
+    if part.listing != listing_of(request):
+        return "other options"
+    if part.epoch != epoch:
+        return "its URLs' records moved since"
+    if request.fetch_pages:
+        if request.refetch is Refetch.ALL:
+            return "every URL is fetched"
+        if part.held:
+            return "a lastmod was held back"
+        if part.due_at is not None and now >= part.due_at:
+            return "a URL is due"
+    return None

@@ -1,0 +1,218 @@
+"""A cycle that adopts its unchanged sitemaps' parts writes what a cycle listing every entry writes.
+
+The same site is crawled through the re-crawl bench's cycles (a first crawl; unchanged; 1 % and 10 % of the
+pages changed; 1 % removed and 1 % added) into two state directories side by side: one keeping and adopting
+the sitemaps' parts, one with them off (``EngineSettings.sitemap_parts``), every reading listing its URLs
+one by one. Each cycle runs at the same instant in both (a clock that stands still for the job) with the
+same job id, so the two must agree to the byte: the result's counts, each line of ``urls.jsonl`` and
+``changes.jsonl`` (as sets: lines come in the order the sitemaps were read), the index's rows, and the
+crawl database as the port reads it. Left out: where a capture sits in the job's WARC files (``warc``: its
+offset follows the order the pages were fetched), and a record's ``version``, which counts writes: an
+adopted part writes none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.demo.live import LiveSite
+from harvester.fetch import FetchPolicy, parse_networks
+from harvester.model.messages import JobRequest
+from harvester.model.records import SitemapIngestionResult
+from harvester.settings import EngineSettings
+from tests.archive.checks import index_rows
+
+POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
+CYCLES = ("first crawl", "unchanged", "1% changed", "10% changed", "1% removed, 1% added", "unchanged")
+START = datetime(2026, 3, 1, tzinfo=UTC)
+#: A field of a line whose value follows the order of the job's writes, not what it found (see the docstring).
+_ORDERED = ("warc",)
+
+
+def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
+    paths = site.page_paths()
+    share = {"1% changed": 100, "10% changed": 10}.get(cycle)
+    if share:
+        for path in rng.sample(paths, max(1, len(paths) // share)):
+            site.change(path)
+    elif cycle.startswith("1% removed"):
+        for path in rng.sample(paths, max(1, len(paths) // 100)):
+            site.unlist(path)
+        for n in range(max(1, len(paths) // 100)):
+            site.add(f"/pages/added-{n}.html")
+
+
+def crawl(state: Path, request: JobRequest, *, at: datetime, parts: bool) -> SitemapIngestionResult:
+    with LocalHarvest.open(state) as harvest:
+        making = harvest.engine
+
+        def engine(*args: Any, **kwargs: Any) -> Any:
+            made = making(*args, **kwargs)
+            made.clock = lambda: at
+            return made
+
+        harvest.engine = engine  # type: ignore[method-assign]
+        settings = EngineSettings(sitemap_parts=parts)
+        outcome = asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=4).crawl(request))
+        assert outcome.result is not None
+        return outcome.result
+
+
+def lines(path: str) -> list[bytes]:
+    """The file's lines, each as written, or without the fields that follow the order of writes."""
+    out = []
+    for line in Path(path).read_bytes().splitlines():
+        if any(f'"{name}":'.encode() in line for name in _ORDERED):
+            record = json.loads(line)
+            for name in _ORDERED:
+                record.pop(name, None)
+            line = json.dumps(record, sort_keys=True).encode()
+        out.append(line)
+    return sorted(out)
+
+
+def index_of(location: str | None) -> list[dict[str, Any]]:
+    """The job's index, row by row (the columns of where a capture sits in the WARC files left out)."""
+    assert location is not None
+    where = ("warc_filename", "warc_record_offset", "warc_record_length")
+    return [{k: v for k, v in row.items() if k not in where} for row in index_rows(Path(location))]
+
+
+def crawl_database(state: Path, site: str) -> dict[str, dict[str, Any]]:
+    with LocalHarvest.open(state) as harvest:
+        records = {
+            r.url: r.model_dump(mode="json", exclude={"version", "warc"}) for r in harvest.crawldb.site_urls(site)
+        }
+        sitemaps = {s.url: s.model_dump(mode="json", exclude={"warc"}) for s in harvest.crawldb.site_sitemaps(site)}
+    return {"urls": records, "sitemaps": sitemaps}
+
+
+def adopted(state: Path, job_id: str) -> int:
+    with closing(sqlite3.connect(state / "harvest.db")) as db:
+        return int(db.execute("SELECT count(*) FROM job_parts WHERE job_id = ?", (job_id,)).fetchone()[0])
+
+
+def summary(result: SitemapIngestionResult) -> dict[str, Any]:
+    return result.model_dump(
+        mode="json",
+        exclude={
+            "job_id",
+            "processed_urls",
+            "changes_location",
+            "url_index",
+            "start_time",
+            "end_time",
+            "total_duration",
+        },
+    )
+
+
+Check = Callable[[SitemapIngestionResult, SitemapIngestionResult], None]
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
+def test_a_cycle_that_adopts_parts_writes_what_listing_every_entry_writes(live_site, tmp_path, fetch_pages):
+    site = live_site(pages=400, sitemaps=4)
+    rng = random.Random(39)
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    for n, cycle in enumerate(CYCLES):
+        alter(site, cycle, rng)
+        at = START + timedelta(days=n)
+        job_id = f"cycle-{n}"
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch_pages, job_id=job_id)
+        results = {parts: crawl(state, request, at=at, parts=parts) for parts, state in states.items()}
+        ours, theirs = results[True], results[False]
+        assert summary(ours) == summary(theirs), cycle
+        assert lines(ours.processed_urls) == lines(theirs.processed_urls), cycle
+        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
+        assert index_of(ours.url_index) == index_of(theirs.url_index), cycle  # (each sorted by SURT key)
+        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+        assert adopted(states[False], job_id) == 0
+        if cycle == "unchanged":  # every urlset's part adopted whole
+            assert adopted(states[True], job_id) == 4, cycle
+        # A sitemap keeps the documents of its part and of the one before (a job may still read them).
+        folders = (states[True] / "documents" / "sites").glob("*/parts/*")
+        assert all(len(list(folder.iterdir())) <= 4 for folder in folders if folder.is_dir()), cycle
+
+
+#: Jobs of one site with other options between them: a job about some pages only writes their crawl
+#: records (the parts that hold them must not be adopted after), a job fetching pages moves them again.
+MIXED = (
+    ("first crawl", {"fetch_pages": False}),
+    ("unchanged", {"fetch_pages": False, "include": ("/pages/1*",)}),
+    ("unchanged", {"fetch_pages": False}),
+    ("unchanged", {"fetch_pages": True}),
+    ("1% changed", {"fetch_pages": False}),
+    ("unchanged", {"fetch_pages": True}),
+    ("unchanged", {"fetch_pages": False}),
+)
+
+
+def test_jobs_with_other_options_between_cycles_leave_nothing_stale_to_adopt(live_site, tmp_path):
+    site = live_site(pages=400, sitemaps=4)
+    rng = random.Random(40)
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    taken = []
+    for n, (cycle, options) in enumerate(MIXED):
+        alter(site, cycle, rng)
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, job_id=f"job-{n}", **options)
+        results = {
+            parts: crawl(state, request, at=START + timedelta(days=n), parts=parts) for parts, state in states.items()
+        }
+        ours, theirs = results[True], results[False]
+        assert summary(ours) == summary(theirs), (n, cycle, options)
+        assert lines(ours.processed_urls) == lines(theirs.processed_urls), (n, cycle, options)
+        assert lines(ours.changes_location) == lines(theirs.changes_location), (n, cycle, options)
+        assert index_of(ours.url_index) == index_of(theirs.url_index), (n, cycle, options)
+        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), (n, cycle)
+        taken.append(adopted(states[True], f"job-{n}"))
+    # Adopted where nothing moved: the job about /pages/1* had other options (its own listing), the job after
+    # it found every urlset's records written since their parts were made (each lists a /pages/1* page).
+    assert taken[:3] == [0, 0, 0]
+    assert taken[3] == 0  # a job fetching pages: every URL of the no-pages parts is due (never fetched)
+    assert taken[6] == 4  # after a job that fetched everything: nothing due, nothing moved
+
+
+def test_a_sitemap_delivered_again_after_its_part_was_adopted_counts_it_once(live_site, tmp_path):
+    """A kill right after the adoption committed (before the sitemap was finished): the sitemap's task comes
+    back, and the sitemap is finished as adopted, its URLs neither lost nor counted twice."""
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request, at=START, parts=True)
+
+    class Killed(BaseException):
+        pass
+
+    with LocalHarvest.open(state) as harvest:
+        inner = harvest.store
+        adopt = inner.adopt_part
+
+        def dying(*args: Any, **kwargs: Any) -> bool:
+            if adopt(*args, **kwargs):
+                raise Killed
+            return False
+
+        inner.adopt_part = dying  # type: ignore[method-assign]
+        settings = EngineSettings(sitemap_parts=True)
+        with pytest.raises(Killed):
+            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    site.reset_log()
+    resumed = crawl(state, request, at=START + timedelta(days=1), parts=True)
+    # The urlset adopted before the kill is not asked for again; the other one is (and adopted now).
+    assert len([hit for hit in site.hits if hit.path.startswith("/sitemaps/")]) == 1
+    records = [json.loads(line) for line in Path(resumed.processed_urls).read_bytes().splitlines()]
+    assert resumed.total_urls == len(records) == len({r["url"] for r in records}) == 200
+    assert resumed.changes.listed == 200 and resumed.sitemaps_ok == 3  # the index and its two urlsets
+    assert adopted(state, resumed.job_id) == 2
