@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 _ANY_TIME = datetime.fromisoformat("2000-01-01T00:00:00+00:00")
 #: The documents of a part (``part_key``'s kinds).
 _PART_DOCUMENTS = ("lines", "parquet")
+#: Lines of a sitemap held back before they are written to the spool at once.
+_PENDING_LINES = 1000
 #: URLs whose crawl records are read at once to write their lines.
 _READ_BATCH = 500
 
@@ -128,6 +130,8 @@ class PartMaker:
         self.due: dict[str, datetime] = {}
         self.held: dict[str, int] = {}  # per sitemap: fetched URLs whose lastmod advanced past their fetch
         self.refused: set[str] = set()
+        self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
+        self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
         #: Where the job's index leaves its records' rows (``build_index``'s ``keep``): the parts' rows of
         #: URLs the job did not fetch are those rows, split by sitemap.
@@ -161,13 +165,29 @@ class PartMaker:
         sitemap = record.get("sitemap")
         if not self._wanted(sitemap):
             return
-        stripped = parts.strip(line)
-        if stripped is None:
-            self.refused.add(sitemap)
-            return
-        self._keep(self.lines, sitemap, stripped)
-        self._keep(self.keys, sitemap, url_key(record["url"]).encode())
+        tail = self._tail  # (a batch's lines share theirs: the last one's is tried first)
+        if tail and line.endswith(tail):
+            stripped: bytes | None = line[: -len(tail)]
+        else:
+            stripped = parts.strip(line)
+            if stripped is None:
+                self.refused.add(sitemap)
+                return
+            self._tail = line[len(stripped) :]
+        pending = self._pending.setdefault(sitemap, ([], []))
+        pending[0].append(stripped)  # type: ignore[arg-type]
+        pending[1].append(url_key(record["url"]).encode())
+        if len(pending[0]) >= _PENDING_LINES:
+            self._flush(sitemap)
         self._due(sitemap, record.get("next_fetch_time"))
+
+    def _flush(self, sitemap: str | None = None) -> None:
+        """Writes the lines (and keys) held back, of one sitemap or of all."""
+        for url in [sitemap] if sitemap else list(self._pending):
+            lines, keys = self._pending.pop(url, ([], []))
+            if lines:
+                self._keep(self.lines, url, b"\n".join(lines))
+                self._keep(self.keys, url, b"\n".join(keys))
 
     def fetched_line(self, line: bytes, record: Mapping[str, Any]) -> None:
         """A line of a URL the job fetched (or tried to): its part line is written from its crawl record at
@@ -179,6 +199,7 @@ class PartMaker:
     def finish(self) -> list[SitemapPart]:
         """Stores each sitemap's part; returns those stored."""
         made: list[SitemapPart] = []
+        self._flush()
         rows = RowMaker(self.folder)
         try:
             wanted = [url for url in self.sitemaps if url not in self.refused]

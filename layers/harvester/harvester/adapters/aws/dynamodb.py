@@ -9,7 +9,7 @@ database (crawl.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -109,6 +109,7 @@ class DynamoStateStore:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,  # (the pointers' conditional writes keep a URL once a job)
+        left: Collection[str] = (),  # (the DynamoDB layout counts no sitemap epochs yet: it keeps no parts)
     ) -> Recorded:
         return self.listing.record_pages(
             job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease, site=site, crawl=crawl, enqueued=enqueued

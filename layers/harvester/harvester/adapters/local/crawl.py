@@ -9,7 +9,7 @@ that lost a race changes nothing and says so.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 import orjson
 
@@ -51,17 +51,22 @@ def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> l
 
 
 def write_listed(
-    db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite], *, writer: str, sitemap: str
+    db: sqlite3.Connection,
+    site: str,
+    records: Sequence[CrawlWrite],
+    *,
+    writer: str,
+    sitemap: str,
+    left: Collection[str] = (),
 ) -> bool:
     """Writes the crawl records a batch of listed URLs moves, in the caller's transaction, each conditioned
     on the version it was decided on (an INSERT for a new record, an UPDATE of the version before): False
     when any did not apply, and the caller rolls the batch back and asks ``stale`` which moved. Checked
     after the writes, not before: a conflict is rare, and a read of every record first would be a query
     per 500 URLs on every batch. The epochs of the sitemaps the records name move with them: ``sitemap``,
-    the one listing them, and those they named before (read first)."""
+    the one listing them, and ``left``, those they named before."""
     new = [(site, r.url, body_of(r)) for r in records if r.version == 1]
     moved = [(r.version, body_of(r), site, r.url, r.version - 1) for r in records if r.version > 1]
-    named = part_rows.sitemaps_of(db, site, [m[3] for m in moved]) if moved else set()
     applied = 0
     if new:
         insert = "INSERT INTO crawl_urls (site, url, version, body) VALUES (?, ?, 1, ?) ON CONFLICT DO NOTHING"
@@ -69,7 +74,7 @@ def write_listed(
     if moved:
         update = "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?"
         applied += db.executemany(update, moved).rowcount
-    part_rows.touch(db, site, [*named, sitemap], writer)  # (rolled back with a failed batch)
+    part_rows.touch(db, site, [*left, sitemap], writer)  # (rolled back with a failed batch)
     return applied == len(records)
 
 

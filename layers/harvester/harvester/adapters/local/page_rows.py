@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from itertools import groupby
 
@@ -84,6 +84,7 @@ class PageRows:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
+        left: Collection[str] = (),
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         if not self.keep_pages:
@@ -98,7 +99,7 @@ class PageRows:
                 fresh = [pages[i] for i in taken]
                 if site is not None and writes:
                     moved = [writes[p.url] for p in fresh if p.url in writes]
-                    if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url):
+                    if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url, left=left):
                         raise _Moved  # (rolls the batch back)
                 _insert_pages(db, job_id, fresh)
                 self.sitemap_rows.recorded(

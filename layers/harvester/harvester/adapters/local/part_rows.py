@@ -39,17 +39,6 @@ def touch_records(db: sqlite3.Connection, site: str, records: Iterable[CrawlReco
     touch(db, site, (r.sitemap for r in records), writer)
 
 
-def sitemaps_of(db: sqlite3.Connection, site: str, urls: Sequence[str]) -> set[str]:
-    """The sitemaps the stored records of ``urls`` name (before a write that may name another)."""
-    named: set[str] = set()
-    for start in range(0, len(urls), 500):
-        chunk = urls[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT DISTINCT json_extract(body, '$.sitemap') FROM crawl_urls WHERE site = ? AND url IN ({marks})"
-        named.update(s for (s,) in db.execute(sql, (site, *chunk)) if s is not None)
-    return named
-
-
 def part_of(conn: sqlite3.Connection, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
     row = conn.execute("SELECT part, epoch FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, sitemap)).fetchone()
     if row is None:
@@ -137,14 +126,14 @@ class Listings:
             " WHERE site = ? AND adopted_by IS NOT NULL",
             (site,),
         ).fetchall()
-        self.adopted = {(sitemap, made_by): (job, at) for sitemap, made_by, job, at in rows}
+        self.adopted = {(sitemap, made_by): (job, datetime.fromisoformat(at)) for sitemap, made_by, job, at in rows}
 
     def resolve(self, record: CrawlRecord) -> CrawlRecord:
         adoption = self.adopted.get((record.sitemap, record.last_listed_job)) if self.adopted else None
         if adoption is None:
             return record
         job, at = adoption
-        return record.model_copy(update={"last_listed_job": job, "last_listed": datetime.fromisoformat(at)})
+        return record.model_copy(update={"last_listed_job": job, "last_listed": at})
 
 
 def _text(at: datetime) -> str:

@@ -9,7 +9,7 @@ what their rows share (record_rows.py).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -150,6 +150,7 @@ class SqliteStateStore:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
+        left: Collection[str] = (),
     ) -> Recorded:
         return self.page_rows.record_pages(
             job_id,
@@ -161,6 +162,7 @@ class SqliteStateStore:
             crawl=crawl,
             enqueued=enqueued,
             keys=keys,
+            left=left,
         )
 
     def count_pages(
