@@ -301,6 +301,10 @@ class CrawlDatabase(Protocol):
         DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
         record is one row, rewritten in place)."""
 
+    #: Whether this database keeps sitemap parts (``put_part`` can keep one): where it does not, a job's end
+    #: makes none and every reading lists its URLs one by one.
+    keeps_parts: bool
+
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
         """The sitemap's current part (None when it has none) and its epoch now: how many writes of crawl
         records naming it were made (each write of a URL's record moves the epoch of the sitemaps it names

@@ -292,7 +292,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
 def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord]) -> PartMaker | None:
     """What makes the parts of the sitemaps the job listed one by one, for the next jobs: only a complete job
     keeps them (its readings are whole), and a run that keeps nothing keeps none."""
-    if not ctx.settings.sitemap_parts or ctx.ephemeral or job.status is not JobStatus.COMPLETED:
+    if not ctx.sitemap_parts or job.status is not JobStatus.COMPLETED:
         return None
     return PartMaker(ctx, job, sitemaps)
 

@@ -77,6 +77,12 @@ class StepContext:
         return self.counter is not None
 
     @property
+    def sitemap_parts(self) -> bool:
+        """Whether sitemaps' parts are made and adopted (``SitemapPart``): on, kept by the crawl database, and
+        not a throwaway run (which keeps nothing)."""
+        return self.settings.sitemap_parts and self.crawldb.keeps_parts and not self.ephemeral
+
+    @property
     def record_batch(self) -> int:
         """Listed pages per atomic write: the setting, or what suits the state store."""
         return self.settings.record_batch or self.store.record_batch

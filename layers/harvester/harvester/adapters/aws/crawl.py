@@ -104,6 +104,8 @@ class DynamoCrawlDatabase:
                 return None
         return 0
 
+    keeps_parts = False  # (see sitemap_part)
+
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
         """None: the DynamoDB layout keeps no sitemap parts yet, so every reading lists its URLs one by one
         (their epochs are not counted either: ``put_part`` keeps nothing)."""

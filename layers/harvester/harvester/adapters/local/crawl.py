@@ -79,6 +79,8 @@ def write_listed(
 
 
 class SqliteCrawlDatabase:
+    keeps_parts = True
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 

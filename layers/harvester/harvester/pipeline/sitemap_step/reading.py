@@ -364,7 +364,7 @@ class SitemapReading:
         """The sitemap's part, when the job could adopt it whole (the same document, nothing in it moved or
         due: ``parts.adoptable``) and did; else None, and the stored copy is replayed entry by entry."""
         ctx = self.ctx
-        if not ctx.settings.sitemap_parts or ctx.ephemeral or self.record.pages_recorded:
+        if not ctx.sitemap_parts or self.record.pages_recorded:
             return None
         part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
         now = ctx.clock()
