@@ -78,6 +78,9 @@ class EngineSettings(Struct, frozen=True):
     #: Keep each sitemap's part of a job's records, and adopt it whole when the sitemap did not change
     #: (``SitemapPart``); off, every reading lists its URLs one by one (the tests compare the two).
     sitemap_parts: bool = True
+    #: The fewest URLs a sitemap's part holds: a smaller sitemap is listed again faster than its part is made
+    #: (its index rows, its documents) and adopted.
+    sitemap_part_min_urls: int = 100
     #: Rank added to a page task whose lastmod is now, falling to nothing over the window (seconds): the
     #: freshest pages first (0: off; see pipeline.ranking).
     lastmod_boost: float = 0.0

@@ -8,7 +8,9 @@ is written as a next job that does not fetch it would write it, from its crawl r
 and each sitemap's part is then written whole from its runs: memory holds the runs' places, not the lines.
 
 A sitemap gets a part only when the part is the whole truth of its listing: read completely and without
-children (a urlset, a feed, a text file) by this job, every URL's line in the shape above.
+children (a urlset, a feed, a text file) by this job, every URL's line in the shape above; and only when it
+lists enough URLs (``sitemap_part_min_urls``) that listing them again one by one costs more than making and
+adopting a part.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ class PartMaker:
         self.fetched: dict[str, list[tuple[int, int]]] = {}
         self.due: dict[str, datetime] = {}
         self.held: dict[str, int] = {}  # per sitemap: fetched URLs whose lastmod advanced past their fetch
+        self.counts: dict[str, int] = {}  # per sitemap: its URLs
         self.refused: set[str] = set()
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
         self._tail = b""
@@ -157,6 +160,7 @@ class PartMaker:
                 self.listed_line(line, orjson.loads(line))
             return
         self._keep(self.lines, sitemap, block.replace(tail + b"\n", b"\n")[: -len(tail)])
+        self._count(sitemap, count)
         self._keep(self.keys, sitemap, keys.encode())
         self._due(sitemap, record.get("next_fetch_time"))
 
@@ -176,6 +180,7 @@ class PartMaker:
             self._tail = line[len(stripped) :]
         pending = self._pending.setdefault(sitemap, ([], []))
         pending[0].append(stripped)  # type: ignore[arg-type]
+        self._count(sitemap, 1)
         pending[1].append(url_key(record["url"]).encode())
         if len(pending[0]) >= _PENDING_LINES:
             self._flush(sitemap)
@@ -195,6 +200,7 @@ class PartMaker:
         sitemap = record.get("sitemap")
         if self._wanted(sitemap):
             self._keep(self.fetched, sitemap, line)
+            self._count(sitemap, 1)
 
     def finish(self) -> list[SitemapPart]:
         """Stores each sitemap's part; returns those stored."""
@@ -202,7 +208,8 @@ class PartMaker:
         self._flush()
         rows = RowMaker(self.folder)
         try:
-            wanted = [url for url in self.sitemaps if url not in self.refused]
+            least = self.ctx.settings.sitemap_part_min_urls
+            wanted = [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
             split = {url: n for n, url in enumerate(wanted) if url not in self.fetched}
             if split and self.job_rows.exists():
                 rows.split(self.job_rows, split, self.folder / "split")
@@ -229,6 +236,9 @@ class PartMaker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _count(self, sitemap: str, urls: int) -> None:
+        self.counts[sitemap] = self.counts.get(sitemap, 0) + urls
 
     def _wanted(self, sitemap: str | None) -> TypeGuard[str]:
         return sitemap in self.sitemaps and sitemap not in self.refused

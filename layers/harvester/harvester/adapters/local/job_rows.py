@@ -110,7 +110,7 @@ class JobRows:
         with Transaction(self.conn) as db:
             if db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount == 0:
                 return False
-            for table in ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "messages"):
+            for table in ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "job_parts", "messages"):
                 db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
         return True
 
@@ -137,6 +137,7 @@ class JobRows:
                 db.execute("DELETE FROM url_batches WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM url_extensions WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
+                db.execute("DELETE FROM job_parts WHERE job_id = ?", (job_id,))
         return expired
 
     def all_jobs(self) -> list[JobRecord]:

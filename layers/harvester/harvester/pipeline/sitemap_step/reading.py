@@ -223,6 +223,9 @@ class SitemapReading:
         as_received = page_archive.RawBody() if keep and self.request.output is Output.WARC else None
         response.raw_sink = as_received
         archived_at: WarcLocation | None = None
+        # A part the job could adopt if these are the bytes it lists: the body is then downloaded whole first.
+        candidate = self._candidate(prior) if keep and prior is not None else None
+        adopted: SitemapPart | None = None
         try:
             async with self.ctx.reading:
                 # Parsed while it downloads, and spooled to be stored (a 304 next time is answered from it).
@@ -232,7 +235,7 @@ class SitemapReading:
                             if keep:
                                 raw.write(chunk)
                                 digest.update(chunk)
-                            if not parser.finished:
+                            if candidate is None and not parser.finished:
                                 await self._parse_paced(parser, chunk)
                             if parser.finished and prior is None and as_received is None:
                                 # (with an earlier reading, or a body to archive, the rest is downloaded all the
@@ -247,10 +250,18 @@ class SitemapReading:
                             raise
                         broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
                     signature = digest.hexdigest()
-                    self.screen.take(parser.close(complete=response.complete and not parser.finished))
-                    if broken is None:
-                        self.listing.reached_checkpoint()
-                    self.listing.flush()
+                    if candidate is not None:
+                        assert prior is not None
+                        whole = broken is None and response.complete and not response.truncated
+                        if whole and signature == prior.signature:
+                            adopted = self._take(candidate)
+                        if adopted is None:
+                            await self._parse_spool(parser, raw)
+                    if adopted is None:
+                        self.screen.take(parser.close(complete=response.complete and not parser.finished))
+                        if broken is None:
+                            self.listing.reached_checkpoint()
+                        self.listing.flush()
                     unchanged = prior is not None and signature == prior.signature and broken is None
                     document_key = None
                     if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
@@ -268,15 +279,20 @@ class SitemapReading:
         finally:  # (a body broken off is raised from within: its spool is let go all the same)
             if as_received is not None:
                 as_received.close()
-        outcome = self._outcome(
-            parser,
-            final_url,
-            response.status_code,
-            document_key=document_key,
-            not_modified=unchanged,
-            broken=broken,
-            truncated=response.truncated,
-        )
+        if adopted is not None:
+            outcome = self._adopted(
+                adopted, final_url=final_url, http_status=response.status_code, document_key=document_key
+            )
+        else:
+            outcome = self._outcome(
+                parser,
+                final_url,
+                response.status_code,
+                document_key=document_key,
+                not_modified=unchanged,
+                broken=broken,
+                truncated=response.truncated,
+            )
         if outcome.status is SitemapStatus.COMPLETED and broken is None and keep:
             # (a revisit's location is not kept: the record it refers to holds the bytes)
             response_at = archived_at if archived_at is not None and archived_at.record_type == "response" else None
@@ -363,19 +379,35 @@ class SitemapReading:
     def _adopt(self, prior: SitemapCrawl) -> SitemapPart | None:
         """The sitemap's part, when the job could adopt it whole (the same document, nothing in it moved or
         due: ``parts.adoptable``) and did; else None, and the stored copy is replayed entry by entry."""
+        part = self._candidate(prior)
+        return self._take(part) if part is not None else None
+
+    def _candidate(self, prior: SitemapCrawl) -> SitemapPart | None:
+        """The sitemap's part, when the job may adopt it if the sitemap is still the document ``prior`` read."""
         ctx = self.ctx
         if not ctx.sitemap_parts or self.record.pages_recorded:
             return None
         part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
-        now = ctx.clock()
-        why = parts.adoptable(part, signature=prior.signature, request=self.request, epoch=epoch, now=now)
+        why = parts.adoptable(part, signature=prior.signature, request=self.request, epoch=epoch, now=ctx.clock())
         if why is not None:
             log.debug("sitemap part not adopted", extra={"url": self.record.url, "reason": why})
             return None
-        assert part is not None
-        if not ctx.store.adopt_part(self.job.job_id, self.record.url, part, self.lease, site=self.site, at=now):
-            return None
         return part
+
+    def _take(self, part: SitemapPart) -> SitemapPart | None:
+        """The part, adopted (None when the store refused it: it moved, or a URL of it is the job's already)."""
+        taken = self.ctx.store.adopt_part(
+            self.job.job_id, self.record.url, part, self.lease, site=self.site, at=self.ctx.clock()
+        )
+        return part if taken else None
+
+    async def _parse_spool(self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes]) -> None:
+        """Parses the body downloaded whole (to be compared with a part's first), as it would have been
+        parsed while it downloaded; the spool is left at its end."""
+        raw.seek(0)
+        while not parser.finished and (chunk := raw.read(PARSE_CHUNK)):
+            await self._parse_paced(parser, chunk)
+        raw.seek(0, 2)
 
     async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
         """The sitemap did not change (304): the document its last complete reading stored is parsed instead,

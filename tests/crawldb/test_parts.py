@@ -1,0 +1,69 @@
+"""The rules of a sitemap's part (``crawldb.parts``): a line's tail, cut and put back; when a part may be adopted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from harvester.crawldb import parts
+from harvester.model.crawl import ChangeKind, SitemapPart
+from harvester.model.messages import JobRequest, Refetch
+
+AT = datetime(2026, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
+SITE = "https://example.com/"
+
+
+def part(**fields: object) -> SitemapPart:
+    values: dict[str, object] = {
+        "sitemap": f"{SITE}sitemap.xml", "kind": "urlset", "signature": "s1",
+        "listing": parts.listing_of(JobRequest(site=SITE)), "job_id": "job-1", "made_at": AT, "epoch": 7,
+        "urls": 2, "lines": "k", "due_at": AT + timedelta(days=30),
+    }  # fmt: skip
+    values.update(fields)
+    return SitemapPart(**values)  # type: ignore[arg-type]
+
+
+def test_a_line_is_its_part_line_and_its_jobs_tail():
+    body = b'{"url":"https://example.com/a","extensions":{"news":{"title":"\\",\\"discovered_at\\":"}}'
+    line = body + parts.tail(AT, ChangeKind.NOT_DUE)
+    assert line.endswith(b',"discovered_at":"2026-05-01T12:30:15.123456Z","finished_at":"2026-05-01T12:30:15.123456Z",'
+                         b'"fetch_reason":"not_due","change":"not_due"}')  # fmt: skip
+    assert parts.strip(line) == body  # (the escaped sequence inside the title is not the tail)
+    later = AT + timedelta(days=1)
+    assert (
+        parts.render(body + b"\n" + body + b"\n", later, ChangeKind.LISTED)
+        == (body + parts.tail(later, ChangeKind.LISTED) + b"\n") * 2
+    )
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"}",  # no tail at all
+        b',"discovered_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T00:00:00Z","fetch_reason":"due","change":"changed"}',
+        b',"discovered_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T00:00:00Z","fetch_reason":"listed","change":"listed","x":1}',
+    ],
+    ids=["none", "fetched", "a field after"],
+)
+def test_a_line_of_a_url_the_job_fetched_has_no_part_line(tail):
+    assert parts.strip(b'{"url":"https://example.com/a"' + tail) is None
+
+
+def test_a_part_is_adopted_only_for_the_same_document_options_and_epoch_with_nothing_due():
+    request = JobRequest(site=SITE)
+    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=AT) is None
+    assert parts.adoptable(None, signature="s1", request=request, epoch=7, now=AT) == "no part"
+    assert parts.adoptable(part(), signature="s2", request=request, epoch=7, now=AT) == "another document"
+    other = JobRequest(site=SITE, include=("/blog/*",))
+    assert parts.adoptable(part(), signature="s1", request=other, epoch=7, now=AT) == "other options"
+    assert parts.adoptable(part(), signature="s1", request=request, epoch=8, now=AT) == "its URLs' records moved since"
+    due = AT + timedelta(days=30)
+    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=due) == "a URL is due"
+    assert parts.adoptable(part(held=1), signature="s1", request=request, epoch=7, now=AT) == "a lastmod was held back"
+    full = JobRequest(site=SITE, refetch=Refetch.ALL)
+    assert parts.adoptable(part(), signature="s1", request=full, epoch=7, now=AT) == "every URL is fetched"
+    # A job that fetches nothing takes it whatever is due: it lists them, as the part does.
+    listing = JobRequest(site=SITE, fetch_pages=False)
+    assert parts.adoptable(part(held=1), signature="s1", request=listing, epoch=7, now=due) is None
+    assert parts.reason_of(listing) is ChangeKind.LISTED and parts.reason_of(request) is ChangeKind.NOT_DUE
