@@ -21,9 +21,9 @@ from harvester.model.records import CrawlWrite, body_of, url_key
 _PAGE_SIZE = 1000
 
 
-def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite, *, writer: str) -> bool:
-    """One versioned write inside the caller's transaction (by the job ``writer``, moving the epoch of the
-    sitemap the record names); False when the stored version moved on."""
+def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite) -> bool:
+    """One versioned write inside the caller's transaction; False when the stored version moved on. (The
+    caller moves the epoch of the sitemap the record names, once for the transaction: ``sitemap_of``.)"""
     body = body_of(record)
     if record.version == 1:
         cursor = db.execute(
@@ -35,11 +35,12 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite, *, writer: 
             "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?",
             (record.version, body, site, record.url, record.version - 1),
         )
-    if cursor.rowcount != 1:
-        return False
-    named = record.sitemap if isinstance(record, CrawlRecord) else orjson.loads(record.body).get("sitemap")
-    part_rows.touch(db, site, [named], writer)
-    return True
+    return cursor.rowcount == 1
+
+
+def sitemap_of(record: CrawlWrite) -> str | None:
+    """The sitemap a crawl record names (whose epoch its write moves)."""
+    return record.sitemap if isinstance(record, CrawlRecord) else orjson.loads(record.body).get("sitemap")
 
 
 def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> list[str]:
@@ -95,7 +96,11 @@ class SqliteCrawlDatabase:
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         with Transaction(self.conn) as db:
-            return [r.url for r in records if not write_url(db, site, r, writer=_writer(r))]
+            refused = [r.url for r in records if not write_url(db, site, r)]
+            written = [r for r in records if r.url not in set(refused)]
+            for writer in dict.fromkeys(_writer(r) for r in written):
+                part_rows.touch(db, site, (sitemap_of(r) for r in written if _writer(r) == writer), writer)
+            return refused
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         last = ""

@@ -250,20 +250,21 @@ class PageRows:
         settled = Settled()
         with Transaction(self.conn) as db:
             deltas = []
+            named: set[str | None] = set()  # (the sitemaps whose epochs the crawl records written move)
             for outcome in outcomes:
                 page = outcome.record
                 if not page.status.final or not self._leased_page(db, job_id, page.url, lease):
                     continue
-                if (
-                    site is not None
-                    and outcome.crawl is not None
-                    and not crawldb.write_url(db, site, outcome.crawl, writer=job_id)
-                ):
-                    settled.stale.append(page.url)
-                    continue
+                if site is not None and outcome.crawl is not None:
+                    if not crawldb.write_url(db, site, outcome.crawl):
+                        settled.stale.append(page.url)
+                        continue
+                    named.add(crawldb.sitemap_of(outcome.crawl))
                 put_record(db, "urls", job_id, page, None, only=_OPEN)
                 deltas.append(accounting.page_done(page))
                 settled.applied.append(page.url)
+            if site is not None:
+                part_rows.touch(db, site, named, job_id)
             self.job_rows.count(db, job_id, accounting.total(deltas))
         return settled
 
