@@ -43,14 +43,19 @@ def part_of(job_id: str, epoch: int, urls: int = 2) -> SitemapPart:
     )  # fmt: skip
 
 
+def kept_part(backend) -> tuple[list, SitemapPart, int]:
+    """job-1 lists pages 0 and 1 of sitemap-1 and keeps its part: the pages, the part, the epoch."""
+    pages = listed_by(backend, new_job(backend, "job-1"))
+    _, epoch = backend.crawldb.sitemap_part(ORIGIN, SITEMAP)
+    part = part_of("job-1", epoch)
+    assert backend.crawldb.put_part(ORIGIN, part, [p.key for p in pages])
+    return pages, part, epoch
+
+
 def test_a_part_is_adopted_whole_and_its_records_read_as_listed_by_the_job_that_adopted_it(parts):
     db = parts.crawldb
-    first = new_job(parts, "job-1")
-    pages = listed_by(parts, first)
-    _, epoch = db.sitemap_part(ORIGIN, SITEMAP)
+    pages, part, epoch = kept_part(parts)
     assert epoch > 0  # the listing's writes moved it
-    part = part_of(first, epoch)
-    assert db.put_part(ORIGIN, part, [p.key for p in pages])
     assert db.sitemap_part(ORIGIN, SITEMAP) == (part, epoch)
 
     second = new_job(parts, "job-2")
@@ -67,11 +72,7 @@ def test_a_part_is_adopted_whole_and_its_records_read_as_listed_by_the_job_that_
 
 def test_a_write_to_one_of_its_records_ends_a_part(parts):
     db = parts.crawldb
-    first = new_job(parts, "job-1")
-    pages = listed_by(parts, first)
-    _, epoch = db.sitemap_part(ORIGIN, SITEMAP)
-    part = part_of(first, epoch)
-    assert db.put_part(ORIGIN, part, [p.key for p in pages])
+    pages, part, epoch = kept_part(parts)
     record = db.get_urls(ORIGIN, [pages[0].url])[pages[0].url]
     assert db.put_urls(ORIGIN, [fetched(record, "new content")]) == []  # (a fetch by another job)
     _, moved = db.sitemap_part(ORIGIN, SITEMAP)
@@ -102,14 +103,8 @@ def test_a_part_is_not_kept_when_another_job_wrote_its_records_after_its_job_did
 
 
 def test_a_part_holding_a_url_the_job_has_already_is_not_adopted(parts):
-    db = parts.crawldb
-    first = new_job(parts, "job-1")
-    pages = listed_by(parts, first)
-    _, epoch = db.sitemap_part(ORIGIN, SITEMAP)
-    part = part_of(first, epoch)
-    assert db.put_part(ORIGIN, part, [p.key for p in pages])
+    _, part, _ = kept_part(parts)
     later = new_job(parts, "job-2")
-    parts.store.add_sitemaps(later, [])
     claimed_sitemap(parts, later, n=2)  # another sitemap of the job lists page 0 first (no record written)
     parts.store.record_pages(later, f"{SITE}sitemap-2.xml", [page(0)], checkpoint=1, lease=lease())
     claimed_sitemap(parts, later)

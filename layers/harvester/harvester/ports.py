@@ -188,9 +188,9 @@ class StateStore(Protocol):
         """The job takes the sitemap's part (``SitemapPart``) whole, at ``at``, atomically: its URLs become
         the job's (counted, final), the sitemap's checkpoint moves past them, and the site's crawl database
         counts the records the part's job listed as listed by this job (``CrawlDatabase.get_urls``).
-        False, with nothing done, when the sitemap's reading recorded pages already, the part is no longer
-        the sitemap's current one at its epoch, or one of its URLs is the job's already (another sitemap
-        listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+        False, with nothing done, when the sitemap's reading recorded pages already, the part is not the
+        sitemap's current one at the epoch it was made at, or one of its URLs is the job's already (another
+        sitemap listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
         """processing → final, counting it done, exactly once (False when the lease is not ours)."""

@@ -13,7 +13,6 @@ when a job ends: no handler's cold start loads it.
 
 from __future__ import annotations
 
-import gzip
 import shutil
 import tempfile
 import zlib
@@ -150,7 +149,7 @@ class Tee:
 
 
 def build_index(
-    records: Path,
+    records: Path | None,
     out: Path,
     *,
     job_id: str,
@@ -159,7 +158,8 @@ def build_index(
     keep: Path | None = None,
     sorted_rows: Path | None = None,
 ) -> int:
-    """Writes the Parquet index of the record lines in ``records`` (JSON Lines, gzipped or not) to ``out``,
+    """Writes the Parquet index of the record lines in ``records`` (JSON Lines, gzipped or not; None for a
+    job whose every row is in ``rows``) to ``out``,
     sorted by SURT key as Common Crawl's is (a URL's or a host's rows are then in few row groups); returns
     its row count. ``rows``: index rows made already (``RowMaker``: Parquet files of the job's adopted
     parts), each with the ``change`` its records have in this job; they join the records' rows. ``keep``:
@@ -185,7 +185,7 @@ def build_index(
             return int(count)
         con.execute(SURT_SQL)
         sources = []
-        if not rows or _has_lines(records, gzipped):
+        if records is not None:
             _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
             sources.append(f"SELECT * FROM read_parquet({_literal(str(unsorted))})")
         for change in dict.fromkeys(change for _, change in rows):  # (one reader for each change's files)
@@ -259,14 +259,6 @@ def _unsorted_rows(con: duckdb.DuckDBPyConnection, source: str, out: Path, *, jo
     target = f"{_literal(str(out))} (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
     (count,) = con.execute(f"COPY (SELECT {selected} FROM {source}) TO {target}").fetchone()  # type: ignore[misc]
     return int(count)
-
-
-def _has_lines(records: Path, gzipped: bool) -> bool:
-    """Whether the records file holds a line (a job whose every URL came in parts has none of its own)."""
-    if not gzipped:
-        return records.stat().st_size > 0
-    with gzip.open(records, "rb") as lines:
-        return bool(lines.read(1))
 
 
 def _connect(work: Path) -> duckdb.DuckDBPyConnection:

@@ -185,12 +185,13 @@ class SitemapPart(Model, kw_only=True):
     gives the same document (a 304, or the same bytes) adopts the part whole when nothing it holds moved
     since: its lines, its index rows and its counts, instead of listing the URLs one by one.
 
-    ``epoch`` is the sitemap's count of crawl-record writes (``CrawlDatabase.epoch``) when the part was made:
-    a write to any of its URLs' records since (a fetch, an orphan, another sitemap listing one) moves it on,
-    and the part is no longer the truth. ``due_at`` is the earliest ``next_fetch_time`` of its URLs and
-    ``held`` the URLs whose advanced lastmod was held back (an untrusted host): a job that fetches pages
-    adopts the part only while none of them is due. ``lines`` and ``index`` name its documents: the lines
-    without their tail and its index rows (Parquet); the crawl database keeps its URLs' keys beside it."""
+    ``epoch`` is the sitemap's count of crawl-record writes (``CrawlDatabase.sitemap_part``) when the part was
+    made: a write to any of its URLs' records since (a fetch, an orphan, another sitemap listing one) moves it
+    on, and a part whose epoch is not the sitemap's is not adopted. ``due_at`` is the earliest
+    ``next_fetch_time`` of its URLs and ``held`` the URLs whose advanced lastmod was held back (an untrusted
+    host): a job that fetches pages adopts the part only while none of them is due. ``lines`` and ``index`` name
+    its documents: the lines without their tail and its index rows (Parquet); the crawl database keeps its URLs'
+    keys beside it."""
 
     sitemap: str
     #: The document's kind (``SitemapKind``: a urlset, a feed, a text file).
@@ -205,7 +206,7 @@ class SitemapPart(Model, kw_only=True):
     index: str | None = None
     due_at: datetime | None = None
     held: NonNegative = 0
-    #: What the reading counted (``SitemapRecord``'s): entries dropped by reason, warnings, and the entries.
+    #: What the reading counted (``SitemapRecord``'s): entries dropped by reason, and warnings.
     dropped: dict[str, int] = {}
     warnings: dict[str, int] = {}
 

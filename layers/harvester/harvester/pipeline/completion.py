@@ -352,7 +352,8 @@ def write_index(
                 presorted = folder / "sorted.parquet"
             except FileNotFoundError:
                 pass
-        rows = build_index(copy.finish(), built, job_id=job_id, rows=made, keep=keep, sorted_rows=presorted)
+        records = copy.finish() if copy.written or not made else None  # (None: every row is a part's)
+        rows = build_index(records, built, job_id=job_id, rows=made, keep=keep, sorted_rows=presorted)
         with built.open("rb") as body:
             ctx.documents.put(index_key(job_id), body, content_type=PARQUET_TYPE)
         if cache is not None and presorted is None:

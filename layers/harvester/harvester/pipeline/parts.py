@@ -52,9 +52,14 @@ _PENDING_LINES = 1000
 _READ_BATCH = 500
 
 
+def part_folder(origin: str, sitemap: str) -> str:
+    """Where a sitemap's parts' documents are: ``sites/<site>/parts/<sitemap key>/``."""
+    return f"sites/{site_slug(origin)}/parts/{url_key(sitemap)}/"
+
+
 def part_key(origin: str, sitemap: str, job_id: str, kind: str) -> str:
-    """Where a part's documents are: ``sites/<site>/parts/<sitemap key>/<job>.<kind>``."""
-    return f"sites/{site_slug(origin)}/parts/{url_key(sitemap)}/{job_id}.{kind}"
+    """A part's document: ``<part_folder>/<job>.<kind>``."""
+    return f"{part_folder(origin, sitemap)}{job_id}.{kind}"
 
 
 def parts_index_key(origin: str, rows: Iterable[str]) -> str:
@@ -295,10 +300,9 @@ class PartMaker:
     def _let_go(self, sitemap: str, *, keep: set[str]) -> None:
         """Deletes the sitemap's part documents but those of the part made now and of the one it replaced
         (a job that adopted that one may still be writing its records from them)."""
-        folder = part_key(self.site, sitemap, "", "").rsplit("/", 1)[0] + "/"
-        for key in list(self.ctx.documents.keys(folder)):
-            name = key.rsplit("/", 1)[1]
-            if not any(name in (f"{job}.{kind}" for kind in _PART_DOCUMENTS) for job in keep):
+        kept = {part_key(self.site, sitemap, job, kind) for job in keep for kind in _PART_DOCUMENTS}
+        for key in list(self.ctx.documents.keys(part_folder(self.site, sitemap))):
+            if key not in kept:
                 self.ctx.documents.delete(key)
 
     @property

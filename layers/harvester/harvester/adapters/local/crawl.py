@@ -96,10 +96,15 @@ class SqliteCrawlDatabase:
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         with Transaction(self.conn) as db:
-            refused = [r.url for r in records if not write_url(db, site, r)]
-            written = [r for r in records if r.url not in set(refused)]
-            for writer in dict.fromkeys(_writer(r) for r in written):
-                part_rows.touch(db, site, (sitemap_of(r) for r in written if _writer(r) == writer), writer)
+            refused: list[str] = []
+            named: dict[str, set[str | None]] = {}  # by writer: the sitemaps whose epochs the writes move
+            for record in records:
+                if write_url(db, site, record):
+                    named.setdefault(_writer(record), set()).add(sitemap_of(record))
+                else:
+                    refused.append(record.url)
+            for writer, sitemaps in named.items():
+                part_rows.touch(db, site, sitemaps, writer)
             return refused
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:

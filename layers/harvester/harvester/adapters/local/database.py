@@ -79,9 +79,8 @@ ALTER TABLE url_batches ADD COLUMN feed BLOB;
 ALTER TABLE url_batches ADD COLUMN kinds TEXT
 """
 
-#: Since version 11 a site's sitemaps have parts (``part_rows.py``): three tables of their own, created.
-
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+# (Since version 11 a site's sitemaps have parts, part_rows.py: three tables of their own, created.)
 _SCHEMA = f"""
 {_META};
 CREATE TABLE IF NOT EXISTS jobs (

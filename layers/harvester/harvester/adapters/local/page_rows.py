@@ -143,8 +143,8 @@ class PageRows:
         self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
     ) -> bool:
         """The job takes the sitemap's part whole (see ``StateStore.adopt_part``): refused when the sitemap's
-        reading recorded pages already, the part is no longer current, or one of its URLs is the job's
-        already (another sitemap listed it first)."""
+        reading recorded pages already, the part is not the sitemap's current one, or one of its URLs is
+        the job's already (another sitemap listed it first)."""
         taken: list[int] = []
         keys: list[int] = []
         try:

@@ -35,10 +35,6 @@ def touch(db: sqlite3.Connection, site: str, sitemaps: Iterable[str | None], wri
         db.executemany(_TOUCH, rows)
 
 
-def touch_records(db: sqlite3.Connection, site: str, records: Iterable[CrawlRecord], writer: str) -> None:
-    touch(db, site, (r.sitemap for r in records), writer)
-
-
 def part_of(conn: sqlite3.Connection, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
     row = conn.execute("SELECT part, epoch FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, sitemap)).fetchone()
     if row is None:
@@ -81,8 +77,8 @@ def put_part(conn: sqlite3.Connection, site: str, part: SitemapPart, keys: Seque
 
 
 def adopt(db: sqlite3.Connection, job_id: str, site: str, part: SitemapPart, at: datetime) -> bool:
-    """Records, in the caller's transaction, that the job adopted ``part``: False when it is no longer the
-    sitemap's current part at its epoch."""
+    """Records, in the caller's transaction, that the job adopted ``part``: False when it is not the
+    sitemap's current part, at the epoch it was made at."""
     stored, epoch = part_of(db, site, part.sitemap)
     if stored is None or stored.job_id != part.job_id or epoch != part.epoch:
         return False
