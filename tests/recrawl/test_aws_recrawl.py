@@ -71,9 +71,12 @@ def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_chan
     second, feed = crawl(site, stack, poller)
     scenario.check_crawl_2(site, second)
     assert feed == [] and stored_pages(stack, site) == after_first
-    # Every URL was listed again: the pointers name the second job's batches and the first's (as ``prev``).
+    # Both urlsets (of 20 URLs, over the stack's HARVEST_SITEMAP_PART_MIN_URLS) were adopted whole: the second
+    # job listed no URL one by one, and the pointers still name the first job's batches.
     batches_second, _ = crawl_batches(stack, site.base)
-    assert batches_second[first["job_id"]] > 0
+    assert batches_second[first["job_id"]] > 0 and batches_second[second["job_id"]] == 0
+    adopted = adapters_of(stack).store.adopted(second["job_id"])
+    assert sorted(a.part.urls for a in adopted) == [20, 20]
 
     mutation = scenario.Mutation()
     mutation.apply(site)
@@ -81,11 +84,12 @@ def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_chan
     scenario.check_crawl_3(site, mutation, third, feed)
     assert len(stored_pages(stack, site) - after_first) == len(mutation.changed) + len(mutation.added)
 
-    # The third job's end deleted the first job's batches, which no pointer reads from any more (the URLs
-    # the third did not list were orphaned: their records are written whole); every batch left of a job
-    # over is one a pointer reads from. (The records all read as they should: below.)
+    # The third job listed both changed urlsets URL by URL: its pointers name its batches, and the first
+    # job's as the ones their records came from (``prev``: the second job adopted, it wrote none), which
+    # the next listing lets go; every batch left of a job over is one a pointer names. (The records all
+    # read as they should: below.)
     batches, named = crawl_batches(stack, site.base)
-    assert batches[first["job_id"]] == 0 and batches[second["job_id"]] == batches_second[second["job_id"]]
+    assert batches[first["job_id"]] > 0 and batches[second["job_id"]] == 0
     ended = {first["job_id"], second["job_id"]}
     assert all(ref in named for ref in _batch_refs(stack, site.base) if ref.split("/")[0] in ended)
 

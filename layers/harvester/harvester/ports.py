@@ -282,6 +282,11 @@ class CrawlDatabase(Protocol):
         record a job listed in a part a later job adopted reads as listed by that job, then (``last_listed``,
         ``last_listed_job``): as it would be had that job listed it one by one. (So does ``site_urls``.)"""
 
+    def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+        """The records of the given URLs the job listed, as its own writes left them (a sitemap part's lines
+        are made from them at the job's end: a record another job wrote since may be left as the job left it,
+        since a part whose sitemap another job wrote is not kept)."""
+
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
         """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
         returns the URLs refused because their record had moved on."""

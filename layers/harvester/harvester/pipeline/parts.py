@@ -323,7 +323,7 @@ class PartMaker:
         """Each page's part line (with its newline) and key, or None where it is not this part's to hold."""
         if not pages:
             return
-        records = self.ctx.crawldb.get_urls(self.site, [p.url for p in pages])
+        records = self.ctx.crawldb.job_urls(self.site, self.job.job_id, [p.url for p in pages])
         kind = parts.reason_of(self.job.request)
         for page in pages:
             crawl = records.get(page.url)

@@ -7,7 +7,8 @@ Layout (``pk`` / ``sk``):
   and a scan of the site is 16 queries. It holds the URL's record written whole (``body``), or points into
   the crawl batches of the listings that hold it (crawl_pointers.py, beside them in the same partitions);
 * ``CRAWL#<site>`` / ``SITEMAP#<url key>``: the last complete reading of a sitemap;
-* ``CRAWL#<site>`` / ``SITE``: lastmod trust.
+* ``CRAWL#<site>`` / ``SITE``: lastmod trust;
+* ``CRAWL#<site>`` / ``PART#<sitemap key>``: the sitemap's epoch and current part (crawl_parts.py).
 
 Records are stored as their JSON ``body`` (deflated: item_body.py) with a ``version``; a versioned write
 is conditioned on the version it was computed from (``attribute_not_exists(pk)`` for a new record), so it
@@ -19,12 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import orjson
+
+from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, url_shard, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.job_items import JobItems
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
-from harvester.model.records import body_of, url_key
+from harvester.model.records import CrawlRow, body_of, url_key
 
 
 class DynamoCrawlDatabase:
@@ -35,6 +40,8 @@ class DynamoCrawlDatabase:
         self.client = client
         self.table = table
         self.pointers = Pointers(client, table)
+        self._jobs: JobItems | None = None
+        self._job_records: tuple[tuple[str, str], dict[str, str]] | None = None
 
     def _conditional_put(self, request: dict[str, Any]) -> bool:
         if "Update" in request:
@@ -45,10 +52,24 @@ class DynamoCrawlDatabase:
         found = self.pointers.read(site, urls)
         return {url: p.record for url, p in found.items() if p.record is not None}
 
+    def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+        """Read from the job's own crawl batches and their settlements (a query of each of the site's
+        partitions, the first time for a job: its records' bytes in read units, not a pointer read a URL)."""
+        if self._job_records is None or self._job_records[0] != (site, job_id):
+            self._job_records = ((site, job_id), self.pointers.job_records(site, job_id))
+        texts = self._job_records[1]
+        found = {}
+        for url in urls:
+            text = texts.get(url)
+            if text is not None:
+                found[url] = CrawlRecord.model_validate_json(text)
+        return found
+
     def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
-        """Each record written whole on its pointer; a record whose pointer names another job's batch goes
-        with what moving it away needs (crawl_pointers: in one transaction), on the reading of it this
-        container made (the orphan pass's), else one made now."""
+        """Each record written whole on its pointer, in one transaction with the moves of the epochs of the
+        sitemaps it names (crawl_parts.py) and, for a record whose pointer names another job's batch, what
+        moving it away needs (crawl_pointers), on the reading of it this container made (the orphan
+        pass's), else one made now."""
         stale: list[str] = []
         for record in records:
             pointer = self.pointers.mover_base(site, record, strict=False)
@@ -57,11 +78,10 @@ class DynamoCrawlDatabase:
                 continue
             put = whole_write(self.table, site, record)
             guards = self.pointers.guards(site, [pointer], mover="") if pointer is not None else []
-            if not guards:
-                if not self._conditional_put(put):
-                    stale.append(record.url)
-                continue
-            if not self._guarded_put(put, [guard for guard, _ in guards]):
+            sitemap, writer = _named_by(record)
+            named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
+            moves = [update for update, _ in touches(self.table, site, named, writer)]
+            if not self._guarded_put(put, [guard for guard, _ in guards] + moves):
                 stale.append(record.url)
         return stale
 
@@ -104,15 +124,20 @@ class DynamoCrawlDatabase:
                 return None
         return 0
 
-    keeps_parts = False  # (see sitemap_part)
+    keeps_parts = True
 
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
-        """None: the DynamoDB layout keeps no sitemap parts yet, so every reading lists its URLs one by one
-        (their epochs are not counted either: ``put_part`` keeps nothing)."""
-        return None, 0
+        return self.pointers.parts.get(site, sitemap)
 
     def put_part(self, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
-        return False
+        """(The part's keys are not kept: a job that adopted a part takes a URL listed through another
+        sitemap as its own already by the part's item, crawl_parts.py.)"""
+        return self.pointers.parts.put(site, part, self._job_over)
+
+    def _job_over(self, job_id: str) -> bool:
+        if self._jobs is None:
+            self._jobs = JobItems(self.client, self.table)
+        return self._jobs.job_over(job_id)
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         item = self.client.get_item(
@@ -160,3 +185,11 @@ class DynamoCrawlDatabase:
     def put_site(self, record: SiteCrawl) -> bool:
         key = {"pk": _s(f"CRAWL#{record.site}"), "sk": _s("SITE")}
         return self._conditional_put(versioned_put(self.table, key, body_of(record), record.version))
+
+
+def _named_by(record: CrawlRecord | CrawlRow) -> tuple[str | None, str]:
+    """The sitemap a record names and the job that writes it (a record given as stored text names none:
+    its write counts as every other job's)."""
+    if isinstance(record, CrawlRecord):
+        return record.sitemap, record.orphaned_job or record.last_listed_job or ""
+    return orjson.loads(record.body).get("sitemap"), ""

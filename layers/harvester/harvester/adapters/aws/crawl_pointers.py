@@ -50,6 +50,7 @@ from typing import Any, Literal
 import orjson
 from msgspec import Struct
 
+from harvester.adapters.aws.crawl_parts import Adoptions, PartItems
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_delete, batch_get, query, versioned_put
 from harvester.adapters.aws.state_table import n as _n
@@ -256,6 +257,9 @@ class Pointers:
         self.client = client
         self.table = table
         self._remembered: OrderedDict[tuple[str, str], Pointer] = OrderedDict()
+        #: The site's sitemap parts: their adoptions make the records their makers listed read as listed by
+        #: the jobs that adopted them (crawl_parts.py).
+        self.parts = PartItems(client, table)
 
     # reading ------------------------------------------------------------------------------------------
 
@@ -271,8 +275,11 @@ class Pointers:
         pointers = (parse_pointer(item) for item in batch_get(self.client, self.table, keys, consistent=consistent))
         return {p.url: p for p in pointers}
 
-    def resolve(self, site: str, pointers: Iterable[Pointer], batches: dict[Ref, CrawlBatch]) -> None:
-        """Resolves each pointer's record, reading the batches it needs that ``batches`` lacks (and adding them)."""
+    def resolve(
+        self, site: str, pointers: Iterable[Pointer], batches: dict[Ref, CrawlBatch], adoptions: Adoptions | None = None
+    ) -> None:
+        """Resolves each pointer's record, reading the batches it needs that ``batches`` lacks (and adding them),
+        as listed by the job that adopted its part if one did (``adoptions``: read now if not given)."""
         pointers = list(pointers)
         wanted = {p.cur for p in pointers if p.cur is not None}
         wanted |= {p.prev for p in pointers if p.prev is not None and not p.whole}
@@ -285,6 +292,12 @@ class Pointers:
         for p in pointers:
             self._resolve_one(p, batches)
         self._read_open(site, [p for p in pointers if p.open], batches)
+        if any(p.record is not None for p in pointers):
+            adoptions = adoptions if adoptions is not None else self.parts.adoptions(site)
+            if adoptions:
+                for p in pointers:
+                    if p.record is not None:
+                        p.record = adoptions.resolve(p.record)
         for p in pointers:
             self._remember(site, p)
 
@@ -365,8 +378,10 @@ class Pointers:
 
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
-        kept); with ``unless_listed_by``, without those whose last committed listing is that job's."""
+        kept); with ``unless_listed_by``, without those whose last committed listing is that job's, or that of
+        a part it adopted (left out before their batches are read)."""
         batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
+        adoptions = self.parts.adoptions(site)
         for shard in URL_SHARDS:
             paginator = self.client.get_paginator("query")
             for page in paginator.paginate(
@@ -376,8 +391,10 @@ class Pointers:
                 ConsistentRead=True,
             ):
                 pointers = [parse_pointer(item) for item in page.get("Items", [])]
+                if unless_listed_by is not None and adoptions:
+                    pointers = [p for p in pointers if not _adopted_by(p, adoptions, unless_listed_by)]
                 known = dict(batches)
-                self.resolve(site, pointers, known)
+                self.resolve(site, pointers, known, adoptions)
                 for ref, batch in known.items():
                     batches[ref] = batch
                     batches.move_to_end(ref)
@@ -389,6 +406,29 @@ class Pointers:
                     if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
                         continue
                     yield p
+
+    def job_records(self, site: str, job_id: str) -> dict[str, str]:
+        """The records (JSON) of the URLs the job's committed crawl batches hold, each as the batch's last
+        settlement left it, else as listed: by URL."""
+        lines: dict[str, list[str]] = {}
+        outcomes: dict[str, dict[int, str]] = {}
+        for item in self._site_items(site, f"CB#{job_id}#", "sk, body, tomb", consistent=True):
+            sk = item["sk"]["S"]
+            bid = sk.split("#")[2]
+            if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
+                for line in body_text(item).split("\n"):
+                    i, _, record = line.partition("\t")
+                    outcomes.setdefault(bid, {})[int(i)] = record
+            elif "tomb" not in item:
+                lines[bid] = body_text(item).split("\n")
+        found: dict[str, str] = {}
+        for bid, batch in lines.items():
+            settled = outcomes.get(bid, {})
+            for i, line in enumerate(batch):
+                text = settled.get(i) or line[2:]
+                if text:
+                    found[str(orjson.loads(text)["url"])] = text
+        return found
 
     # collecting ---------------------------------------------------------------------------------------
 
@@ -530,6 +570,15 @@ class Pointers:
         else:
             update["ConditionExpression"] = "attribute_not_exists(settled)"
         return {"Update": update}
+
+
+def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
+    """Whether the pointer's record is one of a part ``job_id`` adopted: its last listing is the part's
+    maker's (a record written whole since is read whole)."""
+    if p.whole or p.cur is None:
+        return False
+    adoption = adoptions.of(p.sitemap, p.cur.job)
+    return adoption is not None and adoption[0] == job_id
 
 
 def listed_lines(records: Sequence[tuple[str, bool]]) -> str:

@@ -13,7 +13,10 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from harvester.adapters.aws.crawl_pointers import Pointers
+from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.job_items import JobItems
 from harvester.adapters.aws.page_batches import PageBatches
 from harvester.adapters.aws.page_listing import PageListing
@@ -30,6 +33,8 @@ from harvester.model.records import (
     SitemapStatus,
     SitemapURL,
     UrlStatus,
+    body_of,
+    url_key,
 )
 from harvester.model.state import (
     AdoptedPart,
@@ -109,7 +114,7 @@ class DynamoStateStore:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,  # (the pointers' conditional writes keep a URL once a job)
-        left: Collection[str] = (),  # (the DynamoDB layout counts no sitemap epochs yet: it keeps no parts)
+        left: Collection[str] = (),  # (the epochs a listing moves are its pointers': page_listing.py)
     ) -> Recorded:
         return self.listing.record_pages(
             job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease, site=site, crawl=crawl, enqueued=enqueued
@@ -151,13 +156,41 @@ class DynamoStateStore:
         return self.batches.page_bodies(job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
-        return self.batches.page_bodies(job_id)
+        yield from self.batches.page_bodies(job_id)
+        yield from self.adopted(job_id)
+
+    def adopted(self, job_id: str) -> list[AdoptedPart]:
+        """The parts the job adopted, in the order it adopted them."""
+        found = []
+        for item in self.jobs.partition(job_id, "PART#"):
+            stored = orjson.loads(body_text(item))
+            found.append(AdoptedPart(SitemapPart.model_validate(stored["part"]), datetime.fromisoformat(stored["at"])))
+        return sorted(found, key=lambda a: (a.at, a.part.sitemap))
 
     def adopt_part(
         self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
     ) -> bool:
-        """Never: the DynamoDB layout keeps no sitemap parts yet (``DynamoCrawlDatabase.sitemap_part``)."""
-        return False
+        """The job takes the sitemap's part whole (see ``StateStore.adopt_part``), in one transaction: the
+        part's adoption on its item (conditioned on its being current at its epoch: crawl_parts.py), the
+        job's record of it, the sitemap's checkpoint and the counts. Refused when the sitemap's reading
+        recorded pages already or the part moved. (A URL of the part the job has already through another
+        sitemap moved the part's epoch when it was listed.)"""
+        sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
+        if sitemap.pages_recorded:
+            return False
+        parts = self.pointers.parts
+        adopted = orjson.dumps({"part": orjson.loads(body_of(part)), "at": at.isoformat()}).decode()
+        items = [
+            self.jobs.new_item(job_id, f"PART#{url_key(sitemap_url)}", adopted, version=None),
+            parts.adoption(site, job_id, part, at, self.jobs.job_over),
+        ]
+        taking = sitemap.model_copy(update={"adopted": part})
+        moved = accounting.recorded_sitemap(taking, part.urls, part.urls, Checkpoint(part.urls))
+        counts = JobCounts(urls_total=part.urls, urls_succeeded=part.urls)
+        failed = self.sitemap_items.commit_listing(
+            job_id, sitemap_url, lease, items, [("adopted", part.sitemap), ("part", part.sitemap)], moved, counts
+        )
+        return not failed
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         return self.batches.get_page(job_id, url)
@@ -174,4 +207,6 @@ class DynamoStateStore:
         return self.sitemap_items.release_sitemap_leases(job_id) + self.batches.release_leases(job_id)
 
     def recount(self, job_id: str) -> JobCounts:
-        return accounting.recount(self.sitemaps(job_id), self.pages(job_id))
+        adopted = sum(item.part.urls for item in self.adopted(job_id))
+        listed = accounting.recount(self.sitemaps(job_id), self.pages(job_id))
+        return listed + JobCounts(urls_total=adopted, urls_succeeded=adopted)

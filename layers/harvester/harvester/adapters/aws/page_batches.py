@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import Pointers, Ref, outcome_key, stale_check, stale_urls, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
@@ -39,7 +40,7 @@ from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conflict_pause, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
-from harvester.model.records import JobCounts, SitemapURL, UrlStatus, body_of
+from harvester.model.records import JobCounts, SitemapURL, UrlStatus, body_of, url_key
 from harvester.model.state import Lease, PageOutcome, PageRetry, Settled
 
 #: Leases whose claims a store keeps in memory for their settlement (see ``_leases``).
@@ -287,6 +288,7 @@ class PageBatches:
             applied: list[PageOutcome] = []
             held: list[tuple[StoredBatch, dict[str, dict[str, Any]]]] = []
             guarded: list[Any] = []
+            touched: dict[str, set[str]] = {}
             for bid, batch_outcomes in by_batch.items():
                 batch = self._holding(job_id, bid, lease, records=False)
                 if batch is None:
@@ -311,7 +313,9 @@ class PageBatches:
                 lines = list(finals.values())
                 parts = sized(lines, [len(line) for line in lines], len(lines))
                 crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site)
+                named = {key for keys in [*touched.values(), *crawled.touched.values()] for key in keys if key}
                 size = len(items) + 1 + len(parts) + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
+                size += len(named)
                 if items and size > TRANSACTION_ITEMS:
                     self._hold(lease, batch, batch.states, moved=False)
                     break  # (the next round takes the rest)
@@ -326,8 +330,15 @@ class PageBatches:
                 items += crawled.items
                 roles += crawled.roles
                 guarded += crawled.guarded
+                for writer, keys in crawled.touched.items():
+                    touched.setdefault(writer, set()).update(keys)
             if not items:
                 break
+            for writer, keys in touched.items():  # (an item once a transaction: the first writer moves it)
+                keys.difference_update(*(other for w, other in touched.items() if w < writer))
+                for move, key in touches(self.table, self.jobs.site_of(job_id, site), keys, writer):
+                    items.append(move)
+                    roles.append(("touch", key))
             for guard, url in self._guards(job_id, guarded, site=site):
                 items.append(guard)
                 roles.append(("crawl", url))
@@ -393,8 +404,11 @@ class PageBatches:
                 else stale_check(self.table, site, o.crawl)
             )
             crawled.roles.append(("crawl", o.record.url))
+            named = crawled.touched.setdefault(o.crawl.orphaned_job or o.crawl.last_listed_job or job_id, set())
+            named.add(url_key(o.crawl.sitemap) if o.crawl.sitemap else "")
             if pointer:
                 crawled.guarded.append(pointer)
+                named.add(pointer.sitemap or "")
         return crawled
 
     def _crawl_item(self, key: dict[str, Any], body: str) -> dict[str, Any]:

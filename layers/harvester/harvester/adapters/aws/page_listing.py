@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import (
     Pointer,
     Pointers,
@@ -32,6 +33,7 @@ from harvester.adapters.aws.crawl_pointers import (
     listed_lines,
     pointer_key,
     stale_urls,
+    urls_role,
 )
 from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
@@ -89,7 +91,8 @@ class PageListing:
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
-            listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes)
+            first = n == 0 and not sitemap.pages_recorded
+            listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes, first=first)
             if listing.stale:
                 recorded.stale = listing.stale
                 return recorded
@@ -124,9 +127,14 @@ class PageListing:
         *,
         site: str | None,
         writes: Mapping[str, CrawlWrite],
+        first: bool = False,
     ) -> Listing:
         """Which pages of ``chunk`` are batch ``bid``'s (their pointers moved to it), and the items its
-        transaction writes beside the batch's: the crawl batch and the guards of the pointers it moved."""
+        transaction writes beside the batch's: the crawl batch, the guards of the pointers it moved, and the
+        moves of the epochs of the sitemaps its records name (crawl_parts.py) when one of its URLs had a
+        record, or it is the reading's ``first`` chunk (which marks when the job first wrote the sitemap's
+        records). A chunk of URLs new to the site moves none: no part holds them, and a job that lists one
+        later finds its pointer and moves the epoch then."""
         if not chunk:
             return Listing([])
         site = self.jobs.site_of(job_id, site)
@@ -140,7 +148,14 @@ class PageListing:
             else:  # (a job record with no crawl record: the pointer marks it, on whatever version it is)
                 listed[p.url], expected[p.url] = ("", final), None
         bases, stale = self._bases(site, list(expected), expected)
-        stale += self._bury(site, job_id, bases.values())
+        named = {url: _named(p, sitemap_key) for url, p in bases.items()}
+        others = {key for keys in named.values() for key in keys}
+        adopted = self.pointers.parts.adopted_by(site, others, job_id) if others else set()
+        if adopted:  # (the job's already: in a part it adopted, or one listed since it did, conservatively)
+            chunk = [p for p in chunk if not adopted.intersection(named.get(p.url, ()))]
+            if not chunk:
+                return Listing([])
+        stale += self._bury(site, job_id, [bases[p.url] for p in chunk if p.url in bases])
         if stale:
             return Listing([], stale=stale)
         ref = Ref(job_id, bid)
@@ -165,6 +180,15 @@ class PageListing:
         for guard, url in self.pointers.guards(site, moved_from, mover=job_id, tombstones=False):
             listing.items.append(guard)
             listing.roles.append(("crawl", url))
+        if not first and not any(p.url in bases for p in listing.mine):
+            return listing
+        by_sitemap: dict[str, list[str]] = {sitemap_key: []}
+        for p in listing.mine:
+            for key in named.get(p.url, ()):
+                by_sitemap.setdefault(key, []).append(p.url)
+        for move, key in touches(self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key):
+            listing.items.append(move)
+            listing.roles.append(("crawl", urls_role(by_sitemap[key])) if key != sitemap_key else ("touch", key))
         return listing
 
     def _pool_map(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
@@ -320,3 +344,13 @@ class PageListing:
             },
         }
         return self.sitemaps.with_lease(job_id, sitemap_key, lease, update)
+
+
+def _named(pointer: Pointer, own: str) -> set[str]:
+    """The sitemaps (by record key) other than ``own`` whose epochs moving the pointer moves: the one its
+    last listing named and the one its record names."""
+    keys = {pointer.sitemap} if pointer.sitemap else set()
+    if pointer.record is not None and pointer.record.sitemap:
+        keys.add(url_key(pointer.record.sitemap))
+    keys.discard(own)
+    return keys

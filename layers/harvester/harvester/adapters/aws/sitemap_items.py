@@ -143,15 +143,17 @@ class SitemapItems:
         items: list[dict[str, Any]],
         roles: list[tuple[str, str]],
         moved: SitemapRecord,
-        pages: Sequence[PageRecord],
+        pages: Sequence[PageRecord] | JobCounts,
     ) -> list[tuple[str, str]]:
         """Writes a listed chunk's ``items`` (each with its role and URL) in one transaction with the sitemap's
-        checkpoint (``moved``) and the count of ``pages``; returns the roles whose condition failed (nothing
-        was written then), empty when written. Raises LeaseLost when the sitemap is no longer ours."""
+        checkpoint (``moved``) and the count of ``pages`` (or the counts given); returns the roles whose
+        condition failed (nothing was written then), empty when written. Raises LeaseLost when the sitemap
+        is no longer ours."""
+        counts = pages if isinstance(pages, JobCounts) else accounting.new_pages(pages)
         items = [
             *items,
             self._sitemap_update(job_id, moved, lease, keep_lease=True),
-            self.jobs.counter_update(job_id, accounting.new_pages(pages)),
+            self.jobs.counter_update(job_id, counts),
         ]
         roles = [*roles, ("sitemap", sitemap_url)]
         try:

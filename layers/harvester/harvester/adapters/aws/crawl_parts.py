@@ -1,0 +1,249 @@
+"""A site's sitemap parts in the state table (see ``SitemapPart`` and ``crawldb.parts``).
+
+``CRAWL#<site>`` / ``PART#<sitemap key>`` (no ``expires_at``: the crawl database outlives jobs), one item a
+sitemap whose URLs some job listed:
+
+* ``epoch``: a count of the writes of crawl records that name the sitemap, moved by each such write in its
+  own transaction (``touches``: a listing's, for its sitemap and the sitemaps its URLs' pointers named
+  before; a record written whole, for the sitemaps it names before and after);
+* ``f_<job>`` / ``l_<job>``: when each job first and last made such a write (microseconds, the writer's
+  clock): a part is kept only if no other job wrote after its own job first did (less ``CLOCK_SKEW``, so
+  that clocks apart by that much still refuse rather than keep);
+* ``body`` and ``made_by``: the sitemap's current part; ``ab`` / ``at``, its latest adoption, which makes the
+  records its maker listed read as listed by that job (``Adoptions``); ``a_<job>``, each running job that
+  adopted one of its parts, so that a listing by that job of a URL this sitemap named (through another
+  sitemap) takes it as the job's already, and is refused in its own transaction (its touch is conditioned
+  on it) when the adoption came between its reading and its commit, rather than counted twice.
+
+A part's documents (its lines, index rows and keys) are the crawl database's documents in S3, written by
+the job that made it; the item holds what the conditions need. Attributes of jobs over are dropped when a
+part is put or refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.state_table import batch_get, conditional, query
+from harvester.adapters.aws.state_table import n as _n
+from harvester.adapters.aws.state_table import s as _s
+from harvester.model.crawl import CrawlRecord, SitemapPart
+from harvester.model.records import body_of, url_key
+
+#: How far apart two containers' clocks may be: a write by another job this long before a part's job first
+#: wrote still refuses the part (refusing is always safe: its URLs are listed again next time).
+CLOCK_SKEW = 0.01
+_FIRST, _LAST, _ADOPTER = "f_", "l_", "a_"
+
+
+def part_key(site: str, sitemap_key: str) -> dict[str, Any]:
+    return {"pk": _s(f"CRAWL#{site}"), "sk": _s(f"PART#{sitemap_key}")}
+
+
+def now_us() -> int:
+    return int(time.time() * 1_000_000)
+
+
+def touches(
+    table: str, site: str, sitemap_keys: Iterable[str | None], writer: str, *, unless_adopted_by: str | None = None,
+    own: str | None = None,
+) -> list[tuple[dict[str, Any], str]]:  # fmt: skip
+    """The Updates that move the epochs of the sitemaps (by record key) a crawl-record write names, one an
+    item, for the write's transaction, each with its sitemap key. With ``unless_adopted_by`` (a listing by
+    that job), each but ``own`` (the listing's own sitemap) is conditioned on that job not having adopted
+    its part: the URL would then be the job's already."""
+    now = _n(now_us())
+    updates = []
+    for key in dict.fromkeys(k for k in sitemap_keys if k):
+        update: dict[str, Any] = {
+            "TableName": table,
+            "Key": part_key(site, key),
+            "UpdateExpression": "ADD epoch :one SET #f = if_not_exists(#f, :now), #l = :now",
+            "ExpressionAttributeNames": {"#f": _FIRST + writer, "#l": _LAST + writer},
+            "ExpressionAttributeValues": {":one": _n(1), ":now": now},
+        }
+        if unless_adopted_by is not None and key != own:
+            update["ConditionExpression"] = "attribute_not_exists(#a)"
+            update["ExpressionAttributeNames"]["#a"] = _ADOPTER + unless_adopted_by
+        updates.append(({"Update": update}, key))
+    return updates
+
+
+class Adoptions:
+    """The latest adoption of each current part of a site, by (sitemap key, the job that made the part)."""
+
+    def __init__(self, adopted: Mapping[tuple[str, str], tuple[str, datetime]]) -> None:
+        self.adopted = adopted
+        self._keys: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.adopted)
+
+    def of(self, sitemap_key: str | None, job: str | None) -> tuple[str, datetime] | None:
+        return self.adopted.get((sitemap_key, job)) if sitemap_key and job else None  # type: ignore[arg-type]
+
+    def resolve(self, record: CrawlRecord) -> CrawlRecord:
+        """The record as a listing by the job that adopted its part would have left it."""
+        if not self.adopted or record.sitemap is None:
+            return record
+        key = self._keys.get(record.sitemap)
+        if key is None:
+            key = self._keys[record.sitemap] = url_key(record.sitemap)
+        adoption = self.of(key, record.last_listed_job)
+        if adoption is None:
+            return record
+        job, at = adoption
+        return record.model_copy(update={"last_listed_job": job, "last_listed": at})
+
+
+class PartItems:
+    """The site's part items (module docstring): read, put, adopted. Shared by the crawl database and the
+    state store (through ``Pointers``): an adoption is made on the item its reading read."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self.client = client
+        self.table = table
+        self._read: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def item(self, site: str, sitemap: str) -> dict[str, Any] | None:
+        item = self.client.get_item(
+            TableName=self.table, Key=part_key(site, url_key(sitemap)), ConsistentRead=True
+        ).get("Item")
+        if item is not None:
+            self._read[(site, sitemap)] = item
+        return item
+
+    def get(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
+        item = self.item(site, sitemap)
+        if item is None:
+            return None, 0
+        part = SitemapPart.model_validate_json(body_text(item)) if "body" in item else None
+        return part, int(item["epoch"]["N"]) if "epoch" in item else 0
+
+    def put(self, site: str, part: SitemapPart, job_over: Callable[[str], bool]) -> bool:
+        """Makes ``part`` the sitemap's if its epoch is still the part's and no other job wrote a record
+        naming the sitemap since the part's job first did; the writers and adopters of jobs over are
+        dropped either way."""
+        item = self.item(site, part.sitemap)
+        epoch = int(item["epoch"]["N"]) if item is not None and "epoch" in item else 0
+        if item is None or epoch != part.epoch:
+            return False
+        first = _times(item, _FIRST)
+        last = _times(item, _LAST)
+        own = first.get(part.job_id)
+        if own is None and part.urls:
+            return False
+        since = (own if own is not None else now_us()) - int(CLOCK_SKEW * 1_000_000)
+        if any(job != part.job_id and at >= since for job, at in last.items()):
+            self._prune(site, part.sitemap, item, job_over)
+            return False
+        kept = {name: value for name, value in item.items() if _running(name, job_over, first, last)}
+        new = {
+            **kept,
+            **part_key(site, url_key(part.sitemap)),
+            "epoch": _n(epoch),
+            "body": stored_body(body_of(part)),
+            "made_by": _s(part.job_id),
+        }
+        for name in ("ab", "at"):
+            new.pop(name, None)
+        return conditional(
+            lambda: self.client.put_item(
+                TableName=self.table,
+                Item=new,
+                ConditionExpression="epoch = :epoch",
+                ExpressionAttributeValues={":epoch": _n(epoch)},
+            )
+        )
+
+    def _prune(self, site: str, sitemap: str, item: Mapping[str, Any], job_over: Callable[[str], bool]) -> None:
+        """Drops the attributes of jobs over whose writes no running job's part can depend on."""
+        first, last = _times(item, _FIRST), _times(item, _LAST)
+        gone = [name for name in item if name[:2] in (_FIRST, _LAST, _ADOPTER)]
+        gone = [name for name in gone if not _running(name, job_over, first, last)]
+        if len(gone) < 8:
+            return  # (a few attributes: not worth a write)
+        names = {f"#g{i}": name for i, name in enumerate(gone)}
+        conditional(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=part_key(site, url_key(sitemap)),
+                UpdateExpression="REMOVE " + ", ".join(names),
+                ConditionExpression="epoch = :epoch",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={":epoch": item["epoch"]},
+            )
+        )
+
+    def adoption(
+        self, site: str, job_id: str, part: SitemapPart, at: datetime, job_over: Callable[[str], bool]
+    ) -> dict[str, Any]:
+        """The Update that records, in the adoption's transaction, that the job adopted ``part``: its
+        condition fails when ``part`` is not the sitemap's current one at the epoch it was made at."""
+        item = self._read.get((site, part.sitemap)) or {}
+        ended = [name for name in item if name.startswith(_ADOPTER) and job_over(name[len(_ADOPTER) :])]
+        names = {"#a": _ADOPTER + job_id, "#at": "at"}
+        names.update({f"#g{i}": name for i, name in enumerate(ended) if name != names["#a"]})
+        update = "SET ab = :job, #at = :at, #a = :at"
+        if len(names) > 2:
+            update += " REMOVE " + ", ".join(n for n in names if n.startswith("#g"))
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": part_key(site, url_key(part.sitemap)),
+                "UpdateExpression": update,
+                "ConditionExpression": "made_by = :made AND epoch = :epoch",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {
+                    ":job": _s(job_id),
+                    ":at": _s(at.isoformat()),
+                    ":made": _s(part.job_id),
+                    ":epoch": _n(part.epoch),
+                },
+            }
+        }
+
+    def adopted_by(self, site: str, sitemap_keys: Iterable[str], job_id: str) -> set[str]:
+        """Which of the sitemaps (by record key) the job adopted a part of, read consistently."""
+        keys = [part_key(site, key) for key in dict.fromkeys(sitemap_keys)]
+        items = batch_get(self.client, self.table, keys)
+        return {item["sk"]["S"].removeprefix("PART#") for item in items if _ADOPTER + job_id in item}
+
+    def adoptions(self, site: str) -> Adoptions:
+        """The site's current parts' latest adoptions, read consistently (a listing decides on them)."""
+        adopted: dict[tuple[str, str], tuple[str, datetime]] = {}
+        for item in query(
+            self.client,
+            self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :part)",
+            ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}"), ":part": _s("PART#")},
+            ProjectionExpression="sk, made_by, ab, #at",
+            ExpressionAttributeNames={"#at": "at"},
+            ConsistentRead=True,
+        ):
+            if "ab" in item and "made_by" in item:
+                key = item["sk"]["S"].removeprefix("PART#")
+                adopted[(key, item["made_by"]["S"])] = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))
+        return Adoptions(adopted)
+
+
+def _times(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
+    return {name[len(prefix) :]: int(value["N"]) for name, value in item.items() if name.startswith(prefix)}
+
+
+def _running(name: str, job_over: Callable[[str], bool], first: Mapping[str, int], last: Mapping[str, int]) -> bool:
+    """Whether an item attribute stays: not a job's, or a running job's, or a write of a job over that a
+    running job's part may yet have to be refused for (it came after that job first wrote)."""
+    if name[:2] not in (_FIRST, _LAST, _ADOPTER):
+        return True
+    job = name[2:]
+    if not job_over(job):
+        return True
+    if name.startswith(_ADOPTER):
+        return False
+    running = [at for other, at in first.items() if other != job and not job_over(other)]
+    return bool(running) and last.get(job, 0) >= min(running) - int(CLOCK_SKEW * 1_000_000)
