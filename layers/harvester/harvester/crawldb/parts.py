@@ -21,12 +21,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from orjson import OPT_UTC_Z, dumps
+from orjson import OPT_UTC_Z, dumps, loads
 
-from harvester.model.crawl import ChangeKind, SitemapPart
+from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
 from harvester.model.messages import JobRequest, Refetch
+from harvester.model.records import CrawlWrite
 from harvester.sitemap.entries import SitemapKind
 
 #: The documents that list pages and nothing else: only their readings have parts (an index's children are
@@ -105,3 +107,54 @@ def adoptable(
         if part.due_at is not None and now >= part.due_at:
             return "a URL is due"
     return None
+
+
+def sitemap_of(record: CrawlWrite) -> str | None:
+    """The sitemap a crawl record names (whose epoch its write moves)."""
+    return record.sitemap if isinstance(record, CrawlRecord) else loads(record.body).get("sitemap")
+
+
+def writer_of(record: CrawlWrite) -> str:
+    """The job a record written outside a job's own steps comes from (an orphan's, or its listing's); a
+    record given as stored text names none, and counts as every other job's write."""
+    if isinstance(record, CrawlRecord):
+        return record.orphaned_job or record.last_listed_job or ""
+    return ""
+
+
+class Adoptions:
+    """The latest adoption of each current part of a site, by (sitemap, the job that made the part): what
+    makes the records that job listed read as listed by the job that adopted it (``resolve``), as they
+    would be had it listed them one by one. ``key`` names a sitemap as the store keeps it (its URL, or a
+    key made of it)."""
+
+    def __init__(
+        self, adopted: Mapping[tuple[str, str], tuple[str, datetime]], key: Callable[[str], str] | None = None
+    ) -> None:
+        self.adopted = adopted
+        self._key = key
+        self._keys: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.adopted)
+
+    def of(self, sitemap: str | None, made_by: str | None) -> tuple[str, datetime] | None:
+        """The job that last adopted the part of ``sitemap`` (as the store names it) ``made_by`` made, and when."""
+        if sitemap is None or made_by is None:
+            return None
+        return self.adopted.get((sitemap, made_by))
+
+    def resolve(self, record: CrawlRecord) -> CrawlRecord:
+        if not self.adopted or record.sitemap is None:
+            return record
+        sitemap = record.sitemap
+        if self._key is not None:
+            named = self._keys.get(sitemap)
+            if named is None:
+                named = self._keys[sitemap] = self._key(sitemap)
+            sitemap = named
+        adoption = self.of(sitemap, record.last_listed_job)
+        if adoption is None:
+            return record
+        job, at = adoption
+        return record.model_copy(update={"last_listed_job": job, "last_listed": at})

@@ -20,16 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import orjson
-
 from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, url_shard, whole_write
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import JobItems
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
+from harvester.crawldb.parts import sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
-from harvester.model.records import CrawlRow, body_of, url_key
+from harvester.model.records import body_of, url_key
 
 
 class DynamoCrawlDatabase:
@@ -78,9 +77,9 @@ class DynamoCrawlDatabase:
                 continue
             put = whole_write(self.table, site, record)
             guards = self.pointers.guards(site, [pointer], mover="") if pointer is not None else []
-            sitemap, writer = _named_by(record)
+            sitemap = sitemap_of(record)
             named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
-            moves = [update for update, _ in touches(self.table, site, named, writer)]
+            moves = [update for update, _ in touches(self.table, site, named, writer_of(record))]
             if not self._guarded_put(put, [guard for guard, _ in guards] + moves):
                 stale.append(record.url)
         return stale
@@ -185,11 +184,3 @@ class DynamoCrawlDatabase:
     def put_site(self, record: SiteCrawl) -> bool:
         key = {"pk": _s(f"CRAWL#{record.site}"), "sk": _s("SITE")}
         return self._conditional_put(versioned_put(self.table, key, body_of(record), record.version))
-
-
-def _named_by(record: CrawlRecord | CrawlRow) -> tuple[str | None, str]:
-    """The sitemap a record names and the job that writes it (a record given as stored text names none:
-    its write counts as every other job's)."""
-    if isinstance(record, CrawlRecord):
-        return record.sitemap, record.orphaned_job or record.last_listed_job or ""
-    return orjson.loads(record.body).get("sitemap"), ""

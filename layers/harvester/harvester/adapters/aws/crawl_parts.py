@@ -10,7 +10,7 @@ sitemap whose URLs some job listed:
   clock): a part is kept only if no other job wrote after its own job first did (less ``CLOCK_SKEW``, so
   that clocks apart by that much still refuse rather than keep);
 * ``body`` and ``made_by``: the sitemap's current part; ``ab`` / ``at``, its latest adoption, which makes the
-  records its maker listed read as listed by that job (``Adoptions``); ``a_<job>``, each running job that
+  records its maker listed read as listed by that job (``crawldb.parts.Adoptions``); ``a_<job>``, each running job that
   adopted one of its parts, so that a listing by that job of a URL this sitemap named (through another
   sitemap) takes it as the job's already, and is refused in its own transaction (its touch is conditioned
   on it) when the adoption came between its reading and its commit, rather than counted twice.
@@ -31,7 +31,8 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
-from harvester.model.crawl import CrawlRecord, SitemapPart
+from harvester.crawldb.parts import Adoptions
+from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of, url_key
 
 #: How far apart two containers' clocks may be: a write by another job this long before a part's job first
@@ -73,33 +74,6 @@ def touches(
     return updates
 
 
-class Adoptions:
-    """The latest adoption of each current part of a site, by (sitemap key, the job that made the part)."""
-
-    def __init__(self, adopted: Mapping[tuple[str, str], tuple[str, datetime]]) -> None:
-        self.adopted = adopted
-        self._keys: dict[str, str] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self.adopted)
-
-    def of(self, sitemap_key: str | None, job: str | None) -> tuple[str, datetime] | None:
-        return self.adopted.get((sitemap_key, job)) if sitemap_key and job else None  # type: ignore[arg-type]
-
-    def resolve(self, record: CrawlRecord) -> CrawlRecord:
-        """The record as a listing by the job that adopted its part would have left it."""
-        if not self.adopted or record.sitemap is None:
-            return record
-        key = self._keys.get(record.sitemap)
-        if key is None:
-            key = self._keys[record.sitemap] = url_key(record.sitemap)
-        adoption = self.of(key, record.last_listed_job)
-        if adoption is None:
-            return record
-        job, at = adoption
-        return record.model_copy(update={"last_listed_job": job, "last_listed": at})
-
-
 class PartItems:
     """The site's part items (module docstring): read, put, adopted. Shared by the crawl database and the
     state store (through ``Pointers``): an adoption is made on the item its reading read."""
@@ -122,14 +96,17 @@ class PartItems:
         if item is None:
             return None, 0
         part = SitemapPart.model_validate_json(body_text(item)) if "body" in item else None
-        return part, int(item["epoch"]["N"]) if "epoch" in item else 0
+        return part, _epoch(item)
 
     def put(self, site: str, part: SitemapPart, job_over: Callable[[str], bool]) -> bool:
         """Makes ``part`` the sitemap's if its epoch is still the part's and no other job wrote a record
         naming the sitemap since the part's job first did; the writers and adopters of jobs over are
-        dropped either way."""
-        item = self.item(site, part.sitemap)
-        epoch = int(item["epoch"]["N"]) if item is not None and "epoch" in item else 0
+        dropped either way. Decided on the item as the part's maker read it for the part's epoch, if this
+        container did: the put is conditioned on that epoch, and every write of a record moves it."""
+        item = self._read.get((site, part.sitemap))
+        if item is None or _epoch(item) != part.epoch:
+            item = self.item(site, part.sitemap)
+        epoch = _epoch(item) if item is not None else 0
         if item is None or epoch != part.epoch:
             return False
         first = _times(item, _FIRST)
@@ -228,7 +205,11 @@ class PartItems:
             if "ab" in item and "made_by" in item:
                 key = item["sk"]["S"].removeprefix("PART#")
                 adopted[(key, item["made_by"]["S"])] = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))
-        return Adoptions(adopted)
+        return Adoptions(adopted, key=url_key)
+
+
+def _epoch(item: Mapping[str, Any]) -> int:
+    return int(item["epoch"]["N"]) if "epoch" in item else 0
 
 
 def _times(item: Mapping[str, Any], prefix: str) -> dict[str, int]:

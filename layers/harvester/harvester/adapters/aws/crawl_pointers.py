@@ -50,11 +50,12 @@ from typing import Any, Literal
 import orjson
 from msgspec import Struct
 
-from harvester.adapters.aws.crawl_parts import Adoptions, PartItems
+from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_delete, batch_get, query, versioned_put
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
+from harvester.crawldb.parts import Adoptions
 from harvester.model.crawl import CrawlRecord
 from harvester.model.records import UrlStatus, body_of, url_key
 

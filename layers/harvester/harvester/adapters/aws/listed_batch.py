@@ -76,8 +76,8 @@ class Listing(Struct):
     stale: list[str] = field(default_factory=list)
     #: What the transaction must guard beside its items, for a whole transaction at once (see ``PageBatches._guards``).
     guarded: list[Any] = field(default_factory=list)
-    #: The sitemaps (by record key) whose epochs its records written whole move, by writer (crawl_parts.py).
-    touched: dict[str, set[str]] = field(default_factory=dict)
+    #: The sitemaps (by record key) whose epochs its records written whole move (crawl_parts.py).
+    touched: set[str] = field(default_factory=set)
 
 
 class StoredBatch(Struct):

@@ -288,7 +288,7 @@ class PageBatches:
             applied: list[PageOutcome] = []
             held: list[tuple[StoredBatch, dict[str, dict[str, Any]]]] = []
             guarded: list[Any] = []
-            touched: dict[str, set[str]] = {}
+            touched: set[str] = set()  # (the sitemaps whose epochs the records written whole move)
             for bid, batch_outcomes in by_batch.items():
                 batch = self._holding(job_id, bid, lease, records=False)
                 if batch is None:
@@ -313,9 +313,8 @@ class PageBatches:
                 lines = list(finals.values())
                 parts = sized(lines, [len(line) for line in lines], len(lines))
                 crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site)
-                named = {key for keys in [*touched.values(), *crawled.touched.values()] for key in keys if key}
                 size = len(items) + 1 + len(parts) + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
-                size += len(named)
+                size += len(touched | crawled.touched)
                 if items and size > TRANSACTION_ITEMS:
                     self._hold(lease, batch, batch.states, moved=False)
                     break  # (the next round takes the rest)
@@ -330,15 +329,12 @@ class PageBatches:
                 items += crawled.items
                 roles += crawled.roles
                 guarded += crawled.guarded
-                for writer, keys in crawled.touched.items():
-                    touched.setdefault(writer, set()).update(keys)
+                touched |= crawled.touched
             if not items:
                 break
-            for writer, keys in touched.items():  # (an item once a transaction: the first writer moves it)
-                keys.difference_update(*(other for w, other in touched.items() if w < writer))
-                for move, key in touches(self.table, self.jobs.site_of(job_id, site), keys, writer):
-                    items.append(move)
-                    roles.append(("touch", key))
+            for move, key in touches(self.table, self.jobs.site_of(job_id, site), touched, job_id):
+                items.append(move)
+                roles.append(("touch", key))
             for guard, url in self._guards(job_id, guarded, site=site):
                 items.append(guard)
                 roles.append(("crawl", url))
@@ -404,11 +400,12 @@ class PageBatches:
                 else stale_check(self.table, site, o.crawl)
             )
             crawled.roles.append(("crawl", o.record.url))
-            named = crawled.touched.setdefault(o.crawl.orphaned_job or o.crawl.last_listed_job or job_id, set())
-            named.add(url_key(o.crawl.sitemap) if o.crawl.sitemap else "")
+            if o.crawl.sitemap:
+                crawled.touched.add(url_key(o.crawl.sitemap))
             if pointer:
                 crawled.guarded.append(pointer)
-                named.add(pointer.sitemap or "")
+                if pointer.sitemap:
+                    crawled.touched.add(pointer.sitemap)
         return crawled
 
     def _crawl_item(self, key: dict[str, Any], body: str) -> dict[str, Any]:

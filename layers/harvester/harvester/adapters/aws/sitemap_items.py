@@ -147,8 +147,8 @@ class SitemapItems:
     ) -> list[tuple[str, str]]:
         """Writes a listed chunk's ``items`` (each with its role and URL) in one transaction with the sitemap's
         checkpoint (``moved``) and the count of ``pages`` (or the counts given); returns the roles whose
-        condition failed (nothing was written then), empty when written. Raises LeaseLost when the sitemap
-        is no longer ours."""
+        condition failed (nothing was written then), empty when written. Raises LeaseLost when the sitemap's
+        lease is not ours."""
         counts = pages if isinstance(pages, JobCounts) else accounting.new_pages(pages)
         items = [
             *items,

@@ -11,10 +11,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 
-import orjson
-
 from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction, select_in
+from harvester.crawldb.parts import sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import CrawlWrite, body_of, url_key
 
@@ -36,11 +35,6 @@ def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite) -> bool:
             (record.version, body, site, record.url, record.version - 1),
         )
     return cursor.rowcount == 1
-
-
-def sitemap_of(record: CrawlWrite) -> str | None:
-    """The sitemap a crawl record names (whose epoch its write moves)."""
-    return record.sitemap if isinstance(record, CrawlRecord) else orjson.loads(record.body).get("sitemap")
 
 
 def stale(db: sqlite3.Connection, site: str, records: Sequence[CrawlWrite]) -> list[str]:
@@ -88,9 +82,9 @@ class SqliteCrawlDatabase:
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         sql = "SELECT body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
         found: dict[str, CrawlRecord] = {}
-        listings = part_rows.Listings(self.conn, site)
+        adoptions = part_rows.adoptions(self.conn, site)
         for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(urls))):
-            record = listings.resolve(CrawlRecord.model_validate_json(body))
+            record = adoptions.resolve(CrawlRecord.model_validate_json(body))
             found[record.url] = record
         return found
 
@@ -103,7 +97,7 @@ class SqliteCrawlDatabase:
             named: dict[str, set[str | None]] = {}  # by writer: the sitemaps whose epochs the writes move
             for record in records:
                 if write_url(db, site, record):
-                    named.setdefault(_writer(record), set()).add(sitemap_of(record))
+                    named.setdefault(writer_of(record), set()).add(sitemap_of(record))
                 else:
                     refused.append(record.url)
             for writer, sitemaps in named.items():
@@ -122,7 +116,7 @@ class SqliteCrawlDatabase:
             else ""
         )
         sql = f"SELECT url, body FROM crawl_urls WHERE site = ? AND url > ?{unlisted} ORDER BY url LIMIT {_PAGE_SIZE}"
-        listings = part_rows.Listings(self.conn, site)
+        adoptions = part_rows.adoptions(self.conn, site)
         while True:
             params = (site, last, unless_listed_by, unless_listed_by) if unless_listed_by else (site, last)
             rows = self.conn.execute(sql, params).fetchall()
@@ -130,7 +124,7 @@ class SqliteCrawlDatabase:
                 return
             for url, body in rows:
                 last = url
-                yield listings.resolve(CrawlRecord.model_validate_json(body))
+                yield adoptions.resolve(CrawlRecord.model_validate_json(body))
 
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
@@ -147,7 +141,7 @@ class SqliteCrawlDatabase:
             row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND url = ?", (site, url)).fetchone()
             if row is not None:
                 record = CrawlRecord.model_validate_json(row[0])
-                found.append((site, part_rows.Listings(self.conn, site).resolve(record)))
+                found.append((site, part_rows.adoptions(self.conn, site).resolve(record)))
         return found
 
     def sites(self) -> list[str]:
@@ -200,11 +194,3 @@ class SqliteCrawlDatabase:
                     (record.version, body_of(record), record.site, record.version - 1),
                 )
             return cursor.rowcount == 1
-
-
-def _writer(record: CrawlWrite) -> str:
-    """The job a record written outside a job's own steps comes from (an orphan's, or its listing's); a
-    record given as stored text names none, and counts as every other job's write."""
-    if isinstance(record, CrawlRecord):
-        return record.orphaned_job or record.last_listed_job
-    return ""

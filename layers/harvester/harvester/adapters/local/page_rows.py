@@ -20,6 +20,7 @@ from harvester.adapters.local.database import Transaction
 from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.record_rows import job_bodies, put_record
 from harvester.adapters.local.sitemap_rows import SitemapRows
+from harvester.crawldb import parts
 from harvester.keyset import KeySet, bits_of
 from harvester.model import accounting
 from harvester.model.crawl import SitemapPart
@@ -259,7 +260,7 @@ class PageRows:
                     if not crawldb.write_url(db, site, outcome.crawl):
                         settled.stale.append(page.url)
                         continue
-                    named.add(crawldb.sitemap_of(outcome.crawl))
+                    named.add(parts.sitemap_of(outcome.crawl))
                 put_record(db, "urls", job_id, page, None, only=_OPEN)
                 deltas.append(accounting.page_done(page))
                 settled.applied.append(page.url)

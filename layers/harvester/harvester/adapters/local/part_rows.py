@@ -16,7 +16,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
 from harvester.adapters.local.database import Transaction
-from harvester.model.crawl import CrawlRecord, SitemapPart
+from harvester.crawldb.parts import Adoptions
+from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of
 
 _TOUCH = (
@@ -112,24 +113,14 @@ def adopted_by(conn: sqlite3.Connection, job_id: str) -> Iterator[tuple[SitemapP
         yield SitemapPart.model_validate_json(body), datetime.fromisoformat(at), site
 
 
-class Listings:
-    """The latest adoption of each current part of a site: what makes the records its maker listed count as
-    listed by the job that adopted it (``resolve``), as they would be had that job listed them one by one."""
-
-    def __init__(self, conn: sqlite3.Connection, site: str) -> None:
-        rows = conn.execute(
-            "SELECT sitemap, json_extract(part, '$.job_id'), adopted_by, adopted_at FROM crawl_parts"
-            " WHERE site = ? AND adopted_by IS NOT NULL",
-            (site,),
-        ).fetchall()
-        self.adopted = {(sitemap, made_by): (job, datetime.fromisoformat(at)) for sitemap, made_by, job, at in rows}
-
-    def resolve(self, record: CrawlRecord) -> CrawlRecord:
-        adoption = self.adopted.get((record.sitemap, record.last_listed_job)) if self.adopted else None
-        if adoption is None:
-            return record
-        job, at = adoption
-        return record.model_copy(update={"last_listed_job": job, "last_listed": at})
+def adoptions(conn: sqlite3.Connection, site: str) -> Adoptions:
+    """The latest adoption of each current part of the site, by sitemap URL."""
+    rows = conn.execute(
+        "SELECT sitemap, json_extract(part, '$.job_id'), adopted_by, adopted_at FROM crawl_parts"
+        " WHERE site = ? AND adopted_by IS NOT NULL",
+        (site,),
+    ).fetchall()
+    return Adoptions({(sitemap, made_by): (job, datetime.fromisoformat(at)) for sitemap, made_by, job, at in rows})
 
 
 def _text(at: datetime) -> str:
