@@ -1,10 +1,12 @@
-"""Collecting the pointer layout's crawl batches (crawl_pointers: ``Pointers.collect``): a batch no URL's pointer
-names, of a job that is over, is deleted with its settlements' items; every record reads as before, and a
-batch a pointer still names, or one of a running job, is kept."""
+"""Collecting the pointer layout's crawl batches (crawl_collect.py): a batch no URL's pointer names, of a job
+that is over, is deleted with its settlements' items; every record reads as before, and a batch a pointer
+still names, or one of a running job, is kept. A collection that left nothing waiting notes the site's part
+epochs, and the next one, with no pointer moved since, reads no batch."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
@@ -119,28 +121,74 @@ def test_the_batches_of_a_job_not_over_are_kept(aws: AwsAdapters) -> None:
     assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].signature == "sig-job-l"
 
 
-def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -> None:
-    """A site's first crawl ends with only its own batches, not over long enough: the collection reads the
-    batches' keys (a query a shard) and no pointer."""
-    c = Container(aws)
-    crawl_job(c, "job-1", list(range(60)))
-    crawldb = Container(aws).crawldb
-    queried: list[str] = []
-    real = crawldb.client.get_paginator
+class Spy:
+    """The crawl database's client, with the Queries it makes (their sort key prefix) and its other calls."""
 
-    def paginator(name: str) -> Any:
-        inner = real(name)
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[str] = []
 
-        class Spy:
+    def get_paginator(self, name: str) -> Any:
+        inner = self.client.get_paginator(name)
+        calls = self.calls
+
+        class Paginator:
             def paginate(self, **kwargs: Any) -> Any:
-                queried.append(kwargs["ExpressionAttributeValues"][":prefix"]["S"])
+                values = kwargs["ExpressionAttributeValues"]
+                calls.append(f"Query {(values.get(':prefix') or values.get(':part'))['S']}")
                 return inner.paginate(**kwargs)
 
-        return Spy()
+        return Paginator()
 
-    crawldb.pointers.client = type("Client", (), {"get_paginator": staticmethod(paginator)})()
-    assert crawldb.collect(SITE, lambda job_id: False) == 0
-    assert queried == ["CB#"] * 16
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.client, name)
+
+
+def spied(aws: AwsAdapters) -> tuple[Any, Spy]:
+    crawldb = Container(aws).crawldb
+    spy = crawldb.client = Spy(crawldb.client)
+    return crawldb, spy
+
+
+def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -> None:
+    """A site's first crawl ends with only its own batches, not over long enough: the collection reads the
+    part items' epochs and the batches' keys (a query a shard) and no pointer."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawldb, spy = spied(aws)
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1") == 0
+    assert spy.calls == ["Query PART#", "get_item", *["Query CB#"] * 16, "put_item"]
+
+
+def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_batch_is_read(
+    aws: AwsAdapters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note a collection leaves (the part epochs it started from) spares the next one every read of
+    batches and pointers while no write moved a pointer; a listing that moves some, another job's batch still
+    waiting for its job to be over, or a week passed, and the batches are read again."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawldb, spy = spied(aws)
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1") == 0  # (only job 1's own batches: noted)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-2") == 0
+    assert spy.calls == ["Query PART#", "get_item"]
+    crawl_job(c, "job-2", list(range(10)))  # (moves ten pointers off job 1's first batch)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: job_id == "job-1", by="job-3") == 0
+    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16  # (job 2 not over: nothing noted)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert "put_item" in spy.calls
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert spy.calls == ["Query PART#", "get_item"]
+    later = time.time() + 7 * 24 * 3600 + 1
+    monkeypatch.setattr("harvester.adapters.aws.crawl_collect.time.time", lambda: later)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert "Query CB#" in spy.calls
 
 
 def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads_right(aws: AwsAdapters) -> None:
@@ -185,8 +233,8 @@ def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fail
     said: dict[str, bool] = {}
 
     class Recording:
-        def collect(self, site: str, ended: Callable[[str], bool]) -> int:
-            assert site == SITE
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+            assert site == SITE and by == "job-running"
             said.update({job_id: ended(job_id) for job_id in ("job-long", "job-just", "job-running", "job-gone")})
             return 3
 
@@ -196,7 +244,7 @@ def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fail
     assert said == {"job-long": True, "job-just": False, "job-running": False, "job-gone": True}
 
     class Failing:
-        def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
             raise RuntimeError("throttled")
 
     ctx.crawldb = Failing()

@@ -192,8 +192,11 @@ class StateStore(Protocol):
         sitemap's current one at the epoch it was made at, or one of its URLs is the job's already (another
         sitemap listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
-    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
-        """processing → final, counting it done, exactly once (False when the lease is not ours)."""
+    def finish_sitemap(
+        self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease
+    ) -> SitemapRecord | None:
+        """processing → final, counting it done, exactly once: the record as written (None when the lease is
+        not ours)."""
 
     def release_sitemap(
         self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
@@ -301,10 +304,10 @@ class CrawlDatabase(Protocol):
         otherwise): a site with none is on its first crawl (nothing to look up per listed URL), and a job
         that listed as many as there are leaves none unlisted (no orphan pass)."""
 
-    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
         """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
         DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
-        record is one row, rewritten in place)."""
+        record is one row, rewritten in place). ``by``: the job whose end collects."""
 
     #: Whether this database keeps sitemap parts (``put_part`` can keep one): where it does not, a job's end
     #: makes none and every reading lists its URLs one by one.
@@ -323,6 +326,10 @@ class CrawlDatabase(Protocol):
         ...
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
+
+    def get_sitemaps(self, site: str, urls: Sequence[str]) -> dict[str, SitemapCrawl]:
+        """The records of those of ``urls`` the site has, by URL (one read for them all where the store can)."""
+        ...
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         """Stores the record unless a reading fetched later is stored already (False then)."""

@@ -310,7 +310,7 @@ def collect(ctx: StepContext, job: JobRecord) -> int:
         return other.status.final and other.end_time is not None and (now - other.end_time).total_seconds() >= after
 
     try:
-        collected = ctx.crawldb.collect(job.request.origin, ended)
+        collected = ctx.crawldb.collect(job.request.origin, ended, by=job.job_id)
     except Exception:
         log.exception("the crawl database's unused records could not be collected", extra={"job_id": job.job_id})
         return 0

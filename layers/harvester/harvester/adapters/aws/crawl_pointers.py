@@ -44,7 +44,7 @@ mover names the batch it moves from as ``prev``: see ``collect``).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -52,7 +52,7 @@ from msgspec import Struct
 
 from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text, stored_body
-from harvester.adapters.aws.state_table import batch_delete, batch_get, query, versioned_put
+from harvester.adapters.aws.state_table import batch_get, query, versioned_put
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import Adoptions
@@ -75,6 +75,30 @@ URL_SHARDS = "0123456789abcdef"
 
 def url_shard(site: str, key: str) -> dict[str, str]:
     return _s(f"CRAWL#{site}#{key[0]}")
+
+
+def site_items(
+    client: Any,
+    table: str,
+    site: str,
+    prefix: str,
+    projection: str,
+    names: dict[str, str] | None = None,
+    *,
+    consistent: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """The site's items of one kind in its URL shards (by their sort key's ``prefix``), only the attributes
+    projected: a Query a shard."""
+    for shard in URL_SHARDS:
+        yield from query(
+            client,
+            table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": url_shard(site, shard), ":prefix": _s(prefix)},
+            ProjectionExpression=projection,
+            ConsistentRead=consistent,
+            **({"ExpressionAttributeNames": names} if names else {}),
+        )
 
 
 def pointer_key(site: str, url: str) -> dict[str, Any]:
@@ -413,7 +437,7 @@ class Pointers:
         settlement left it, else as listed: by URL."""
         lines: dict[str, list[str]] = {}
         outcomes: dict[str, dict[int, str]] = {}
-        for item in self._site_items(site, f"CB#{job_id}#", "sk, body, tomb", consistent=True):
+        for item in site_items(self.client, self.table, site, f"CB#{job_id}#", "sk, body, tomb", consistent=True):
             sk = item["sk"]["S"]
             bid = sk.split("#")[2]
             if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
@@ -432,61 +456,6 @@ class Pointers:
         return found
 
     # collecting ---------------------------------------------------------------------------------------
-
-    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
-        """Deletes the site's crawl batches (with their settlements' items) that no pointer reads its record
-        from, of the jobs ``ended`` says are over; returns how many batches went. A pointer whose record is
-        written whole (``w``: an orphan, a moved page's settlement) reads none: the batches it names are for
-        their jobs to find their pages by while they run, and its next listing drops them (the listing
-        finds the one it named last gone, as if never committed: a tombstone is written in its place, and
-        collected in turn).
-
-        The batches of jobs over are read first: when there are none, no pointer is read. Safe beside
-        running jobs: a pointer only ever moves to a new batch, of a running job, naming as
-        ``prev`` the batch its record came from, one it named before (the move is conditioned on the
-        version its reading had). So a batch of a job over that a pointer no longer names, it never names
-        again (a record written whole only becomes a batch's again by a listing, of a new batch): a batch
-        no pointer named when each was read (consistently: an older state of a pointer may not name the
-        batch its current one does) is garbage, however the reads interleaved with moves. The batches are
-        read eventually consistently: one missed is collected next time. A running job's batches are never
-        touched (a listing writes its pointers before its batch: a batch may be named by none yet). A
-        reading made before a batch went, resolved after, finds it gone and reads the record its pointer
-        names next; a write on that reading is refused by the pointer's version, as any stale write is. Run
-        again (a job's end done twice), it deletes what is left."""
-        candidates: dict[str, list[dict[str, Any]]] = {}
-        verdicts: dict[str, bool] = {}
-        for item in self._site_items(site, "CB#", "pk, sk"):
-            job, bid = item["sk"]["S"].removeprefix("CB#").split("#")[:2]
-            if job not in verdicts:
-                verdicts[job] = ended(job)
-            if verdicts[job]:
-                candidates.setdefault(f"{job}/{bid}", []).append(item)
-        if not candidates:
-            return 0  # (no pointer read: a site's first crawl, or one whose older jobs' batches are all gone)
-        pointers = self._site_items(site, "URL#", "#cur, #prev, w", {"#cur": _CUR, "#prev": _PREV}, consistent=True)
-        for item in pointers:
-            if "w" in item:
-                continue  # (its record is its body: the batches it names are only its running jobs')
-            for name in (_CUR, _PREV):
-                if name in item:
-                    candidates.pop(item[name]["S"], None)
-        batch_delete(self.client, self.table, [key for keys in candidates.values() for key in keys])
-        return len(candidates)
-
-    def _site_items(
-        self, site: str, prefix: str, projection: str, names: dict[str, str] | None = None, *, consistent: bool = False
-    ) -> Iterator[dict[str, Any]]:
-        """The site's items of one kind (by their sort key's ``prefix``), only the attributes projected."""
-        for shard in URL_SHARDS:
-            yield from query(
-                self.client,
-                self.table,
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-                ExpressionAttributeValues={":pk": url_shard(site, shard), ":prefix": _s(prefix)},
-                ProjectionExpression=projection,
-                ConsistentRead=consistent,
-                **({"ExpressionAttributeNames": names} if names else {}),
-            )
 
     # remembering --------------------------------------------------------------------------------------
 

@@ -123,7 +123,9 @@ class DynamoStateStore:
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         self.sitemap_items.mark_enqueued(job_id, sitemap_url, checkpoint, lease)
 
-    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+    def finish_sitemap(
+        self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease
+    ) -> SitemapRecord | None:
         return self.sitemap_items.finish_sitemap(job_id, sitemap_url, outcome, lease)
 
     def release_sitemap(

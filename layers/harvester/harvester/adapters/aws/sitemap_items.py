@@ -205,11 +205,13 @@ class SitemapItems:
         ):
             raise LeaseLost.of_sitemap(job_id, sitemap_url)
 
-    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+    def finish_sitemap(
+        self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease
+    ) -> SitemapRecord | None:
         try:
             sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
         except LeaseLost:
-            return False
+            return None
         finished = accounting.finished_sitemap(sitemap, outcome)
         try:
             self.jobs.transact(
@@ -220,9 +222,9 @@ class SitemapItems:
             )
         except TransactionFailed as exc:
             if exc.reasons and exc.reasons[0] == "ConditionalCheckFailed":
-                return False
+                return None
             raise
-        return True
+        return finished
 
     def release_sitemap(
         self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None

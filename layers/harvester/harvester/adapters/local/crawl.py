@@ -129,7 +129,7 @@ class SqliteCrawlDatabase:
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
 
-    def collect(self, site: str, ended: Callable[[str], bool]) -> int:
+    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
         """Nothing to collect: a URL's record is its one row, rewritten in place."""
         return 0
 
@@ -161,6 +161,14 @@ class SqliteCrawlDatabase:
             "SELECT body FROM crawl_sitemaps WHERE site = ? AND key = ?", (site, url_key(url))
         ).fetchone()
         return SitemapCrawl.model_validate_json(row[0]) if row else None
+
+    def get_sitemaps(self, site: str, urls: Sequence[str]) -> dict[str, SitemapCrawl]:
+        found = {}
+        for url in urls:
+            record = self.get_sitemap(site, url)
+            if record is not None:
+                found[url] = record
+        return found
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         with Transaction(self.conn) as db:

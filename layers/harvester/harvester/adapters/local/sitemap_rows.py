@@ -85,15 +85,18 @@ class SitemapRows:
             sitemap = self.leased(job_id, sitemap_url, lease)
             put_record(db, "sitemaps", job_id, accounting.enqueued_sitemap(sitemap, checkpoint), lease)
 
-    def finish_sitemap(self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease) -> bool:
+    def finish_sitemap(
+        self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease
+    ) -> SitemapRecord | None:
         with Transaction(self.conn) as db:
             try:
                 sitemap = self.leased(job_id, sitemap_url, lease)
             except LeaseLost:
-                return False
-            put_record(db, "sitemaps", job_id, accounting.finished_sitemap(sitemap, outcome), None)
+                return None
+            finished = accounting.finished_sitemap(sitemap, outcome)
+            put_record(db, "sitemaps", job_id, finished, None)
             self.job_rows.count(db, job_id, accounting.sitemap_done(outcome))
-            return True
+            return finished
 
     def release_sitemap(
         self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None

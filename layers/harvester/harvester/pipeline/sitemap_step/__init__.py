@@ -75,9 +75,10 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         else:
             reading = SitemapReading(ctx, job, record, lease)
             outcome = await reading.run()
+        finished = None
         if not isinstance(outcome, Retry):
             outcome.finished_at = ctx.clock()
-            store.finish_sitemap(job.job_id, url, outcome, lease)
+            finished = store.finish_sitemap(job.job_id, url, outcome, lease)
     except LeaseLost:
         # We were too slow: the lease lapsed and another worker took the sitemap over from its checkpoint.
         log.warning("sitemap lease lost to another worker", extra={"job_id": job.job_id, "url": url})
@@ -93,7 +94,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         )
         give_back.release(ctx, job, record, lease, outcome.reason, attempts=outcome.attempts, after=delay)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
-        return _as_stored(ctx, job.job_id, url)
+        return None
     log.info(
         "sitemap done",
         extra={
@@ -104,13 +105,4 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         },
     )
     give_back.complete_or_resend(ctx, job.job_id, [task])
-    return _as_stored(ctx, job.job_id, url)
-
-
-def _as_stored(ctx: StepContext, job_id: str, url: str) -> SitemapRecord | None:
-    """The sitemap's record as its step left it (for the metrics), or None when the store is busy: the step's
-    work is done, and a read for the figures is no reason to have its message come back."""
-    try:
-        return ctx.store.get_sitemap(job_id, url)
-    except Busy:
-        return None
+    return finished

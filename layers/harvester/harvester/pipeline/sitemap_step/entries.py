@@ -138,6 +138,12 @@ class EntryScreen:
     ) -> None:
         """Applies the job's sitemap patterns and ``callbacks`` to the children, all of them at once (as USP's
         list callback wants), then registers the ones followed and sends their tasks."""
+        self.register(self.chosen(children, level=level, parents=parents, callbacks=callbacks))
+
+    def chosen(
+        self, children: list[SitemapRecord], *, level: int, parents: set[str], callbacks: SitemapCallbacks | None
+    ) -> list[SitemapRecord]:
+        """The children the job's sitemap patterns and ``callbacks`` follow (the others counted as dropped)."""
         kept, refused = sitemap_filter.follow(
             [c.url for c in children],
             level=level,
@@ -148,7 +154,10 @@ class EntryScreen:
         for _ in refused:
             self._drop(FILTERED)
         followed = set(kept)
-        chosen = [c for c in children if c.url in followed]
+        return [c for c in children if c.url in followed]
+
+    def register(self, chosen: list[SitemapRecord]) -> None:
+        """Registers the children followed (once per job) and sends the tasks of those pending."""
         self.children += sum(1 for c in chosen if c.origin is not SitemapOrigin.KNOWN_PATH)
         step = self.ctx.record_batch
         for start in range(0, len(chosen), step):

@@ -38,6 +38,7 @@ from harvester.pipeline.discovery import known_path_probes, site_node
 from harvester.pipeline.sitemap_step import remembered
 from harvester.pipeline.sitemap_step.entries import EntryScreen
 from harvester.pipeline.sitemap_step.listing import ListingMoved, PageListing
+from harvester.pipeline.sitemap_step.probes import ABSENT_STATUSES, asked
 from harvester.politeness.turns import waited_turn
 from harvester.sitemap import SitemapParser
 from harvester.urls import normalize
@@ -47,8 +48,6 @@ log = logging.getLogger(__name__)
 PARSE_CHUNK = 64 * 1024
 #: Bytes of a sitemap parsed at a time when the pages are handed out as they are read (see _parse_paced).
 PACED_PIECE = 4 * 1024
-#: Well-known paths that are simply not there are expected; these statuses mean "no sitemap here".
-_ABSENT_STATUSES = frozenset({401, 403, 404, 410})
 
 
 class Retry(Struct, frozen=True):
@@ -127,8 +126,11 @@ class SitemapReading:
             # robots.txt leads to the well-known paths whatever happened to it (a site may have none). They are
             # the site's own children, not robots.txt's: USP's callbacks choose among the children of robots.txt
             # and of indexes, and USP reads every well-known path whatever they say.
+            # They are asked here, and only those not plainly absent become tasks of their own (``probes``).
             probes = known_path_probes(self.request, screen.declared, now=self.ctx.clock())
-            screen.follow(probes, level=0, parents=set(), callbacks=None)
+            screen.register(
+                await asked(self.ctx, self.job, screen.chosen(probes, level=0, parents=set(), callbacks=None))
+            )
         outcome.children = screen.children
         outcome.attempts = self.spent
         outcome.dropped = screen.dropped
@@ -182,7 +184,7 @@ class SitemapReading:
         final_url = normalize(response.url)
         not_modified = response.status_code == 304 and prior is not None and conditional
         if not (200 <= response.status_code < 300 or not_modified):
-            quiet = (self.is_probe or self.is_robots) and response.status_code in _ABSENT_STATUSES
+            quiet = (self.is_probe or self.is_robots) and response.status_code in ABSENT_STATUSES
             if quiet and prior is not None and prior.absent_since is None:
                 self.ctx.crawldb.put_sitemap(self.site, prior.model_copy(update={"absent_since": self.ctx.clock()}))
             return SitemapOutcome(

@@ -1,0 +1,105 @@
+"""On AWS too, a cycle that adopts its unchanged sitemaps' parts writes what a cycle listing every entry writes.
+
+Two copies of one site (the same pages, lastmods and changes, each on a port of its own) go through the
+re-crawl bench's cycles on the stack from template.yaml in moto, the handlers driven as Lambda's poller drives
+them: one copy with the stack's sitemap parts, one with them off (``HARVEST_SITEMAP_PARTS=0``, a cold start
+for each switch), every reading listing its URLs one by one. The two must agree on each job's counts, each
+line of ``urls.jsonl`` and ``changes.jsonl`` and each URL's crawl record, once what is only a copy's own is
+set aside: its address, its job ids, and the times its own clock gave (a handler runs at the time it runs:
+the local twin of this test, ``test_sitemap_parts.py``, holds the clock still and compares to the byte).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.stack import submit_job
+from harvester.demo.live import EPOCH, LiveSite
+from harvester.model.messages import JobRequest
+from tests.recrawl.test_sitemap_parts import CYCLES, alter
+
+#: A field of a line whose value follows the order of the job's writes, not what it found.
+_ORDERED = ("warc",)
+#: A time of the crawler's clock (or one reckoned from it, as a URL's next fetch), not of the site's pages, whose
+#: clock starts at live.EPOCH and moves a minute a change.
+_CLOCK = re.compile(rf"(?!{EPOCH.date().isoformat()})\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00)?")
+
+
+def adapters_of(stack: Any) -> AwsAdapters:
+    return AwsAdapters.from_env(stack.function("PageFunction").environment)
+
+
+def crawl(site: LiveSite, stack: Any, poller: Any, *, job_id: str, parts: bool) -> dict[str, Any]:
+    for function in stack.functions.values():
+        function.environment["HARVEST_SITEMAP_PARTS"] = "1" if parts else "0"
+    poller.close()  # (the next invocations start cold, with the setting)
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, job_id=job_id)
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    stats = poller.drain(max_rounds=3000)
+    assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
+    documents = adapters_of(stack).documents
+    result = json.loads(documents.get(f"jobs/{job_id}/result.json"))
+    return {
+        "result": result,
+        "urls": documents.get(f"jobs/{job_id}/urls.jsonl").decode(),
+        "changes": documents.get(f"jobs/{job_id}/changes.jsonl").decode(),
+        "crawl": {
+            r.url: r.model_dump_json(exclude={"version", "warc"})
+            for r in adapters_of(stack).crawldb.site_urls(site.base)
+        },
+        "adopted": len(adapters_of(stack).store.adopted(job_id)),
+    }
+
+
+def plain(text: str, site: LiveSite, jobs: dict[str, str]) -> str:
+    """``text`` with what is only one copy's own made the same: its address, its job ids, its clock's times."""
+    text = text.replace(site.base, "SITE")
+    for job_id, cycle in jobs.items():
+        text = text.replace(job_id, cycle)
+    return _CLOCK.sub("NOW", text)
+
+
+def lines(text: str, site: LiveSite, jobs: dict[str, str]) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        record = json.loads(line)
+        for name in _ORDERED:
+            record.pop(name, None)
+        out.append(plain(json.dumps(record, sort_keys=True), site, jobs))
+    return sorted(out)
+
+
+def summary(result: dict[str, Any], site: LiveSite, jobs: dict[str, str]) -> dict[str, Any]:
+    own = ("job_id", "processed_urls", "changes_location", "url_index", "start_time", "end_time", "total_duration")
+    return json.loads(plain(json.dumps({k: v for k, v in result.items() if k not in own}), site, jobs))
+
+
+def test_a_cycle_that_adopts_parts_on_aws_writes_what_listing_every_entry_writes(deployed_stack, live_site):
+    stack, poller = deployed_stack
+    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+    rngs = {parts: random.Random(39) for parts in copies}
+    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
+    for n, cycle in enumerate(CYCLES):
+        found = {}
+        for parts, site in copies.items():
+            alter(site, cycle, rngs[parts])
+            job_id = f"{'parts' if parts else 'listing'}-{n}"
+            jobs[parts][job_id] = f"cycle-{n}"
+            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
+        ours, theirs = found[True], found[False]
+        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
+        assert summary(ours["result"], *same[True]) == summary(theirs["result"], *same[False]), cycle
+        for name in ("urls", "changes"):
+            assert lines(ours[name], *same[True]) == lines(theirs[name], *same[False]), (cycle, name)
+        crawl_records = {
+            parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
+            for parts in copies
+        }
+        assert crawl_records[True] == crawl_records[False], cycle
+        assert theirs["adopted"] == 0
+        if cycle in ("unchanged", "redeployed"):  # (both urlsets' parts adopted whole)
+            assert ours["adopted"] == 2, cycle
