@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.crawl_pointers import Ref, batch_key
+from harvester.adapters.aws.pointer_items import Ref, batch_key
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.crawldb.crawl_state import orphaned
 from harvester.model.records import JobStatus

@@ -14,8 +14,8 @@ from msgspec.structs import replace
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl import URL_SHARDS, DynamoCrawlDatabase
-from harvester.adapters.aws.crawl_pointers import pointer_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.pointer_items import pointer_key
 from harvester.model.crawl import WarcLocation
 from harvester.model.messages import PageTask, Unprocessable
 from harvester.model.records import UrlStatus, body_of

@@ -12,8 +12,8 @@ import pytest
 
 from harvester.adapters.aws import AwsAdapters, crawl_pointers, page_batches
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
-from harvester.adapters.aws.crawl_pointers import Ref, batch_key
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.pointer_items import Ref, batch_key
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord

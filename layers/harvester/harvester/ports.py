@@ -327,10 +327,6 @@ class CrawlDatabase(Protocol):
 
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 
-    def get_sitemaps(self, site: str, urls: Sequence[str]) -> dict[str, SitemapCrawl]:
-        """The records of those of ``urls`` the site has, by URL (one read for them all where the store can)."""
-        ...
-
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         """Stores the record unless a reading fetched later is stored already (False then)."""
 

@@ -278,6 +278,9 @@ class SiteCrawl(Model, kw_only=True):
     site: str
     hosts: dict[str, HostTrust] = {}
     applied: dict[str, dict[str, TrustChange]] = {}
+    #: The well-known paths the site's latest job that probed them found absent: the next job asks them all
+    #: in robots.txt's task (pipeline/sitemap_step/probes.py), not each in a task of its own.
+    absent_paths: list[str] = []
     #: 0 for a site not stored yet (its first write is version 1).
     version: NonNegative = 0
 

@@ -36,6 +36,7 @@ from harvester.crawldb.orphans import OrphanRule
 from harvester.crawldb.trust import UNFETCHED, EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
+from harvester.model.messages import SitemapOrigin
 from harvester.model.records import (
     BulkProcessingJob,
     ErrorDetail,
@@ -250,7 +251,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
                 cached = Path(copy.folder) / "index.parquet"
                 site = job.request.origin
                 keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
-    trust = _count_evidence(ctx, job, evidence)
+    trust = _count_evidence(ctx, job, evidence, sitemaps)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()
     if (counts.urls_succeeded, counts.urls_failed, counts.urls_excluded) != (succeeded, failed, excluded):
@@ -422,20 +423,31 @@ def _put_orphans(
     log.warning("orphans left unmarked: their records kept changing", extra={"urls": len(batch)})
 
 
-def _count_evidence(ctx: StepContext, job: JobRecord, evidence: EvidenceTally) -> dict[str, TrustChange]:
-    """Counts the job's lastmod evidence in the site's trust, once; returns what it did to each host."""
+def _count_evidence(
+    ctx: StepContext, job: JobRecord, evidence: EvidenceTally, sitemaps: Sequence[SitemapRecord]
+) -> dict[str, TrustChange]:
+    """Counts the job's lastmod evidence in the site's trust, once, and notes the well-known paths the job
+    found absent (when it probed any); returns what it did to each host. Written only when either changes."""
     site = job.request.origin
+    probes = [s for s in sitemaps if s.origin is SitemapOrigin.KNOWN_PATH]
+    absent = sorted(s.url for s in probes if s.status is SitemapStatus.ABSENT) if probes else None
     for _ in range(STALE_ATTEMPTS):
         current = ctx.crawldb.get_site(site) or SiteCrawl(site=site)
-        if job.job_id in current.applied:
-            return current.applied[job.job_id]
-        if not evidence.hosts:
-            return {}
-        updated, changes = apply_trust(
-            current, evidence, job_id=job.job_id, now=ctx.clock(), threshold=ctx.settings.lastmod_trust_threshold
-        )
+        noted = absent is None or current.absent_paths == absent
+        counted = job.job_id in current.applied or not evidence.hosts
+        if counted:
+            changes = current.applied.get(job.job_id, {})
+            if noted:
+                return changes
+            updated = current.model_copy(update={"version": current.version + 1})
+        else:
+            updated, changes = apply_trust(
+                current, evidence, job_id=job.job_id, now=ctx.clock(), threshold=ctx.settings.lastmod_trust_threshold
+            )
+        if not noted:
+            updated = updated.model_copy(update={"absent_paths": absent})
         if ctx.crawldb.put_site(updated):
-            for host, change in changes.items():
+            for host, change in changes.items() if not counted else ():
                 log.info("lastmod trust", extra={"site": site, "host": host, "went": change.went})
             return changes
     raise RuntimeError(f"the crawl record of site {site} kept changing; job {job.job_id}'s result is retried")

@@ -22,10 +22,11 @@ from typing import Any
 
 from harvester.adapters.aws.crawl_collect import Collector
 from harvester.adapters.aws.crawl_parts import touches
-from harvester.adapters.aws.crawl_pointers import URL_SHARDS, Pointers, url_shard, whole_write
+from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import JobItems
-from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conditional, transact, versioned_put
+from harvester.adapters.aws.pointer_items import URL_SHARDS, url_shard, whole_write
+from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
@@ -146,18 +147,6 @@ class DynamoCrawlDatabase:
             ConsistentRead=True,
         ).get("Item")
         return SitemapCrawl.model_validate_json(body_text(item)) if item else None
-
-    def get_sitemaps(self, site: str, urls: Sequence[str]) -> dict[str, SitemapCrawl]:
-        keys = {url_key(url): url for url in urls}
-        items = batch_get(
-            self.client,
-            self.table,
-            [{"pk": _s(f"CRAWL#{site}"), "sk": _s(f"SITEMAP#{key}")} for key in keys],
-        )
-        return {
-            keys[item["sk"]["S"].removeprefix("SITEMAP#")]: SitemapCrawl.model_validate_json(body_text(item))
-            for item in items
-        }
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         fetched = repr(record.fetched_at.timestamp())

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harvester.adapters.aws.crawl_pointers import site_items
+from harvester.adapters.aws.pointer_items import site_items
 from harvester.adapters.aws.state_table import batch_delete, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s

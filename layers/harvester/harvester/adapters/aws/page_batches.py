@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from harvester.adapters.aws.crawl_parts import touches
-from harvester.adapters.aws.crawl_pointers import Pointers, Ref, outcome_key, stale_check, stale_urls, whole_write
+from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.listed_batch import (
@@ -37,6 +37,7 @@ from harvester.adapters.aws.listed_batch import (
     states_of,
 )
 from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.pointer_items import Ref, outcome_key, stale_check, stale_urls, whole_write
 from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conflict_pause, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting

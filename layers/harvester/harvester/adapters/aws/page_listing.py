@@ -25,9 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harvester.adapters.aws.crawl_parts import touches
-from harvester.adapters.aws.crawl_pointers import (
+from harvester.adapters.aws.crawl_pointers import Pointers
+from harvester.adapters.aws.item_body import stored_body
+from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
+from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, sized, state_sk
+from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.pointer_items import (
     Pointer,
-    Pointers,
     Ref,
     batch_key,
     listed_lines,
@@ -35,10 +39,6 @@ from harvester.adapters.aws.crawl_pointers import (
     stale_urls,
     urls_role,
 )
-from harvester.adapters.aws.item_body import stored_body
-from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
-from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, sized, state_sk
-from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.sitemap_items import SitemapItems
 from harvester.adapters.aws.state_table import conditional, created
 from harvester.adapters.aws.state_table import n as _n

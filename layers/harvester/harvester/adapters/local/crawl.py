@@ -162,14 +162,6 @@ class SqliteCrawlDatabase:
         ).fetchone()
         return SitemapCrawl.model_validate_json(row[0]) if row else None
 
-    def get_sitemaps(self, site: str, urls: Sequence[str]) -> dict[str, SitemapCrawl]:
-        found = {}
-        for url in urls:
-            record = self.get_sitemap(site, url)
-            if record is not None:
-                found[url] = record
-        return found
-
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:
         with Transaction(self.conn) as db:
             cursor = db.execute(

@@ -126,7 +126,7 @@ class SitemapReading:
             # robots.txt leads to the well-known paths whatever happened to it (a site may have none). They are
             # the site's own children, not robots.txt's: USP's callbacks choose among the children of robots.txt
             # and of indexes, and USP reads every well-known path whatever they say.
-            # They are asked here, and only those not plainly absent become tasks of their own (``probes``).
+            # Those the site's last job found absent are asked here; the others are tasks of their own (``probes``).
             probes = known_path_probes(self.request, screen.declared, now=self.ctx.clock())
             screen.register(
                 await asked(self.ctx, self.job, screen.chosen(probes, level=0, parents=set(), callbacks=None))
