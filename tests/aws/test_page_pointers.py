@@ -471,3 +471,29 @@ def test_a_failed_guard_reports_every_url_it_guards(aws: AwsAdapters, monkeypatc
     monkeypatch.setattr(page_batches, "_STATE_RETRIES", 2)
     settled = j.store.finish_pages(job_j, again, lease("pj"), site=SITE)
     assert sorted(settled.applied + settled.stale) == sorted(urls), "a page was neither applied nor stale"
+
+
+def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_halves(aws: AwsAdapters) -> None:
+    """Sixty URLs each listed by a sitemap of its own in a job still fetching them, then all listed by one
+    sitemap of another job: a chunk of 49 would move 49 open pages' batches and 49 other sitemaps' epochs, past
+    DynamoDB's 100 items a transaction. It is halved before anything is written, and every URL is listed."""
+    c = Container(aws)
+    ns = list(range(60))
+    new_job(c, "job-1")
+    c.store.add_sitemaps(
+        "job-1", [SitemapRecord(url=sitemap_url(n + 2), origin=SitemapOrigin.INDEX, depth=1) for n in ns]
+    )
+    for n in ns:
+        assert c.store.claim_sitemap("job-1", sitemap_url(n + 2), lease("s"), now=NOW) is not None
+        page = SitemapURL(
+            url=url(n), sitemap=sitemap_url(n + 2), discovered_at=T0, known=listed_by("job-1", url(n), None)
+        )
+        recorded = c.store.record_pages("job-1", sitemap_url(n + 2), [page], checkpoint=1, lease=lease("s"), site=SITE)
+        assert [p.url for p in recorded.new] == [url(n)]
+    new_job(c, "job-2")
+    assert sorted(list_pages(c, "job-2", ns)) == sorted(url(n) for n in ns)
+    batches = {r.cur.bid for r in c.crawldb.pointers.read(SITE, [url(n) for n in ns]).values() if r.cur}
+    assert len(batches) == 3  # (24 and 25 of the first chunk of 49, and the 11 left)
+    assert {r.last_listed_job for r in Container(aws).crawldb.get_urls(SITE, [url(n) for n in ns]).values()} == {
+        "job-2"
+    }

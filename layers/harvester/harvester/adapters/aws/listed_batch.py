@@ -78,6 +78,9 @@ class Listing(Struct):
     guarded: list[Any] = field(default_factory=list)
     #: The sitemaps (by record key) whose epochs its records written whole move (crawl_parts.py).
     touched: set[str] = field(default_factory=set)
+    #: Its transaction could pass DynamoDB's 100 items (its URLs' pointers name that many batches and
+    #: sitemaps): nothing was written, and it is listed in two halves.
+    split: bool = False
 
 
 class StoredBatch(Struct):

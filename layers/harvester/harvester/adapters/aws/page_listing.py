@@ -55,7 +55,8 @@ class PageListing:
     """The listing of a job's pages (module docstring)."""
 
     #: Pages a listed batch holds at most: its items, the crawl batch, the moved marks it may write, the
-    #: sitemap's checkpoint and a counter shard fit a transaction.
+    #: sitemap's checkpoint and a counter shard fit a transaction. (With the epochs its URLs' records move,
+    #: up to two sitemaps a URL, a chunk could pass it: such a chunk is halved before anything is written.)
     record_batch = (TRANSACTION_ITEMS - 2) // 2
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
@@ -85,14 +86,21 @@ class PageListing:
         packed = {p.url: pack(body_of(p), job_id) for p in unique}
         chunks = sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
-        for n, chunk in enumerate(chunks):
+        n = 0
+        while chunks:
+            chunk = chunks.pop(0)
             sitemap = self.sitemaps.leased_sitemap(job_id, sitemap_url, lease)
-            last = n == len(chunks) - 1
+            last = not chunks
             # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
             target = checkpoint if last else sitemap.pages_recorded
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
             first = n == 0 and not sitemap.pages_recorded
             listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes, first=first)
+            if listing.split:
+                half = len(chunk) // 2
+                chunks[:0] = [chunk[:half], chunk[half:]]
+                continue
+            n += 1
             if listing.stale:
                 recorded.stale = listing.stale
                 return recorded
@@ -155,6 +163,8 @@ class PageListing:
             chunk = [p for p in chunk if not adopted.intersection(named.get(p.url, ()))]
             if not chunk:
                 return Listing([])
+        if len(chunk) > 1 and _most_items(chunk, bases, named) > TRANSACTION_ITEMS:
+            return Listing([], split=True)
         stale += self._bury(site, job_id, [bases[p.url] for p in chunk if p.url in bases])
         if stale:
             return Listing([], stale=stale)
@@ -344,6 +354,16 @@ class PageListing:
             },
         }
         return self.sitemaps.with_lease(job_id, sitemap_key, lease, update)
+
+
+def _most_items(chunk: Sequence[PageRecord], bases: Mapping[str, Pointer], named: Mapping[str, set[str]]) -> int:
+    """The most items a chunk's transaction can hold: the job's batch and states, the crawl batch, a moved
+    mark for each batch with a page still to be settled its pointers move from (one more for a batch of the
+    job's own a dead listing left), a move of its own sitemap's epoch and of each other sitemap they named,
+    the sitemap's checkpoint and a counter shard."""
+    opened = {base.basis for p in chunk if (base := bases.get(p.url)) is not None and base.open and base.basis}
+    others = {key for p in chunk for key in named.get(p.url, ())}
+    return 2 + 1 + len(opened) + 1 + 1 + len(others) + 2
 
 
 def _named(pointer: Pointer, own: str) -> set[str]:
