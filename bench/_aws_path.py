@@ -97,7 +97,12 @@ class AwsPath:
             self.requests.active = False
         seconds = time.perf_counter() - start
         if stats.failed_invocations:
-            raise SystemExit(f"{stats.failed_invocations} invocations failed: {stats.failures[0].traceback}")
+            failed = stats.failures[0]
+            why = failed.traceback or ("timed out" if failed.timed_out else failed.invalid_response)
+            raise SystemExit(
+                f"{stats.failed_invocations} invocations failed; the first, of {failed.function_logical_id}"
+                f" ({len(failed.message_ids)} messages, {failed.duration:.1f} s): {why}"
+            )
         return {
             "seconds": seconds,
             "aws": dict(self.requests.counts),

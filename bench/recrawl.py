@@ -115,6 +115,7 @@ def aws_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
             site.reset_log()
             meter.tally = Tally()
             leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001, fetch_pages=fetch_pages))
+            print(f"aws {pages:,}: {cycle} ran in {leg['seconds']:.1f} s", file=sys.stderr, flush=True)
             tally = meter.tally
             cycles.append(
                 {

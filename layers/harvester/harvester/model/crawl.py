@@ -269,7 +269,8 @@ class TrustChange(Model, kw_only=True):
 
 
 class SiteCrawl(Model, kw_only=True):
-    """A site as a whole: lastmod trust per host, and what the latest jobs' evidence did to it.
+    """A site as a whole: lastmod trust per host, what the latest jobs' evidence did to it, and the
+    well-known paths found absent.
 
     ``applied`` remembers each job whose evidence is counted (and what it did), so that a job's end, if it
     is retried after a crash, neither counts its evidence twice nor forgets what it reported.

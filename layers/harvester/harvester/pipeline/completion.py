@@ -251,7 +251,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
                 cached = Path(copy.folder) / "index.parquet"
                 site = job.request.origin
                 keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
-    trust = _count_evidence(ctx, job, evidence, sitemaps)
+    trust = _update_site(ctx, job, evidence, sitemaps)
     snapshot = store.snapshot(job_id)
     counts = snapshot.counts if snapshot else JobCounts()
     if (counts.urls_succeeded, counts.urls_failed, counts.urls_excluded) != (succeeded, failed, excluded):
@@ -423,7 +423,7 @@ def _put_orphans(
     log.warning("orphans left unmarked: their records kept changing", extra={"urls": len(batch)})
 
 
-def _count_evidence(
+def _update_site(
     ctx: StepContext, job: JobRecord, evidence: EvidenceTally, sitemaps: Sequence[SitemapRecord]
 ) -> dict[str, TrustChange]:
     """Counts the job's lastmod evidence in the site's trust, once, and notes the well-known paths the job
