@@ -127,8 +127,8 @@ def test_a_queue_that_cannot_answer_pops_nothing_and_never_counts_zero(backend):
 
 
 def test_a_push_the_state_file_cannot_take_is_kept_in_memory_and_said_so(tmp_path, caplog):
-    """Locally, a push that fails for a reason that may pass (the state file busy or full) falls back to
-    memory for those tasks, with a warning; they are handed out like the others."""
+    """Locally, a push that fails for a reason that may pass (the state file locked) falls back to memory for
+    those tasks, with a warning; they are handed out like the others."""
     from harvester.adapters.local.runner import LocalHarvest
 
     with LocalHarvest.open(tmp_path / "state") as harvest:
@@ -177,3 +177,30 @@ def unavailable_sqlite(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
         conn.execute(f"PRAGMA busy_timeout = {timeout}")
         other.execute("ROLLBACK")
         other.close()
+
+
+def test_a_push_the_state_files_disk_fails_stops_the_run_as_every_write_does(tmp_path, caplog):
+    """A full or damaged disk under the queue is not a moment's condition: the push raises the storage's
+    error (the runner stops with one line, as for any write to the state), and no task is kept in memory."""
+    import sqlite3
+
+    from harvester.adapters.local.runner import LocalHarvest
+
+    class Failing:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, *args: object) -> object:
+            if sql.lstrip().upper().startswith("BEGIN"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.conn, name)
+
+    with LocalHarvest.open(tmp_path / "state") as harvest:
+        queue = harvest.queue
+        queue.durable.conn = Failing(queue.durable.conn)  # type: ignore[assignment]
+        with caplog.at_level("WARNING"), pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            queue.push([PageTask(job_id="job-9", url="https://example.com/lost")])
+        assert queue.kept_in_memory == 0 and "kept in memory" not in caplog.text

@@ -214,7 +214,7 @@ def test_tasks_the_state_file_cannot_take_are_crawled_from_memory(site_factory, 
         def push(self, messages, *, delay_seconds=0.0):  # type: ignore[no-untyped-def]
             if self.failures and any(isinstance(m, PageTask) for m in messages):
                 self.failures -= 1
-                raise QueueUnavailable("the state file's queue: database or disk is full")
+                raise QueueUnavailable("the state file's queue: database is locked")
             super().push(messages, delay_seconds=delay_seconds)
 
     site = site_factory(pages=300, broken=3)
@@ -226,7 +226,7 @@ def test_tasks_the_state_file_cannot_take_are_crawled_from_memory(site_factory, 
         assert local.queue.kept_in_memory > 0
     assert outcome.result is not None
     assert (outcome.result.successful_processing, outcome.result.failed_processing) == (300, 3)
-    assert "tasks kept in memory for this run: the state file's queue: database or disk is full" in caplog.text
+    assert "tasks kept in memory for this run: the state file's queue: database is locked" in caplog.text
     assert len(documents(tmp_path / "s", site.base_url)) == 300
 
 

@@ -77,8 +77,9 @@ def each_delay(messages: Sequence[Message], delay_seconds: Delays) -> list[float
 
 
 class QueueUnavailable(RuntimeError):
-    """A push failed for a reason that may pass (a dropped connection, a busy or full disk): the caller may
-    keep the messages elsewhere for now (the local runner keeps them in memory and says so)."""
+    """A push failed for a reason that may pass (a dropped connection, a state file locked for longer than a
+    push waits): the caller may keep the messages elsewhere for now (the local runner keeps them in memory and
+    says so). A full or damaged disk is not one: it fails every write to the state, and the run stops."""
 
 
 class Popped(Protocol):

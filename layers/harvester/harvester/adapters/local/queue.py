@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from harvester.adapters.local.database import Transaction
+from harvester.adapters.local.database import Transaction, storage_failure
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.patience import Busy
 from harvester.ports import Delays, Message, QueueUnavailable, each_delay
@@ -124,7 +124,9 @@ class SqliteTaskQueue:
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-        except (sqlite3.OperationalError, Busy) as exc:  # (busy, locked, full, I/O: all may pass)
+        except (sqlite3.OperationalError, Busy) as exc:
+            if storage_failure(exc) is not None:  # (full, damaged: as for every write to the state, the run stops)
+                raise
             raise QueueUnavailable(f"the state file's queue: {exc.reason if isinstance(exc, Busy) else exc}") from exc
         for queue, _, _, available, _, host in rows:
             note_arrival(self.arrivals, lane(queue, host), available)
