@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.pointer_items import site_items
-from harvester.adapters.aws.state_table import batch_delete, query
+from harvester.adapters.aws.state_table import batch_delete
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 
@@ -49,7 +50,7 @@ class Collector:
         The batches of jobs over are read first: when there are none, no pointer is read. Safe beside
         running jobs: a pointer only ever moves to a new batch, of a running job, naming as ``prev`` the
         batch its record came from, one it named before (the move is conditioned on the version its reading
-        had). So a batch of a job over that a pointer no longer names, it never names again (a record
+        found). So a batch of a job over that a pointer no longer names, it never names again (a record
         written whole only becomes a batch's again by a listing, of a new batch): a batch no pointer named
         when each was read (consistently: an older state of a pointer may not name the batch its current one
         does) is garbage, however the reads interleaved with moves. The batches are read eventually
@@ -58,7 +59,8 @@ class Collector:
         before a batch went, resolved after, finds it gone and reads the record its pointer names next; a
         write on that reading is refused by the pointer's version, as any stale write is. Run again (a job's
         end done twice), it deletes what is left."""
-        epochs = self._epochs(site)  # (read first: a move after it shows in the next collection's)
+        # (read first: a move after it shows in the next collection's)
+        epochs = PartItems(self.client, self.table).epochs(site)
         noted = self.client.get_item(TableName=self.table, Key=_noted_key(site), ConsistentRead=True).get("Item")
         if noted is not None and _same(noted, epochs) and time.time() - float(noted["at"]["N"]) < FULL_PASS_SECONDS:
             return 0
@@ -94,21 +96,6 @@ class Collector:
             item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
             self.client.put_item(TableName=self.table, Item=item)
         return len(candidates)
-
-    def _epochs(self, site: str) -> tuple[int, int]:
-        """How many part items the site has, and the sum of their epochs (each only ever grows)."""
-        count = total = 0
-        for item in query(
-            self.client,
-            self.table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :part)",
-            ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}"), ":part": _s("PART#")},
-            ProjectionExpression="epoch",
-            ConsistentRead=True,
-        ):
-            count += 1
-            total += int(item["epoch"]["N"]) if "epoch" in item else 0
-        return count, total
 
 
 def _noted_key(site: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ part is put or refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -190,18 +190,29 @@ class PartItems:
         items = batch_get(self.client, self.table, keys)
         return {item["sk"]["S"].removeprefix("PART#") for item in items if _ADOPTER + job_id in item}
 
-    def adoptions(self, site: str) -> Adoptions:
-        """The site's current parts' latest adoptions, read consistently (a listing decides on them)."""
-        adopted: dict[tuple[str, str], tuple[str, datetime]] = {}
-        for item in query(
+    def site_items(
+        self, site: str, projection: str, names: Mapping[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The site's part items, read consistently, only the attributes projected."""
+        yield from query(
             self.client,
             self.table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :part)",
             ExpressionAttributeValues={":pk": _s(f"CRAWL#{site}"), ":part": _s("PART#")},
-            ProjectionExpression="sk, made_by, ab, #at",
-            ExpressionAttributeNames={"#at": "at"},
+            ProjectionExpression=projection,
             ConsistentRead=True,
-        ):
+            **({"ExpressionAttributeNames": dict(names)} if names else {}),
+        )
+
+    def epochs(self, site: str) -> tuple[int, int]:
+        """How many part items the site has, and the sum of their epochs (each only ever grows)."""
+        items = list(self.site_items(site, "epoch"))
+        return len(items), sum(_epoch(item) for item in items)
+
+    def adoptions(self, site: str) -> Adoptions:
+        """The site's current parts' latest adoptions, read consistently (a listing decides on them)."""
+        adopted: dict[tuple[str, str], tuple[str, datetime]] = {}
+        for item in self.site_items(site, "sk, made_by, ab, #at", {"#at": "at"}):
             if "ab" in item and "made_by" in item:
                 key = item["sk"]["S"].removeprefix("PART#")
                 adopted[(key, item["made_by"]["S"])] = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))

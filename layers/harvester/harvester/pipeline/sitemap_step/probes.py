@@ -47,14 +47,11 @@ async def asked(ctx: StepContext, job: JobRecord, probes: list[SitemapRecord]) -
     grant = ctx.gate.acquire(host, len(urls), spacing=spacing, now=time.time())
     turns.given(host, urls, grant, spacing, horizon=ctx.gate.rules.horizon)
     try:
-        answered = await asyncio.gather(*(_ask(ctx, turns, p) if p.url in absent else _same(p) for p in probes))
+        probed = await asyncio.gather(*(_ask(ctx, turns, p) for p in probes if p.url in absent))
     finally:
         turns.release(ctx.gate)
-    return list(answered)
-
-
-async def _same(probe: SitemapRecord) -> SitemapRecord:
-    return probe
+    answered = {record.url: record for record in probed}
+    return [answered.get(p.url, p) for p in probes]
 
 
 async def _ask(ctx: StepContext, turns: Turns, probe: SitemapRecord) -> SitemapRecord:
