@@ -20,7 +20,7 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import EPOCH, LiveSite
 from harvester.model.messages import JobRequest
-from tests.recrawl.test_sitemap_parts import CYCLES, alter
+from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, alter, replace
 
 #: A field of a line whose value follows the order of the job's writes, not what it found.
 _ORDERED = ("warc",)
@@ -103,3 +103,30 @@ def test_a_cycle_that_adopts_parts_on_aws_writes_what_listing_every_entry_writes
         assert theirs["adopted"] == 0
         if cycle in ("unchanged", "redeployed"):  # (both urlsets' parts adopted whole)
             assert ours["adopted"] == 2, cycle
+
+
+def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_on_aws_as_the_adopter_listed_it(
+    deployed_stack, live_site
+):
+    """test_sitemap_parts.py's case of the same name, on the stack: the record of a URL the replacing job
+    neither listed nor orphaned still names the job that adopted the part, and so does its orphaning."""
+    stack, poller = deployed_stack
+    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+    gone = {parts: site.page_paths()[0] for parts, site in copies.items()}
+    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
+    for n, cycle in enumerate(REPLACED):
+        found = {}
+        for parts, site in copies.items():
+            replace(site, cycle, gone[parts])
+            job_id = f"{'parts' if parts else 'listing'}-{n}"
+            jobs[parts][job_id] = f"cycle-{n}"
+            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
+        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
+        assert summary(found[True]["result"], *same[True]) == summary(found[False]["result"], *same[False]), cycle
+        assert lines(found[True]["changes"], *same[True]) == lines(found[False]["changes"], *same[False]), cycle
+        crawl_records = {
+            parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
+            for parts in copies
+        }
+        assert crawl_records[True] == crawl_records[False], cycle
+    assert found[True]["result"]["changes"]["removed"] == 1

@@ -184,7 +184,7 @@ def test_two_runs_of_one_jobs_end_report_the_same_removed_urls(live_site, tmp_pa
             def __getattr__(self, name: str) -> Any:
                 return getattr(inner, name)
 
-            def put_urls(self, site_: str, records: list[CrawlRecord]) -> list[str]:
+            def put_urls(self, site_: str, records: list[CrawlRecord], *, writer: str | None = None) -> list[str]:
                 if records and not other:
                     ctx = StepContext(
                         store=harvest.store,
@@ -194,7 +194,7 @@ def test_two_runs_of_one_jobs_end_report_the_same_removed_urls(live_site, tmp_pa
                         crawldb=inner,
                     )
                     other.append(write_result(ctx, records[0].orphaned_job or ""))
-                return inner.put_urls(site_, records)
+                return inner.put_urls(site_, records, writer=writer)
 
         harvest.crawldb = Racing()  # type: ignore[assignment]
 

@@ -222,6 +222,40 @@ def test_a_sitemap_delivered_again_after_its_part_was_adopted_counts_it_once(liv
     assert adopted(state, resumed.job_id) == 2
 
 
+#: A part adopted, then replaced by a listing that leaves a URL of it unlisted and not orphan (another urlset
+#: went missing: the tree is not whole), then the URL orphaned once the urlset is back.
+REPLACED = ("first crawl", "unchanged", "one unlisted, a urlset missing", "urlset back")
+
+
+def replace(site: LiveSite, cycle: str, gone: str) -> None:
+    if cycle.startswith("one unlisted"):
+        site.unlist(gone)
+        site.break_document("/sitemaps/1.xml", 404)
+    elif cycle == "urlset back":
+        site.break_document("/sitemaps/1.xml", None)
+
+
+def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_as_the_adopter_listed_it(live_site, tmp_path):
+    """A record the part's maker listed reads as listed by the part's adopter; when a job that lists the
+    sitemap anew (and does not list the URL any more, nor orphan it) replaces the part, the record still
+    reads so, and its orphaning later says when it was last listed as a listing one by one would."""
+    site = live_site(pages=200, sitemaps=2)
+    gone = site.page_paths()[0]
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    for n, cycle in enumerate(REPLACED):
+        replace(site, cycle, gone)
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"cycle-{n}")
+        results = {
+            parts: crawl(state, request, at=START + timedelta(days=n), parts=parts) for parts, state in states.items()
+        }
+        ours, theirs = results[True], results[False]
+        assert summary(ours) == summary(theirs), cycle
+        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
+        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+    assert ours.changes.removed == 1
+    assert adopted(states[True], "cycle-1") == 2
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="issue 39: a changed sitemap is listed URL by URL (partial adoption of its part not built yet)",

@@ -291,9 +291,10 @@ class CrawlDatabase(Protocol):
         are made from them at the job's end: a record another job wrote since may be left as the job left it,
         since a part whose sitemap another job wrote is not kept)."""
 
-    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+    def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
-        returns the URLs refused because their record had moved on."""
+        returns the URLs refused because their record had moved on. ``writer``: the job making the writes
+        (their sitemaps' parts know it as theirs); by default the job each record names (``parts.writer_of``)."""
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         """Every URL record of the site (in no particular order), a page at a time; with

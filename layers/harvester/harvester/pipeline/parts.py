@@ -255,14 +255,17 @@ class PartMaker:
         if known is None or known.document_key != sitemap.document_key:
             return None  # (the crawl database remembers another reading of it: a later job's)
         before, epoch = self.ctx.crawldb.sitemap_part(self.site, url)  # (before the records are read)
+        if before is not None and before.job_id != self.job.job_id:
+            if not self._settle(before, self._keys(url)):
+                return None
+            before, epoch = self.ctx.crawldb.sitemap_part(self.site, url)
         fetched: list[tuple[bytes, str]] = []
         for rendered in self._fetched_lines(url):
             if rendered is None:
                 return None
             fetched.append(rendered)
         lines = b"".join([*self._read(self.lines.get(url, ())), *(line for line, _ in fetched)])
-        keys = [key.decode() for run in self._read(self.keys.get(url, ())) for key in run[:-1].split(b"\n")]
-        keys += [key for _, key in fetched]
+        keys = self._keys(url) + [key for _, key in fetched]
         key = part_key(self.site, url, self.job.job_id, "lines")
         self.ctx.documents.put(key, lines, content_type="application/x-ndjson")
         # Its index rows: the job's rows of its URLs, or made now from its lines closed where their tail was
@@ -296,6 +299,34 @@ class PartMaker:
         if before is not None and before.job_id != part.job_id:  # (not this job's end written again)
             self._let_go(url, keep={part.job_id, before.job_id})
         return part
+
+    def _keys(self, sitemap: str) -> list[str]:
+        """The keys of the sitemap's URLs the job listed and did not fetch."""
+        return [key.decode() for run in self._read(self.keys.get(sitemap, ())) for key in run[:-1].split(b"\n")]
+
+    def _settle(self, before: SitemapPart, keys: Iterable[str]) -> bool:
+        """Writes the records of the URLs ``before`` (the part this job's replaces) holds and the job did not
+        list, as they read now: a record a part's maker listed reads as listed by the job that last adopted
+        the part only while that part is the sitemap's (``parts.Adoptions``), so it is written so before the
+        part is replaced. (A record the job's orphan pass wrote, or one that reads as stored, is written as
+        it is: one write more.) False when one of them moved meanwhile: no part is made, ``before`` stays."""
+        listed = set(keys)
+        fetched = self._read(self.fetched.get(before.sitemap, ()), newline=False)
+        listed.update(url_key(orjson.loads(body)["url"]) for body in fetched)
+        gone = [
+            url
+            for line in self.ctx.documents.get(before.lines).splitlines()
+            if url_key(url := orjson.loads(line + b"}")["url"]) not in listed
+        ]
+        settled = []
+        for start in range(0, len(gone), _READ_BATCH):
+            for record in self.ctx.crawldb.get_urls(self.site, gone[start : start + _READ_BATCH]).values():
+                if record.sitemap != before.sitemap or record.last_listed_job == before.job_id:
+                    continue  # (another sitemap's now, or read as its maker listed it: as stored)
+                if record.orphaned_job == self.job.job_id:
+                    continue  # (written by this job's orphan pass as it reads)
+                settled.append(record.model_copy(update={"version": record.version + 1}))
+        return not settled or not self.ctx.crawldb.put_urls(self.site, settled, writer=self.job.job_id)
 
     def _let_go(self, sitemap: str, *, keep: set[str]) -> None:
         """Deletes the sitemap's part documents but those of the part made now and of the one it replaced

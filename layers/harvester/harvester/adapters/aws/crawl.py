@@ -66,7 +66,7 @@ class DynamoCrawlDatabase:
                 found[url] = CrawlRecord.model_validate_json(text)
         return found
 
-    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+    def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         """Each record written whole on its pointer, in one transaction with the moves of the epochs of the
         sitemaps it names (crawl_parts.py) and, for a record whose pointer names another job's batch, what
         moving it away needs (crawl_pointers), on the reading of it this container made (the orphan
@@ -81,7 +81,8 @@ class DynamoCrawlDatabase:
             guards = self.pointers.guards(site, [pointer], mover="") if pointer is not None else []
             sitemap = sitemap_of(record)
             named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
-            moves = [update for update, _ in touches(self.table, site, named, writer_of(record))]
+            by = writer if writer is not None else writer_of(record)
+            moves = [update for update, _ in touches(self.table, site, named, by)]
             if not self._guarded_put(put, [guard for guard, _ in guards] + moves):
                 stale.append(record.url)
         return stale

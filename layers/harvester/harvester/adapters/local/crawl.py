@@ -91,17 +91,18 @@ class SqliteCrawlDatabase:
     def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         return self.get_urls(site, urls)  # (as cheap as any other reading here)
 
-    def put_urls(self, site: str, records: Sequence[CrawlRecord]) -> list[str]:
+    def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         with Transaction(self.conn) as db:
             refused: list[str] = []
             named: dict[str, set[str | None]] = {}  # by writer: the sitemaps whose epochs the writes move
             for record in records:
                 if write_url(db, site, record):
-                    named.setdefault(writer_of(record), set()).add(sitemap_of(record))
+                    by = writer if writer is not None else writer_of(record)
+                    named.setdefault(by, set()).add(sitemap_of(record))
                 else:
                     refused.append(record.url)
-            for writer, sitemaps in named.items():
-                part_rows.touch(db, site, sitemaps, writer)
+            for by, sitemaps in named.items():
+                part_rows.touch(db, site, sitemaps, by)
             return refused
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
