@@ -184,14 +184,27 @@ class StateStore(Protocol):
         """Moves the checkpoint on (never back: a reading that started over keeps the further one)."""
 
     def adopt_part(
-        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+        self,
+        job_id: str,
+        sitemap_url: str,
+        part: SitemapPart,
+        lease: Lease,
+        *,
+        site: str,
+        at: datetime,
+        excluded: Sequence[str] = (),
+        checkpoint: Checkpoint | None = None,
     ) -> bool:
-        """The job takes the sitemap's part (``SitemapPart``) whole, at ``at``, atomically: its URLs become
-        the job's (counted, final), the sitemap's checkpoint moves past them, and the site's crawl database
-        counts the records the part's job listed as listed by this job (``CrawlDatabase.get_urls``).
+        """The job takes the sitemap's part (``SitemapPart``), at ``at``, atomically: its URLs become the
+        job's (counted, final), the sitemap's checkpoint moves past them, and the site's crawl database
+        counts the records the part's jobs listed as listed by this job (``CrawlDatabase.get_urls``).
         False, with nothing done, when the sitemap's reading recorded pages already, the part is not the
         sitemap's current one at the epoch it was made at, or one of its URLs is the job's already (another
-        sitemap listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+        sitemap listed it first). Raises :class:`LeaseLost` if the sitemap's lease is not ours.
+
+        In part (where ``CrawlDatabase.adopts_partly``): but for the URLs ``excluded``, once the reading
+        listed the entries it did not keep (their writes, this job's, may have moved the epoch); the
+        sitemap's checkpoint moves to ``checkpoint``, past every entry of the reading."""
 
     def finish_sitemap(
         self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease
@@ -310,6 +323,9 @@ class CrawlDatabase(Protocol):
         """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
         DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
         record is one row, rewritten in place). ``by``: the job whose end collects."""
+
+    #: Whether a job may adopt a part of this database in part (``StateStore.adopt_part``'s ``excluded``).
+    adopts_partly: bool
 
     #: Whether this database keeps sitemap parts (``put_part`` can keep one): where it does not, a job's end
     #: makes none and every reading lists its URLs one by one.

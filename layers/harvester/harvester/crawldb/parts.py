@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
+from msgspec import Struct
 from orjson import OPT_UTC_Z, dumps, loads
 
 from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
@@ -39,6 +40,12 @@ PAGE_KINDS = frozenset(
 
 #: Moved whenever the lines a listing writes change shape: parts made before are then not adopted.
 PART_FORMAT = 1
+
+#: A part adopted in part hands its lineage on (``Lineage``): past this many earlier makers, or this many
+#: URLs left out (at least ``MIN_EXCLUDED``, else a tenth of the part), the sitemap is listed whole again,
+#: which starts a lineage afresh.
+MAX_INHERITED = 32
+MIN_EXCLUDED = 200
 
 #: Where a line's tail starts. The raw sequence cannot occur inside a JSON string (its quotes would be
 #: escaped), and no extension has such a key: the last one in a line is the field.
@@ -90,22 +97,44 @@ def adoptable(
     now: datetime,
 ) -> str | None:
     """Why a job reading the sitemap at ``now`` (its document's ``signature``; the sitemap's crawl ``epoch``)
-    may not adopt ``part``, or None when its lines are the ones the job's listing would write."""
+    may not adopt ``part`` whole, or None when its lines are the ones the job's listing would write."""
     if part is None:
         return "no part"
     if signature is None or part.signature != signature:
         return "another document"
-    if part.listing != listing_of(request):
-        return "other options"
-    if part.epoch != epoch:
-        return "its URLs' records moved since"
+    why = _same_listing(part, request=request, epoch=epoch)
+    if why is not None:
+        return why
     if request.fetch_pages:
-        if request.refetch is Refetch.ALL:
-            return "every URL is fetched"
         if part.held:
             return "a lastmod was held back"
         if part.due_at is not None and now >= part.due_at:
             return "a URL is due"
+    return None
+
+
+def partly_adoptable(part: SitemapPart | None, *, request: JobRequest, epoch: int | None) -> str | None:
+    """Why a job may not adopt ``part`` in part (``PartDiff``: the lines of the entries the same as the
+    part's and not due, the others listed one by one), or None when it may (``epoch`` None: not checked)."""
+    if part is None:
+        return "no part"
+    why = _same_listing(part, request=request, epoch=epoch)
+    if why is not None:
+        return why
+    if part.held:  # (which URL is held is not on its line; a part made of this reading would not know it)
+        return "a lastmod was held back"
+    if len(part.inherits) >= MAX_INHERITED or len(part.excluded) > max(MIN_EXCLUDED, part.urls // 10):
+        return "too many jobs or URLs left out in its lineage"
+    return None
+
+
+def _same_listing(part: SitemapPart, *, request: JobRequest, epoch: int | None) -> str | None:
+    if part.listing != listing_of(request):
+        return "other options"
+    if epoch is not None and part.epoch != epoch:
+        return "its URLs' records moved since"
+    if request.fetch_pages and request.refetch is Refetch.ALL:
+        return "every URL is fetched"
     return None
 
 
@@ -122,30 +151,70 @@ def writer_of(record: CrawlWrite) -> str:
     return ""
 
 
-class Adoptions:
-    """The latest adoption of each current part of a site, by (sitemap, the job that made the part): what
-    makes the records that job listed read as listed by the job that adopted it (``resolve``), as they
-    would be had it listed them one by one. ``key`` names a sitemap as the store keeps it (its URL, or a
-    key made of it)."""
+class Lineage(Struct, frozen=True):
+    """How the records listed in a sitemap's current part read: those its maker listed, and those of the
+    earlier makers it ``inherits`` (it adopted their part in part and holds their lines), read as listed by
+    the part's latest adopter if one did, else the inherited ones as listed by its maker when it took them
+    over (``inherited_at``). The URLs ``excluded`` (left out of the part, or of its latest adoption) read as
+    they are stored: whoever left them out wrote them as they read before."""
 
-    def __init__(
-        self, adopted: Mapping[tuple[str, str], tuple[str, datetime]], key: Callable[[str], str] | None = None
-    ) -> None:
-        self.adopted = adopted
+    maker: str
+    inherits: frozenset[str] = frozenset()
+    inherited_at: datetime | None = None
+    excluded: frozenset[str] = frozenset()
+    adopter: tuple[str, datetime] | None = None
+
+    @classmethod
+    def of(
+        cls, part: SitemapPart, adopter: tuple[str, datetime] | None = None, excluded: Iterable[str] = ()
+    ) -> Lineage:
+        """The lineage of ``part``, with its latest adoption (and the URLs that adoption left out)."""
+        return cls(
+            maker=part.job_id,
+            inherits=frozenset(part.inherits),
+            inherited_at=part.inherited_at,
+            excluded=frozenset(part.excluded).union(excluded),
+            adopter=adopter,
+        )
+
+    def holds(self, listed_by: str | None) -> bool:
+        return listed_by == self.maker or listed_by in self.inherits
+
+    def reading(self, listed_by: str | None, url: str) -> tuple[str, datetime] | None:
+        """The job (and when) a record listed by ``listed_by`` reads as listed by; None: as stored."""
+        if not self.holds(listed_by) or url in self.excluded:
+            return None
+        if self.adopter is not None:
+            return self.adopter
+        if listed_by != self.maker and self.inherited_at is not None:
+            return self.maker, self.inherited_at
+        return None
+
+
+class Adoptions:
+    """The lineage of each current part of a site that makes some records read otherwise than stored, by
+    sitemap: what makes the records a part's jobs listed read as listed by the job that adopted it
+    (``resolve``), as they would be had it listed them one by one. ``key`` names a sitemap as the store keeps
+    it (its URL, or a key made of it)."""
+
+    def __init__(self, lineages: Mapping[str, Lineage], key: Callable[[str], str] | None = None) -> None:
+        self.lineages = lineages
         self._key = key
         self._keys: dict[str, str] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.adopted)
+        return bool(self.lineages)
 
-    def of(self, sitemap: str | None, made_by: str | None) -> tuple[str, datetime] | None:
-        """The job that last adopted the part of ``sitemap`` (as the store names it) ``made_by`` made, and when."""
-        if sitemap is None or made_by is None:
+    def adopter(self, sitemap: str | None, listed_by: str | None) -> str | None:
+        """The job that last adopted the part of ``sitemap`` (as the store names it) whose records
+        ``listed_by`` listed (its own, or inherited)."""
+        lineage = self.lineages.get(sitemap) if sitemap is not None else None
+        if lineage is None or lineage.adopter is None or not lineage.holds(listed_by):
             return None
-        return self.adopted.get((sitemap, made_by))
+        return lineage.adopter[0]
 
     def resolve(self, record: CrawlRecord) -> CrawlRecord:
-        if not self.adopted or record.sitemap is None:
+        if not self.lineages or record.sitemap is None:
             return record
         sitemap = record.sitemap
         if self._key is not None:
@@ -153,8 +222,9 @@ class Adoptions:
             if named is None:
                 named = self._keys[sitemap] = self._key(sitemap)
             sitemap = named
-        adoption = self.of(sitemap, record.last_listed_job)
-        if adoption is None:
+        lineage = self.lineages.get(sitemap)
+        reading = lineage.reading(record.last_listed_job, record.url) if lineage is not None else None
+        if reading is None:
             return record
-        job, at = adoption
+        job, at = reading
         return record.model_copy(update={"last_listed_job": job, "last_listed": at})

@@ -209,6 +209,13 @@ class SitemapPart(Model, kw_only=True):
     #: What the reading counted (``SitemapRecord``'s): entries dropped by reason, and warnings.
     dropped: dict[str, int] = {}
     warnings: dict[str, int] = {}
+    #: A part made by a job that adopted the sitemap's part before it in part (``crawldb.parts.Lineage``): the
+    #: earlier jobs whose records it holds as they listed them, read as listed by its job at
+    #: ``inherited_at`` (or by its latest adopter); ``excluded``, the URLs whose records name one of those
+    #: jobs (or its own) and that it does not hold: they read as they are stored.
+    inherits: list[str] = []
+    inherited_at: datetime | None = None
+    excluded: list[str] = []
 
 
 class HostTrust(Model, kw_only=True):

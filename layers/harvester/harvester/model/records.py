@@ -419,6 +419,9 @@ class SitemapRecord(Model, kw_only=True):
     #: The sitemap's part the job adopted whole (its URLs are the job's, counted): a step delivered again
     #: after that finishes the sitemap as it was, without reading it.
     adopted: SitemapPart | None = None
+    #: The part was adopted in part, once the reading had listed the entries it did not keep: a step
+    #: delivered again reads the sitemap again (its checkpoint past every entry).
+    adopted_partly: bool = False
     attempts: NonNegative = 0
     discovered_at: datetime | None = None
     finished_at: datetime | None = None

@@ -89,10 +89,20 @@ class ListedBatch(Struct, frozen=True):
 
 class AdoptedPart(Struct, frozen=True):
     """A sitemap's part a job adopted (``StateStore.adopt_part``) at ``at``: its URLs are the job's, final,
-    their lines the part's with the job's tail (``crawldb.parts``)."""
+    their lines the part's with the job's tail (``crawldb.parts``); but for ``excluded``, the URLs of the
+    part the job listed one by one or no longer found listed (a part adopted in part)."""
 
     part: SitemapPart
     at: datetime
+    excluded: frozenset[str] = frozenset()
+    #: Adopted once the reading had listed the entries it did not keep (``excluded`` may be empty: nothing
+    #: of the part changed, but entries were added): the job's end makes the sitemap's next part of it.
+    partly: bool = False
+
+    @property
+    def urls(self) -> int:
+        """How many of the part's URLs the job took from it."""
+        return self.part.urls - len(self.excluded)
 
 
 class SitemapOutcome(Struct):

@@ -167,17 +167,17 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         out, changed = LineWriter(Tee(lines, copy)), LineWriter(feed_lines)  # type: ignore[arg-type]
         made_rows: list[tuple[str, str]] = []  # adopted parts' index rows: (document, the records' change)
         for item in store.job_records(job_id):
-            if isinstance(item, AdoptedPart):  # (a sitemap's part, taken whole: its lines with the job's tail)
-                if maker is not None:
-                    maker.adopted(item.part.sitemap)
-                count, kind = item.part.urls, parts.reason_of(job.request)
+            if isinstance(item, AdoptedPart):  # (a sitemap's part: its lines with the job's tail)
+                count, kind = item.urls, parts.reason_of(job.request)
                 listed += count
                 succeeded += count
                 changes.add_counts({kind.value: count})
+                block = adopted_lines(documents, job.request, item, extras) if count else b""
+                if maker is not None:
+                    maker.adopted(item, block)
                 if not count:
                     continue
-                block = adopted_lines(documents, job.request, item, extras)
-                if item.part.index is None or extras:  # (its index rows are made with the job's)
+                if item.part.index is None or extras or item.partly:  # (its index rows made with the job's)
                     out.add_block(block[:-1])
                 else:  # (its index rows are the part's: the lines go to the records only)
                     out.flush()

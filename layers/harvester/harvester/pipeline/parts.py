@@ -82,7 +82,11 @@ def adopted_lines(
 ) -> bytes:
     """The job's record lines of a part it adopted (each ending with a newline), with what later listings
     of a URL added to its extensions."""
-    lines = parts.render(documents.get(adopted.part.lines), adopted.at, parts.reason_of(request))
+    stripped = documents.get(adopted.part.lines)
+    if adopted.excluded:
+        left_out = adopted.excluded
+        stripped = b"".join(line for line in stripped.splitlines(keepends=True) if _url_of(line) not in left_out)
+    lines = parts.render(stripped, adopted.at, parts.reason_of(request))
     if not extras:
         return lines
     out = []
@@ -94,6 +98,11 @@ def adopted_lines(
             line = orjson.dumps(record)
         out.append(line + b"\n")
     return b"".join(out)
+
+
+def _url_of(line: bytes) -> str:
+    """The URL of a part's line (without its tail)."""
+    return str(orjson.loads(line.rstrip(b"\n") + b"}")["url"])
 
 
 def job_pages(store: StateStore, documents: DocumentStore, job: JobRecord) -> Iterator[SitemapURL]:
@@ -138,6 +147,7 @@ class PartMaker:
         self.held: dict[str, int] = {}  # per sitemap: fetched URLs whose lastmod advanced past their fetch
         self.counts: dict[str, int] = {}  # per sitemap: its URLs
         self.refused: set[str] = set()
+        self.inheriting: dict[str, AdoptedPart] = {}  # per sitemap: the part the job adopted in part
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
         self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
@@ -145,9 +155,18 @@ class PartMaker:
         #: URLs the job did not fetch are those rows, split by sitemap.
         self.job_rows = self.folder / "job-rows.parquet"
 
-    def adopted(self, sitemap: str) -> None:
-        """The job adopted the sitemap's part: it stays the sitemap's."""
-        self.sitemaps.pop(sitemap, None)
+    def adopted(self, adopted: AdoptedPart, block: bytes) -> None:
+        """The job adopted the sitemap's part (``block``: its lines, as the job's end writes them). Taken
+        whole, it stays the sitemap's; in part, its lines are the job's listed lines, and the part made of
+        them inherits it (``parts.Lineage``)."""
+        sitemap = adopted.part.sitemap
+        if not adopted.partly:
+            self.sitemaps.pop(sitemap, None)
+            return
+        self.inheriting[sitemap] = adopted
+        if block:
+            keys = "\n".join(url_key(orjson.loads(line)["url"]) for line in block.splitlines())
+            self.listed_block(block[:-1], keys)
 
     def listed_block(self, block: bytes, keys: str) -> None:
         """A batch of lines (joined, without the last newline) one listing wrote straight as JSON, and their
@@ -255,7 +274,11 @@ class PartMaker:
         if known is None or known.document_key != sitemap.document_key:
             return None  # (the crawl database remembers another reading of it: a later job's)
         before, epoch = self.ctx.crawldb.sitemap_part(self.site, url)  # (before the records are read)
-        if before is not None and before.job_id != self.job.job_id:
+        inherited = self.inheriting.get(url)
+        if inherited is not None:
+            if before is None or before.job_id != inherited.part.job_id:
+                return None  # (replaced since: another job's part)
+        elif before is not None and before.job_id != self.job.job_id:
             if not self._settle(before, self._keys(url)):
                 return None
             before, epoch = self.ctx.crawldb.sitemap_part(self.site, url)
@@ -294,6 +317,8 @@ class PartMaker:
             dropped=sitemap.dropped,
             warnings=sitemap.warnings,
         )
+        if inherited is not None:
+            part = _inheriting(part, inherited, set(keys))
         if not self.ctx.crawldb.put_part(self.site, part, keys):
             return None
         if before is not None and before.job_id != part.job_id:  # (not this job's end written again)
@@ -321,8 +346,10 @@ class PartMaker:
         settled = []
         for start in range(0, len(gone), _READ_BATCH):
             for record in self.ctx.crawldb.get_urls(self.site, gone[start : start + _READ_BATCH]).values():
-                if record.sitemap != before.sitemap or record.last_listed_job == before.job_id:
-                    continue  # (another sitemap's now, or read as its maker listed it: as stored)
+                if record.sitemap != before.sitemap:
+                    continue  # (another sitemap's now)
+                if record.last_listed_job == before.job_id and not before.inherits:
+                    continue  # (read as its maker listed it: as stored)
                 if record.orphaned_job == self.job.job_id:
                     continue  # (written by this job's orphan pass as it reads)
                 settled.append(record.model_copy(update={"version": record.version + 1}))
@@ -389,6 +416,20 @@ class PartMaker:
         earliest = self.due.get(sitemap)
         if earliest is None or moment < earliest:
             self.due[sitemap] = moment
+
+
+def _inheriting(part: SitemapPart, adopted: AdoptedPart, keys: set[str]) -> SitemapPart:
+    """``part``, made by a job that adopted the part before it in part: it holds the records of that part's
+    makers it kept, and knows the URLs whose records name them and that it does not hold."""
+    before = adopted.part
+    left_out = sorted(u for u in {*before.excluded, *adopted.excluded} if url_key(u) not in keys)
+    return part.model_copy(
+        update={
+            "inherits": sorted({*before.inherits, before.job_id}),
+            "inherited_at": adopted.at,
+            "excluded": left_out,
+        }
+    )
 
 
 def _as_unfetched(page: SitemapURL, crawl: CrawlRecord, kind: ChangeKind) -> SitemapURL:

@@ -127,6 +127,8 @@ class DynamoCrawlDatabase:
         return 0
 
     keeps_parts = True
+    #: (A part adopted in part would need the URLs it leaves out on its item, for the pointers' reading.)
+    adopts_partly = False
 
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
         return self.pointers.parts.get(site, sitemap)

@@ -31,7 +31,7 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
-from harvester.crawldb.parts import Adoptions
+from harvester.crawldb.parts import Adoptions, Lineage
 from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of, url_key
 
@@ -211,12 +211,13 @@ class PartItems:
 
     def adoptions(self, site: str) -> Adoptions:
         """The site's current parts' latest adoptions, read consistently (a listing decides on them)."""
-        adopted: dict[tuple[str, str], tuple[str, datetime]] = {}
+        lineages: dict[str, Lineage] = {}
         for item in self.site_items(site, "sk, made_by, ab, #at", {"#at": "at"}):
             if "ab" in item and "made_by" in item:
                 key = item["sk"]["S"].removeprefix("PART#")
-                adopted[(key, item["made_by"]["S"])] = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))
-        return Adoptions(adopted, key=url_key)
+                adopter = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))
+                lineages[key] = Lineage(maker=item["made_by"]["S"], adopter=adopter)
+        return Adoptions(lineages, key=url_key)
 
 
 def _epoch(item: Mapping[str, Any]) -> int:

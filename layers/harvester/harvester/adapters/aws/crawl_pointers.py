@@ -350,5 +350,4 @@ def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
     maker's (a record written whole since is read whole)."""
     if p.whole or p.cur is None:
         return False
-    adoption = adoptions.of(p.sitemap, p.cur.job)
-    return adoption is not None and adoption[0] == job_id
+    return adoptions.adopter(p.sitemap, p.cur.job) == job_id

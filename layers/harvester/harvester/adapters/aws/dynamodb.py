@@ -170,13 +170,24 @@ class DynamoStateStore:
         return sorted(found, key=lambda a: (a.at, a.part.sitemap))
 
     def adopt_part(
-        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+        self,
+        job_id: str,
+        sitemap_url: str,
+        part: SitemapPart,
+        lease: Lease,
+        *,
+        site: str,
+        at: datetime,
+        excluded: Sequence[str] = (),
+        checkpoint: Checkpoint | None = None,
     ) -> bool:
         """The job takes the sitemap's part whole (see ``StateStore.adopt_part``), in one transaction: the
         part's adoption on its item (conditioned on its being current at its epoch: crawl_parts.py), the
         job's record of it, the sitemap's checkpoint and the counts. Refused when the sitemap's reading
         recorded pages already or the part moved. (A URL of the part the job has already through another
         sitemap moved the part's epoch when it was listed.)"""
+        if excluded or checkpoint is not None:
+            return False  # (the crawl database here does not adopt in part: ``adopts_partly``)
         sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
         if sitemap.pages_recorded:
             return False

@@ -75,6 +75,7 @@ def write_listed(
 
 class SqliteCrawlDatabase:
     keeps_parts = True
+    adopts_partly = True
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -108,11 +109,13 @@ class SqliteCrawlDatabase:
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         last = ""
         # Left out in SQL, so that the records are not parsed only to be skipped: those the job listed, and
-        # those of the parts it adopted (still as their maker listed them).
+        # those of the parts it adopted (still as their makers listed them), the URLs it left out of them
+        # put back after.
         unlisted = (
             " AND json_extract(body, '$.last_listed_job') IS NOT ? AND NOT EXISTS (SELECT 1 FROM job_parts p"
             " WHERE p.job_id = ? AND p.site = crawl_urls.site AND p.sitemap = json_extract(body, '$.sitemap')"
-            " AND p.made_by = json_extract(body, '$.last_listed_job'))"
+            " AND (p.made_by = json_extract(body, '$.last_listed_job') OR json_extract(body, '$.last_listed_job')"
+            " IN (SELECT value FROM json_each(p.part, '$.inherits'))))"
             if unless_listed_by
             else ""
         )
@@ -122,10 +125,25 @@ class SqliteCrawlDatabase:
             params = (site, last, unless_listed_by, unless_listed_by) if unless_listed_by else (site, last)
             rows = self.conn.execute(sql, params).fetchall()
             if not rows:
-                return
+                break
             for url, body in rows:
                 last = url
                 yield adoptions.resolve(CrawlRecord.model_validate_json(body))
+        if unless_listed_by:
+            yield from self._left_out(site, unless_listed_by, adoptions)
+
+    def _left_out(self, site: str, job_id: str, adoptions: part_rows.Adoptions) -> Iterator[CrawlRecord]:
+        """The records ``site_urls`` left out as of a part the job adopted whose URLs the job left out of it."""
+        for part, _, named, excluded in part_rows.adopted_by(self.conn, job_id):
+            urls = (excluded or frozenset()) | set(part.excluded)
+            if named != site or not urls:
+                continue
+            makers = {part.job_id, *part.inherits}
+            sql = "SELECT body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
+            for (body,) in select_in(self.conn, sql, (site,), sorted(urls)):
+                record = CrawlRecord.model_validate_json(body)
+                if record.sitemap == part.sitemap and record.last_listed_job in makers:
+                    yield adoptions.resolve(record)
 
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])

@@ -20,7 +20,7 @@ from harvester.patience import PATIENCE, Busy
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: Seconds SQLite waits for another connection's lock before a write is refused; a write waits at most
 #: LOCK_WAIT_MAX in all (the patience's back-offs between), then it is raised as Busy.
 BUSY_TIMEOUT = 30.0
@@ -29,7 +29,7 @@ CACHE_KIB = 8 * 1024
 WAL_PAGES = 32768  # 128 MiB
 #: Versions this one opens, adding what they lack (tables, indexes) and rebuilding ``urls`` and
 #: ``crawl_urls`` (below).
-_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+_UPGRADES = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 
 #: The job's URL records are found by key only while they are open (the page worker claims and settles
 #: them): a final record is only ever read with all of its job's. So the key index is partial, and the
@@ -77,6 +77,12 @@ _EXCLUDED_COLUMN = "ALTER TABLE counters ADD COLUMN urls_excluded INTEGER NOT NU
 _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
 ALTER TABLE url_batches ADD COLUMN kinds TEXT
+"""
+
+#: Since version 12 a part may be adopted in part: the URLs its latest adoption, and each job's, left out.
+_EXCEPT_COLUMNS = """
+ALTER TABLE crawl_parts ADD COLUMN adopted_except TEXT;
+ALTER TABLE job_parts ADD COLUMN excluded TEXT
 """
 
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -175,6 +181,7 @@ CREATE TABLE IF NOT EXISTS crawl_parts (
     part TEXT,
     adopted_by TEXT,
     adopted_at TEXT,
+    adopted_except TEXT,
     PRIMARY KEY (site, sitemap)
 );
 CREATE TABLE IF NOT EXISTS part_keys (
@@ -191,6 +198,7 @@ CREATE TABLE IF NOT EXISTS job_parts (
     made_by TEXT NOT NULL,
     adopted_at TEXT NOT NULL,
     part TEXT NOT NULL,
+    excluded TEXT,
     PRIMARY KEY (job_id, sitemap)
 );
 CREATE TABLE IF NOT EXISTS crawl_sites (
@@ -313,6 +321,9 @@ def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
         counters = _table(conn, "counters")
         if counters is not None and "urls_excluded" not in counters:
             conn.execute(_EXCLUDED_COLUMN)
+        parts = _table(conn, "crawl_parts")
+        if parts is not None and "adopted_except" not in parts:
+            _script(conn, _EXCEPT_COLUMNS)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:

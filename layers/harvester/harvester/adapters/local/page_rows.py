@@ -141,32 +141,44 @@ class PageRows:
         return taken
 
     def adopt_part(
-        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+        self,
+        job_id: str,
+        sitemap_url: str,
+        part: SitemapPart,
+        lease: Lease,
+        *,
+        site: str,
+        at: datetime,
+        excluded: Sequence[str] = (),
+        checkpoint: Checkpoint | None = None,
     ) -> bool:
-        """The job takes the sitemap's part whole (see ``StateStore.adopt_part``): refused when the sitemap's
-        reading recorded pages already, the part is not the sitemap's current one, or one of its URLs is
-        the job's already (another sitemap listed it first)."""
+        """The job takes the sitemap's part (see ``StateStore.adopt_part``): refused when the sitemap's
+        reading recorded pages already (adopted whole), the part is not the sitemap's current one, or one of
+        the URLs it takes is the job's already (another sitemap listed it first)."""
         taken: list[int] = []
         keys: list[int] = []
         try:
             with Transaction(self.conn) as db:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
-                if sitemap.pages_recorded:
+                if sitemap.pages_recorded and checkpoint is None:
                     return False
                 if self._has_records(job_id):  # (else none is the job's: its keys are read if ever needed)
                     try:
                         stored = part_rows.part_keys(db, site, part.sitemap, part.job_id)
                     except LookupError:
                         return False
-                    keys = [bits_of(k) for k in stored]
+                    left_out = {url_key(url) for url in excluded}
+                    keys = [bits_of(k) for k in stored if k not in left_out]
                     self._take_new(job_id, keys, taken)
                     if len(taken) != len(keys):
                         raise _Moved
-                if not part_rows.adopt(db, job_id, site, part, at):
+                if not part_rows.adopt(db, job_id, site, part, at, excluded, partly=checkpoint is not None):
                     raise _Moved
-                counts = JobCounts(urls_total=part.urls, urls_succeeded=part.urls)
-                taking = sitemap.model_copy(update={"adopted": part})
-                self.sitemap_rows.recorded(db, job_id, taking, part.urls, counts, Checkpoint(part.urls), lease)
+                urls = part.urls - len(excluded)
+                counts = JobCounts(urls_total=urls, urls_succeeded=urls)
+                taking = sitemap.model_copy(update={"adopted": part, "adopted_partly": checkpoint is not None})
+                moved = checkpoint or Checkpoint(part.urls)
+                self.sitemap_rows.recorded(db, job_id, taking, moved.enqueued, counts, moved, lease)
         except _Moved:
             self._forget(job_id, keys, taken)
             return False
@@ -176,7 +188,10 @@ class PageRows:
         return True
 
     def adopted(self, job_id: str) -> list[AdoptedPart]:
-        return [AdoptedPart(part, at) for part, at, _ in part_rows.adopted_by(self.conn, job_id)]
+        return [
+            AdoptedPart(part, at, excluded or frozenset(), partly=excluded is not None)
+            for part, at, _, excluded in part_rows.adopted_by(self.conn, job_id)
+        ]
 
     def _has_records(self, job_id: str) -> bool:
         """Whether a URL could be the job's already, other than through the parts it adopted: those are never
@@ -217,9 +232,11 @@ class PageRows:
             for (batch,) in self.conn.execute("SELECT keys FROM url_batches WHERE job_id = ?", (job_id,)):
                 for key in batch.split("\n"):
                     keys.add(bits_of(key))
-            for part, _, site in part_rows.adopted_by(self.conn, job_id):
+            for part, _, site, excluded in part_rows.adopted_by(self.conn, job_id):
+                left_out = {url_key(url) for url in excluded or ()}
                 for key in part_rows.part_keys(self.conn, site, part.sitemap, part.job_id):
-                    keys.add(bits_of(key))
+                    if key not in left_out:
+                        keys.add(bits_of(key))
         return keys
 
     # claims and settlements -----------------------------------------------------------------------

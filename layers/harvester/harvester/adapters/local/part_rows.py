@@ -15,9 +15,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
-from harvester.adapters.local.database import Transaction
-from harvester.crawldb.parts import Adoptions
-from harvester.model.crawl import SitemapPart
+from harvester.adapters.local.database import Transaction, select_in
+from harvester.crawldb.parts import Adoptions, Lineage
+from harvester.model.crawl import CrawlRecord, SitemapPart
 from harvester.model.records import body_of
 
 _TOUCH = (
@@ -46,7 +46,8 @@ def part_of(conn: sqlite3.Connection, site: str, sitemap: str) -> tuple[SitemapP
 def put_part(conn: sqlite3.Connection, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
     """Makes ``part`` the sitemap's if its epoch is still the part's and no other job wrote a record naming
     the sitemap since the part's job first did (its lines were read before: each of its URLs was written
-    by its job, conditioned on the version it had read); False otherwise. The part it replaces is let go."""
+    by its job, conditioned on the version it had read, or taken over from the part it inherits, whose
+    adoption made the job a writer); False otherwise. The part it replaces is let go."""
     with Transaction(conn) as db:
         row = db.execute(
             "SELECT epoch, writers FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, part.sitemap)
@@ -62,7 +63,7 @@ def put_part(conn: sqlite3.Connection, site: str, part: SitemapPart, keys: Seque
         db.execute(
             "INSERT INTO crawl_parts (site, sitemap, epoch, writers, part) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (site, sitemap) DO UPDATE SET writers = excluded.writers, part = excluded.part,"
-            " adopted_by = NULL, adopted_at = NULL",
+            " adopted_by = NULL, adopted_at = NULL, adopted_except = NULL",
             (site, part.sitemap, epoch, json.dumps(kept), body_of(part)),
         )
         db.execute(
@@ -77,22 +78,67 @@ def put_part(conn: sqlite3.Connection, site: str, part: SitemapPart, keys: Seque
         return True
 
 
-def adopt(db: sqlite3.Connection, job_id: str, site: str, part: SitemapPart, at: datetime) -> bool:
-    """Records, in the caller's transaction, that the job adopted ``part``: False when it is not the
-    sitemap's current part, at the epoch it was made at."""
+def adopt(
+    db: sqlite3.Connection,
+    job_id: str,
+    site: str,
+    part: SitemapPart,
+    at: datetime,
+    excluded: Sequence[str] = (),
+    *,
+    partly: bool = False,
+) -> bool:
+    """Records, in the caller's transaction, that the job adopted ``part`` (``partly``: but for the URLs
+    ``excluded``): False when it is not the sitemap's current part at the epoch it was made at (in part:
+    moved on since by none but this job's writes, its listing of the entries it did not keep). The records of the
+    URLs left out are written first as they read now (``settle``): the adoption makes them read as stored."""
     stored, epoch = part_of(db, site, part.sitemap)
-    if stored is None or stored.job_id != part.job_id or epoch != part.epoch:
+    if stored is None or stored.job_id != part.job_id:
         return False
+    if epoch != part.epoch:
+        row = db.execute("SELECT writers FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, part.sitemap))
+        writers = json.loads(row.fetchone()[0])
+        others = [last for job, (_, last) in writers.items() if job != job_id]
+        if not partly or any(last > part.epoch for last in others):
+            return False
+    if partly:
+        settle(db, site, excluded, adoptions(db, site))
+        # The job is a writer of the sitemap from now on, as if it had listed the URLs it kept: a part it
+        # makes of them is refused if another job writes a record of the sitemap in between.
+        db.execute(
+            "UPDATE crawl_parts SET writers = json_set(writers, '$.' || json_quote(?), json_array(epoch + 1, epoch))"
+            " WHERE site = ? AND sitemap = ? AND json_extract(writers, '$.' || json_quote(?)) IS NULL",
+            (job_id, site, part.sitemap, job_id),
+        )
+    left_out = json.dumps(list(excluded)) if partly else None
     db.execute(
-        "INSERT OR IGNORE INTO job_parts (job_id, sitemap, site, made_by, adopted_at, part) VALUES (?, ?, ?, ?, ?, ?)",
-        (job_id, part.sitemap, site, part.job_id, _text(at), body_of(part)),
+        "INSERT OR IGNORE INTO job_parts (job_id, sitemap, site, made_by, adopted_at, part, excluded)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (job_id, part.sitemap, site, part.job_id, _text(at), body_of(part), left_out),
     )
     db.execute(
-        "UPDATE crawl_parts SET adopted_by = ?, adopted_at = ? WHERE site = ? AND sitemap = ?"
+        "UPDATE crawl_parts SET adopted_by = ?, adopted_at = ?, adopted_except = ? WHERE site = ? AND sitemap = ?"
         " AND (adopted_at IS NULL OR adopted_at <= ?)",
-        (job_id, _text(at), site, part.sitemap, _text(at)),
+        (job_id, _text(at), left_out, site, part.sitemap, _text(at)),
     )
     return True
+
+
+def settle(db: sqlite3.Connection, site: str, urls: Sequence[str], read: Adoptions) -> None:
+    """Writes the records of ``urls`` that read otherwise than stored as they read (a version more), in the
+    caller's transaction: nothing reads differently, and nothing moves the sitemaps' epochs."""
+    if not read:
+        return
+    sql = "SELECT url, version, body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
+    for url, version, body in select_in(db, sql, (site,), list(urls)):
+        record = CrawlRecord.model_validate_json(body)
+        settled = read.resolve(record)
+        if settled is not record:
+            settled = settled.model_copy(update={"version": version + 1})
+            db.execute(
+                "UPDATE crawl_urls SET version = ?, body = ? WHERE site = ? AND url = ? AND version = ?",
+                (version + 1, body_of(settled), site, url, version),
+            )
 
 
 def part_keys(conn: sqlite3.Connection, site: str, sitemap: str, made_by: str) -> list[str]:
@@ -104,23 +150,34 @@ def part_keys(conn: sqlite3.Connection, site: str, sitemap: str, made_by: str) -
     return row[0].split("\n") if row[0] else []
 
 
-def adopted_by(conn: sqlite3.Connection, job_id: str) -> Iterator[tuple[SitemapPart, datetime, str]]:
-    """The parts the job adopted, with when and the site's name for them, in the order it adopted them."""
+def adopted_by(
+    conn: sqlite3.Connection, job_id: str
+) -> Iterator[tuple[SitemapPart, datetime, str, frozenset[str] | None]]:
+    """The parts the job adopted, with when, the site's name for them and the URLs it left out (None: adopted
+    whole), in the order it adopted them."""
     rows = conn.execute(
-        "SELECT part, adopted_at, site FROM job_parts WHERE job_id = ? ORDER BY adopted_at, sitemap", (job_id,)
+        "SELECT part, adopted_at, site, excluded FROM job_parts WHERE job_id = ? ORDER BY adopted_at, sitemap",
+        (job_id,),
     ).fetchall()
-    for body, at, site in rows:
-        yield SitemapPart.model_validate_json(body), datetime.fromisoformat(at), site
+    for body, at, site, excluded in rows:
+        left_out = frozenset(json.loads(excluded)) if excluded is not None else None
+        yield SitemapPart.model_validate_json(body), datetime.fromisoformat(at), site, left_out
 
 
 def adoptions(conn: sqlite3.Connection, site: str) -> Adoptions:
-    """The latest adoption of each current part of the site, by sitemap URL."""
+    """The lineage of each current part of the site whose records read otherwise than stored (adopted, or
+    holding earlier jobs' records), by sitemap URL."""
     rows = conn.execute(
-        "SELECT sitemap, json_extract(part, '$.job_id'), adopted_by, adopted_at FROM crawl_parts"
-        " WHERE site = ? AND adopted_by IS NOT NULL",
+        "SELECT sitemap, part, adopted_by, adopted_at, adopted_except FROM crawl_parts WHERE site = ?"
+        " AND part IS NOT NULL AND (adopted_by IS NOT NULL OR json_array_length(part, '$.inherits') > 0)",
         (site,),
     ).fetchall()
-    return Adoptions({(sitemap, made_by): (job, datetime.fromisoformat(at)) for sitemap, made_by, job, at in rows})
+    lineages = {}
+    for sitemap, body, job, at, excluded in rows:
+        adopter = (job, datetime.fromisoformat(at)) if job else None
+        left_out = json.loads(excluded) if excluded else ()
+        lineages[sitemap] = Lineage.of(SitemapPart.model_validate_json(body), adopter, left_out)
+    return Adoptions(lineages)
 
 
 def _text(at: datetime) -> str:

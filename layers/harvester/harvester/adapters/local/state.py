@@ -198,9 +198,20 @@ class SqliteStateStore:
         return self.sitemap_rows.sitemaps(job_id, status=status)
 
     def adopt_part(
-        self, job_id: str, sitemap_url: str, part: SitemapPart, lease: Lease, *, site: str, at: datetime
+        self,
+        job_id: str,
+        sitemap_url: str,
+        part: SitemapPart,
+        lease: Lease,
+        *,
+        site: str,
+        at: datetime,
+        excluded: Sequence[str] = (),
+        checkpoint: Checkpoint | None = None,
     ) -> bool:
-        return self.page_rows.adopt_part(job_id, sitemap_url, part, lease, site=site, at=at)
+        return self.page_rows.adopt_part(
+            job_id, sitemap_url, part, lease, site=site, at=at, excluded=excluded, checkpoint=checkpoint
+        )
 
     # pages ----------------------------------------------------------------------------------------
 
@@ -235,6 +246,6 @@ class SqliteStateStore:
         return self.job_rows.release_leases(job_id)
 
     def recount(self, job_id: str) -> JobCounts:
-        adopted = sum(item.part.urls for item in self.page_rows.adopted(job_id))
+        adopted = sum(item.urls for item in self.page_rows.adopted(job_id))
         listed = accounting.recount(self.sitemaps(job_id), self.pages(job_id))
         return listed + JobCounts(urls_total=adopted, urls_succeeded=adopted)

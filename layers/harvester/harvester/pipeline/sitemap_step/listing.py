@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from harvester.crawldb.crawl_state import listed, listing_change
+from harvester.crawldb.part_diff import PartDiff
 from harvester.crawldb.schedule import due, lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl
 from harvester.model.messages import PageTask, Refetch
@@ -68,6 +69,9 @@ class PageListing:
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
         self.held = record.lastmods_held  # URLs not due whose lastmod advanced (no probe left)
         self._site: SiteCrawl | None = None
+        #: With the sitemap's part to adopt in part: the entries whose lines it holds are kept for it, not
+        #: listed (``PartDiff``).
+        self.diff: PartDiff | None = None
 
     def afresh(self) -> PageListing:
         """The listing of a reading that starts over from the first entry: the job's records absorb the URLs
@@ -84,9 +88,13 @@ class PageListing:
         self.accepted = index + 1
         self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
         if index < self.enqueued:
+            if self.diff is not None:
+                self.diff.keeps(url, entry, bits)  # (kept before the restart, or listed: the same now)
             if index == self.enqueued - 1:
                 self.reached_checkpoint()
             return  # recorded and sent before a restart
+        if self.diff is not None and self.diff.keeps(url, entry, bits):
+            return  # (the job's through the part, once adopted)
         batch = self.page_batch
         batch.append((index, url, entry, bits))
         if len(batch) >= self.batch_size:
@@ -141,6 +149,10 @@ class PageListing:
         later = [(url, ext) for url, entry in fresh if url not in listed and (ext := entry.extensions())]
         if later:
             self.ctx.store.add_extensions(self.job.job_id, later)
+
+    def whole_checkpoint(self) -> Checkpoint:
+        """The checkpoint past every entry accepted (those kept for a part included)."""
+        return self._checkpoint(self.accepted)
 
     def _checkpoint(self, enqueued: int) -> Checkpoint:
         return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes, held=self.held)

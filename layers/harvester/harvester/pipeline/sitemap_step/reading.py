@@ -25,6 +25,7 @@ from msgspec import Struct
 
 from harvester.crawldb import parts
 from harvester.crawldb.crawl_state import http_error
+from harvester.crawldb.part_diff import PartDiff
 from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import SitemapCrawl, SitemapPart, WarcLocation
@@ -69,6 +70,7 @@ class SitemapReading:
         self.site = job.request.origin
         self.listing = PageListing(ctx, job, record, lease)
         self.screen = EntryScreen(ctx, job, record, self.listing.accept)
+        self._partial: SitemapPart | None = None  # the part its listing compares entries with (``_diff``)
         self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
         self.answered = 0  # of which the site answered (a response read: its status judged after)
 
@@ -99,7 +101,8 @@ class SitemapReading:
         try:
             try:
                 adopted = self.record.adopted  # (by a delivery that stopped before it finished the sitemap)
-                outcome = self._adopted(adopted) if adopted is not None else await self._read()
+                whole = adopted is not None and not self.record.adopted_partly
+                outcome = self._adopted(adopted) if whole else await self._read()
             except ListingMoved:
                 log.info(
                     "sitemap changed since its checkpoint; reading it again from the start",
@@ -201,8 +204,16 @@ class SitemapReading:
         if not_modified:
             assert prior is not None
             part = self._adopt(prior)
-            if part is None and not await self._replay(prior, parser):
-                return None
+            if part is None:
+                self.listing.diff = self._diff()
+                if not await self._replay(prior, parser):
+                    return None
+                if not self._adopt_partly(clean=True):
+                    parser = SitemapParser(
+                        final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots
+                    )
+                    if not await self._replay(prior, parser):
+                        return None
             if self.request.output is Output.WARC and prior.warc is not None:
                 await page_archive.store_sitemap(self.ctx, self.job, self.record, response, revisits=prior.warc)
             remembered.refresh(self.ctx, self.site, prior, response.headers)
@@ -227,6 +238,8 @@ class SitemapReading:
         archived_at: WarcLocation | None = None
         # A part the job could adopt if these are the bytes it lists: the body is then downloaded whole first.
         candidate = self._candidate(prior) if keep and prior is not None else None
+        if candidate is None and keep:
+            self.listing.diff = self._diff()
         adopted: SitemapPart | None = None
         try:
             async with self.ctx.reading:
@@ -258,12 +271,21 @@ class SitemapReading:
                         if whole and signature == prior.signature:
                             adopted = self._take(candidate)
                         if adopted is None:
+                            self.listing.diff = self._diff()
                             await self._parse_spool(parser, raw)
                     if adopted is None:
                         self.screen.take(parser.close(complete=response.complete and not parser.finished))
                         if broken is None:
                             self.listing.reached_checkpoint()
                         self.listing.flush()
+                        report = parser.report
+                        clean = broken is None and response.complete and not response.truncated
+                        if not self._adopt_partly(clean=clean and not report.error and not report.truncated):
+                            # (the entries kept for the part are listed after all: read again, from the spool)
+                            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+                            await self._parse_spool(parser, raw)
+                            self.screen.take(parser.close(complete=response.complete and not parser.finished))
+                            self.listing.flush()
                     unchanged = prior is not None and signature == prior.signature and broken is None
                     document_key = None
                     if keep and prior is not None and unchanged and self.ctx.documents.exists(prior.document_key):
@@ -395,6 +417,61 @@ class SitemapReading:
             log.debug("sitemap part not adopted", extra={"url": self.record.url, "reason": why})
             return None
         return part
+
+    def _diff(self) -> PartDiff | None:
+        """What compares the entries of this reading with the sitemap's part, when the job may adopt the
+        part in part (``parts.partly_adoptable``); None when it may not."""
+        ctx = self.ctx
+        if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or self.is_robots or self.record.adopted_partly:
+            return None
+        part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
+        # (a reading resumed compares as the one before the restart did: the epoch this job's listing moved
+        # is the store's to check when it adopts)
+        resumed = self.record.pages_recorded > 0
+        why = parts.partly_adoptable(part, request=self.request, epoch=None if resumed else epoch)
+        if why is not None or part is None:
+            log.debug("sitemap part not adopted in part", extra={"url": self.record.url, "reason": why})
+            return None
+        try:
+            lines = ctx.documents.get(part.lines)
+        except Busy:
+            raise
+        except Exception as exc:  # (gone: the sitemap is listed whole, which makes a part again)
+            log.warning("sitemap part unreadable", extra={"url": self.record.url, "error": repr(exc)})
+            return None
+        # Due by when the job found the sitemap: the same in every delivery of its task.
+        found = self.record.discovered_at or self.job.start_time
+        due_by = found if self.request.fetch_pages else None
+        self._partial = part
+        return PartDiff(lines, sitemap=self.record.url, due_by=due_by)
+
+    def _adopt_partly(self, *, clean: bool) -> bool:
+        """Adopts the part the listing compared its entries with, but for those it did not keep (listed one by
+        one, or gone); True when done, or when nothing was compared. False when the reading did not end
+        cleanly (then nothing is adopted) or the store refused: the entries kept must then be listed."""
+        diff, self.listing.diff = self.listing.diff, None
+        if diff is None:
+            return True
+        if not diff.kept:
+            return True  # (every entry listed one by one)
+        part = self._partial
+        assert part is not None
+        if clean:
+            taken = self.ctx.store.adopt_part(
+                self.job.job_id,
+                self.record.url,
+                part,
+                self.lease,
+                site=self.site,
+                at=self.ctx.clock(),
+                excluded=diff.excluded(),
+                checkpoint=self.listing.whole_checkpoint(),
+            )
+            if taken:
+                return True
+        log.info("sitemap part not adopted in part; listing its entries", extra={"url": self.record.url})
+        self._start_over()
+        return False
 
     def _take(self, part: SitemapPart) -> SitemapPart | None:
         """The part, adopted (None when the store refused it: it moved, or a URL of it is the job's already)."""
