@@ -57,7 +57,9 @@ def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
             site.add(f"/pages/added-{n}.html")
 
 
-def crawl(state: Path, request: JobRequest, *, at: datetime, parts: bool) -> SitemapIngestionResult:
+def crawl(
+    state: Path, request: JobRequest, *, at: datetime, parts: bool, concurrency: int = 4
+) -> SitemapIngestionResult:
     with LocalHarvest.open(state) as harvest:
         making = harvest.engine
 
@@ -68,7 +70,8 @@ def crawl(state: Path, request: JobRequest, *, at: datetime, parts: bool) -> Sit
 
         harvest.engine = engine  # type: ignore[method-assign]
         settings = EngineSettings(sitemap_parts=parts, sitemap_part_min_urls=SMALLEST)
-        outcome = asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=4).crawl(request))
+        runner = LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=concurrency)
+        outcome = asyncio.run(runner.crawl(request))
         assert outcome.result is not None
         return outcome.result
 
@@ -313,6 +316,8 @@ def move(site: LiveSite, cycle: str, pages: list[str]) -> None:
 
 @pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
 def test_pages_moving_between_urlsets_read_as_listing_every_entry_reads_them(live_site, tmp_path, fetch_pages):
+    """(One sitemap read at a time: which of two urlsets lists a page first is the order they are read in,
+    and its record names that one.)"""
     site = live_site(pages=200, sitemaps=2)
     pages = [path for path in site.page_paths() if site.site[path].sitemap == 0][:2]
     pages.append(next(path for path in site.page_paths() if site.site[path].sitemap == 1))
@@ -320,7 +325,8 @@ def test_pages_moving_between_urlsets_read_as_listing_every_entry_reads_them(liv
     for n, cycle in enumerate(MOVES):
         move(site, cycle, pages)
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch_pages, job_id=f"c-{n}")
-        results = {p: crawl(state, request, at=START + timedelta(days=n), parts=p) for p, state in states.items()}
+        at = START + timedelta(days=n)
+        results = {p: crawl(state, request, at=at, parts=p, concurrency=1) for p, state in states.items()}
         ours, theirs = results[True], results[False]
         assert summary(ours) == summary(theirs), cycle
         assert lines(ours.processed_urls) == lines(theirs.processed_urls), cycle

@@ -14,61 +14,74 @@ from __future__ import annotations
 from datetime import datetime
 
 import orjson
+from orjson import OPT_UTC_Z, dumps
 
-from harvester.keyset import bits_of
-from harvester.model.records import SitemapURL, UrlStatus, body_of, url_key
+from harvester.crawldb.parts import line_url
+from harvester.model.records import SitemapURL, UrlStatus, body_of
 from harvester.sitemap import PageEntry
 
 #: Where a line's fields from the crawl record start: what comes before is the entry's.
 _CRAWL_FIELDS = b',"crawl_state":'
+_COMPLETED = UrlStatus.COMPLETED.value
 
 
 def entry_fields(url: str, entry: PageEntry, sitemap: str) -> bytes:
-    """The first fields of the line a listing writes for ``entry`` (those it takes from the entry)."""
-    page = SitemapURL(
-        url=url,
-        last_modified=entry.lastmod,
-        change_frequency=entry.changefreq,
-        priority=entry.priority,
-        status=UrlStatus.COMPLETED,
-        sitemap=sitemap,
-        extensions=entry.extensions(),
-    )
-    line = body_of(page).encode()
-    return line[: line.find(_CRAWL_FIELDS)]
+    """The first fields of the line a listing writes for ``entry`` (those it takes from the entry), made as
+    the listing makes them (``listed_rows``: orjson, or msgspec through the model for what orjson refuses)."""
+    page: dict[str, object] = {"url": url}
+    if entry.lastmod is not None:
+        page["last_modified"] = entry.lastmod
+    if entry.changefreq is not None:
+        page["change_frequency"] = entry.changefreq
+    page["priority"] = entry.priority
+    page["status"] = _COMPLETED
+    page["sitemap"] = sitemap
+    page["extensions"] = entry.extensions()
+    try:
+        return dumps(page, option=OPT_UTC_Z)[:-1]
+    except TypeError:  # (an integer beyond 64 bits in an extension)
+        model = SitemapURL(
+            url=url,
+            last_modified=entry.lastmod,
+            change_frequency=entry.changefreq,
+            priority=entry.priority,
+            status=UrlStatus.COMPLETED,
+            sitemap=sitemap,
+            extensions=entry.extensions(),
+        )
+        line = body_of(model).encode()
+        return line[: line.find(_CRAWL_FIELDS)]
 
 
 class PartDiff:
-    """The part's lines (without their tails) by URL key, for ``keeps`` to compare entries with; with
-    ``due_by``, a URL whose next fetch is due by then is never kept (a job that fetches pages)."""
+    """The part's lines (without their tails) by URL, for ``keeps`` to compare entries with; with ``due_by``,
+    a URL whose next fetch is due by then is never kept (a job that fetches pages)."""
 
     def __init__(self, lines: bytes, *, sitemap: str, due_by: datetime | None = None) -> None:
         self.sitemap = sitemap
-        self.urls: dict[int, str] = {}  # every URL of the part, by its key's bits
-        self._fields: dict[int, int] = {}  # of those that may be kept: a hash of their entry's fields
-        self.kept: set[int] = set()
+        self.urls: list[str] = []  # every URL of the part
+        self._fields: dict[str, int] = {}  # of those that may be kept: a hash of their entry's fields
+        self.kept: set[str] = set()
         for line in lines.splitlines():
-            record = orjson.loads(line + b"}")
-            url = record["url"]
-            bits = bits_of(url_key(url))
-            self.urls[bits] = url
+            url = line_url(line)
+            self.urls.append(url)
             if due_by is not None:
-                when = record.get("next_fetch_time")
+                when = orjson.loads(line + b"}").get("next_fetch_time")
                 if when is None or datetime.fromisoformat(when) <= due_by:
                     continue
             end = line.find(_CRAWL_FIELDS)
             if end > 0:
-                self._fields[bits] = hash(line[:end])
+                self._fields[url] = hash(line[:end])
 
-    def keeps(self, url: str, entry: PageEntry, bits: int) -> bool:
+    def keeps(self, url: str, entry: PageEntry) -> bool:
         """Whether the part's line of the URL is the one a listing of ``entry`` writes now (then it is kept)."""
-        known = self._fields.get(bits)
-        if known is None or bits in self.kept or hash(entry_fields(url, entry, self.sitemap)) != known:
+        known = self._fields.get(url)
+        if known is None or url in self.kept or hash(entry_fields(url, entry, self.sitemap)) != known:
             return False
-        self.kept.add(bits)
+        self.kept.add(url)
         return True
 
     def excluded(self) -> list[str]:
         """The part's URLs not kept."""
         kept = self.kept
-        return [url for bits, url in self.urls.items() if bits not in kept]
+        return [url for url in self.urls if url not in kept]

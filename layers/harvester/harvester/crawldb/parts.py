@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from msgspec import Struct
-from orjson import OPT_UTC_Z, dumps, loads
+from orjson import OPT_UTC_Z, JSONDecodeError, dumps, loads
 
 from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
 from harvester.model.messages import JobRequest, Refetch
@@ -81,6 +81,19 @@ def strip(line: bytes) -> bytes | None:
     if start < 0 or _TAIL.match(line, start) is None:
         return None
     return line[:start]
+
+
+def line_url(line: bytes) -> str:
+    """The URL of a record line (with its tail or without it): its first field, read without parsing the
+    line unless the URL has an escape in it."""
+    end = line.find(b'"', 8)
+    if line.startswith(b'{"url":"') and end > 0 and b"\\" not in line[8:end]:
+        return line[8:end].decode()
+    line = line.rstrip(b"\n")
+    try:
+        return str(loads(line)["url"])
+    except JSONDecodeError:  # (a line without its tail: its closing brace too)
+        return str(loads(line + b"}")["url"])
 
 
 def render(stripped: bytes, at: datetime, kind: ChangeKind) -> bytes:

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 _ANY_TIME = datetime.fromisoformat("2000-01-01T00:00:00+00:00")
 #: The documents of a part (``part_key``'s kinds).
 _PART_DOCUMENTS = ("lines", "parquet")
+#: Where a line says when its URL is next due.
+_DUE = b',"next_fetch_time":"'
 #: Lines of a sitemap held back before they are written to the spool at once.
 _PENDING_LINES = 1000
 #: URLs whose crawl records are read at once to write their lines.
@@ -85,7 +87,7 @@ def adopted_lines(
     stripped = documents.get(adopted.part.lines)
     if adopted.excluded:
         left_out = adopted.excluded
-        stripped = b"".join(line for line in stripped.splitlines(keepends=True) if _url_of(line) not in left_out)
+        stripped = b"".join(line for line in stripped.splitlines(keepends=True) if parts.line_url(line) not in left_out)
     lines = parts.render(stripped, adopted.at, parts.reason_of(request))
     if not extras:
         return lines
@@ -98,11 +100,6 @@ def adopted_lines(
             line = orjson.dumps(record)
         out.append(line + b"\n")
     return b"".join(out)
-
-
-def _url_of(line: bytes) -> str:
-    """The URL of a part's line (without its tail)."""
-    return str(orjson.loads(line.rstrip(b"\n") + b"}")["url"])
 
 
 def job_pages(store: StateStore, documents: DocumentStore, job: JobRecord) -> Iterator[SitemapURL]:
@@ -164,9 +161,16 @@ class PartMaker:
             self.sitemaps.pop(sitemap, None)
             return
         self.inheriting[sitemap] = adopted
-        if block:
-            keys = "\n".join(url_key(orjson.loads(line)["url"]) for line in block.splitlines())
-            self.listed_block(block[:-1], keys)
+        if not block:
+            return
+        lines = block.splitlines()
+        self.listed_block(block[:-1], "\n".join(url_key(parts.line_url(line)) for line in lines))
+        # (each line has a next fetch of its own: they were listed apart; all in one form, so the first in
+        # time is the first as text)
+        skip = len(_DUE)
+        due = [line[at + skip : line.find(b'"', at + skip)] for line in lines if (at := line.find(_DUE)) >= 0]
+        if due:
+            self._due(sitemap, min(due).decode())
 
     def listed_block(self, block: bytes, keys: str) -> None:
         """A batch of lines (joined, without the last newline) one listing wrote straight as JSON, and their

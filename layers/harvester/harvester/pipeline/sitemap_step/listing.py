@@ -89,11 +89,11 @@ class PageListing:
         self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
         if index < self.enqueued:
             if self.diff is not None:
-                self.diff.keeps(url, entry, bits)  # (kept before the restart, or listed: the same now)
+                self.diff.keeps(url, entry)  # (kept before the restart, or listed: the same now)
             if index == self.enqueued - 1:
                 self.reached_checkpoint()
             return  # recorded and sent before a restart
-        if self.diff is not None and self.diff.keeps(url, entry, bits):
+        if self.diff is not None and self.diff.keeps(url, entry):
             return  # (the job's through the part, once adopted)
         batch = self.page_batch
         batch.append((index, url, entry, bits))

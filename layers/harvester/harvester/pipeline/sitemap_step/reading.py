@@ -39,6 +39,7 @@ from harvester.pipeline.discovery import known_path_probes, site_node
 from harvester.pipeline.sitemap_step import remembered
 from harvester.pipeline.sitemap_step.entries import EntryScreen
 from harvester.pipeline.sitemap_step.listing import ListingMoved, PageListing
+from harvester.pipeline.sitemap_step.partial import PartialAdoption
 from harvester.pipeline.sitemap_step.probes import ABSENT_STATUSES, asked
 from harvester.politeness.turns import waited_turn
 from harvester.sitemap import SitemapParser
@@ -70,7 +71,7 @@ class SitemapReading:
         self.site = job.request.origin
         self.listing = PageListing(ctx, job, record, lease)
         self.screen = EntryScreen(ctx, job, record, self.listing.accept)
-        self._partial: SitemapPart | None = None  # the part its listing compares entries with (``_diff``)
+        self.partial = PartialAdoption(ctx, job, record, lease)
         self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
         self.answered = 0  # of which the site answered (a response read: its status judged after)
 
@@ -419,56 +420,14 @@ class SitemapReading:
         return part
 
     def _diff(self) -> PartDiff | None:
-        """What compares the entries of this reading with the sitemap's part, when the job may adopt the
-        part in part (``parts.partly_adoptable``); None when it may not."""
-        ctx = self.ctx
-        if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or self.is_robots or self.record.adopted_partly:
-            return None
-        part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
-        # (a reading resumed compares as the one before the restart did: the epoch this job's listing moved
-        # is the store's to check when it adopts)
-        resumed = self.record.pages_recorded > 0
-        why = parts.partly_adoptable(part, request=self.request, epoch=None if resumed else epoch)
-        if why is not None or part is None:
-            log.debug("sitemap part not adopted in part", extra={"url": self.record.url, "reason": why})
-            return None
-        try:
-            lines = ctx.documents.get(part.lines)
-        except Busy:
-            raise
-        except Exception as exc:  # (gone: the sitemap is listed whole, which makes a part again)
-            log.warning("sitemap part unreadable", extra={"url": self.record.url, "error": repr(exc)})
-            return None
-        # Due by when the job found the sitemap: the same in every delivery of its task.
-        found = self.record.discovered_at or self.job.start_time
-        due_by = found if self.request.fetch_pages else None
-        self._partial = part
-        return PartDiff(lines, sitemap=self.record.url, due_by=due_by)
+        return self.partial.diff() if not self.record.adopted_partly else None
 
     def _adopt_partly(self, *, clean: bool) -> bool:
-        """Adopts the part the listing compared its entries with, but for those it did not keep (listed one by
-        one, or gone); True when done, or when nothing was compared. False when the reading did not end
-        cleanly (then nothing is adopted) or the store refused: the entries kept must then be listed."""
+        """Adopts the part the listing compared its entries with (``PartialAdoption``); False when the
+        entries kept for it must be listed after all: the reading then starts over."""
         diff, self.listing.diff = self.listing.diff, None
-        if diff is None:
+        if self.partial.adopt(diff, self.listing, clean=clean):
             return True
-        if not diff.kept:
-            return True  # (every entry listed one by one)
-        part = self._partial
-        assert part is not None
-        if clean:
-            taken = self.ctx.store.adopt_part(
-                self.job.job_id,
-                self.record.url,
-                part,
-                self.lease,
-                site=self.site,
-                at=self.ctx.clock(),
-                excluded=diff.excluded(),
-                checkpoint=self.listing.whole_checkpoint(),
-            )
-            if taken:
-                return True
         log.info("sitemap part not adopted in part; listing its entries", extra={"url": self.record.url})
         self._start_over()
         return False
