@@ -20,7 +20,7 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import EPOCH, LiveSite
 from harvester.model.messages import JobRequest
-from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, alter, replace
+from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, alter, move, replace
 
 #: A field of a line whose value follows the order of the job's writes, not what it found.
 _ORDERED = ("warc",)
@@ -51,7 +51,8 @@ def crawl(site: LiveSite, stack: Any, poller: Any, *, job_id: str, parts: bool) 
             r.url: r.model_dump_json(exclude={"version", "warc"})
             for r in adapters_of(stack).crawldb.site_urls(site.base)
         },
-        "adopted": len(adapters_of(stack).store.adopted(job_id)),
+        "adopted": len(taken := adapters_of(stack).store.adopted(job_id)),
+        "partly": sum(1 for a in taken if a.partly),
     }
 
 
@@ -103,6 +104,8 @@ def test_a_cycle_that_adopts_parts_on_aws_writes_what_listing_every_entry_writes
         assert theirs["adopted"] == 0
         if cycle in ("unchanged", "redeployed"):  # (both urlsets' parts adopted whole)
             assert ours["adopted"] == 2, cycle
+        if "%" in cycle:  # (the urlsets with changed entries adopted in part)
+            assert ours["partly"] >= 1, cycle
 
 
 def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_on_aws_as_the_adopter_listed_it(
@@ -130,3 +133,36 @@ def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_on_aws_as_t
         }
         assert crawl_records[True] == crawl_records[False], cycle
     assert found[True]["result"]["changes"]["removed"] == 1
+
+
+def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urlset_it_moved_to(
+    deployed_stack, live_site
+):
+    """The URL a job left out of a part it adopted in part is not the job's through that part: the urlset it
+    moved to lists it in the same job (whichever of the two is read first), as a listing one by one does."""
+    stack, poller = deployed_stack
+    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+    pages = {}
+    for parts, site in copies.items():
+        zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
+        pages[parts] = [*zero[:2], next(path for path in site.page_paths() if site.site[path].sitemap == 1)]
+    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
+    for n, cycle in enumerate(("first crawl", "a page moved", "unchanged", "a page moved back")):
+        found = {}
+        for parts, site in copies.items():
+            move(site, cycle, pages[parts])
+            job_id = f"{'parts' if parts else 'listing'}-{n}"
+            jobs[parts][job_id] = f"cycle-{n}"
+            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
+        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
+        assert summary(found[True]["result"], *same[True]) == summary(found[False]["result"], *same[False]), cycle
+        for name in ("urls", "changes"):
+            assert lines(found[True][name], *same[True]) == lines(found[False][name], *same[False]), (cycle, name)
+        crawl_records = {
+            parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
+            for parts in copies
+        }
+        assert crawl_records[True] == crawl_records[False], cycle
+        if cycle.startswith("a page moved"):
+            assert found[True]["partly"] >= 1, cycle
+        assert found[True]["result"]["total_urls"] == 200, cycle

@@ -29,7 +29,7 @@ from orjson import OPT_UTC_Z, JSONDecodeError, dumps, loads
 
 from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
 from harvester.model.messages import JobRequest, Refetch
-from harvester.model.records import CrawlWrite
+from harvester.model.records import CrawlWrite, url_key
 from harvester.sitemap.entries import SitemapKind
 
 #: The documents that list pages and nothing else: only their readings have parts (an index's children are
@@ -42,10 +42,10 @@ PAGE_KINDS = frozenset(
 PART_FORMAT = 1
 
 #: A part adopted in part hands its lineage on (``Lineage``): past this many earlier makers, or this many
-#: URLs left out (at least ``MIN_EXCLUDED``, else a tenth of the part), the sitemap is listed whole again,
-#: which starts a lineage afresh.
+#: URLs left out (``excluded_bound``), the sitemap is listed whole again, which starts a lineage afresh.
 MAX_INHERITED = 32
 MIN_EXCLUDED = 200
+MAX_EXCLUDED = 2000
 
 #: Where a line's tail starts. The raw sequence cannot occur inside a JSON string (its quotes would be
 #: escaped), and no extension has such a key: the last one in a line is the field.
@@ -136,9 +136,15 @@ def partly_adoptable(part: SitemapPart | None, *, request: JobRequest, epoch: in
         return why
     if part.held:  # (which URL is held is not on its line; a part made of this reading would not know it)
         return "a lastmod was held back"
-    if len(part.inherits) >= MAX_INHERITED or len(part.excluded) > max(MIN_EXCLUDED, part.urls // 10):
+    if len(part.inherits) >= MAX_INHERITED or len(part.excluded) > excluded_bound(part.urls):
         return "too many jobs or URLs left out in its lineage"
     return None
+
+
+def excluded_bound(urls: int) -> int:
+    """How many URLs a part's lineage may leave out before its sitemap is listed whole again (on DynamoDB
+    their keys are a set on the part's item: 400 KB an item)."""
+    return min(MAX_EXCLUDED, max(MIN_EXCLUDED, urls // 10))
 
 
 def _same_listing(part: SitemapPart, *, request: JobRequest, epoch: int | None) -> str | None:
@@ -176,6 +182,8 @@ class Lineage(Struct, frozen=True):
     inherited_at: datetime | None = None
     excluded: frozenset[str] = frozenset()
     adopter: tuple[str, datetime] | None = None
+    #: ``excluded`` holds the URLs' keys (``url_key``), not the URLs.
+    keyed: bool = False
 
     @classmethod
     def of(
@@ -193,9 +201,12 @@ class Lineage(Struct, frozen=True):
     def holds(self, listed_by: str | None) -> bool:
         return listed_by == self.maker or listed_by in self.inherits
 
+    def excludes(self, url: str) -> bool:
+        return bool(self.excluded) and (url_key(url) if self.keyed else url) in self.excluded
+
     def reading(self, listed_by: str | None, url: str) -> tuple[str, datetime] | None:
         """The job (and when) a record listed by ``listed_by`` reads as listed by; None: as stored."""
-        if not self.holds(listed_by) or url in self.excluded:
+        if not self.holds(listed_by) or self.excludes(url):
             return None
         if self.adopter is not None:
             return self.adopter
@@ -218,11 +229,11 @@ class Adoptions:
     def __bool__(self) -> bool:
         return bool(self.lineages)
 
-    def adopter(self, sitemap: str | None, listed_by: str | None) -> str | None:
+    def adopter(self, sitemap: str | None, listed_by: str | None, url: str) -> str | None:
         """The job that last adopted the part of ``sitemap`` (as the store names it) whose records
-        ``listed_by`` listed (its own, or inherited)."""
+        ``listed_by`` listed (its own, or inherited), if it took the URL's."""
         lineage = self.lineages.get(sitemap) if sitemap is not None else None
-        if lineage is None or lineage.adopter is None or not lineage.holds(listed_by):
+        if lineage is None or lineage.adopter is None or not lineage.holds(listed_by) or lineage.excludes(url):
             return None
         return lineage.adopter[0]
 

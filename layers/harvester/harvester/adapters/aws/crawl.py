@@ -28,9 +28,57 @@ from harvester.adapters.aws.job_items import JobItems
 from harvester.adapters.aws.pointer_items import URL_SHARDS, url_shard, whole_write
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
-from harvester.crawldb.parts import sitemap_of, writer_of
+from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import body_of, url_key
+
+
+def put_whole(
+    client: Any,
+    table: str,
+    pointers: Pointers,
+    site: str,
+    records: Sequence[CrawlRecord],
+    *,
+    writer: str | None = None,
+    touch: bool = True,
+) -> list[str]:
+    """Writes each record whole (``DynamoCrawlDatabase.put_urls``); without ``touch``, no epoch moves (a
+    record written as it reads already: nothing reads otherwise). Returns the URLs whose record moved on."""
+    stale: list[str] = []
+    for record in records:
+        pointer = pointers.mover_base(site, record, strict=False)
+        if pointer is False:
+            stale.append(record.url)
+            continue
+        put = whole_write(table, site, record)
+        guards = [guard for guard, _ in pointers.guards(site, [pointer], mover="")] if pointer is not None else []
+        if touch:
+            sitemap = sitemap_of(record)
+            named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
+            by = writer if writer is not None else writer_of(record)
+            guards += [update for update, _ in touches(table, site, named, by)]
+        try:
+            transact(client, [put, *guards])
+        except TransactionFailed as exc:
+            if "ConditionalCheckFailed" not in exc.reasons:
+                raise
+            stale.append(record.url)
+    return stale
+
+
+def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str]) -> bool:
+    """Writes the records of ``urls`` that read otherwise than stored (through their sitemaps' parts) as they
+    read, no epoch moved: a part adopted in part leaves them out, and they read as stored from then on.
+    False when one of them moved meanwhile."""
+    found = pointers.fetch(site, urls)
+    pointers.resolve(site, found.values(), {}, Adoptions({}))  # (as stored)
+    reading = pointers.parts.adoptions(site)
+    settled = []
+    for p in found.values():
+        if p.record is not None and (read := reading.resolve(p.record)) is not p.record:
+            settled.append(read.model_copy(update={"version": p.record.version + 1}))
+    return not settled or not put_whole(client, table, pointers, site, settled, touch=False)
 
 
 class DynamoCrawlDatabase:
@@ -71,32 +119,7 @@ class DynamoCrawlDatabase:
         sitemaps it names (crawl_parts.py) and, for a record whose pointer names another job's batch, what
         moving it away needs (crawl_pointers), on the reading of it this container made (the orphan
         pass's), else one made now."""
-        stale: list[str] = []
-        for record in records:
-            pointer = self.pointers.mover_base(site, record, strict=False)
-            if pointer is False:
-                stale.append(record.url)
-                continue
-            put = whole_write(self.table, site, record)
-            guards = self.pointers.guards(site, [pointer], mover="") if pointer is not None else []
-            sitemap = sitemap_of(record)
-            named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
-            by = writer if writer is not None else writer_of(record)
-            moves = [update for update, _ in touches(self.table, site, named, by)]
-            if not self._guarded_put(put, [guard for guard, _ in guards] + moves):
-                stale.append(record.url)
-        return stale
-
-    def _guarded_put(self, put: dict[str, Any], guards: list[dict[str, Any]]) -> bool:
-        """The put with its guards in one transaction: False when the record moved on, or one of the batches
-        it guards did (a batch committed, a page settled): the caller reads it again and decides again."""
-        try:
-            transact(self.client, [put, *guards])
-        except TransactionFailed as exc:
-            if "ConditionalCheckFailed" in exc.reasons:
-                return False
-            raise
-        return True
+        return put_whole(self.client, self.table, self.pointers, site, records, writer=writer)
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
         # (read consistently: the orphan pass must see every listing written before it)
@@ -127,8 +150,7 @@ class DynamoCrawlDatabase:
         return 0
 
     keeps_parts = True
-    #: (A part adopted in part would need the URLs it leaves out on its item, for the pointers' reading.)
-    adopts_partly = False
+    adopts_partly = True
 
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
         return self.pointers.parts.get(site, sitemap)

@@ -23,7 +23,7 @@ part is put or refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,14 @@ from harvester.model.records import body_of, url_key
 #: How far apart two containers' clocks may be: a write by another job this long before a part's job first
 #: wrote still refuses the part (refusing is always safe: its URLs are listed again next time).
 CLOCK_SKEW = 0.01
-_FIRST, _LAST, _ADOPTER = "f_", "l_", "a_"
+#: Parts (and adoptions) whose URLs left out a container keeps.
+_LEFT_OUTS_KEPT = 256
+_FIRST, _LAST, _ADOPTER, _LEFT_OUT = "f_", "l_", "a_", "x_"
+#: The attributes of a part's lineage (``crawldb.parts.Lineage``): the earlier makers it inherits, when its
+#: maker took them over, the URL keys it leaves out, and those its latest adoption left out; ``hx`` says
+#: whether either set is there (they are read apart: ``PartItems.adoptions``).
+_LINEAGE = ("inh", "inh_at", "exc", "ax", "hx")
+_JOB_ATTRIBUTES = (_FIRST, _LAST, _ADOPTER, _LEFT_OUT)
 
 
 def part_key(site: str, sitemap_key: str) -> dict[str, Any]:
@@ -51,12 +58,12 @@ def now_us() -> int:
 
 def touches(
     table: str, site: str, sitemap_keys: Iterable[str | None], writer: str, *, unless_adopted_by: str | None = None,
-    own: str | None = None,
+    own: str | None = None, urls: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[dict[str, Any], str]]:  # fmt: skip
     """The Updates that move the epochs of the sitemaps (by record key) a crawl-record write names, one an
     item, for the write's transaction, each with its sitemap key. With ``unless_adopted_by`` (a listing by
     that job), each but ``own`` (the listing's own sitemap) is conditioned on that job not having adopted
-    its part: the URL would then be the job's already."""
+    its part but for the sitemap's ``urls`` (the URL would then be the job's already)."""
     now = _n(now_us())
     updates = []
     for key in dict.fromkeys(k for k in sitemap_keys if k):
@@ -68,8 +75,15 @@ def touches(
             "ExpressionAttributeValues": {":one": _n(1), ":now": now},
         }
         if unless_adopted_by is not None and key != own:
-            update["ConditionExpression"] = "attribute_not_exists(#a)"
+            condition = "attribute_not_exists(#a)"
             update["ExpressionAttributeNames"]["#a"] = _ADOPTER + unless_adopted_by
+            left_out = [url_key(url) for url in (urls or {}).get(key, ())]
+            if left_out:  # (or adopted in part, without these URLs)
+                update["ExpressionAttributeNames"]["#x"] = _LEFT_OUT + unless_adopted_by
+                values = update["ExpressionAttributeValues"]
+                values.update({f":k{i}": _s(k) for i, k in enumerate(left_out)})
+                condition += " OR (" + " AND ".join(f"contains(#x, :k{i})" for i in range(len(left_out))) + ")"
+            update["ConditionExpression"] = condition
         updates.append(({"Update": update}, key))
     return updates
 
@@ -82,6 +96,7 @@ class PartItems:
         self.client = client
         self.table = table
         self._read: dict[tuple[str, str], dict[str, Any]] = {}
+        self._left_outs: dict[tuple[str, ...], frozenset[str]] = {}
 
     def item(self, site: str, sitemap: str) -> dict[str, Any] | None:
         item = self.client.get_item(
@@ -126,8 +141,14 @@ class PartItems:
             "body": stored_body(body_of(part)),
             "made_by": _s(part.job_id),
         }
-        for name in ("ab", "at"):
+        for name in ("ab", "at", *_LINEAGE):
             new.pop(name, None)
+        if part.inherits:
+            new["inh"] = {"SS": list(part.inherits)}
+            new["inh_at"] = _s(part.inherited_at.isoformat() if part.inherited_at else "")
+        if part.excluded:
+            new["exc"] = {"SS": sorted({url_key(url) for url in part.excluded})}
+            new["hx"] = {"BOOL": True}
         return conditional(
             lambda: self.client.put_item(
                 TableName=self.table,
@@ -140,7 +161,7 @@ class PartItems:
     def _prune(self, site: str, sitemap: str, item: Mapping[str, Any], job_over: Callable[[str], bool]) -> None:
         """Drops the attributes of jobs over whose writes no running job's part can depend on."""
         first, last = _times(item, _FIRST), _times(item, _LAST)
-        gone = [name for name in item if name[:2] in (_FIRST, _LAST, _ADOPTER)]
+        gone = [name for name in item if name[:2] in _JOB_ATTRIBUTES]
         gone = [name for name in gone if not _running(name, job_over, first, last)]
         if len(gone) < 8:
             return  # (a few attributes: not worth a write)
@@ -157,38 +178,71 @@ class PartItems:
         )
 
     def adoption(
-        self, site: str, job_id: str, part: SitemapPart, at: datetime, job_over: Callable[[str], bool]
+        self,
+        site: str,
+        job_id: str,
+        part: SitemapPart,
+        at: datetime,
+        job_over: Callable[[str], bool],
+        excluded: Sequence[str] | None = None,
     ) -> dict[str, Any]:
         """The Update that records, in the adoption's transaction, that the job adopted ``part``: its
-        condition fails when ``part`` is not the sitemap's current one at the epoch it was made at."""
+        condition fails when ``part`` is not the sitemap's current one at the epoch it was made at. In part
+        (``excluded``: the URLs it left out), at the epoch the item was last read at (``partly_movable``
+        checked who moved it), the job a writer of the sitemap from then on."""
         item = self._read.get((site, part.sitemap)) or {}
-        ended = [name for name in item if name.startswith(_ADOPTER) and job_over(name[len(_ADOPTER) :])]
-        names = {"#a": _ADOPTER + job_id, "#at": "at"}
-        names.update({f"#g{i}": name for i, name in enumerate(ended) if name != names["#a"]})
-        update = "SET ab = :job, #at = :at, #a = :at"
-        if len(names) > 2:
-            update += " REMOVE " + ", ".join(n for n in names if n.startswith("#g"))
+        ended = [name for name in item if name.startswith((_ADOPTER, _LEFT_OUT)) and job_over(name[2:])]
+        names = {"#a": _ADOPTER + job_id, "#at": "at", "#x": _LEFT_OUT + job_id}
+        names.update({f"#g{i}": name for i, name in enumerate(ended) if name not in names.values()})
+        values: dict[str, Any] = {":job": _s(job_id), ":at": _s(at.isoformat()), ":made": _s(part.job_id)}
+        sets = ["ab = :job", "#at = :at", "#a = :at"]
+        removes = [n for n in names if n.startswith("#g")]
+        keys = sorted({url_key(url) for url in excluded or ()})
+        if keys:
+            sets += ["ax = :keys", "#x = :keys"]
+            values[":keys"] = {"SS": keys}
+        else:
+            removes += ["ax", "#x"]
+        sets.append("hx = :hx")
+        values[":hx"] = {"BOOL": bool(keys) or "exc" in item}
+        if excluded is not None:
+            names.update({"#f": _FIRST + job_id, "#l": _LAST + job_id})
+            sets += ["#f = if_not_exists(#f, :now)", "#l = :now"]
+            values[":now"] = _n(now_us())
+            values[":epoch"] = _n(_epoch(item))
+        else:
+            values[":epoch"] = _n(part.epoch)
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": part_key(site, url_key(part.sitemap)),
-                "UpdateExpression": update,
+                "UpdateExpression": "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
                 "ConditionExpression": "made_by = :made AND epoch = :epoch",
                 "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": {
-                    ":job": _s(job_id),
-                    ":at": _s(at.isoformat()),
-                    ":made": _s(part.job_id),
-                    ":epoch": _n(part.epoch),
-                },
+                "ExpressionAttributeValues": values,
             }
         }
 
-    def adopted_by(self, site: str, sitemap_keys: Iterable[str], job_id: str) -> set[str]:
-        """Which of the sitemaps (by record key) the job adopted a part of, read consistently."""
+    def partly_movable(self, site: str, job_id: str, part: SitemapPart) -> bool:
+        """Whether the job may adopt ``part`` in part: it is the sitemap's current one, and no job but this
+        one wrote a record of the sitemap since the part was made (read now, for ``adoption``)."""
+        item = self.item(site, part.sitemap)
+        if item is None or item.get("made_by", {}).get("S") != part.job_id:
+            return False
+        since = int(part.made_at.timestamp() * 1_000_000) - int(CLOCK_SKEW * 1_000_000)
+        last = _times(item, _LAST)
+        return not any(job not in (job_id, part.job_id) and when >= since for job, when in last.items())
+
+    def adopted_by(self, site: str, sitemap_keys: Iterable[str], job_id: str) -> dict[str, frozenset[str]]:
+        """Which of the sitemaps (by record key) the job adopted a part of, read consistently, each with the
+        keys of the URLs it left out of it (adopted in part)."""
         keys = [part_key(site, key) for key in dict.fromkeys(sitemap_keys)]
         items = batch_get(self.client, self.table, keys)
-        return {item["sk"]["S"].removeprefix("PART#") for item in items if _ADOPTER + job_id in item}
+        return {
+            item["sk"]["S"].removeprefix("PART#"): frozenset(item.get(_LEFT_OUT + job_id, {}).get("SS", ()))
+            for item in items
+            if _ADOPTER + job_id in item
+        }
 
     def site_items(
         self, site: str, projection: str, names: Mapping[str, str] | None = None
@@ -210,14 +264,40 @@ class PartItems:
         return len(items), sum(_epoch(item) for item in items)
 
     def adoptions(self, site: str) -> Adoptions:
-        """The site's current parts' latest adoptions, read consistently (a listing decides on them)."""
+        """The site's current parts' lineages, read consistently (a listing decides on them): their URLs
+        left out read apart, once a container for each part and adoption."""
         lineages: dict[str, Lineage] = {}
-        for item in self.site_items(site, "sk, made_by, ab, #at", {"#at": "at"}):
-            if "ab" in item and "made_by" in item:
-                key = item["sk"]["S"].removeprefix("PART#")
-                adopter = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"]))
-                lineages[key] = Lineage(maker=item["made_by"]["S"], adopter=adopter)
+        projection = "sk, made_by, ab, #at, inh, inh_at, hx"
+        for item in self.site_items(site, projection, {"#at": "at"}):
+            if "made_by" not in item or not ("ab" in item or "inh" in item):
+                continue
+            key = item["sk"]["S"].removeprefix("PART#")
+            adopter = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"])) if "ab" in item else None
+            inherited_at = item.get("inh_at", {}).get("S")
+            lineages[key] = Lineage(
+                maker=item["made_by"]["S"],
+                inherits=frozenset(item.get("inh", {}).get("SS", ())),
+                inherited_at=datetime.fromisoformat(inherited_at) if inherited_at else None,
+                excluded=self._left_out(site, key, item) if item.get("hx", {}).get("BOOL") else frozenset(),
+                adopter=adopter,
+                keyed=True,
+            )
         return Adoptions(lineages, key=url_key)
+
+    def _left_out(self, site: str, key: str, item: Mapping[str, Any]) -> frozenset[str]:
+        """The URL keys a part leaves out, and its latest adoption: fixed for a part (its maker) and an
+        adoption (its job and time), so read once for them."""
+        stamp = (site, key, item["made_by"]["S"], item.get("ab", {}).get("S"), item.get("at", {}).get("S"))
+        found = self._left_outs.get(stamp)
+        if found is None:
+            read = self.client.get_item(
+                TableName=self.table, Key=part_key(site, key), ConsistentRead=True, ProjectionExpression="exc, ax"
+            ).get("Item", {})
+            found = frozenset(read.get("exc", {}).get("SS", ())) | frozenset(read.get("ax", {}).get("SS", ()))
+            if len(self._left_outs) >= _LEFT_OUTS_KEPT:
+                self._left_outs.clear()
+            self._left_outs[stamp] = found
+        return found
 
 
 def _epoch(item: Mapping[str, Any]) -> int:
@@ -231,12 +311,12 @@ def _times(item: Mapping[str, Any], prefix: str) -> dict[str, int]:
 def _running(name: str, job_over: Callable[[str], bool], first: Mapping[str, int], last: Mapping[str, int]) -> bool:
     """Whether an item attribute stays: not a job's, or a running job's, or a write of a job over that a
     running job's part may yet have to be refused for (it came after that job first wrote)."""
-    if name[:2] not in (_FIRST, _LAST, _ADOPTER):
+    if name[:2] not in _JOB_ATTRIBUTES:
         return True
     job = name[2:]
     if not job_over(job):
         return True
-    if name.startswith(_ADOPTER):
+    if name.startswith((_ADOPTER, _LEFT_OUT)):
         return False
     running = [at for other, at in first.items() if other != job and not job_over(other)]
     return bool(running) and last.get(job, 0) >= min(running) - int(CLOCK_SKEW * 1_000_000)

@@ -350,4 +350,4 @@ def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
     maker's (a record written whole since is read whole)."""
     if p.whole or p.cur is None:
         return False
-    return adoptions.adopter(p.sitemap, p.cur.job) == job_id
+    return adoptions.adopter(p.sitemap, p.cur.job, p.url) == job_id

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from harvester.adapters.aws.crawl import settle
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.job_items import JobItems
@@ -48,6 +49,10 @@ from harvester.model.state import (
     Settled,
     SitemapOutcome,
 )
+
+#: URLs a part adopted in part may leave out here: their keys are a set on the part's item, and their URLs
+#: on the job's record of the adoption (400 KB an item).
+MAX_LEFT_OUT = 2000
 
 
 class DynamoStateStore:
@@ -166,7 +171,10 @@ class DynamoStateStore:
         found = []
         for item in self.jobs.partition(job_id, "PART#"):
             stored = orjson.loads(body_text(item))
-            found.append(AdoptedPart(SitemapPart.model_validate(stored["part"]), datetime.fromisoformat(stored["at"])))
+            part, at = SitemapPart.model_validate(stored["part"]), datetime.fromisoformat(stored["at"])
+            found.append(
+                AdoptedPart(part, at, frozenset(stored.get("excluded", ())), partly=bool(stored.get("partly")))
+            )
         return sorted(found, key=lambda a: (a.at, a.part.sitemap))
 
     def adopt_part(
@@ -181,27 +189,37 @@ class DynamoStateStore:
         excluded: Sequence[str] = (),
         checkpoint: Checkpoint | None = None,
     ) -> bool:
-        """The job takes the sitemap's part whole (see ``StateStore.adopt_part``), in one transaction: the
-        part's adoption on its item (conditioned on its being current at its epoch: crawl_parts.py), the
-        job's record of it, the sitemap's checkpoint and the counts. Refused when the sitemap's reading
-        recorded pages already or the part moved. (A URL of the part the job has already through another
-        sitemap moved the part's epoch when it was listed.)"""
-        if excluded or checkpoint is not None:
-            return False  # (the crawl database here does not adopt in part: ``adopts_partly``)
+        """The job takes the sitemap's part (see ``StateStore.adopt_part``), in one transaction: the part's
+        adoption on its item (conditioned on its being current at its epoch, or in part at the epoch read
+        when checking who moved it: crawl_parts.py), the job's record of it, the sitemap's checkpoint and
+        the counts. Refused when the sitemap's reading recorded pages already (whole), the part moved, or
+        leaves out more URLs than an item holds. (A URL of the part the job has already through another
+        sitemap moved the part's epoch when it was listed, or is one it leaves out.) In part, the records of
+        the URLs it leaves out are first written as they read (``crawl.settle``)."""
+        partly = checkpoint is not None
         sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
-        if sitemap.pages_recorded:
+        if sitemap.pages_recorded and not partly:
             return False
         parts = self.pointers.parts
-        adopted = orjson.dumps({"part": orjson.loads(body_of(part)), "at": at.isoformat()}).decode()
+        if partly:
+            if len(excluded) > MAX_LEFT_OUT or not parts.partly_movable(site, job_id, part):
+                return False
+            if excluded and not settle(self.client, self.table, self.pointers, site, list(excluded)):
+                return False
+        stored: dict[str, Any] = {"part": orjson.loads(body_of(part)), "at": at.isoformat()}
+        if partly:
+            stored.update(excluded=list(excluded), partly=True)
         items = [
-            self.jobs.new_item(job_id, f"PART#{url_key(sitemap_url)}", adopted, version=None),
-            parts.adoption(site, job_id, part, at, self.jobs.job_over),
+            self.jobs.new_item(job_id, f"PART#{url_key(sitemap_url)}", orjson.dumps(stored).decode(), version=None),
+            parts.adoption(site, job_id, part, at, self.jobs.job_over, list(excluded) if partly else None),
         ]
-        taking = sitemap.model_copy(update={"adopted": part})
-        moved = accounting.recorded_sitemap(taking, part.urls, part.urls, Checkpoint(part.urls))
-        counts = JobCounts(urls_total=part.urls, urls_succeeded=part.urls)
+        urls = part.urls - len(excluded)
+        taking = sitemap.model_copy(update={"adopted": part, "adopted_partly": partly})
+        moved = checkpoint or Checkpoint(part.urls)
+        moved_record = accounting.recorded_sitemap(taking, moved.enqueued, urls, moved)
+        counts = JobCounts(urls_total=urls, urls_succeeded=urls)
         failed = self.sitemap_items.commit_listing(
-            job_id, sitemap_url, lease, items, [("adopted", part.sitemap), ("part", part.sitemap)], moved, counts
+            job_id, sitemap_url, lease, items, [("adopted", part.sitemap), ("part", part.sitemap)], moved_record, counts
         )
         return not failed
 

@@ -158,9 +158,9 @@ class PageListing:
         bases, stale = self._bases(site, list(expected), expected)
         named = {url: _named(p, sitemap_key) for url, p in bases.items()}
         others = {key for keys in named.values() for key in keys}
-        adopted = self.pointers.parts.adopted_by(site, others, job_id) if others else set()
+        adopted = self.pointers.parts.adopted_by(site, others, job_id) if others else {}
         if adopted:  # (the job's already: in a part it adopted, or one listed since it did, conservatively)
-            chunk = [p for p in chunk if not adopted.intersection(named.get(p.url, ()))]
+            chunk = [p for p in chunk if not _taken(p.url, named.get(p.url, ()), adopted)]
             if not chunk:
                 return Listing([])
         if len(chunk) > 1 and _most_items(chunk, bases, named) > TRANSACTION_ITEMS:
@@ -196,7 +196,10 @@ class PageListing:
         for p in listing.mine:
             for key in named.get(p.url, ()):
                 by_sitemap.setdefault(key, []).append(p.url)
-        for move, key in touches(self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key):
+        moves = touches(
+            self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key, urls=by_sitemap
+        )
+        for move, key in moves:
             listing.items.append(move)
             listing.roles.append(("crawl", urls_role(by_sitemap[key])) if key != sitemap_key else ("touch", key))
         return listing
@@ -374,3 +377,9 @@ def _named(pointer: Pointer, own: str) -> set[str]:
         keys.add(url_key(pointer.record.sitemap))
     keys.discard(own)
     return keys
+
+
+def _taken(url: str, sitemaps: Iterable[str], adopted: Mapping[str, frozenset[str]]) -> bool:
+    """Whether the URL is the job's already through a part it adopted of one of the sitemaps its pointer
+    named (and did not leave out of it)."""
+    return any(key in adopted and url_key(url) not in adopted[key] for key in sitemaps)
