@@ -12,6 +12,7 @@ import pytest
 from harvester.adapters.aws.crawl_parts import CLOCK_SKEW
 from harvester.crawldb.crawl_state import orphaned
 from harvester.model.crawl import SitemapPart
+from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched
 from tests.contract.test_state_store import SITE, T0, claimed_sitemap, counts, lease, new_job, page
 
@@ -111,3 +112,45 @@ def test_a_part_holding_a_url_the_job_has_already_is_not_adopted(parts):
     claimed_sitemap(parts, later)
     assert not parts.store.adopt_part(later, SITEMAP, part, lease(), site=ORIGIN, at=T0)
     assert counts(parts, later).urls_total == 1
+
+
+def test_a_part_adopted_in_part_leaves_out_urls_that_read_as_they_did(parts):
+    """job-2 adopts job-1's part whole; job-3 adopts it but for page 1 (gone from the sitemap): page 0 reads
+    as listed by job-3, page 1 as it read before (listed by job-2), and is the only one the orphan pass of
+    job-3 reads; the counts (and a recount) have page 0 only."""
+    db = parts.crawldb
+    pages, part, _ = kept_part(parts)
+    second, at2 = new_job(parts, "job-2"), T0 + timedelta(days=1)
+    claimed_sitemap(parts, second)
+    assert parts.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=at2)
+    third, at3 = new_job(parts, "job-3"), T0 + timedelta(days=2)
+    claimed_sitemap(parts, third)
+    kept = parts.store.adopt_part(
+        third, SITEMAP, part, lease(), site=ORIGIN, at=at3, excluded=[pages[1].url], checkpoint=Checkpoint(2)
+    )
+    assert kept
+    assert (counts(parts, third).urls_total, counts(parts, third).urls_succeeded) == (1, 1)
+    assert parts.store.recount(third).urls_total == 1
+    taken = [item for item in parts.store.job_records(third) if isinstance(item, AdoptedPart)]
+    assert [(a.urls, a.excluded, a.partly) for a in taken] == [(1, frozenset({pages[1].url}), True)]
+    records = db.get_urls(ORIGIN, [p.url for p in pages])
+    assert (records[pages[0].url].last_listed_job, records[pages[0].url].last_listed) == (third, at3)
+    assert (records[pages[1].url].last_listed_job, records[pages[1].url].last_listed) == (second, at2)
+    assert [r.url for r in db.site_urls(ORIGIN, unless_listed_by=third)] == [pages[1].url]
+    # A delivery of the sitemap again reads it (its checkpoint past every entry), and adopts nothing twice.
+    assert parts.store.get_sitemap(third, SITEMAP).adopted_partly
+
+
+def test_a_part_is_not_adopted_in_part_once_another_job_wrote_one_of_its_records(parts):
+    db = parts.crawldb
+    pages, part, _ = kept_part(parts)
+    record = db.get_urls(ORIGIN, [pages[0].url])[pages[0].url]
+    other = fetched(record, "new content").model_copy(update={"last_listed_job": "job-x"})
+    assert db.put_urls(ORIGIN, [other]) == []
+    later = new_job(parts, "job-2")
+    claimed_sitemap(parts, later)
+    left_out = [pages[1].url]
+    assert not parts.store.adopt_part(
+        later, SITEMAP, part, lease(), site=ORIGIN, at=T0, excluded=left_out, checkpoint=Checkpoint(2)
+    )
+    assert counts(parts, later).urls_total == 0

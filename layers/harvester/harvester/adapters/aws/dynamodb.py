@@ -238,6 +238,6 @@ class DynamoStateStore:
         return self.sitemap_items.release_sitemap_leases(job_id) + self.batches.release_leases(job_id)
 
     def recount(self, job_id: str) -> JobCounts:
-        adopted = sum(item.part.urls for item in self.adopted(job_id))
+        adopted = sum(item.urls for item in self.adopted(job_id))
         listed = accounting.recount(self.sitemaps(job_id), self.pages(job_id))
         return listed + JobCounts(urls_total=adopted, urls_succeeded=adopted)

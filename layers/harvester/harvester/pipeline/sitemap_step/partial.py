@@ -9,7 +9,7 @@ import logging
 
 from harvester.crawldb import parts
 from harvester.crawldb.part_diff import PartDiff
-from harvester.model.crawl import SitemapPart
+from harvester.model.crawl import SitemapCrawl, SitemapPart
 from harvester.model.messages import SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord
 from harvester.model.state import Lease
@@ -30,11 +30,14 @@ class PartialAdoption:
         self.lease = lease
         self.part: SitemapPart | None = None
 
-    def diff(self) -> PartDiff | None:
+    def diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
         """What compares the reading's entries with the sitemap's part, when the job may adopt the part in
-        part (``parts.partly_adoptable``); None when it may not."""
+        part (``parts.partly_adoptable``); None when it may not. (``prior``: the sitemap's last complete
+        reading, if any; only a page-listing kind has a part.)"""
         ctx, record, request = self.ctx, self.record, self.job.request
         if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or record.origin is SitemapOrigin.ROBOTS:
+            return None
+        if prior is None or prior.kind not in parts.PAGE_KINDS:
             return None
         part, epoch = ctx.crawldb.sitemap_part(request.origin, record.url)
         # (a reading resumed compares as the one before the restart did: the epoch this job's listing moved

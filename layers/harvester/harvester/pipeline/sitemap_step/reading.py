@@ -206,7 +206,7 @@ class SitemapReading:
             assert prior is not None
             part = self._adopt(prior)
             if part is None:
-                self.listing.diff = self._diff()
+                self.listing.diff = self._diff(prior)
                 if not await self._replay(prior, parser):
                     return None
                 if not self._adopt_partly(clean=True):
@@ -240,7 +240,7 @@ class SitemapReading:
         # A part the job could adopt if these are the bytes it lists: the body is then downloaded whole first.
         candidate = self._candidate(prior) if keep and prior is not None else None
         if candidate is None and keep:
-            self.listing.diff = self._diff()
+            self.listing.diff = self._diff(prior)
         adopted: SitemapPart | None = None
         try:
             async with self.ctx.reading:
@@ -272,7 +272,7 @@ class SitemapReading:
                         if whole and signature == prior.signature:
                             adopted = self._take(candidate)
                         if adopted is None:
-                            self.listing.diff = self._diff()
+                            self.listing.diff = self._diff(prior)
                             await self._parse_spool(parser, raw)
                     if adopted is None:
                         self.screen.take(parser.close(complete=response.complete and not parser.finished))
@@ -419,8 +419,8 @@ class SitemapReading:
             return None
         return part
 
-    def _diff(self) -> PartDiff | None:
-        return self.partial.diff() if not self.record.adopted_partly else None
+    def _diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
+        return self.partial.diff(prior) if not self.record.adopted_partly else None
 
     def _adopt_partly(self, *, clean: bool) -> bool:
         """Adopts the part the listing compared its entries with (``PartialAdoption``); False when the
