@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 
 from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction, select_in
-from harvester.crawldb.parts import sitemap_of, writer_of
+from harvester.crawldb.parts import Adoptions, Lineage, sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import CrawlWrite, body_of, url_key
 
@@ -79,11 +79,12 @@ class SqliteCrawlDatabase:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self._lineages: dict[tuple[str, ...], Lineage] = {}  # (part_rows.adoptions)
 
     def get_urls(self, site: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         sql = "SELECT body FROM crawl_urls WHERE site = ? AND url IN ({marks})"
         found: dict[str, CrawlRecord] = {}
-        adoptions = part_rows.adoptions(self.conn, site)
+        adoptions = part_rows.adoptions(self.conn, site, self._lineages)
         for (body,) in select_in(self.conn, sql, (site,), list(dict.fromkeys(urls))):
             record = adoptions.resolve(CrawlRecord.model_validate_json(body))
             found[record.url] = record
@@ -120,7 +121,7 @@ class SqliteCrawlDatabase:
             else ""
         )
         sql = f"SELECT url, body FROM crawl_urls WHERE site = ? AND url > ?{unlisted} ORDER BY url LIMIT {_PAGE_SIZE}"
-        adoptions = part_rows.adoptions(self.conn, site)
+        adoptions = part_rows.adoptions(self.conn, site, self._lineages)
         while True:
             params = (site, last, unless_listed_by, unless_listed_by) if unless_listed_by else (site, last)
             rows = self.conn.execute(sql, params).fetchall()
@@ -132,7 +133,7 @@ class SqliteCrawlDatabase:
         if unless_listed_by:
             yield from self._left_out(site, unless_listed_by, adoptions)
 
-    def _left_out(self, site: str, job_id: str, adoptions: part_rows.Adoptions) -> Iterator[CrawlRecord]:
+    def _left_out(self, site: str, job_id: str, adoptions: Adoptions) -> Iterator[CrawlRecord]:
         """The records ``site_urls`` left out as of a part the job adopted whose URLs the job left out of it."""
         for part, _, named, excluded in part_rows.adopted_by(self.conn, job_id):
             urls = (excluded or frozenset()) | set(part.excluded)
@@ -160,7 +161,7 @@ class SqliteCrawlDatabase:
             row = self.conn.execute("SELECT body FROM crawl_urls WHERE site = ? AND url = ?", (site, url)).fetchone()
             if row is not None:
                 record = CrawlRecord.model_validate_json(row[0])
-                found.append((site, part_rows.adoptions(self.conn, site).resolve(record)))
+                found.append((site, part_rows.adoptions(self.conn, site, self._lineages).resolve(record)))
         return found
 
     def sites(self) -> list[str]:

@@ -25,6 +25,8 @@ _TOUCH = (
     " ON CONFLICT (site, sitemap) DO UPDATE SET epoch = epoch + 1, writers = json_set(writers, '$.' || json_quote(?),"
     " json_array(coalesce(json_extract(writers, '$.' || json_quote(?) || '[0]'), epoch + 1), epoch + 1))"
 )
+#: Lineages a crawl database keeps parsed (``adoptions``).
+_LINEAGES_KEPT = 1024
 _OPEN_JOBS = "SELECT job_id FROM jobs WHERE status IN ('pending', 'in_progress')"
 
 
@@ -164,19 +166,32 @@ def adopted_by(
         yield SitemapPart.model_validate_json(body), datetime.fromisoformat(at), site, left_out
 
 
-def adoptions(conn: sqlite3.Connection, site: str) -> Adoptions:
+def adoptions(conn: sqlite3.Connection, site: str, known: dict[tuple[str, ...], Lineage] | None = None) -> Adoptions:
     """The lineage of each current part of the site whose records read otherwise than stored (adopted, or
-    holding earlier jobs' records), by sitemap URL."""
+    holding earlier jobs' records), by sitemap URL. ``known``: lineages read before from this state file, by
+    (site, sitemap, part, adoption), each fixed once made: only the others are read and parsed."""
     rows = conn.execute(
-        "SELECT sitemap, part, adopted_by, adopted_at, adopted_except FROM crawl_parts WHERE site = ?"
-        " AND part IS NOT NULL AND (adopted_by IS NOT NULL OR json_array_length(part, '$.inherits') > 0)",
+        "SELECT sitemap, json_extract(part, '$.job_id'), json_extract(part, '$.made_at'), adopted_by, adopted_at"
+        " FROM crawl_parts WHERE site = ? AND part IS NOT NULL"
+        " AND (adopted_by IS NOT NULL OR json_array_length(part, '$.inherits') > 0)",
         (site,),
     ).fetchall()
     lineages = {}
-    for sitemap, body, job, at, excluded in rows:
-        adopter = (job, datetime.fromisoformat(at)) if job else None
-        left_out = json.loads(excluded) if excluded else ()
-        lineages[sitemap] = Lineage.of(SitemapPart.model_validate_json(body), adopter, left_out)
+    for sitemap, made_by, made_at, job, at in rows:
+        stamp = (site, sitemap, made_by, made_at, job or "", at or "")
+        lineage = known.get(stamp) if known is not None else None
+        if lineage is None:
+            body, excluded = conn.execute(
+                "SELECT part, adopted_except FROM crawl_parts WHERE site = ? AND sitemap = ?", (site, sitemap)
+            ).fetchone()
+            adopter = (job, datetime.fromisoformat(at)) if job else None
+            left_out = json.loads(excluded) if excluded else ()
+            lineage = Lineage.of(SitemapPart.model_validate_json(body), adopter, left_out)
+            if known is not None:
+                if len(known) >= _LINEAGES_KEPT:
+                    known.clear()
+                known[stamp] = lineage
+        lineages[sitemap] = lineage
     return Adoptions(lineages)
 
 
