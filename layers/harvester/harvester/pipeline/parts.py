@@ -342,11 +342,8 @@ class PartMaker:
         listed = set(keys)
         fetched = self._read(self.fetched.get(before.sitemap, ()), newline=False)
         listed.update(url_key(orjson.loads(body)["url"]) for body in fetched)
-        gone = [
-            url
-            for line in self.ctx.documents.get(before.lines).splitlines()
-            if url_key(url := orjson.loads(line + b"}")["url"]) not in listed
-        ]
+        held = (parts.line_url(line) for line in self.ctx.documents.get(before.lines).splitlines())
+        gone = [url for url in held if url_key(url) not in listed]
         settled = []
         for start in range(0, len(gone), _READ_BATCH):
             for record in self.ctx.crawldb.get_urls(self.site, gone[start : start + _READ_BATCH]).values():
