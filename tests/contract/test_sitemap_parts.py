@@ -137,8 +137,32 @@ def test_a_part_adopted_in_part_leaves_out_urls_that_read_as_they_did(parts):
     assert (records[pages[0].url].last_listed_job, records[pages[0].url].last_listed) == (third, at3)
     assert (records[pages[1].url].last_listed_job, records[pages[1].url].last_listed) == (second, at2)
     assert [r.url for r in db.site_urls(ORIGIN, unless_listed_by=third)] == [pages[1].url]
-    # A delivery of the sitemap again reads it (its checkpoint past every entry), and adopts nothing twice.
-    assert parts.store.get_sitemap(third, SITEMAP).adopted_partly
+    # A delivery of the sitemap's task again finishes it as adopted (its URLs counted once).
+    assert parts.store.get_sitemap(third, SITEMAP).adopted is not None
+    # No job adopts the part after that, whole or in part: page 1 would read as listed by it.
+    fourth = new_job(parts, "job-4")
+    claimed_sitemap(parts, fourth)
+    assert not parts.store.adopt_part(fourth, SITEMAP, part, lease(), site=ORIGIN, at=T0 + timedelta(days=3))
+    assert counts(parts, fourth).urls_total == 0
+
+
+def test_a_part_is_not_adopted_in_part_when_a_url_it_keeps_is_the_jobs_already(parts):
+    """Another sitemap of the job listed page 0 first (its crawl record written by that listing): a part that
+    keeps page 0 is not adopted in part."""
+    db = parts.crawldb
+    pages, part, _ = kept_part(parts)
+    later = new_job(parts, "job-2")
+    claimed_sitemap(parts, later, n=2)
+    known = db.get_urls(ORIGIN, [pages[0].url])
+    write = {pages[0].url: crawl_record(pages[0].url, later, prior=known[pages[0].url])}
+    parts.store.record_pages(
+        later, f"{SITE}sitemap-2.xml", [page(0)], checkpoint=1, lease=lease(), site=ORIGIN, crawl=write
+    )
+    claimed_sitemap(parts, later)
+    assert not parts.store.adopt_part(
+        later, SITEMAP, part, lease(), site=ORIGIN, at=T0, excluded=[pages[1].url], checkpoint=Checkpoint(2)
+    )
+    assert counts(parts, later).urls_total == 1
 
 
 def test_a_part_is_not_adopted_in_part_once_another_job_wrote_one_of_its_records(parts):

@@ -298,6 +298,39 @@ def test_a_url_left_out_of_a_part_that_replaced_an_inheriting_one_reads_as_it_di
     assert ours.changes.removed == 1
 
 
+def test_a_reading_that_compared_and_was_cut_short_lists_every_entry_when_resumed(live_site, tmp_path):
+    """A kill just before an adoption in part, once the reading had kept entries for the part (past its
+    checkpoint, unrecorded); then an entry the reading kept changes: the resumed reading starts over and lists
+    every entry, none lost."""
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request, at=START, parts=True)
+    zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
+    site.change(zero[-1])
+
+    class Killed(BaseException):
+        pass
+
+    with LocalHarvest.open(state) as harvest:
+        adopt = harvest.store.adopt_part
+
+        def dying(*args: Any, **kwargs: Any) -> bool:
+            if kwargs.get("checkpoint") is not None:
+                raise Killed
+            return adopt(*args, **kwargs)
+
+        harvest.store.adopt_part = dying  # type: ignore[method-assign]
+        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST)
+        with pytest.raises(Killed):
+            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    site.change(zero[0])
+    resumed = crawl(state, request, at=START + timedelta(days=1), parts=True)
+    records = [json.loads(line) for line in Path(resumed.processed_urls).read_bytes().splitlines()]
+    assert sorted(r["url"] for r in records) == sorted(site.url(path) for path in site.page_paths())
+    assert resumed.total_urls == 200
+
+
 #: Pages that move between urlsets, and a page a second urlset lists too: a part whose URL another urlset of
 #: the job listed first is not adopted (that URL is the job's already), and a URL gone from a part to another
 #: urlset is the other's.

@@ -110,6 +110,7 @@ def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRe
             "checkpoint_digest": checkpoint.digest,
             "probes_spent": checkpoint.probes,
             "lastmods_held": checkpoint.held,
+            "compared": checkpoint.compared,
         }
     )
 

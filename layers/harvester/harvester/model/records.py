@@ -407,6 +407,9 @@ class SitemapRecord(Model, kw_only=True):
     #: URLs listed not due although their lastmod advanced since their last fetch (an untrusted host, no
     #: lastmod probe left): a part of this reading is not adopted by a job that fetches pages.
     lastmods_held: NonNegative = 0
+    #: The checkpoint's reading kept entries for the sitemap's part, unrecorded (``Checkpoint.compared``): a
+    #: reading resumed after it starts over instead.
+    compared: bool = False
     pages_new: NonNegative = 0
     children: NonNegative = 0
     dropped: dict[str, int] = {}
@@ -416,12 +419,10 @@ class SitemapRecord(Model, kw_only=True):
     document_key: str | None = None
     #: Unchanged since the site's last complete reading of it: its entries were replayed, not parsed.
     not_modified: bool = False
-    #: The sitemap's part the job adopted whole (its URLs are the job's, counted): a step delivered again
-    #: after that finishes the sitemap as it was, without reading it.
+    #: The sitemap's part the job adopted, whole or in part once the reading had listed the rest (its URLs are
+    #: the job's, counted): a step delivered again after that finishes the sitemap as it was (the part's
+    #: counts of dropped entries and warnings are those of the reading that adopted it), without reading it.
     adopted: SitemapPart | None = None
-    #: The part was adopted in part, once the reading had listed the entries it did not keep: a step
-    #: delivered again reads the sitemap again (its checkpoint past every entry).
-    adopted_partly: bool = False
     attempts: NonNegative = 0
     discovered_at: datetime | None = None
     finished_at: datetime | None = None

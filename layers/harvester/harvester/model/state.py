@@ -67,6 +67,9 @@ class Checkpoint(Struct, frozen=True):
     probes: int = 0
     #: URLs listed not due although their lastmod advanced (an untrusted host, no probe left).
     held: int = 0
+    #: The reading compared its entries with the sitemap's part (``PartDiff``): those it kept for the part are
+    #: past the checkpoint without being recorded.
+    compared: bool = False
 
 
 class ListedBatch(Struct, frozen=True):

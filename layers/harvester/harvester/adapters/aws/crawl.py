@@ -41,10 +41,8 @@ def put_whole(
     records: Sequence[CrawlRecord],
     *,
     writer: str | None = None,
-    touch: bool = True,
 ) -> list[str]:
-    """Writes each record whole (``DynamoCrawlDatabase.put_urls``); without ``touch``, no epoch moves (a
-    record written as it reads already: nothing reads otherwise). Returns the URLs whose record moved on."""
+    """Writes each record whole (``DynamoCrawlDatabase.put_urls``); returns the URLs whose record moved on."""
     stale: list[str] = []
     for record in records:
         pointer = pointers.mover_base(site, record, strict=False)
@@ -53,11 +51,10 @@ def put_whole(
             continue
         put = whole_write(table, site, record)
         guards = [guard for guard, _ in pointers.guards(site, [pointer], mover="")] if pointer is not None else []
-        if touch:
-            sitemap = sitemap_of(record)
-            named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
-            by = writer if writer is not None else writer_of(record)
-            guards += [update for update, _ in touches(table, site, named, by)]
+        sitemap = sitemap_of(record)
+        named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
+        by = writer if writer is not None else writer_of(record)
+        guards += [update for update, _ in touches(table, site, named, by)]
         try:
             transact(client, [put, *guards])
         except TransactionFailed as exc:
@@ -67,10 +64,11 @@ def put_whole(
     return stale
 
 
-def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str]) -> bool:
+def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str], writer: str) -> bool:
     """Writes the records of ``urls`` that read otherwise than stored (through their sitemaps' parts) as they
-    read, no epoch moved: a part adopted in part leaves them out, and they read as stored from then on.
-    False when one of them moved meanwhile."""
+    read: a part adopted in part leaves them out, and they read as stored from then on. The writes are
+    ``writer``'s (they move the sitemaps' epochs: no other job adopts the part after them, even should the
+    adoption itself not follow). False when one of them moved meanwhile."""
     found = pointers.fetch(site, urls)
     pointers.resolve(site, found.values(), {}, Adoptions({}))  # (as stored)
     reading = pointers.parts.adoptions(site)
@@ -78,7 +76,7 @@ def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequenc
     for p in found.values():
         if p.record is not None and (read := reading.resolve(p.record)) is not p.record:
             settled.append(read.model_copy(update={"version": p.record.version + 1}))
-    return not settled or not put_whole(client, table, pointers, site, settled, touch=False)
+    return not settled or not put_whole(client, table, pointers, site, settled, writer=writer)
 
 
 class DynamoCrawlDatabase:

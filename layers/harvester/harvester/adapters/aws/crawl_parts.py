@@ -13,7 +13,13 @@ sitemap whose URLs some job listed:
   records its maker listed read as listed by that job (``crawldb.parts.Adoptions``); ``a_<job>``, each running job that
   adopted one of its parts, so that a listing by that job of a URL this sitemap named (through another
   sitemap) takes it as the job's already, and is refused in its own transaction (its touch is conditioned
-  on it) when the adoption came between its reading and its commit, rather than counted twice.
+  on it) when the adoption came between its reading and its commit, rather than counted twice;
+* the part's lineage (``crawldb.parts.Lineage``): ``inh`` / ``inh_at``, the earlier makers it inherits and
+  when; ``exc``, the keys of the URLs it leaves out; ``ax``, those its latest adoption left out; ``hx``,
+  whether there are any (the key sets are read apart); ``x_<job>``, those each running job left out of its
+  adoption in part (a URL that job lists through another sitemap is its own listing's, not the part's);
+  ``o_<job>``, a running job listed a URL of these records through another sitemap (it may not adopt the
+  part in part: it could keep that URL).
 
 A part's documents (its lines, index rows and keys) are the crawl database's documents in S3, written by
 the job that made it; the item holds what the conditions need. Attributes of jobs over are dropped when a
@@ -40,12 +46,12 @@ from harvester.model.records import body_of, url_key
 CLOCK_SKEW = 0.01
 #: Parts (and adoptions) whose URLs left out a container keeps.
 _LEFT_OUTS_KEPT = 256
-_FIRST, _LAST, _ADOPTER, _LEFT_OUT = "f_", "l_", "a_", "x_"
+_FIRST, _LAST, _ADOPTER, _LEFT_OUT, _THROUGH = "f_", "l_", "a_", "x_", "o_"
 #: The attributes of a part's lineage (``crawldb.parts.Lineage``): the earlier makers it inherits, when its
 #: maker took them over, the URL keys it leaves out, and those its latest adoption left out; ``hx`` says
 #: whether either set is there (they are read apart: ``PartItems.adoptions``).
 _LINEAGE = ("inh", "inh_at", "exc", "ax", "hx")
-_JOB_ATTRIBUTES = (_FIRST, _LAST, _ADOPTER, _LEFT_OUT)
+_JOB_ATTRIBUTES = (_FIRST, _LAST, _ADOPTER, _LEFT_OUT, _THROUGH)
 
 
 def part_key(site: str, sitemap_key: str) -> dict[str, Any]:
@@ -75,6 +81,10 @@ def touches(
             "ExpressionAttributeValues": {":one": _n(1), ":now": now},
         }
         if unless_adopted_by is not None and key != own:
+            # (and marked: the job listed a URL of this sitemap's records through another sitemap, so it may not
+            # adopt its part in part: it could keep that URL)
+            update["UpdateExpression"] += ", #o = :now"
+            update["ExpressionAttributeNames"]["#o"] = _THROUGH + unless_adopted_by
             condition = "attribute_not_exists(#a)"
             update["ExpressionAttributeNames"]["#a"] = _ADOPTER + unless_adopted_by
             left_out = [url_key(url) for url in (urls or {}).get(key, ())]
@@ -189,9 +199,9 @@ class PartItems:
         """The Update that records, in the adoption's transaction, that the job adopted ``part``: its
         condition fails when ``part`` is not the sitemap's current one at the epoch it was made at. In part
         (``excluded``: the URLs it left out), at the epoch the item was last read at (``partly_movable``
-        checked who moved it), the job a writer of the sitemap from then on."""
+        checked who moved it), moving it on: a write of the job's, which no other job's adoption passes."""
         item = self._read.get((site, part.sitemap)) or {}
-        ended = [name for name in item if name.startswith((_ADOPTER, _LEFT_OUT)) and job_over(name[2:])]
+        ended = [name for name in item if name.startswith((_ADOPTER, _LEFT_OUT, _THROUGH)) and job_over(name[2:])]
         names = {"#a": _ADOPTER + job_id, "#at": "at", "#x": _LEFT_OUT + job_id}
         names.update({f"#g{i}": name for i, name in enumerate(ended) if name not in names.values()})
         values: dict[str, Any] = {":job": _s(job_id), ":at": _s(at.isoformat()), ":made": _s(part.job_id)}
@@ -205,18 +215,22 @@ class PartItems:
             removes += ["ax", "#x"]
         sets.append("hx = :hx")
         values[":hx"] = {"BOOL": bool(keys) or "exc" in item}
-        if excluded is not None:
+        adds = ""
+        if excluded is not None:  # (a write by the job: no other job adopts the part after it, whole or in part)
             names.update({"#f": _FIRST + job_id, "#l": _LAST + job_id})
             sets += ["#f = if_not_exists(#f, :now)", "#l = :now"]
-            values[":now"] = _n(now_us())
-            values[":epoch"] = _n(_epoch(item))
+            values.update({":now": _n(now_us()), ":one": _n(1), ":epoch": _n(_epoch(item))})
+            adds = " ADD epoch :one"
         else:
             values[":epoch"] = _n(part.epoch)
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": part_key(site, url_key(part.sitemap)),
-                "UpdateExpression": "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
+                "UpdateExpression": "SET "
+                + ", ".join(sets)
+                + (" REMOVE " + ", ".join(removes) if removes else "")
+                + adds,
                 "ConditionExpression": "made_by = :made AND epoch = :epoch",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
@@ -227,8 +241,8 @@ class PartItems:
         """Whether the job may adopt ``part`` in part: it is the sitemap's current one, and no job but this
         one wrote a record of the sitemap since the part was made (read now, for ``adoption``)."""
         item = self.item(site, part.sitemap)
-        if item is None or item.get("made_by", {}).get("S") != part.job_id:
-            return False
+        if item is None or item.get("made_by", {}).get("S") != part.job_id or _THROUGH + job_id in item:
+            return False  # (not current; or the job listed one of its URLs through another sitemap)
         since = int(part.made_at.timestamp() * 1_000_000) - int(CLOCK_SKEW * 1_000_000)
         last = _times(item, _LAST)
         return not any(job not in (job_id, part.job_id) and when >= since for job, when in last.items())
@@ -316,7 +330,7 @@ def _running(name: str, job_over: Callable[[str], bool], first: Mapping[str, int
     job = name[2:]
     if not job_over(job):
         return True
-    if name.startswith((_ADOPTER, _LEFT_OUT)):
+    if name.startswith((_ADOPTER, _LEFT_OUT, _THROUGH)):
         return False
     running = [at for other, at in first.items() if other != job and not job_over(other)]
     return bool(running) and last.get(job, 0) >= min(running) - int(CLOCK_SKEW * 1_000_000)

@@ -204,7 +204,9 @@ class DynamoStateStore:
         if partly:
             if len(excluded) > MAX_LEFT_OUT or not parts.partly_movable(site, job_id, part):
                 return False
-            if excluded and not settle(self.client, self.table, self.pointers, site, list(excluded)):
+            if excluded and not settle(self.client, self.table, self.pointers, site, list(excluded), job_id):
+                return False
+            if excluded and not parts.partly_movable(site, job_id, part):  # (read again: the epoch it moved)
                 return False
         stored: dict[str, Any] = {"part": orjson.loads(body_of(part)), "at": at.isoformat()}
         if partly:
@@ -214,7 +216,7 @@ class DynamoStateStore:
             parts.adoption(site, job_id, part, at, self.jobs.job_over, list(excluded) if partly else None),
         ]
         urls = part.urls - len(excluded)
-        taking = sitemap.model_copy(update={"adopted": part, "adopted_partly": partly})
+        taking = sitemap.model_copy(update={"adopted": part})
         moved = checkpoint or Checkpoint(part.urls)
         moved_record = accounting.recorded_sitemap(taking, moved.enqueued, urls, moved)
         counts = JobCounts(urls_total=urls, urls_succeeded=urls)

@@ -115,8 +115,8 @@ class SqliteCrawlDatabase:
         unlisted = (
             " AND json_extract(body, '$.last_listed_job') IS NOT ? AND NOT EXISTS (SELECT 1 FROM job_parts p"
             " WHERE p.job_id = ? AND p.site = crawl_urls.site AND p.sitemap = json_extract(body, '$.sitemap')"
-            " AND (p.made_by = json_extract(body, '$.last_listed_job') OR json_extract(body, '$.last_listed_job')"
-            " IN (SELECT value FROM json_each(p.part, '$.inherits'))))"
+            " AND json_extract(body, '$.last_listed_job') IN"
+            " (SELECT value FROM json_each(coalesce(p.makers, json_array(p.made_by)))))"
             if unless_listed_by
             else ""
         )

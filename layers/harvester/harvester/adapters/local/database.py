@@ -79,10 +79,12 @@ ALTER TABLE url_batches ADD COLUMN feed BLOB;
 ALTER TABLE url_batches ADD COLUMN kinds TEXT
 """
 
-#: Since version 12 a part may be adopted in part: the URLs its latest adoption, and each job's, left out.
+#: Since version 12 a part may be adopted in part: the URLs its latest adoption, and each job's, left out, and
+#: the jobs whose records a job's adoption holds (the part's maker and those it inherits).
 _EXCEPT_COLUMNS = """
 ALTER TABLE crawl_parts ADD COLUMN adopted_except TEXT;
-ALTER TABLE job_parts ADD COLUMN excluded TEXT
+ALTER TABLE job_parts ADD COLUMN excluded TEXT;
+ALTER TABLE job_parts ADD COLUMN makers TEXT
 """
 
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -199,6 +201,7 @@ CREATE TABLE IF NOT EXISTS job_parts (
     adopted_at TEXT NOT NULL,
     part TEXT NOT NULL,
     excluded TEXT,
+    makers TEXT,
     PRIMARY KEY (job_id, sitemap)
 );
 CREATE TABLE IF NOT EXISTS crawl_sites (

@@ -176,7 +176,7 @@ class PageRows:
                     raise _Moved
                 urls = part.urls - len(excluded)
                 counts = JobCounts(urls_total=urls, urls_succeeded=urls)
-                taking = sitemap.model_copy(update={"adopted": part, "adopted_partly": checkpoint is not None})
+                taking = sitemap.model_copy(update={"adopted": part})
                 moved = checkpoint or Checkpoint(part.urls)
                 self.sitemap_rows.recorded(db, job_id, taking, moved.enqueued, counts, moved, lease)
         except _Moved:

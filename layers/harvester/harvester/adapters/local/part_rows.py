@@ -92,8 +92,9 @@ def adopt(
 ) -> bool:
     """Records, in the caller's transaction, that the job adopted ``part`` (``partly``: but for the URLs
     ``excluded``): False when it is not the sitemap's current part at the epoch it was made at (in part:
-    moved on since by none but this job's writes, its listing of the entries it did not keep). The records of the
-    URLs left out are written first as they read now (``settle``): the adoption makes them read as stored."""
+    moved on since by none but this job's writes, its listing of the entries it did not keep; the adoption moves it
+    again). The records of the URLs left out are written first as they read now (``settle``): the adoption
+    makes them read as stored."""
     stored, epoch = part_of(db, site, part.sitemap)
     if stored is None or stored.job_id != part.job_id:
         return False
@@ -105,18 +106,15 @@ def adopt(
             return False
     if partly:
         settle(db, site, excluded, adoptions(db, site))
-        # The job is a writer of the sitemap from now on, as if it had listed the URLs it kept: a part it
-        # makes of them is refused if another job writes a record of the sitemap in between.
-        db.execute(
-            "UPDATE crawl_parts SET writers = json_set(writers, '$.' || json_quote(?), json_array(epoch + 1, epoch))"
-            " WHERE site = ? AND sitemap = ? AND json_extract(writers, '$.' || json_quote(?)) IS NULL",
-            (job_id, site, part.sitemap, job_id),
-        )
+        # The adoption moves the epoch as a write by the job (it is one: the records it left out read as stored
+        # from now on), so that no other job adopts the part after it, whole or in part; a part the job makes
+        # of the URLs it kept is refused if another job writes a record of the sitemap in between.
+        touch(db, site, [part.sitemap], job_id)
     left_out = json.dumps(list(excluded)) if partly else None
     db.execute(
-        "INSERT OR IGNORE INTO job_parts (job_id, sitemap, site, made_by, adopted_at, part, excluded)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (job_id, part.sitemap, site, part.job_id, _text(at), body_of(part), left_out),
+        "INSERT OR IGNORE INTO job_parts (job_id, sitemap, site, made_by, adopted_at, part, excluded, makers)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (job_id, part.sitemap, site, part.job_id, _text(at), body_of(part), left_out, _makers(part)),
     )
     db.execute(
         "UPDATE crawl_parts SET adopted_by = ?, adopted_at = ?, adopted_except = ? WHERE site = ? AND sitemap = ?"
@@ -193,6 +191,11 @@ def adoptions(conn: sqlite3.Connection, site: str, known: dict[tuple[str, ...], 
                 known[stamp] = lineage
         lineages[sitemap] = lineage
     return Adoptions(lineages)
+
+
+def _makers(part: SitemapPart) -> str:
+    """The jobs whose records the part holds, as ``job_parts.makers`` keeps them (a JSON array)."""
+    return json.dumps([part.job_id, *part.inherits])
 
 
 def _text(at: datetime) -> str:

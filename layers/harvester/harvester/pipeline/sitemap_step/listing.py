@@ -88,8 +88,6 @@ class PageListing:
         self.accepted = index + 1
         self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
         if index < self.enqueued:
-            if self.diff is not None:
-                self.diff.keeps(url, entry)  # (kept before the restart, or listed: the same now)
             if index == self.enqueued - 1:
                 self.reached_checkpoint()
             return  # recorded and sent before a restart
@@ -155,7 +153,13 @@ class PageListing:
         return self._checkpoint(self.accepted)
 
     def _checkpoint(self, enqueued: int) -> Checkpoint:
-        return Checkpoint(enqueued=enqueued, digest=self.digest.hexdigest(), probes=self.probes, held=self.held)
+        return Checkpoint(
+            enqueued=enqueued,
+            digest=self.digest.hexdigest(),
+            probes=self.probes,
+            held=self.held,
+            compared=self.diff is not None,
+        )
 
     def _record(
         self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool

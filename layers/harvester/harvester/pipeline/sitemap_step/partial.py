@@ -6,6 +6,7 @@ cleanly (see ``crawldb.part_diff`` and docs/crawl-database.md, "Sitemap parts").
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from harvester.crawldb import parts
 from harvester.crawldb.part_diff import PartDiff
@@ -16,6 +17,7 @@ from harvester.model.state import Lease
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.sitemap_step.listing import PageListing
+from harvester.sitemap import ParseReport
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,7 @@ class PartialAdoption:
         if prior is None or prior.kind not in parts.PAGE_KINDS:
             return None
         part, epoch = ctx.crawldb.sitemap_part(request.origin, record.url)
-        # (a reading resumed compares as the one before the restart did: the epoch this job's listing moved
-        # is the store's to check when it adopts)
-        resumed = record.pages_recorded > 0
-        why = parts.partly_adoptable(part, request=request, epoch=None if resumed else epoch)
+        why = parts.partly_adoptable(part, request=request, epoch=epoch)
         if why is not None or part is None:
             log.debug("sitemap part not adopted in part", extra={"url": record.url, "reason": why})
             return None
@@ -54,24 +53,37 @@ class PartialAdoption:
         except Exception as exc:  # (gone: the sitemap is listed whole, which makes a part again)
             log.warning("sitemap part unreadable", extra={"url": record.url, "error": repr(exc)})
             return None
-        # Due by when the job found the sitemap: the same in every delivery of its task.
+        # Due by when the job found the sitemap (a reading that starts over compares as the first did).
         found = record.discovered_at or self.job.start_time
         self.part = part
         return PartDiff(lines, sitemap=record.url, due_by=found if request.fetch_pages else None)
 
-    def adopt(self, diff: PartDiff | None, listing: PageListing, *, clean: bool) -> bool:
+    def adopt(
+        self,
+        diff: PartDiff | None,
+        listing: PageListing,
+        dropped: Mapping[str, int],
+        report: ParseReport,
+        *,
+        clean: bool,
+    ) -> bool:
         """Adopts the part ``diff`` compared the listing's entries with, but for those it did not keep (listed
         one by one, or gone); True when done, or when there is nothing to adopt. False when the reading did
-        not end cleanly (nothing is adopted) or the store refused: the entries kept must be listed."""
+        not end cleanly (nothing is adopted) or the store refused: the entries kept must be listed. The part
+        is adopted with the reading's counts (``dropped``, the ``report``'s kind and warnings): a delivery
+        after the adoption finishes the sitemap with them."""
         if diff is None or not diff.kept:
             return True  # (nothing compared, or every entry listed one by one)
         assert self.part is not None
         if not clean:
             return False
+        counted: dict[str, object] = {"dropped": dict(dropped), "warnings": dict(report.warnings)}
+        if report.kind is not None:
+            counted["kind"] = report.kind.value
         return self.ctx.store.adopt_part(
             self.job.job_id,
             self.record.url,
-            self.part,
+            self.part.model_copy(update=counted),
             self.lease,
             site=self.job.request.origin,
             at=self.ctx.clock(),

@@ -42,7 +42,7 @@ from harvester.pipeline.sitemap_step.listing import ListingMoved, PageListing
 from harvester.pipeline.sitemap_step.partial import PartialAdoption
 from harvester.pipeline.sitemap_step.probes import ABSENT_STATUSES, asked
 from harvester.politeness.turns import waited_turn
-from harvester.sitemap import SitemapParser
+from harvester.sitemap import ParseReport, SitemapParser
 from harvester.urls import normalize
 
 log = logging.getLogger(__name__)
@@ -102,8 +102,7 @@ class SitemapReading:
         try:
             try:
                 adopted = self.record.adopted  # (by a delivery that stopped before it finished the sitemap)
-                whole = adopted is not None and not self.record.adopted_partly
-                outcome = self._adopted(adopted) if whole else await self._read()
+                outcome = self._adopted(adopted) if adopted is not None else await self._read()
             except ListingMoved:
                 log.info(
                     "sitemap changed since its checkpoint; reading it again from the start",
@@ -209,7 +208,7 @@ class SitemapReading:
                 self.listing.diff = self._diff(prior)
                 if not await self._replay(prior, parser):
                     return None
-                if not self._adopt_partly(clean=True):
+                if not self._adopt_partly(parser.report, clean=True):
                     parser = SitemapParser(
                         final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots
                     )
@@ -281,7 +280,7 @@ class SitemapReading:
                         self.listing.flush()
                         report = parser.report
                         clean = broken is None and response.complete and not response.truncated
-                        if not self._adopt_partly(clean=clean and not report.error and not report.truncated):
+                        if not self._adopt_partly(report, clean=clean and not report.error and not report.truncated):
                             # (the entries kept for the part are listed after all: read again, from the spool)
                             parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
                             await self._parse_spool(parser, raw)
@@ -420,13 +419,22 @@ class SitemapReading:
         return part
 
     def _diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
-        return self.partial.diff(prior) if not self.record.adopted_partly else None
+        """The comparison of this reading's entries with the sitemap's part (``PartialAdoption``), for a reading
+        from the start. A resumed reading does not compare; if the reading before it did, the entries it kept
+        for the part lie before the checkpoint unrecorded, so it starts over, listing every entry."""
+        if self.listing.resend or not self.record.pages_recorded:
+            return self.partial.diff(prior)
+        if self.record.compared:
+            self._start_over()
+        return None
 
-    def _adopt_partly(self, *, clean: bool) -> bool:
-        """Adopts the part the listing compared its entries with (``PartialAdoption``); False when the
-        entries kept for it must be listed after all: the reading then starts over."""
-        diff, self.listing.diff = self.listing.diff, None
-        if self.partial.adopt(diff, self.listing, clean=clean):
+    def _adopt_partly(self, report: ParseReport, *, clean: bool) -> bool:
+        """Adopts the part the listing compared its entries with (``PartialAdoption``), with this reading's
+        counts (``report``); False when the entries kept for it must be listed after all: the reading then
+        starts over."""
+        diff = self.listing.diff
+        if self.partial.adopt(diff, self.listing, self.screen.dropped, report, clean=clean):
+            self.listing.diff = None
             return True
         log.info("sitemap part not adopted in part; listing its entries", extra={"url": self.record.url})
         self._start_over()
