@@ -70,9 +70,10 @@ class Wrapped:
 STORE_WRITES = {
     "create_job", "mark_seeded", "end_job", "set_result", "add_sitemaps", "claim_sitemap", "record_pages",
     "mark_enqueued", "finish_sitemap", "claim_pages", "finish_pages", "retry_pages", "release_leases", "close_job",
+    "adopt_part",
 }  # fmt: skip
 QUEUE_WRITES = {"push", "take_pages", "take_control", "delete", "release", "dead_letter", "recover", "purge"}
-CRAWLDB_WRITES = {"put_urls", "put_sitemap", "put_site"}
+CRAWLDB_WRITES = {"put_urls", "put_sitemap", "put_site", "put_part"}
 
 
 class TwiceQueue:
@@ -90,7 +91,13 @@ class TwiceQueue:
 
 
 def crawl(
-    state: Path, request: JobRequest, *, kill_after: int | None = None, twice: bool = False, memory: bool = False
+    state: Path,
+    request: JobRequest,
+    *,
+    kill_after: int | None = None,
+    twice: bool = False,
+    memory: bool = False,
+    settings: EngineSettings = SETTINGS,
 ) -> int:
     """Runs (or resumes) the crawl; returns the number of writes made, raising Killed if it was killed.
     ``memory``: the queue is kept in memory (`harvest crawl --memory`): a kill loses all of it."""
@@ -104,7 +111,7 @@ def crawl(
         harvest.documents = Wrapped(harvest.documents, writes, {"put"})  # type: ignore[assignment]
         harvest.warcs = Wrapped(harvest.warcs, writes, {"append"})  # type: ignore[assignment]
         harvest.crawldb = Wrapped(harvest.crawldb, writes, CRAWLDB_WRITES)  # type: ignore[assignment]
-        runner = LocalRunner(harvest, policy=POLICY, settings=SETTINGS, concurrency=1)
+        runner = LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1)
         asyncio.run(runner.crawl(request))
     return writes.count
 
@@ -114,12 +121,20 @@ def crawl(
 TIMING_SHARE = 0.1
 
 
-def crawl_killed(state: Path, request: JobRequest, *, kill_after: int, reference: int, memory: bool = False) -> bool:
+def crawl_killed(
+    state: Path,
+    request: JobRequest,
+    *,
+    kill_after: int,
+    reference: int,
+    memory: bool = False,
+    settings: EngineSettings = SETTINGS,
+) -> bool:
     """Runs the crawl to be killed after write ``kill_after``: whether it was. A run that ended first must
     really have made fewer writes, and not many fewer than the ``reference`` run (a kill that never fired
     would pass every check after it); its job is over, and running the command again would start another."""
     try:
-        made = crawl(state, request, kill_after=kill_after, memory=memory)
+        made = crawl(state, request, kill_after=kill_after, memory=memory, settings=settings)
     except Killed:
         return True
     assert made < kill_after, f"write {kill_after} of {made} was not killed"
@@ -224,6 +239,24 @@ def check_invariants_no_pages(state: Path, *, total: int) -> None:
 # re-crawls -----------------------------------------------------------------------------------------
 
 
+def records_of(state: Path, site: str, settings: EngineSettings) -> dict[str, dict[str, object]]:
+    """The crawl records; with parts, without their versions: a kill may make the resumed job list a urlset
+    one by one instead of adopting its part (a reading that compared, cut short, starts over), the same
+    records written once more."""
+    records = crawl_database(state, site)
+    if settings is PARTS:
+        for record in records.values():
+            record.pop("version", None)
+    return records
+
+
+def adopted_in_part(state: Path) -> int:
+    """How many parts the newest job adopted in part."""
+    with LocalHarvest.open(state) as harvest:
+        job = harvest.store.all_jobs()[-1]
+        return sum(1 for item in harvest.store.page_rows.adopted(job.job_id) if item.partly)
+
+
 def changes_of(state: Path) -> set[tuple[str, str]]:
     """The (url, change) lines of the newest job's change feed."""
     with LocalHarvest.open(state) as harvest:
@@ -232,11 +265,18 @@ def changes_of(state: Path) -> set[tuple[str, str]]:
     return {(line["url"], line["change"]) for line in map(json.loads, feed.splitlines())}
 
 
-def test_a_recrawl_killed_after_any_write_leaves_the_crawl_database_as_an_uninterrupted_one(tmp_path):
+#: Sitemap parts kept for urlsets of two URLs and more: the re-crawl adopts them in part.
+PARTS = EngineSettings(retry_backoff_seconds=0.01, sitemap_part_min_urls=2)
+
+
+@pytest.mark.parametrize("settings", [SETTINGS, PARTS], ids=["listing", "parts"])
+def test_a_recrawl_killed_after_any_write_leaves_the_crawl_database_as_an_uninterrupted_one(tmp_path, settings):
+    """With parts, the re-crawl adopts each urlset's part in part (its changed, touched, removed and added
+    entries listed one by one): a kill after any write of it, the adoptions' included, changes nothing."""
     with LiveSite(pages=8, sitemaps=2).serving() as site:
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001)
         first = tmp_path / "first"
-        crawl(first, request)
+        crawl(first, request, settings=settings)
         pages = site.page_paths()
         site.change(pages[0])
         site.change(pages[1])
@@ -246,16 +286,18 @@ def test_a_recrawl_killed_after_any_write_leaves_the_crawl_database_as_an_uninte
         site.add("/pages/new.html")
         reference = tmp_path / "reference"
         shutil.copytree(first, reference)
-        writes = crawl(reference, request)
-        expected, expected_changes = crawl_database(reference, site.base), changes_of(reference)
+        writes = crawl(reference, request, settings=settings)
+        expected, expected_changes = records_of(reference, site.base, settings), changes_of(reference)
         assert {change for _, change in expected_changes} == {"changed", "notmodified", "removed", "gone", "new"}
+        if settings is PARTS:
+            assert adopted_in_part(reference) == 2
         for kill_after in range(1, writes):
             state = tmp_path / f"kill-{kill_after}"
             shutil.copytree(first, state)
-            if crawl_killed(state, request, kill_after=kill_after, reference=writes):
-                crawl(state, request)
+            if crawl_killed(state, request, kill_after=kill_after, reference=writes, settings=settings):
+                crawl(state, request, settings=settings)
             try:
-                assert crawl_database(state, site.base) == expected
+                assert records_of(state, site.base, settings) == expected
                 assert changes_of(state) == expected_changes
             except AssertionError as exc:
                 raise AssertionError(f"after a kill following write {kill_after} of the re-crawl: {exc}") from exc
