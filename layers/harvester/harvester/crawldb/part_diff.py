@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import orjson
 from orjson import OPT_UTC_Z, dumps
 
-from harvester.crawldb.parts import line_url
+from harvester.crawldb.parts import line_due, line_url
 from harvester.model.records import SitemapURL, UrlStatus, body_of
 from harvester.sitemap import PageEntry
 
@@ -66,7 +65,7 @@ class PartDiff:
             url = line_url(line)
             self.urls.append(url)
             if due_by is not None:
-                when = orjson.loads(line + b"}").get("next_fetch_time")
+                when = line_due(line)
                 if when is None or datetime.fromisoformat(when) <= due_by:
                     continue
             end = line.find(_CRAWL_FIELDS)

@@ -47,6 +47,9 @@ MAX_INHERITED = 32
 MIN_EXCLUDED = 200
 MAX_EXCLUDED = 2000
 
+#: Where a line says when its URL is next due (``line_due``).
+_DUE = b',"next_fetch_time":"'
+
 #: Where a line's tail starts. The raw sequence cannot occur inside a JSON string (its quotes would be
 #: escaped), and no extension has such a key: the last one in a line is the field.
 _TAIL_START = b',"discovered_at":'
@@ -94,6 +97,17 @@ def line_url(line: bytes) -> str:
         return str(loads(line)["url"])
     except JSONDecodeError:  # (a line without its tail: its closing brace too)
         return str(loads(line + b"}")["url"])
+
+
+def line_due(line: bytes) -> str | None:
+    """When the URL of a record line is next due, as the line writes it (one form for every line, so that
+    the first in time is the first as text), or None. Its crawl fields come after the entry's extensions,
+    so the last occurrence is the field."""
+    at = line.rfind(_DUE)
+    if at < 0:
+        return None
+    start = at + len(_DUE)
+    return line[start : line.find(b'"', start)].decode()
 
 
 def render(stripped: bytes, at: datetime, kind: ChangeKind) -> bytes:

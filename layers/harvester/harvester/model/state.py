@@ -93,7 +93,7 @@ class ListedBatch(Struct, frozen=True):
 class AdoptedPart(Struct, frozen=True):
     """A sitemap's part a job adopted (``StateStore.adopt_part``) at ``at``: its URLs are the job's, final,
     their lines the part's with the job's tail (``crawldb.parts``); but for ``excluded``, the URLs of the
-    part the job listed one by one or no longer found listed (a part adopted in part)."""
+    part the job listed one by one or that its sitemap does not list (a part adopted in part)."""
 
     part: SitemapPart
     at: datetime

@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 _ANY_TIME = datetime.fromisoformat("2000-01-01T00:00:00+00:00")
 #: The documents of a part (``part_key``'s kinds).
 _PART_DOCUMENTS = ("lines", "parquet")
-#: Where a line says when its URL is next due.
-_DUE = b',"next_fetch_time":"'
 #: Lines of a sitemap held back before they are written to the spool at once.
 _PENDING_LINES = 1000
 #: URLs whose crawl records are read at once to write their lines.
@@ -165,12 +163,10 @@ class PartMaker:
             return
         lines = block.splitlines()
         self.listed_block(block[:-1], "\n".join(url_key(parts.line_url(line)) for line in lines))
-        # (each line has a next fetch of its own: they were listed apart; all in one form, so the first in
-        # time is the first as text)
-        skip = len(_DUE)
-        due = [line[at + skip : line.find(b'"', at + skip)] for line in lines if (at := line.find(_DUE)) >= 0]
+        # (each line has a next fetch of its own: they were listed apart)
+        due = [when for line in lines if (when := parts.line_due(line)) is not None]
         if due:
-            self._due(sitemap, min(due).decode())
+            self._due(sitemap, min(due))
 
     def listed_block(self, block: bytes, keys: str) -> None:
         """A batch of lines (joined, without the last newline) one listing wrote straight as JSON, and their
@@ -341,7 +337,7 @@ class PartMaker:
         it is: one write more.) False when one of them moved meanwhile: no part is made, ``before`` stays."""
         listed = set(keys)
         fetched = self._read(self.fetched.get(before.sitemap, ()), newline=False)
-        listed.update(url_key(orjson.loads(body)["url"]) for body in fetched)
+        listed.update(url_key(parts.line_url(body)) for body in fetched)
         held = (parts.line_url(line) for line in self.ctx.documents.get(before.lines).splitlines())
         gone = [url for url in held if url_key(url) not in listed]
         settled = []

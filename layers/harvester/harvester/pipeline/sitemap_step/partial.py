@@ -32,16 +32,17 @@ class PartialAdoption:
         self.lease = lease
         self.part: SitemapPart | None = None
 
-    def diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
+    def diff(self, prior: SitemapCrawl | None, read: tuple[SitemapPart | None, int] | None = None) -> PartDiff | None:
         """What compares the reading's entries with the sitemap's part, when the job may adopt the part in
         part (``parts.partly_adoptable``); None when it may not. (``prior``: the sitemap's last complete
-        reading, if any; only a page-listing kind has a part.)"""
+        reading, if any; only a page-listing kind has a part. ``read``: the part and epoch as the reading
+        read them already, if it did.)"""
         ctx, record, request = self.ctx, self.record, self.job.request
         if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or record.origin is SitemapOrigin.ROBOTS:
             return None
         if prior is None or prior.kind not in parts.PAGE_KINDS:
             return None
-        part, epoch = ctx.crawldb.sitemap_part(request.origin, record.url)
+        part, epoch = read if read is not None else ctx.crawldb.sitemap_part(request.origin, record.url)
         why = parts.partly_adoptable(part, request=request, epoch=epoch)
         if why is not None or part is None:
             log.debug("sitemap part not adopted in part", extra={"url": record.url, "reason": why})

@@ -72,6 +72,8 @@ class SitemapReading:
         self.listing = PageListing(ctx, job, record, lease)
         self.screen = EntryScreen(ctx, job, record, self.listing.accept)
         self.partial = PartialAdoption(ctx, job, record, lease)
+        #: The sitemap's part and epoch as ``_candidate`` read them (a part not adopted whole may be in part).
+        self._part_read: tuple[SitemapPart | None, int] | None = None
         self.tries = 0  # requests this delivery sent (the fetcher's own retries included)
         self.answered = 0  # of which the site answered (a response read: its status judged after)
 
@@ -411,7 +413,7 @@ class SitemapReading:
         ctx = self.ctx
         if not ctx.sitemap_parts or self.record.pages_recorded:
             return None
-        part, epoch = ctx.crawldb.sitemap_part(self.site, self.record.url)
+        part, epoch = self._part_read = ctx.crawldb.sitemap_part(self.site, self.record.url)
         why = parts.adoptable(part, signature=prior.signature, request=self.request, epoch=epoch, now=ctx.clock())
         if why is not None:
             log.debug("sitemap part not adopted", extra={"url": self.record.url, "reason": why})
@@ -423,7 +425,7 @@ class SitemapReading:
         from the start. A resumed reading does not compare; if the reading before it did, the entries it kept
         for the part lie before the checkpoint unrecorded, so it starts over, listing every entry."""
         if self.listing.resend or not self.record.pages_recorded:
-            return self.partial.diff(prior)
+            return self.partial.diff(prior, self._part_read)
         if self.record.compared:
             self._start_over()
         return None
@@ -442,6 +444,7 @@ class SitemapReading:
 
     def _take(self, part: SitemapPart) -> SitemapPart | None:
         """The part, adopted (None when the store refused it: it moved, or a URL of it is the job's already)."""
+        self._part_read = None  # (an adoption tried: read again for one in part)
         taken = self.ctx.store.adopt_part(
             self.job.job_id, self.record.url, part, self.lease, site=self.site, at=self.ctx.clock()
         )
