@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 from harvester.adapters.aws import AwsAdapters
@@ -79,29 +80,41 @@ def summary(result: dict[str, Any], site: LiveSite, jobs: dict[str, str]) -> dic
     return json.loads(plain(json.dumps({k: v for k, v in result.items() if k not in own}), site, jobs))
 
 
-def test_a_cycle_that_adopts_parts_on_aws_writes_what_listing_every_entry_writes(deployed_stack, live_site):
-    stack, poller = deployed_stack
-    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
-    rngs = {parts: random.Random(39) for parts in copies}
-    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
-    for n, cycle in enumerate(CYCLES):
+class Copies:
+    """Two copies of one site, one crawled with the stack's sitemap parts and one with them off."""
+
+    def __init__(self, stack: Any, poller: Any, live_site: Any) -> None:
+        self.stack, self.poller = stack, poller
+        self.sites = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+        self.jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
+
+    def cycle(self, n: int, label: str, change: Callable[[bool, LiveSite], None]) -> dict[bool, dict[str, Any]]:
+        """Changes each copy, crawls it (job ``cycle-<n>`` of its own), and checks that the two agree on the
+        job's counts, ``urls.jsonl``, ``changes.jsonl`` and the crawl records; the crawls' findings, by copy."""
         found = {}
-        for parts, site in copies.items():
-            alter(site, cycle, rngs[parts])
+        for parts, site in self.sites.items():
+            change(parts, site)
             job_id = f"{'parts' if parts else 'listing'}-{n}"
-            jobs[parts][job_id] = f"cycle-{n}"
-            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
-        ours, theirs = found[True], found[False]
-        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
-        assert summary(ours["result"], *same[True]) == summary(theirs["result"], *same[False]), cycle
+            self.jobs[parts][job_id] = f"cycle-{n}"
+            found[parts] = crawl(site, self.stack, self.poller, job_id=job_id, parts=parts)
+        same = {parts: (self.sites[parts], self.jobs[parts]) for parts in self.sites}
+        assert summary(found[True]["result"], *same[True]) == summary(found[False]["result"], *same[False]), label
         for name in ("urls", "changes"):
-            assert lines(ours[name], *same[True]) == lines(theirs[name], *same[False]), (cycle, name)
+            assert lines(found[True][name], *same[True]) == lines(found[False][name], *same[False]), (label, name)
         crawl_records = {
             parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
-            for parts in copies
+            for parts in self.sites
         }
-        assert crawl_records[True] == crawl_records[False], cycle
-        assert theirs["adopted"] == 0
+        assert crawl_records[True] == crawl_records[False], label
+        assert found[False]["adopted"] == 0
+        return found
+
+
+def test_a_cycle_that_adopts_parts_on_aws_writes_what_listing_every_entry_writes(deployed_stack, live_site):
+    copies = Copies(*deployed_stack, live_site)
+    rngs = {parts: random.Random(39) for parts in copies.sites}
+    for n, cycle in enumerate(CYCLES):
+        ours = copies.cycle(n, cycle, lambda parts, site, cycle=cycle: alter(site, cycle, rngs[parts]))[True]
         if cycle in ("unchanged", "redeployed"):  # (both urlsets' parts adopted whole)
             assert ours["adopted"] == 2, cycle
         if "%" in cycle:  # (the urlsets with changed entries adopted in part)
@@ -113,26 +126,11 @@ def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_on_aws_as_t
 ):
     """test_sitemap_parts.py's case of the same name, on the stack: the record of a URL the replacing job
     neither listed nor orphaned still names the job that adopted the part, and so does its orphaning."""
-    stack, poller = deployed_stack
-    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
-    gone = {parts: site.page_paths()[0] for parts, site in copies.items()}
-    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
+    copies = Copies(*deployed_stack, live_site)
+    gone = {parts: site.page_paths()[0] for parts, site in copies.sites.items()}
     for n, cycle in enumerate(REPLACED):
-        found = {}
-        for parts, site in copies.items():
-            replace(site, cycle, gone[parts])
-            job_id = f"{'parts' if parts else 'listing'}-{n}"
-            jobs[parts][job_id] = f"cycle-{n}"
-            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
-        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
-        assert summary(found[True]["result"], *same[True]) == summary(found[False]["result"], *same[False]), cycle
-        assert lines(found[True]["changes"], *same[True]) == lines(found[False]["changes"], *same[False]), cycle
-        crawl_records = {
-            parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
-            for parts in copies
-        }
-        assert crawl_records[True] == crawl_records[False], cycle
-    assert found[True]["result"]["changes"]["removed"] == 1
+        ours = copies.cycle(n, cycle, lambda parts, site, cycle=cycle: replace(site, cycle, gone[parts]))[True]
+    assert ours["result"]["changes"]["removed"] == 1
 
 
 def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urlset_it_moved_to(
@@ -140,29 +138,13 @@ def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urls
 ):
     """The URL a job left out of a part it adopted in part is not the job's through that part: the urlset it
     moved to lists it in the same job (whichever of the two is read first), as a listing one by one does."""
-    stack, poller = deployed_stack
-    copies = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+    copies = Copies(*deployed_stack, live_site)
     pages = {}
-    for parts, site in copies.items():
+    for parts, site in copies.sites.items():
         zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
         pages[parts] = [*zero[:2], next(path for path in site.page_paths() if site.site[path].sitemap == 1)]
-    jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
     for n, cycle in enumerate(("first crawl", "a page moved", "unchanged", "a page moved back")):
-        found = {}
-        for parts, site in copies.items():
-            move(site, cycle, pages[parts])
-            job_id = f"{'parts' if parts else 'listing'}-{n}"
-            jobs[parts][job_id] = f"cycle-{n}"
-            found[parts] = crawl(site, stack, poller, job_id=job_id, parts=parts)
-        same = {parts: (copies[parts], jobs[parts]) for parts in copies}
-        assert summary(found[True]["result"], *same[True]) == summary(found[False]["result"], *same[False]), cycle
-        for name in ("urls", "changes"):
-            assert lines(found[True][name], *same[True]) == lines(found[False][name], *same[False]), (cycle, name)
-        crawl_records = {
-            parts: {plain(url, *same[parts]): plain(body, *same[parts]) for url, body in found[parts]["crawl"].items()}
-            for parts in copies
-        }
-        assert crawl_records[True] == crawl_records[False], cycle
+        ours = copies.cycle(n, cycle, lambda parts, site, cycle=cycle: move(site, cycle, pages[parts]))[True]
         if cycle.startswith("a page moved"):
-            assert found[True]["partly"] >= 1, cycle
-        assert found[True]["result"]["total_urls"] == 200, cycle
+            assert ours["partly"] >= 1, cycle
+        assert ours["result"]["total_urls"] == 200, cycle

@@ -131,6 +131,39 @@ def summary(result: SitemapIngestionResult) -> dict[str, Any]:
 Check = Callable[[SitemapIngestionResult, SitemapIngestionResult], None]
 
 
+def side_by_side(
+    states: dict[bool, Path], site: LiveSite, request: JobRequest, *, at: datetime, label: object, concurrency: int = 4
+) -> SitemapIngestionResult:
+    """Runs the job in both state directories (parts on and off) and checks that the two agree to the byte:
+    the result's counts, ``urls.jsonl``, ``changes.jsonl``, the index's rows and the crawl database; the
+    result of the one with parts."""
+    results = {
+        parts: crawl(state, request, at=at, parts=parts, concurrency=concurrency) for parts, state in states.items()
+    }
+    ours, theirs = results[True], results[False]
+    assert summary(ours) == summary(theirs), label
+    assert lines(ours.processed_urls) == lines(theirs.processed_urls), label
+    assert lines(ours.changes_location) == lines(theirs.changes_location), label
+    assert index_of(ours.url_index) == index_of(theirs.url_index), label  # (each sorted by SURT key)
+    assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), label
+    return ours
+
+
+class Killed(BaseException):
+    """The process died (nothing in Harvester catches this)."""
+
+
+def crawl_killed(state: Path, request: JobRequest, adopting: Callable[..., bool]) -> None:
+    """Runs the job with parts, one sitemap at a time, its store's ``adopt_part`` replaced by
+    ``adopting(adopt, *args, **kwargs)``, which raises Killed when the process is to die."""
+    with LocalHarvest.open(state) as harvest:
+        adopt = harvest.store.adopt_part
+        harvest.store.adopt_part = lambda *args, **kwargs: adopting(adopt, *args, **kwargs)  # type: ignore[method-assign]
+        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST)
+        with pytest.raises(Killed):
+            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+
+
 @pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
 def test_a_cycle_that_adopts_parts_writes_what_listing_every_entry_writes(live_site, tmp_path, fetch_pages):
     site = live_site(pages=400, sitemaps=4)
@@ -141,13 +174,7 @@ def test_a_cycle_that_adopts_parts_writes_what_listing_every_entry_writes(live_s
         at = START + timedelta(days=n)
         job_id = f"cycle-{n}"
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch_pages, job_id=job_id)
-        results = {parts: crawl(state, request, at=at, parts=parts) for parts, state in states.items()}
-        ours, theirs = results[True], results[False]
-        assert summary(ours) == summary(theirs), cycle
-        assert lines(ours.processed_urls) == lines(theirs.processed_urls), cycle
-        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
-        assert index_of(ours.url_index) == index_of(theirs.url_index), cycle  # (each sorted by SURT key)
-        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+        side_by_side(states, site, request, at=at, label=cycle)
         assert adopted(states[False], job_id) == 0
         if cycle in ("unchanged", "redeployed"):  # every urlset's part adopted whole
             assert adopted(states[True], job_id) == 4, cycle
@@ -179,15 +206,7 @@ def test_jobs_with_other_options_between_cycles_leave_nothing_stale_to_adopt(liv
     for n, (cycle, options) in enumerate(MIXED):
         alter(site, cycle, rng)
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, job_id=f"job-{n}", **options)
-        results = {
-            parts: crawl(state, request, at=START + timedelta(days=n), parts=parts) for parts, state in states.items()
-        }
-        ours, theirs = results[True], results[False]
-        assert summary(ours) == summary(theirs), (n, cycle, options)
-        assert lines(ours.processed_urls) == lines(theirs.processed_urls), (n, cycle, options)
-        assert lines(ours.changes_location) == lines(theirs.changes_location), (n, cycle, options)
-        assert index_of(ours.url_index) == index_of(theirs.url_index), (n, cycle, options)
-        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), (n, cycle)
+        side_by_side(states, site, request, at=START + timedelta(days=n), label=(n, cycle, options))
         taken.append(adopted(states[True], f"job-{n}"))
     # Adopted where nothing moved: the job about /pages/1* had other options (its own listing), the job after
     # it found every urlset's records written since their parts were made (each lists a /pages/1* page).
@@ -204,22 +223,12 @@ def test_a_sitemap_delivered_again_after_its_part_was_adopted_counts_it_once(liv
     request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
     crawl(state, request, at=START, parts=True)
 
-    class Killed(BaseException):
-        pass
+    def dying(adopt: Callable[..., bool], *args: Any, **kwargs: Any) -> bool:
+        if adopt(*args, **kwargs):
+            raise Killed
+        return False
 
-    with LocalHarvest.open(state) as harvest:
-        inner = harvest.store
-        adopt = inner.adopt_part
-
-        def dying(*args: Any, **kwargs: Any) -> bool:
-            if adopt(*args, **kwargs):
-                raise Killed
-            return False
-
-        inner.adopt_part = dying  # type: ignore[method-assign]
-        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST)
-        with pytest.raises(Killed):
-            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    crawl_killed(state, request, dying)
     site.reset_log()
     resumed = crawl(state, request, at=START + timedelta(days=1), parts=True)
     # The urlset adopted before the kill is not asked for again; the other one is (and adopted now).
@@ -232,7 +241,7 @@ def test_a_sitemap_delivered_again_after_its_part_was_adopted_counts_it_once(liv
 
 def test_a_sitemap_delivered_again_after_its_part_was_adopted_in_part_counts_it_once(live_site, tmp_path):
     """A kill right after a part was adopted in part (its changed entries listed one by one first): the
-    sitemap's task comes back, reads the sitemap again and finishes it, every URL once."""
+    sitemap's task comes back and finishes it as adopted, every URL once."""
     site = live_site(pages=200, sitemaps=2)
     state = tmp_path / "state"
     request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
@@ -242,22 +251,12 @@ def test_a_sitemap_delivered_again_after_its_part_was_adopted_in_part_counts_it_
     site.unlist(site.page_paths()[5])
     site.add("/pages/added.html")
 
-    class Killed(BaseException):
-        pass
+    def dying(adopt: Callable[..., bool], *args: Any, **kwargs: Any) -> bool:
+        if adopt(*args, **kwargs) and kwargs.get("checkpoint") is not None:
+            raise Killed
+        return False
 
-    with LocalHarvest.open(state) as harvest:
-        inner = harvest.store
-        adopt = inner.adopt_part
-
-        def dying(*args: Any, **kwargs: Any) -> bool:
-            if adopt(*args, **kwargs) and kwargs.get("checkpoint") is not None:
-                raise Killed
-            return False
-
-        inner.adopt_part = dying  # type: ignore[method-assign]
-        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST)
-        with pytest.raises(Killed):
-            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    crawl_killed(state, request, dying)
     resumed = crawl(state, request, at=START + timedelta(days=1), parts=True)
     records = [json.loads(line) for line in Path(resumed.processed_urls).read_bytes().splitlines()]
     assert sorted(r["url"] for r in records) == sorted(site.url(path) for path in site.page_paths())
@@ -289,11 +288,7 @@ def test_a_url_left_out_of_a_part_that_replaced_an_inheriting_one_reads_as_it_di
         request = JobRequest(
             site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"cycle-{n}", **options
         )
-        results = {p: crawl(state, request, at=START + timedelta(days=n), parts=p) for p, state in states.items()}
-        ours, theirs = results[True], results[False]
-        assert summary(ours) == summary(theirs), cycle
-        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
-        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+        ours = side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle)
     assert adopted(states[True], "cycle-1", partly=True) == 2
     assert ours.changes.removed == 1
 
@@ -309,21 +304,12 @@ def test_a_reading_that_compared_and_was_cut_short_lists_every_entry_when_resume
     zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
     site.change(zero[-1])
 
-    class Killed(BaseException):
-        pass
+    def dying(adopt: Callable[..., bool], *args: Any, **kwargs: Any) -> bool:
+        if kwargs.get("checkpoint") is not None:
+            raise Killed
+        return adopt(*args, **kwargs)
 
-    with LocalHarvest.open(state) as harvest:
-        adopt = harvest.store.adopt_part
-
-        def dying(*args: Any, **kwargs: Any) -> bool:
-            if kwargs.get("checkpoint") is not None:
-                raise Killed
-            return adopt(*args, **kwargs)
-
-        harvest.store.adopt_part = dying  # type: ignore[method-assign]
-        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST)
-        with pytest.raises(Killed):
-            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    crawl_killed(state, request, dying)
     site.change(zero[0])
     resumed = crawl(state, request, at=START + timedelta(days=1), parts=True)
     records = [json.loads(line) for line in Path(resumed.processed_urls).read_bytes().splitlines()]
@@ -358,14 +344,7 @@ def test_pages_moving_between_urlsets_read_as_listing_every_entry_reads_them(liv
     for n, cycle in enumerate(MOVES):
         move(site, cycle, pages)
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch_pages, job_id=f"c-{n}")
-        at = START + timedelta(days=n)
-        results = {p: crawl(state, request, at=at, parts=p, concurrency=1) for p, state in states.items()}
-        ours, theirs = results[True], results[False]
-        assert summary(ours) == summary(theirs), cycle
-        assert lines(ours.processed_urls) == lines(theirs.processed_urls), cycle
-        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
-        assert index_of(ours.url_index) == index_of(theirs.url_index), cycle
-        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+        side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle, concurrency=1)
         if cycle == "a page moved":
             assert adopted(states[True], f"c-{n}", partly=True) >= 1
 
@@ -393,13 +372,7 @@ def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_as_the_adop
     for n, cycle in enumerate(REPLACED):
         replace(site, cycle, gone)
         request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"cycle-{n}")
-        results = {
-            parts: crawl(state, request, at=START + timedelta(days=n), parts=parts) for parts, state in states.items()
-        }
-        ours, theirs = results[True], results[False]
-        assert summary(ours) == summary(theirs), cycle
-        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
-        assert crawl_database(states[True], site.base) == crawl_database(states[False], site.base), cycle
+        ours = side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle)
     assert ours.changes.removed == 1
     assert adopted(states[True], "cycle-1") == 2
 
