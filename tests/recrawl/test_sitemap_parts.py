@@ -30,7 +30,9 @@ from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapIngestionResult
+from harvester.pipeline.sitemap_step.partial import PartialAdoption
 from harvester.settings import EngineSettings
+from harvester.sitemap.elements import ElementDiff
 from tests.archive.checks import index_rows
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
@@ -377,7 +379,7 @@ def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_as_the_adop
     assert adopted(states[True], "cycle-1") == 2
 
 
-def test_a_cycle_with_a_few_entries_changed_lists_only_those_one_by_one(live_site, tmp_path):
+def test_a_cycle_with_a_few_entries_changed_lists_only_those_one_by_one(live_site, tmp_path, monkeypatch):
     """The partly changed re-crawl costs per changed entry: with 1 % of the pages changed (lastmod advanced), a
     cycle lists those URLs one by one and takes the rest of each changed urlset from its part."""
     site = live_site(pages=400, sitemaps=4)
@@ -387,6 +389,16 @@ def test_a_cycle_with_a_few_entries_changed_lists_only_those_one_by_one(live_sit
     changed = random.Random(39).sample(site.page_paths(), 4)
     for path in changed:
         site.change(path)
+    compared: list[ElementDiff] = []
+    elements = PartialAdoption.elements
+
+    def spied(self: PartialAdoption, *args: Any, **kwargs: Any) -> ElementDiff | None:
+        found = elements(self, *args, **kwargs)
+        if found is not None:
+            compared.append(found)
+        return found
+
+    monkeypatch.setattr(PartialAdoption, "elements", spied)
     result = crawl(state, request.model_copy(update={"job_id": "second"}), at=START + timedelta(days=1), parts=True)
     with LocalHarvest.open(state) as harvest:
         taken = harvest.store.page_rows.adopted("second")
@@ -394,3 +406,59 @@ def test_a_cycle_with_a_few_entries_changed_lists_only_those_one_by_one(live_sit
     assert result.total_urls == 400 and len(taken) == 4
     assert one_by_one <= 4 * len(changed)
     assert sorted(u for a in taken for u in a.excluded) == sorted(site.url(path) for path in changed)
+    # Each changed urlset was compared with its stored copy element by element: only the changed ones parsed.
+    assert len(compared) == len({site.site[path].sitemap for path in changed})
+    assert sum(len(found.added) for found in compared) == sum(len(found.removed) for found in compared) == 4
+
+
+def test_a_urlset_that_lists_a_kept_url_twice_is_read_whole(live_site, tmp_path):
+    """An entry whose element the stored copy holds is kept unparsed; when an element read apart has its URL
+    too (the urlset repeats the entry), which of the two comes first decides which one is the duplicate: the
+    urlset is read whole, as a listing one by one reads it."""
+    site = live_site(pages=200, sitemaps=2)
+    zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    for n, cycle in enumerate(("first crawl", "a page repeated", "unchanged", "repeat gone")):
+        if cycle == "a page repeated":
+            site.repeat(zero[5])
+            site.change(zero[7])
+        elif cycle == "repeat gone":
+            site.repeat(zero[5], False)
+            site.change(zero[8])
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"c-{n}")
+        ours = side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle)
+        if cycle == "a page repeated":
+            assert ours.entries_dropped == {"duplicate_in_sitemap": 1}
+            assert adopted(states[True], f"c-{n}", partly=True) == 0  # (urlset 0 listed whole)
+        if cycle == "repeat gone":  # (its part counted a drop: compared entry by entry)
+            assert adopted(states[True], f"c-{n}", partly=True) == 1
+
+
+def verbatim(state: Path) -> list[bool]:
+    """Each current part's ``verbatim``."""
+    with closing(sqlite3.connect(state / "harvest.db")) as db:
+        return [json.loads(body).get("verbatim", False) for (body,) in db.execute("SELECT part FROM crawl_parts")]
+
+
+def test_a_part_whose_lines_carry_a_later_listings_extensions_is_compared_entry_by_entry(live_site, tmp_path):
+    """A URL two urlsets list, the second with an image the first lacks: its record (and the part line the
+    first urlset's part holds) carries that image. Once the second stops listing it, the first urlset's element
+    of it is unchanged but its line is not what a listing writes now: the part is not a verbatim listing of
+    its document, so it is compared entry by entry, which lists that URL again."""
+    site = live_site(pages=200, sitemaps=2)
+    zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
+    site.list_also(zero[3], 1, image=True)
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    for n, cycle in enumerate(("first crawl", "listed once, a page changed", "another page changed")):
+        if cycle == "listed once, a page changed":
+            site.list_only_in(zero[3], 0)
+            site.change(zero[9])
+        elif cycle == "another page changed":
+            site.change(zero[10])
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"c-{n}")
+        side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle, concurrency=1)
+        if cycle == "first crawl":
+            assert verbatim(states[True]) == [False, False]
+        else:
+            assert adopted(states[True], f"c-{n}", partly=True) >= 1
+    assert True in verbatim(states[True])  # (made by a job without such records: verbatim again)

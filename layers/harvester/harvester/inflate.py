@@ -105,3 +105,16 @@ def _is_zlib_or_gzip(prefix: bytes) -> bool:
 
 def is_gzip(prefix: bytes) -> bool:
     return prefix[:2] == GZIP_MAGIC
+
+
+def inflated(data: bytes, *, limit: int) -> bytes | None:
+    """``data`` as a sitemap reader reads it: inflated if gzipped, as it is if not; None when it is larger
+    than ``limit`` bytes that way, or its gzip stream is broken or cut short."""
+    if not is_gzip(data[:2]):
+        return data if len(data) <= limit else None
+    inflater = BoundedInflater(limit=limit)
+    try:
+        out = b"".join([*inflater.feed(data), *inflater.finish()])
+    except DecompressionError:
+        return None
+    return out if inflater.complete and not inflater.limit_reached else None

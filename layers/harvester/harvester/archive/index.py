@@ -16,10 +16,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import duckdb
@@ -136,6 +136,16 @@ class IndexLines:
         self.close()
 
 
+class MadeRows(NamedTuple):
+    """Index rows made ahead of a job (``RowMaker``: a sitemap part's), as a job's index takes them: the
+    file, the ``change`` its records have in this job, and the URLs whose rows it leaves out (a part adopted
+    in part)."""
+
+    path: Path
+    change: str
+    excluded: Collection[str] = ()
+
+
 class Tee:
     """Writes to two files at once: the job's records and their copy for the index."""
 
@@ -154,15 +164,15 @@ def build_index(
     *,
     job_id: str,
     gzipped: bool = True,
-    rows: Sequence[tuple[Path, str]] = (),
+    rows: Sequence[MadeRows] = (),
     keep: Path | None = None,
     sorted_rows: Path | None = None,
 ) -> int:
     """Writes the Parquet index of the record lines in ``records`` (JSON Lines, gzipped or not; None for a
     job whose every row is in ``rows``) to ``out``,
     sorted by SURT key as Common Crawl's is (a URL's or a host's rows are then in few row groups); returns
-    its row count. ``rows``: index rows made already (``RowMaker``: Parquet files of the job's adopted
-    parts), each with the ``change`` its records have in this job; they join the records' rows. ``keep``:
+    its row count. ``rows``: index rows made already (the Parquet files of the job's adopted parts, but
+    for the URLs each leaves out); they join the records' rows. ``keep``:
     where to leave the records' own rows, unsorted (``RowMaker.split`` makes parts' rows of them).
     ``sorted_rows``: an index of exactly ``rows`` built before (by another job): its rows, in its order, are
     this one's, with this job's ``job_id`` and ``change`` (the records have no rows of their own).
@@ -175,7 +185,7 @@ def build_index(
     unsorted = out.with_name(out.name + ".unsorted")
     try:
         if sorted_rows is not None:
-            change = rows[0][1] if rows else None
+            change = rows[0].change if rows else None
             con.execute("SET preserve_insertion_order = true")
             (count,) = con.execute(  # type: ignore[misc]
                 f"COPY (SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change or '')} AS change)"
@@ -188,11 +198,15 @@ def build_index(
         if records is not None:
             _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
             sources.append(f"SELECT * FROM read_parquet({_literal(str(unsorted))})")
-        for change in dict.fromkeys(change for _, change in rows):  # (one reader for each change's files)
-            files = ", ".join(_literal(str(path)) for path, kind in rows if kind == change)
+        whole = [made for made in rows if not made.excluded]
+        groups = [  # (one reader for each change's whole files, and one for each file with URLs left out)
+            *(([m.path for m in whole if m.change == change], change, ()) for change in {m.change: 0 for m in whole}),
+            *(([made.path], made.change, made.excluded) for made in rows if made.excluded),
+        ]
+        for files, change, excluded in groups:
             sources.append(
                 f"SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change)} AS change)"
-                f" FROM read_parquet([{files}])"
+                f" FROM {_kept(files, excluded)}"
             )
         (count,) = con.execute(  # type: ignore[misc]
             f"COPY (SELECT * FROM ({' UNION ALL '.join(sources)}) ORDER BY url_surtkey, url)"
@@ -230,6 +244,19 @@ class RowMaker:
             f" (FORMAT PARQUET, PARTITION_BY (part), ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         )
 
+    def combine(self, kept: Path, excluded: Collection[str], added: Path | None, out: Path) -> None:
+        """The rows of ``kept`` (a part's) but those of the ``excluded`` URLs, with the rows of ``added`` (the
+        URLs a job listed of the part's sitemap beside those it kept), written to ``out``: the rows of the
+        part a job makes of one it adopted in part."""
+        con = self._connection()
+        sources = [f"SELECT * FROM {_kept([kept], excluded)}"]
+        if added is not None:
+            sources.append(f"SELECT * FROM {_kept([added])}")
+        con.execute(
+            f"COPY ({' UNION ALL BY NAME '.join(sources)}) TO {_literal(str(out))}"
+            f" (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+        )
+
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
@@ -239,6 +266,18 @@ class RowMaker:
             self._con = _connect(self.folder)
             self._con.execute(SURT_SQL)
         return self._con
+
+
+def _kept(files: Sequence[Path], excluded: Collection[str] = ()) -> str:
+    """A SQL source of the rows of ``files`` (Parquet, read as they are: a file of a partitioned folder
+    takes no column from its path) but those whose URL is in ``excluded``."""
+    paths = ", ".join(_literal(str(path)) for path in files)
+    source = f"read_parquet([{paths}], hive_partitioning = false)"
+    if not excluded:
+        return source
+    # (the URLs as literals: a bound list parameter has DuckDB look for numpy and pandas, at each call)
+    urls = ", ".join(_literal(url) for url in excluded)
+    return f"(SELECT * FROM {source} WHERE url NOT IN (SELECT unnest([{urls}]::VARCHAR[])))"
 
 
 def _json_source(records: Path, gzipped: bool) -> str:

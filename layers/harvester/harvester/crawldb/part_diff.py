@@ -52,6 +52,11 @@ def entry_fields(url: str, entry: PageEntry, sitemap: str) -> bytes:
         return line[: line.find(_CRAWL_FIELDS)]
 
 
+class KeptTwice(Exception):
+    """An entry's URL is one of those kept already by their elements (``PartDiff.keep``): the sitemap lists it
+    twice now, and which comes first is not known without reading the kept elements."""
+
+
 class PartDiff:
     """The part's lines (without their tails) by URL, for ``keeps`` to compare entries with; with ``due_by``,
     a URL whose next fetch is due by then is never kept (a job that fetches pages)."""
@@ -72,10 +77,27 @@ class PartDiff:
             if end > 0:
                 self._fields[url] = hash(line[:end])
 
+        self._by_elements = False
+
+    @property
+    def comparable(self) -> bool:
+        """Whether every line of the part may be kept (none is due)."""
+        return len(self._fields) == len(self.urls)
+
+    def keep(self, urls: set[str]) -> None:
+        """Keeps the lines of these URLs, whose entries are the part's own by their elements (``sitemap.
+        elements``): another entry of one of them raises ``KeptTwice``."""
+        self.kept = urls
+        self._by_elements = True
+
     def keeps(self, url: str, entry: PageEntry) -> bool:
         """Whether the part's line of the URL is the one a listing of ``entry`` writes now (then it is kept)."""
         known = self._fields.get(url)
-        if known is None or url in self.kept or hash(entry_fields(url, entry, self.sitemap)) != known:
+        if url in self.kept:
+            if self._by_elements:
+                raise KeptTwice(url)
+            return False
+        if known is None or hash(entry_fields(url, entry, self.sitemap)) != known:
             return False
         self.kept.add(url)
         return True

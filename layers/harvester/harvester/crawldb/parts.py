@@ -99,6 +99,13 @@ def line_url(line: bytes) -> str:
         return str(loads(line + b"}")["url"])
 
 
+def block_due(block: bytes) -> str | None:
+    """The first in time of the next fetches of record lines (``block``: lines each ending with a newline),
+    as ``line_due`` reads each (one ``rfind`` a line: quicker here than any regular expression over the block)."""
+    due = [when for line in block.splitlines() if (when := line_due(line)) is not None]
+    return min(due) if due else None
+
+
 def line_due(line: bytes) -> str | None:
     """When the URL of a record line is next due, as the line writes it (one form for every line, so that
     the first in time is the first as text), or None. Its crawl fields come after the entry's extensions,

@@ -44,6 +44,8 @@ class LivePage:
     listed: bool = True
     version: int = 1
     also_in: set[int] = field(default_factory=set)  # further urlsets that list it too
+    also_image: bool = False  # those urlsets list an image of it that its own does not
+    repeated: bool = False  # its own urlset lists it a second time, last (with a changefreq of its own)
     #: Sent with ``Content-Encoding: gzip`` (a WARC record keeps it so; the signature is of the content).
     gzip_body: bool = False
     #: Answered with a 301 to this path of the site (a page that moved; its sitemap still lists the old URL).
@@ -170,10 +172,18 @@ class LiveSite:
                 page.lastmod = self.tick()
             self._built = None
 
-    def list_also(self, path: str, sitemap: int) -> None:
-        """Listed by a further urlset as well: real sites list a page in several sitemaps (news, images)."""
+    def list_also(self, path: str, sitemap: int, *, image: bool = False) -> None:
+        """Listed by a further urlset as well: real sites list a page in several sitemaps (news, images);
+        ``image``: with an image there that its own urlset does not list."""
         with self._lock:
             self.site[path].also_in.add(sitemap)
+            self.site[path].also_image = image
+            self._built = None
+
+    def repeat(self, path: str, repeated: bool = True) -> None:
+        """Listed a second time by its own urlset, at its end: a sitemap that repeats an entry."""
+        with self._lock:
+            self.site[path].repeated = repeated
             self._built = None
 
     def list_only_in(self, path: str, sitemap: int) -> None:
@@ -209,6 +219,7 @@ class LiveSite:
 
     def _build(self) -> dict[str, bytes]:
         urlsets: list[list[str]] = [[] for _ in range(self.sitemaps)]
+        repeats: list[list[str]] = [[] for _ in range(self.sitemaps)]
         for n, (path, page) in enumerate(self.site.items()):
             if not page.listed:
                 continue
@@ -217,11 +228,20 @@ class LiveSite:
                 entry += f"<changefreq>{page.changefreq}</changefreq>"
             if self.images_every and n % self.images_every == 0:
                 entry += f"<image:image><image:loc>{self.url(f'/img/{n}.jpg')}</image:loc></image:image>"
-            for sitemap in {page.sitemap, *page.also_in}:
-                urlsets[sitemap].append(entry + "</url>")
+            urlsets[page.sitemap].append(entry + "</url>")
+            image = f"<image:image><image:loc>{self.url(f'/img/also-{n}.jpg')}</image:loc></image:image>"
+            for sitemap in page.also_in - {page.sitemap}:
+                urlsets[sitemap].append(entry + (image if page.also_image else "") + "</url>")
+            if page.repeated:
+                repeats[page.sitemap].append(
+                    f"<url><loc>{escape(self.url(path))}</loc><changefreq>weekly</changefreq></url>"
+                )
+        for sitemap, entries in enumerate(repeats):
+            urlsets[sitemap] += entries
         head = '<?xml version="1.0" encoding="UTF-8"?>\n'
         ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
-        image_ns = ' xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"' if self.images_every else ""
+        images = self.images_every or any(page.also_image for page in self.site.values())
+        image_ns = ' xmlns:image="http://www.google.com/schemas/sitemap-image/1.1"' if images else ""
         built = {
             "/robots.txt": f"User-agent: *\nAllow: /\n\nSitemap: {self.url('/sitemap_index.xml')}\n".encode(),
             "/sitemap_index.xml": (

@@ -216,6 +216,10 @@ class SitemapPart(Model, kw_only=True):
     inherits: list[str] = []
     inherited_at: datetime | None = None
     excluded: list[str] = []
+    #: Every line's first fields are its entry's in the sitemap's document as a listing renders them (no
+    #: line carries an extension another sitemap's listing of its URL added): an element of the document
+    #: read again byte for byte has its line (``sitemap.elements``).
+    verbatim: bool = False
 
 
 class HostTrust(Model, kw_only=True):

@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
-from harvester.archive.index import IndexLines, Tee, build_index
+from harvester.archive.index import IndexLines, MadeRows, Tee, build_index
 from harvester.archive.lines import LineWriter, json_bytes
 from harvester.archive.results import (
     PARQUET_TYPE,
@@ -52,7 +52,7 @@ from harvester.model.records import (
 from harvester.model.state import AdoptedPart, ListedBatch
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
-from harvester.pipeline.parts import PartMaker, adopted_lines, keep_parts_index, parts_index_key
+from harvester.pipeline.parts import PartMaker, PartRows, adopted_lines, keep_parts_index, parts_index_key
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +161,11 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     extras = store.extensions(job_id)  # (what later listings of a URL added: few)
     records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
     feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
-    maker = _part_maker(ctx, job, sitemaps)
+    maker = _part_maker(ctx, job, sitemaps, verbatim=not extras)
     # (each stored when the block ends well; the parts' spool let go whichever way it ends)
     with records as lines, feed as feed_lines, IndexLines() as copy, maker or nullcontext():
         out, changed = LineWriter(Tee(lines, copy)), LineWriter(feed_lines)  # type: ignore[arg-type]
-        made_rows: list[tuple[str, str]] = []  # adopted parts' index rows: (document, the records' change)
+        made_rows: list[PartRows] = []  # adopted parts' index rows
         for item in store.job_records(job_id):
             if isinstance(item, AdoptedPart):  # (a sitemap's part: its lines with the job's tail)
                 count, kind = item.urls, parts.reason_of(job.request)
@@ -173,16 +173,17 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
                 succeeded += count
                 changes.add_counts({kind.value: count})
                 block = adopted_lines(documents, job.request, item, extras) if count else b""
+                rows = item.part.index if not extras else None  # (else its index rows made with the job's)
                 if maker is not None:
-                    maker.adopted(item, block)
+                    maker.adopted(item, block, rows=rows)
                 if not count:
                     continue
-                if item.part.index is None or extras or item.partly:  # (its index rows made with the job's)
+                if rows is None:
                     out.add_block(block[:-1])
-                else:  # (its index rows are the part's: the lines go to the records only)
+                else:  # (its index rows are the part's, but the excluded URLs': the lines go to the records only)
                     out.flush()
                     lines.write(block)
-                    made_rows.append((item.part.index, kind.value))
+                    made_rows.append(PartRows(rows, kind.value, item.excluded))
                 continue
             if isinstance(item, ListedBatch):  # (written straight as JSON, summarised then: copied now)
                 count = item.count
@@ -290,12 +291,13 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     return result
 
 
-def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord]) -> PartMaker | None:
+def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], *, verbatim: bool) -> PartMaker | None:
     """What makes the parts of the sitemaps the job listed one by one, for the next jobs: only a complete job
-    keeps them (its readings are whole), and a run that keeps nothing keeps none."""
+    keeps them (its readings are whole), and a run that keeps nothing keeps none. ``verbatim``: no record of
+    the job has extensions a later listing of its URL added (``SitemapPart.verbatim``)."""
     if not ctx.sitemap_parts or job.status is not JobStatus.COMPLETED:
         return None
-    return PartMaker(ctx, job, sitemaps)
+    return PartMaker(ctx, job, sitemaps, verbatim=verbatim)
 
 
 def collect(ctx: StepContext, job: JobRecord) -> int:
@@ -324,13 +326,13 @@ def write_index(
     ctx: StepContext,
     job_id: str,
     copy: IndexLines,
-    made_rows: Sequence[tuple[str, str]] = (),
+    made_rows: Sequence[PartRows] = (),
     *,
     keep: Path | None = None,
     site: str | None = None,
 ) -> str | None:
     """Builds and stores the job's Parquet URL index from the copy of its record lines and the index rows of
-    the parts it adopted (``made_rows``: their documents, and their records' change); its location, or None
+    the parts it adopted (``made_rows``); its location, or None
     when it could not be made. The records are the job's output and the index only their view (it can be
     made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
     hold back the result, which a retry would not get past either (a /tmp too small for a huge job).
@@ -341,13 +343,13 @@ def write_index(
         folder = Path(copy.folder)
         built = folder / "index.parquet"
         made = []
-        for n, (key, change) in enumerate(made_rows):
+        for n, rows in enumerate(made_rows):
             path = folder / f"rows-{n}.parquet"
-            path.write_bytes(ctx.documents.get(key))
-            made.append((path, change))
+            path.write_bytes(ctx.documents.get(rows.key))
+            made.append(MadeRows(path, rows.change, rows.excluded))
         cache = presorted = None
-        if site is not None and made_rows and not copy.written:
-            cache = parts_index_key(site, [key for key, _ in made_rows])
+        if site is not None and made_rows and not copy.written and not any(r.excluded for r in made_rows):
+            cache = parts_index_key(site, [rows.key for rows in made_rows])
             try:
                 (folder / "sorted.parquet").write_bytes(ctx.documents.get(cache))
                 presorted = folder / "sorted.parquet"

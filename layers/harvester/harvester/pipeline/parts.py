@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -33,7 +33,7 @@ from harvester.crawldb.documents import site_slug
 from harvester.crawldb.schedule import lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
 from harvester.model.messages import JobRequest
-from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, body_of, url_key
+from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, body_of, key_of, url_key
 from harvester.model.state import AdoptedPart, ListedBatch
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
@@ -77,6 +77,15 @@ def keep_parts_index(documents: DocumentStore, origin: str, key: str, built: Pat
             documents.delete(older)
 
 
+class PartRows(NamedTuple):
+    """The index rows of a part a job adopted, as its index takes them: the part's Parquet document, the
+    ``change`` its records have in the job, and the URLs the job did not take from it."""
+
+    key: str
+    change: str
+    excluded: frozenset[str] = frozenset()
+
+
 def adopted_lines(
     documents: DocumentStore, request: JobRequest, adopted: AdoptedPart, extras: dict[str, dict[str, Any]]
 ) -> bytes:
@@ -118,9 +127,12 @@ class PartMaker:
     (``listed_block`` and ``listed_line`` for lines of URLs listed and not fetched, ``fetched_line`` for any
     other), then stored (``finish``)."""
 
-    def __init__(self, ctx: StepContext, job: JobRecord, sitemaps: Iterable[SitemapRecord]) -> None:
+    def __init__(
+        self, ctx: StepContext, job: JobRecord, sitemaps: Iterable[SitemapRecord], *, verbatim: bool = False
+    ) -> None:
         self.ctx = ctx
         self.job = job
+        self.verbatim = verbatim  # (``SitemapPart.verbatim``, for the parts made of the job's lines alone)
         self.site = job.request.origin
         self.listing = parts.listing_of(job.request)
         self.sitemaps = {
@@ -143,6 +155,7 @@ class PartMaker:
         self.counts: dict[str, int] = {}  # per sitemap: its URLs
         self.refused: set[str] = set()
         self.inheriting: dict[str, AdoptedPart] = {}  # per sitemap: the part the job adopted in part
+        self.kept_rows: dict[str, PartRows] = {}  # per sitemap: that part's index rows, in the job's index
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
         self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
@@ -150,23 +163,22 @@ class PartMaker:
         #: URLs the job did not fetch are those rows, split by sitemap.
         self.job_rows = self.folder / "job-rows.parquet"
 
-    def adopted(self, adopted: AdoptedPart, block: bytes) -> None:
-        """The job adopted the sitemap's part (``block``: its lines, as the job's end writes them). Taken
-        whole, it stays the sitemap's; in part, its lines are the job's listed lines, and the part made of
-        them inherits it (``parts.Lineage``)."""
+    def adopted(self, adopted: AdoptedPart, block: bytes, *, rows: str | None) -> None:
+        """The job adopted the sitemap's part (``block``: its lines, as the job's end writes them; ``rows``:
+        the part's index rows when the job's index takes them, not rows made of ``block``). Taken whole, it
+        stays the sitemap's; in part, its lines are the job's listed lines, and the part made of them
+        inherits it (``parts.Lineage``) and its index rows."""
         sitemap = adopted.part.sitemap
         if not adopted.partly:
             self.sitemaps.pop(sitemap, None)
             return
         self.inheriting[sitemap] = adopted
+        if rows is not None:
+            self.kept_rows[sitemap] = PartRows(rows, "", adopted.excluded)
         if not block:
             return
-        lines = block.splitlines()
-        self.listed_block(block[:-1], "\n".join(url_key(parts.line_url(line)) for line in lines))
-        # (each line has a next fetch of its own: they were listed apart)
-        due = [when for line in lines if (when := parts.line_due(line)) is not None]
-        if due:
-            self._due(sitemap, min(due))
+        self.listed_block(block[:-1], "\n".join([key_of(parts.line_url(line)) for line in block.splitlines()]))
+        self._due(sitemap, parts.block_due(block))  # (each line has a next fetch of its own: listed apart)
 
     def listed_block(self, block: bytes, keys: str) -> None:
         """A batch of lines (joined, without the last newline) one listing wrote straight as JSON, and their
@@ -291,10 +303,16 @@ class PartMaker:
         keys = self._keys(url) + [key for _, key in fetched]
         key = part_key(self.site, url, self.job.job_id, "lines")
         self.ctx.documents.put(key, lines, content_type="application/x-ndjson")
-        # Its index rows: the job's rows of its URLs, or made now from its lines closed where their tail was
-        # (the job's own columns empty either way).
+        # Its index rows: the job's rows of its URLs (with those of the part it inherits that it kept), or
+        # made now from its lines closed where their tail was (the job's own columns empty either way).
         made = split / "data_0.parquet"
-        if not made.exists():
+        kept = self.kept_rows.get(url)
+        if kept is not None and url not in self.fetched:
+            before_rows, combined = self.folder / "kept.parquet", self.folder / "combined.parquet"
+            before_rows.write_bytes(self.ctx.documents.get(kept.key))
+            rows.combine(before_rows, kept.excluded, made if made.exists() else None, combined)
+            made = combined
+        elif not made.exists():
             records, made = self.folder / "lines.jsonl", self.folder / "rows.parquet"
             records.write_bytes(lines.replace(b"\n", b"}\n"))
             rows.make(records, made)
@@ -316,6 +334,8 @@ class PartMaker:
             held=sitemap.lastmods_held + self.held.get(url, 0),
             dropped=sitemap.dropped,
             warnings=sitemap.warnings,
+            # (a line it inherits was compared with its entry, or kept by an element of a verbatim part)
+            verbatim=self.verbatim,
         )
         if inherited is not None:
             part = _inheriting(part, inherited, set(keys))

@@ -1,6 +1,10 @@
 """A sitemap's part adopted in part: the reading's entries compared with the part's lines as they are listed,
 those the part holds already kept for it, and the part adopted but for the others once the reading ended
 cleanly (see ``crawldb.part_diff`` and docs/crawl-database.md, "Sitemap parts").
+
+A urlset whose part is a verbatim listing of its stored copy is first compared with that copy element by
+element (``elements``): the entries whose ``<url>`` element is one of the copy's are kept without being
+parsed, and only the others are read.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from collections.abc import Mapping
 
 from harvester.crawldb import parts
 from harvester.crawldb.part_diff import PartDiff
+from harvester.inflate import inflated
+from harvester.limits import SITEMAP_MAX_ENTRIES
 from harvester.model.crawl import SitemapCrawl, SitemapPart
 from harvester.model.messages import SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord
@@ -17,7 +23,9 @@ from harvester.model.state import Lease
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.sitemap_step.listing import PageListing
-from harvester.sitemap import ParseReport
+from harvester.sitemap import PageEntry, ParseReport, SitemapKind, SitemapParser
+from harvester.sitemap.elements import ElementDiff
+from harvester.urls import screen
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,52 @@ class PartialAdoption:
         found = record.discovered_at or self.job.start_time
         self.part = part
         return PartDiff(lines, sitemap=record.url, due_by=found if request.fetch_pages else None)
+
+    def elements(self, diff: PartDiff | None, prior: SitemapCrawl, body: bytes, *, limit: int) -> ElementDiff | None:
+        """The sitemap's new ``body`` (as received) beside its stored copy, element by element, when the part
+        ``diff`` compares with is a verbatim listing of that copy (its lines one for each of the copy's
+        elements: nothing dropped, no warning, none due); the URLs of the elements the body keeps are then
+        kept (``PartDiff.keep``), and the other elements (``added``) are the ones to read. None when the
+        entries are to be read one by one."""
+        part = self.part
+        if diff is None or part is None or not part.verbatim or part.dropped or part.warnings:
+            return None
+        if part.signature != prior.signature or prior.kind != SitemapKind.URLSET.value or prior.truncated:
+            return None
+        if not diff.comparable:
+            return None
+        try:
+            stored = self.ctx.documents.get(prior.document_key)
+        except Busy:
+            raise
+        except Exception:  # (gone: read one by one, which stores it again)
+            return None
+        old, new = inflated(stored, limit=limit), inflated(body, limit=limit)
+        found = ElementDiff.of(old, new) if old is not None and new is not None else None
+        del stored, old, new
+        if found is None or found.kept + len(found.added) > SITEMAP_MAX_ENTRIES:
+            return None
+        if found.kept + len(found.removed) != len(diff.urls):
+            return None  # (the copy's elements are not the part's lines one for one)
+        gone = self._urls(ElementDiff.document(found.head, found.removed))
+        if gone is None or len(gone) != len(found.removed):
+            return None
+        kept = set(diff.urls) - gone
+        if len(kept) != found.kept:
+            return None
+        diff.keep(kept)
+        return found
+
+    def _urls(self, document: bytes) -> set[str] | None:
+        """The URLs of a urlset's entries as the reading's screen accepted them; None if one is refused."""
+        parser = SitemapParser(self.record.url, robots=False)
+        urls = set()
+        for entry in [*parser.feed(document), *parser.close()]:
+            screened = screen(entry.url) if isinstance(entry, PageEntry) else "not a page"
+            if isinstance(screened, str):
+                return None
+            urls.add(screened[0])
+        return urls if not parser.report.error and not parser.report.truncated else None
 
     def adopt(
         self,

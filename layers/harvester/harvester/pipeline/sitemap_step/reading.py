@@ -25,7 +25,7 @@ from msgspec import Struct
 
 from harvester.crawldb import parts
 from harvester.crawldb.crawl_state import http_error
-from harvester.crawldb.part_diff import PartDiff
+from harvester.crawldb.part_diff import KeptTwice, PartDiff
 from harvester.fetch import FetchError, FetchResponse, is_transient
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES, SPOOL_IN_MEMORY
 from harvester.model.crawl import SitemapCrawl, SitemapPart, WarcLocation
@@ -39,10 +39,12 @@ from harvester.pipeline.discovery import known_path_probes, site_node
 from harvester.pipeline.sitemap_step import remembered
 from harvester.pipeline.sitemap_step.entries import EntryScreen
 from harvester.pipeline.sitemap_step.listing import ListingMoved, PageListing
+from harvester.pipeline.sitemap_step.outcomes import parsed_outcome, redirect_verdict
 from harvester.pipeline.sitemap_step.partial import PartialAdoption
 from harvester.pipeline.sitemap_step.probes import ABSENT_STATUSES, asked
 from harvester.politeness.turns import waited_turn
 from harvester.sitemap import ParseReport, SitemapParser
+from harvester.sitemap.elements import ElementDiff
 from harvester.urls import normalize
 
 log = logging.getLogger(__name__)
@@ -198,7 +200,7 @@ class SitemapReading:
                 http_status=response.status_code,
                 final_url=final_url,
             )
-        redirected = self._redirect_verdict(final_url)
+        redirected = redirect_verdict(self.ctx, self.job.job_id, self.record, self.screen.chain, final_url)
         if redirected is not None:
             redirected.http_status = response.status_code
             return redirected
@@ -223,10 +225,11 @@ class SitemapReading:
                 return self._adopted(
                     part, final_url=final_url, http_status=response.status_code, document_key=prior.document_key
                 )
-            return self._outcome(
+            return parsed_outcome(
                 parser,
                 final_url,
                 response.status_code,
+                probe=self.is_probe,
                 document_key=prior.document_key,
                 not_modified=True,
                 truncated=prior.truncated,
@@ -274,7 +277,9 @@ class SitemapReading:
                             adopted = self._take(candidate)
                         if adopted is None:
                             self.listing.diff = self._diff(prior)
-                            await self._parse_spool(parser, raw)
+                            if not await self._parse_changed(parser, raw, prior, limit):
+                                parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+                                await self._parse_spool(parser, raw)
                     if adopted is None:
                         self.screen.take(parser.close(complete=response.complete and not parser.finished))
                         if broken is None:
@@ -310,10 +315,11 @@ class SitemapReading:
                 adopted, final_url=final_url, http_status=response.status_code, document_key=document_key
             )
         else:
-            outcome = self._outcome(
+            outcome = parsed_outcome(
                 parser,
                 final_url,
                 response.status_code,
+                probe=self.is_probe,
                 document_key=document_key,
                 not_modified=unchanged,
                 broken=broken,
@@ -336,39 +342,6 @@ class SitemapReading:
                     warc=response_at,
                 )
         return outcome
-
-    def _outcome(
-        self,
-        parser: SitemapParser,
-        final_url: str,
-        http_status: int,
-        *,
-        document_key: str | None,
-        not_modified: bool,
-        broken: str | None = None,
-        truncated: str | None = None,
-    ) -> SitemapOutcome:
-        report = parser.report
-        status, error = SitemapStatus.COMPLETED, report.error
-        if error:
-            if broken:  # it broke off before it showed a sitemap: a failed download, not an invalid sitemap
-                error, status = broken, SitemapStatus.FAILED
-            else:
-                status = SitemapStatus.INVALID
-            if self.is_probe:
-                status = SitemapStatus.ABSENT
-        return SitemapOutcome(
-            status=status,
-            kind=report.kind.value if report.kind else None,
-            error_message=error,
-            # The fetcher's reason first: a body cut at a size limit is not a dropped connection.
-            truncated=broken or truncated or report.truncated,
-            final_url=final_url,
-            http_status=http_status,
-            warnings=dict(report.warnings),
-            document_key=document_key,
-            not_modified=not_modified,
-        )
 
     async def _parse_paced(self, parser: SitemapParser, chunk: bytes) -> None:
         """Parses the chunk in pieces, each piece's entries screened, letting ``ctx.pause`` hold the reading
@@ -458,6 +431,35 @@ class SitemapReading:
             await self._parse_paced(parser, chunk)
         raw.seek(0, 2)
 
+    async def _parse_changed(
+        self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes], prior: SitemapCrawl, limit: int
+    ) -> bool:
+        """Parses only the elements of the body downloaded whole that its stored copy does not hold, when the
+        part the listing compares with allows it (``PartialAdoption.elements``): the others are kept for the
+        part, counted as entries and as accepted, unparsed. False when the body is to be parsed whole (with
+        another parser: this one may have been fed); the reading has started over if it had listed some."""
+        raw.seek(0)
+        body = raw.read()
+        raw.seek(0, 2)
+        found = self.partial.elements(self.listing.diff, prior, body, limit=limit)
+        del body
+        if found is None:
+            return False
+        document = ElementDiff.document(found.head, found.added)
+        try:
+            for start in range(0, len(document), PARSE_CHUNK):
+                await self._parse_paced(parser, document[start : start + PARSE_CHUNK])
+            self.screen.take(parser.close())
+        except KeptTwice as exc:
+            log.info(
+                "sitemap lists a kept URL twice; reading it whole", extra={"url": self.record.url, "page": str(exc)}
+            )
+            self._start_over()
+            return False
+        self.screen.entries += found.kept
+        self.listing.accepted += found.kept
+        return True
+
     async def _replay(self, prior: SitemapCrawl, parser: SitemapParser) -> bool:
         """The sitemap did not change (304): the document its last complete reading stored is parsed instead,
         closed as that reading was (a document cut at the size limit was stored as it arrived: its last,
@@ -500,25 +502,3 @@ class SitemapReading:
         if self.screen.entries:  # (some of the copy was taken already)
             self._start_over()
         return False
-
-    def _redirect_verdict(self, final_url: str) -> SitemapOutcome | None:
-        """Recursion through a redirect, or a redirect to a sitemap this job already reads."""
-        if final_url == self.record.url:
-            return None
-        if final_url in self.screen.chain:
-            return SitemapOutcome(
-                status=SitemapStatus.INVALID,
-                error_message=f"recursion: redirects to its ancestor {final_url}",
-                final_url=final_url,
-            )
-        known = self.ctx.store.get_sitemap(self.job.job_id, final_url)
-        if known is None:
-            return None
-        if self.is_probe and known.origin is SitemapOrigin.DECLARED:
-            reason = f"recursion: known path redirects to {final_url}, declared in robots.txt"
-            return SitemapOutcome(status=SitemapStatus.INVALID, error_message=reason, final_url=final_url)
-        return SitemapOutcome(
-            status=SitemapStatus.DUPLICATE,
-            error_message=f"redirects to {final_url}, already part of this job",
-            final_url=final_url,
-        )

@@ -1,0 +1,86 @@
+"""A urlset's ``<url>`` elements as bytes: which entries of a new version of a sitemap are, byte for byte,
+entries of the version read before, told without parsing them.
+
+An element is parsed the same wherever it stands when what surrounds it is the same: the document's head
+(the XML declaration, the ``<urlset>`` tag and its namespaces) and no markup between elements. So when two
+versions of a urlset have the same head and both are plain (each ``<url>`` element follows the one before
+with only whitespace between them, and nothing in them is a comment, a CDATA section, a processing
+instruction or a declaration, whose text could hide a ``</url>``), an element of the new version that is
+one of the old version's gives the entry that element gave; only the others need parsing, and they parse
+alone as a document made of the head, them, and the closing tag (``ElementDiff.document``).
+
+Elements are told apart by their bytes (a set of them: a hash, then an exact comparison).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+_OPEN = b"<url>"
+_CLOSE = b"</url>"
+_END = b"</urlset>"
+#: Markup whose text could hide a closing tag: a document with any of it in its elements is not cut.
+_MARKUP = (b"<!", b"<?")
+#: XML's whitespace (``bytes.strip`` takes more).
+_SPACE = b" \t\r\n"
+
+
+class UrlElements(NamedTuple):
+    """A plain urlset cut at its elements: its head, and each element without its closing tag."""
+
+    head: bytes
+    elements: list[bytes]
+
+
+def url_elements(document: bytes) -> UrlElements | None:
+    """The document's ``<url>`` elements, or None when it is not a plain urlset (see the module)."""
+    first, last = document.find(_OPEN), document.rfind(_CLOSE)
+    if first < 0 or last < first or document[last + len(_CLOSE) :].strip() != _END:
+        return None
+    body = document[first : last + len(_CLOSE)]
+    if any(mark in body for mark in _MARKUP):
+        return None
+    pieces = body.split(_CLOSE)
+    pieces.pop()  # (empty: the body ends with a closing tag)
+    elements = [piece.lstrip(_SPACE) for piece in pieces]
+    # Each piece opens with an element and holds no other: nothing stands between two elements but
+    # whitespace, and none is inside another or left open.
+    if body.count(_OPEN) != len(elements) or not all(element.startswith(_OPEN) for element in elements):
+        return None
+    return UrlElements(document[:first], elements)
+
+
+class ElementDiff(NamedTuple):
+    """What a new version of a urlset holds beside the old one: how many of its elements are the old one's
+    (``kept``, each once), its other elements in document order (``added``: new, changed, or an element
+    repeated), and the old elements it no longer holds (``removed``)."""
+
+    head: bytes
+    kept: int
+    added: list[bytes]
+    removed: list[bytes]
+
+    @staticmethod
+    def of(old: bytes, new: bytes) -> ElementDiff | None:
+        """The diff of two versions of a urlset (their bytes, uncompressed), or None when either is not a
+        plain urlset, their heads differ, or the old one holds an element twice."""
+        before, after = url_elements(old), url_elements(new)
+        if before is None or after is None or before.head != after.head:
+            return None
+        known = set(before.elements)
+        if len(known) != len(before.elements):
+            return None
+        taken: set[bytes] = set()
+        added = []
+        for element in after.elements:
+            if element in known and element not in taken:
+                taken.add(element)
+            else:
+                added.append(element + _CLOSE)
+        removed = [element + _CLOSE for element in before.elements if element not in taken]
+        return ElementDiff(before.head, len(taken), added, removed)
+
+    @staticmethod
+    def document(head: bytes, elements: list[bytes]) -> bytes:
+        """A urlset made of ``head`` and ``elements``: each parses in it as it did in its own version."""
+        return head + b"\n".join(elements) + b"\n" + _END
