@@ -77,6 +77,8 @@ def crawl_locally(site: LiveSite, state: Path, *, fetch_pages: bool) -> dict[str
     if run.returncode != 0:
         raise SystemExit(f"harvest crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
     result = json.loads(run.stdout)
+    if not result.get("url_index"):  # (logged, not failed: a cycle without its index would be cheaper)
+        raise SystemExit(f"harvest crawl wrote no URL index:\n{run.stderr[-3000:]}")
     return {
         "listed": result["total_urls"],
         "seconds": seconds,

@@ -162,3 +162,53 @@ def test_an_index_of_more_rows_than_its_memory_holds_is_built_and_sorted(tmp_pat
     assert len(keys) == count and keys == sorted(keys)
     assert not (parquet.parent / "index.parquet.unsorted").exists()
     copy.close()
+
+
+def test_an_index_of_records_and_many_parts_rows_with_urls_left_out_is_built_under_the_memory_limit(
+    tmp_path, monkeypatch
+):
+    """A re-crawl's index: the rows of the few records it wrote, with the rows of the parts of sixty
+    sitemaps it adopted (some in part: the URLs each leaves out have no row from it), sorted under the
+    memory limit of a job's end. (A sort fed by a union of the two readers ran out of memory here.)"""
+    from harvester.archive.index import MadeRows, RowMaker
+
+    monkeypatch.setattr("harvester.archive.index.MEMORY_LIMIT", "64MB")
+    per_part, parts = 5000, 60
+    maker = RowMaker(tmp_path)
+    made = []
+    for n in range(parts):
+        lines = tmp_path / f"part-{n}.jsonl"
+        lines.write_bytes(
+            b"".join(
+                orjson.dumps({"url": f"https://www.example.com/s-{n}/p-{i}.html", "status": "completed"}) + b"\n"
+                for i in range(per_part)
+            )
+        )
+        maker.make(lines, tmp_path / f"part-{n}.parquet")
+        left_out = (
+            frozenset(f"https://www.example.com/s-{n}/p-{i}.html" for i in range(0, per_part, 100))
+            if n % 2
+            else frozenset()
+        )
+        made.append(MadeRows(tmp_path / f"part-{n}.parquet", "listed", left_out))
+    maker.close()
+    copy = IndexLines(str(tmp_path))
+    copy.write(
+        b"".join(
+            orjson.dumps({"url": f"https://www.example.com/new-{i}", "change": "new"}) + b"\n" for i in range(4000)
+        )
+    )
+    parquet = tmp_path / "index.parquet"
+    expected = 4000 + parts * per_part - (parts // 2) * (per_part // 100)
+    assert build_index(copy.finish(), parquet, job_id="j", rows=made) == expected
+    con = duckdb.connect()
+    keys = [key for (key,) in con.execute(f"SELECT url_surtkey FROM '{parquet}'").fetchall()]
+    assert len(keys) == expected and keys == sorted(keys)
+    assert con.execute(
+        f"SELECT count(*) FROM '{parquet}' WHERE url = 'https://www.example.com/s-1/p-100.html'"
+    ).fetchone() == (0,)
+    assert con.execute(
+        f"SELECT count(*) FROM '{parquet}' WHERE url = 'https://www.example.com/s-2/p-100.html'"
+    ).fetchone() == (1,)
+    assert con.execute(f"SELECT DISTINCT change FROM '{parquet}' ORDER BY 1").fetchall() == [("listed",), ("new",)]
+    copy.close()

@@ -343,6 +343,10 @@ class CrawlDatabase(Protocol):
         job first did (its lines may not show that write): False then, and the sitemap keeps none."""
         ...
 
+    def part_keys(self, site: str, part: SitemapPart) -> list[str] | None:
+        """The URL keys kept beside the part (``put_part``'s), or None where none are kept or they are gone."""
+        ...
+
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None: ...
 
     def put_sitemap(self, site: str, record: SitemapCrawl) -> bool:

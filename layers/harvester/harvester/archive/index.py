@@ -13,10 +13,11 @@ when a job ends: no handler's cold start loads it.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, NamedTuple
@@ -94,6 +95,9 @@ CREATE MACRO surt(u) AS surt_key(surt_labels(surt_host(u)))
 MEMORY_LIMIT = "128MB"
 #: Rows of a row group, in both passes: the writer holds one row group per thread until it is written.
 ROW_GROUP_ROWS = 10_000
+#: Names of the temporary tables of URLs left out (``_kept``), and the rows inserted in one statement.
+_TABLES = itertools.count()
+_INSERTED = 1000
 #: The longest record line the JSON reader takes (its buffers are twice this): a URL record with its
 #: extensions is a few KB; one with a thousand images' captions stays far below.
 MAX_RECORD_BYTES = 4 * 1024 * 1024
@@ -177,12 +181,13 @@ def build_index(
     ``sorted_rows``: an index of exactly ``rows`` built before (by another job): its rows, in its order, are
     this one's, with this job's ``job_id`` and ``change`` (the records have no rows of their own).
 
-    In two passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet
-    rows (DuckDB's JSON reader and its sort at once hold more than its memory limit), which are then
-    sorted with the rows made already, spilling to disk past the limit. Small row groups and one thread
-    keep the writer's buffers small (bench/index_memory.py measures the peak)."""
+    In passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet rows
+    (DuckDB's JSON reader and its sort at once hold more than its memory limit), the rows made already
+    another file of them, and the sort reads both files as one, spilling to disk past the limit (a sort fed
+    by a union of readers runs out of memory where one reader of the same rows does not). Small row groups
+    and one thread keep the writer's buffers small (bench/index_memory.py measures the peak)."""
     con = _connect(out.parent)
-    unsorted = out.with_name(out.name + ".unsorted")
+    unsorted, made_rows = out.with_name(out.name + ".unsorted"), out.with_name(out.name + ".made")
     try:
         if sorted_rows is not None:
             change = rows[0].change if rows else None
@@ -194,22 +199,26 @@ def build_index(
             ).fetchone()
             return int(count)
         con.execute(SURT_SQL)
-        sources = []
+        files = []  # (unsorted rows, every column final: sorted from one reader, which the sort's memory holds)
         if records is not None:
             _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
-            sources.append(f"SELECT * FROM read_parquet({_literal(str(unsorted))})")
-        whole = [made for made in rows if not made.excluded]
-        groups = [  # (one reader for each change's whole files, and one for each file with URLs left out)
-            *(([m.path for m in whole if m.change == change], change, ()) for change in {m.change: 0 for m in whole}),
-            *(([made.path], made.change, made.excluded) for made in rows if made.excluded),
-        ]
-        for files, change, excluded in groups:
-            sources.append(
-                f"SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change)} AS change)"
-                f" FROM {_kept(files, excluded)}"
+            files.append(unsorted)
+        if rows:
+            groups = []
+            for change in dict.fromkeys(made.change for made in rows):  # (one reader for each change's files)
+                kept = _kept(con, [(made.path, made.excluded) for made in rows if made.change == change])
+                groups.append(
+                    f"SELECT * EXCLUDE (filename) REPLACE ({_literal(job_id)} AS job_id, {_literal(change)} AS change)"
+                    f" FROM {kept}"
+                )
+            con.execute(
+                f"COPY ({' UNION ALL '.join(groups)}) TO {_literal(str(made_rows))}"
+                f" (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
             )
+            files.append(made_rows)
+        paths = ", ".join(_literal(str(path)) for path in files)
         (count,) = con.execute(  # type: ignore[misc]
-            f"COPY (SELECT * FROM ({' UNION ALL '.join(sources)}) ORDER BY url_surtkey, url)"
+            f"COPY (SELECT * FROM read_parquet([{paths}]) ORDER BY url_surtkey, url)"
             f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         ).fetchone()
         if keep is not None and unsorted.exists():
@@ -218,6 +227,7 @@ def build_index(
     finally:
         con.close()
         unsorted.unlink(missing_ok=True)
+        made_rows.unlink(missing_ok=True)
 
 
 class RowMaker:
@@ -233,28 +243,38 @@ class RowMaker:
         """The rows of the record lines in ``records`` (JSON Lines), written to ``out``; their count."""
         return _unsorted_rows(self._connection(), _json_source(records, False), out, job_id=None)
 
-    def split(self, rows: Path, groups: dict[str, int], out: Path) -> None:
-        """The rows of ``rows`` (``build_index``'s unsorted rows, kept) whose ``sitemap`` is in ``groups``,
-        without their job's columns, one file per group: ``out/part=<n>/data_0.parquet``."""
-        values = ", ".join(f"({_literal(sitemap)}, {n})" for sitemap, n in groups.items())
+    def split(
+        self,
+        rows: Path | None,
+        groups: dict[str, int],
+        out: Path,
+        *,
+        kept: Mapping[int, tuple[Path, Collection[str]]] | None = None,
+    ) -> None:
+        """The rows of ``rows`` (``build_index``'s unsorted rows, kept; None: none) whose ``sitemap`` is in
+        ``groups``, without their job's columns, one file per group: ``out/part=<n>/data_0.parquet``; with,
+        for a group in ``kept``, the rows of that file (a part's) but those of the URLs given (the part a job
+        makes of one it adopted in part). One query for them all."""
+        sources = []
+        if rows is not None:
+            values = ", ".join(f"({_literal(sitemap)}, {n})" for sitemap, n in groups.items())
+            sources.append(
+                "SELECT r.* REPLACE (CAST(NULL AS VARCHAR) AS job_id, CAST(NULL AS VARCHAR) AS change),"
+                f" g.n AS part FROM read_parquet({_literal(str(rows))}) r JOIN (VALUES {values}) g(sitemap, n)"
+                " ON r.sitemap = g.sitemap"
+            )
+        if kept:
+            numbers = ", ".join(f"({_literal(str(path))}, {int(n)})" for n, (path, _) in kept.items())
+            source = _kept(self._connection(), list(kept.values()))
+            sources.append(
+                f"SELECT k.* EXCLUDE (filename), m.n AS part FROM {source} k"
+                f" JOIN (VALUES {numbers}) m(file, n) ON k.filename = m.file"
+            )
+        if not sources:
+            return
         self._connection().execute(
-            "COPY (SELECT r.* REPLACE (CAST(NULL AS VARCHAR) AS job_id, CAST(NULL AS VARCHAR) AS change),"
-            f" g.n AS part FROM read_parquet({_literal(str(rows))}) r JOIN (VALUES {values}) g(sitemap, n)"
-            f" ON r.sitemap = g.sitemap) TO {_literal(str(out))}"
-            f" (FORMAT PARQUET, PARTITION_BY (part), ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
-        )
-
-    def combine(self, kept: Path, excluded: Collection[str], added: Path | None, out: Path) -> None:
-        """The rows of ``kept`` (a part's) but those of the ``excluded`` URLs, with the rows of ``added`` (the
-        URLs a job listed of the part's sitemap beside those it kept), written to ``out``: the rows of the
-        part a job makes of one it adopted in part."""
-        con = self._connection()
-        sources = [f"SELECT * FROM {_kept([kept], excluded)}"]
-        if added is not None:
-            sources.append(f"SELECT * FROM {_kept([added])}")
-        con.execute(
             f"COPY ({' UNION ALL BY NAME '.join(sources)}) TO {_literal(str(out))}"
-            f" (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+            f" (FORMAT PARQUET, PARTITION_BY (part), ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         )
 
     def close(self) -> None:
@@ -268,16 +288,21 @@ class RowMaker:
         return self._con
 
 
-def _kept(files: Sequence[Path], excluded: Collection[str] = ()) -> str:
-    """A SQL source of the rows of ``files`` (Parquet, read as they are: a file of a partitioned folder
-    takes no column from its path) but those whose URL is in ``excluded``."""
-    paths = ", ".join(_literal(str(path)) for path in files)
-    source = f"read_parquet([{paths}], hive_partitioning = false)"
-    if not excluded:
-        return source
-    # (the URLs as literals: a bound list parameter has DuckDB look for numpy and pandas, at each call)
-    urls = ", ".join(_literal(url) for url in excluded)
-    return f"(SELECT * FROM {source} WHERE url NOT IN (SELECT unnest([{urls}]::VARCHAR[])))"
+def _kept(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[Path, Collection[str]]]) -> str:
+    """A SQL source of the rows of the Parquet files (read as they are: a file of a partitioned folder takes
+    no column from its path), with a ``filename`` column, but those of each file's URLs given: one scan of
+    them all, less an anti-join with a temporary table of the (file, URL) pairs left out (a join for each
+    file, or a list of literals, holds more memory than an index build has)."""
+    paths = ", ".join(_literal(str(path)) for path, _ in files)
+    scan = f"read_parquet([{paths}], filename = true, hive_partitioning = false)"
+    pairs = [f"({_literal(str(path))}, {_literal(url)})" for path, excluded in files for url in excluded]
+    if not pairs:
+        return scan
+    table = f"excluded_{next(_TABLES)}"
+    con.execute(f"CREATE TEMP TABLE {table} (file VARCHAR, url VARCHAR)")
+    for start in range(0, len(pairs), _INSERTED):
+        con.execute(f"INSERT INTO {table} VALUES {', '.join(pairs[start : start + _INSERTED])}")
+    return f"(SELECT r.* FROM {scan} r ANTI JOIN {table} e ON r.filename = e.file AND r.url = e.url)"
 
 
 def _json_source(records: Path, gzipped: bool) -> str:

@@ -177,7 +177,12 @@ class PartMaker:
             self.kept_rows[sitemap] = PartRows(rows, "", adopted.excluded)
         if not block:
             return
-        self.listed_block(block[:-1], "\n".join([key_of(parts.line_url(line)) for line in block.splitlines()]))
+        stored = self.ctx.crawldb.part_keys(self.site, adopted.part)
+        left_out = {url_key(url) for url in adopted.excluded}
+        keys = [key for key in stored or () if key not in left_out]  # (the part's, but the excluded URLs')
+        if len(keys) != block.count(b"\n"):  # (not kept beside the part: made of its lines)
+            keys = [key_of(parts.line_url(line)) for line in block.splitlines()]
+        self.listed_block(block[:-1], "\n".join(keys))
         self._due(sitemap, parts.block_due(block))  # (each line has a next fetch of its own: listed apart)
 
     def listed_block(self, block: bytes, keys: str) -> None:
@@ -247,8 +252,10 @@ class PartMaker:
             least = self.ctx.settings.sitemap_part_min_urls
             wanted = [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
             split = {url: n for n, url in enumerate(wanted) if url not in self.fetched}
-            if split and self.job_rows.exists():
-                rows.split(self.job_rows, split, self.folder / "split")
+            kept = self._kept_rows(split)
+            job_rows = self.job_rows if self.job_rows.exists() else None
+            if split and (job_rows is not None or kept):
+                rows.split(job_rows, split, self.folder / "split", kept=kept)
             for url in wanted:
                 try:
                     part = self._make(self.sitemaps[url], rows, self.folder / f"split/part={split.get(url)}")
@@ -262,6 +269,27 @@ class PartMaker:
             rows.close()
             self.close()
         return made
+
+    def _kept_rows(self, split: dict[str, int]) -> dict[int, tuple[Path, frozenset[str]]]:
+        """The index rows of the parts the job adopted in part and whose rows its index took, for the sitemaps
+        whose rows are split from the job's (``split``, by their number there): each part's file, and the URLs
+        whose rows it leaves out. A sitemap whose part's rows cannot be read is taken out of ``split``: its
+        rows are made of its lines."""
+        kept = {}
+        for url, n in list(split.items()):
+            held = self.kept_rows.get(url)
+            if held is None:
+                continue
+            path = self.folder / f"kept-{n}.parquet"
+            try:
+                path.write_bytes(self.ctx.documents.get(held.key))
+            except Busy:
+                raise
+            except Exception:
+                del split[url]
+                continue
+            kept[n] = (path, held.excluded)
+        return kept
 
     def close(self) -> None:
         self.spool.close()
@@ -306,13 +334,7 @@ class PartMaker:
         # Its index rows: the job's rows of its URLs (with those of the part it inherits that it kept), or
         # made now from its lines closed where their tail was (the job's own columns empty either way).
         made = split / "data_0.parquet"
-        kept = self.kept_rows.get(url)
-        if kept is not None and url not in self.fetched:
-            before_rows, combined = self.folder / "kept.parquet", self.folder / "combined.parquet"
-            before_rows.write_bytes(self.ctx.documents.get(kept.key))
-            rows.combine(before_rows, kept.excluded, made if made.exists() else None, combined)
-            made = combined
-        elif not made.exists():
+        if not made.exists():
             records, made = self.folder / "lines.jsonl", self.folder / "rows.parquet"
             records.write_bytes(lines.replace(b"\n", b"}\n"))
             rows.make(records, made)

@@ -158,6 +158,9 @@ class DynamoCrawlDatabase:
         sitemap as its own already by the part's item, crawl_parts.py.)"""
         return self.pointers.parts.put(site, part, self._job_over)
 
+    def part_keys(self, site: str, part: SitemapPart) -> list[str] | None:
+        return None  # (see put_part)
+
     def _job_over(self, job_id: str) -> bool:
         if self._jobs is None:
             self._jobs = JobItems(self.client, self.table)

@@ -176,6 +176,12 @@ class SqliteCrawlDatabase:
     def put_part(self, site: str, part: SitemapPart, keys: Sequence[str]) -> bool:
         return part_rows.put_part(self.conn, site, part, keys)
 
+    def part_keys(self, site: str, part: SitemapPart) -> list[str] | None:
+        try:
+            return part_rows.part_keys(self.conn, site, part.sitemap, part.job_id)
+        except LookupError:
+            return None
+
     def get_sitemap(self, site: str, url: str) -> SitemapCrawl | None:
         row = self.conn.execute(
             "SELECT body FROM crawl_sitemaps WHERE site = ? AND key = ?", (site, url_key(url))
