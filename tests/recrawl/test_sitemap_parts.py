@@ -462,3 +462,27 @@ def test_a_part_whose_lines_carry_a_later_listings_extensions_is_compared_entry_
         else:
             assert adopted(states[True], f"c-{n}", partly=True) >= 1
     assert True in verbatim(states[True])  # (made by a job without such records: verbatim again)
+
+
+def test_a_urlset_larger_than_the_element_bound_is_compared_entry_by_entry(live_site, tmp_path, monkeypatch):
+    """A urlset past ``ELEMENTS_MAX_BYTES`` is not held twice in memory with its elements: parsed whole, each
+    entry compared with its part's line, it is adopted in part all the same."""
+    monkeypatch.setattr("harvester.pipeline.sitemap_step.partial.ELEMENTS_MAX_BYTES", 1000)
+    compared: list[ElementDiff] = []
+    elements = PartialAdoption.elements
+
+    def spied(self: PartialAdoption, *args: Any, **kwargs: Any) -> ElementDiff | None:
+        found = elements(self, *args, **kwargs)
+        if found is not None:
+            compared.append(found)
+        return found
+
+    monkeypatch.setattr(PartialAdoption, "elements", spied)
+    site = live_site(pages=200, sitemaps=2)
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    for n, cycle in enumerate(("first crawl", "1% changed")):
+        alter(site, cycle, random.Random(39))
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id=f"c-{n}")
+        side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle)
+    assert adopted(states[True], "c-1", partly=True) >= 1
+    assert compared == []

@@ -20,5 +20,9 @@ MAX_DEPTH = 10
 #: What a document being written (a fetched body, a listing, a job's records) keeps in memory before
 #: it spills to a temporary file.
 SPOOL_IN_MEMORY = 1 * MiB
+#: The largest version of a sitemap (uncompressed) compared with its stored copy element by element
+#: (``sitemap.elements``): both versions and their elements are held at once, about four times this, in a
+#: function of 512 MB. A larger one is parsed whole and compared entry by entry.
+ELEMENTS_MAX_BYTES = 16 * MiB
 #: A local WARC file rolls over to a new one once it reaches this size (Common Crawl's are about 1 GB).
 WARC_FILE_MAX_BYTES = 1024 * MiB

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from harvester.crawldb import parts
 from harvester.crawldb.part_diff import PartDiff
 from harvester.inflate import inflated
-from harvester.limits import SITEMAP_MAX_ENTRIES
+from harvester.limits import ELEMENTS_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.model.crawl import SitemapCrawl, SitemapPart
 from harvester.model.messages import SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord
@@ -86,7 +86,8 @@ class PartialAdoption:
             raise
         except Exception:  # (gone: read one by one, which stores it again)
             return None
-        old, new = inflated(stored, limit=limit), inflated(body, limit=limit)
+        bound = min(limit, ELEMENTS_MAX_BYTES)
+        old, new = inflated(stored, limit=bound), inflated(body, limit=bound)
         found = ElementDiff.of(old, new) if old is not None and new is not None else None
         del stored, old, new
         if found is None or found.kept + len(found.added) > SITEMAP_MAX_ENTRIES:
