@@ -60,7 +60,7 @@ def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
 
 
 def crawl(
-    state: Path, request: JobRequest, *, at: datetime, parts: bool, concurrency: int = 4
+    state: Path, request: JobRequest, *, at: datetime, parts: bool, concurrency: int = 4, **more: Any
 ) -> SitemapIngestionResult:
     with LocalHarvest.open(state) as harvest:
         making = harvest.engine
@@ -71,7 +71,7 @@ def crawl(
             return made
 
         harvest.engine = engine  # type: ignore[method-assign]
-        settings = EngineSettings(sitemap_parts=parts, sitemap_part_min_urls=SMALLEST)
+        settings = EngineSettings(sitemap_parts=parts, sitemap_part_min_urls=SMALLEST, **more)
         runner = LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=concurrency)
         outcome = asyncio.run(runner.crawl(request))
         assert outcome.result is not None
@@ -437,7 +437,10 @@ def test_a_urlset_that_lists_a_kept_url_twice_is_read_whole(live_site, tmp_path)
 def verbatim(state: Path) -> list[bool]:
     """Each current part's ``verbatim``."""
     with closing(sqlite3.connect(state / "harvest.db")) as db:
-        return [json.loads(body).get("verbatim", False) for (body,) in db.execute("SELECT part FROM crawl_parts")]
+        return [
+            json.loads(body).get("verbatim", False)
+            for (body,) in db.execute("SELECT part FROM crawl_parts WHERE part IS NOT NULL")
+        ]
 
 
 def test_a_part_whose_lines_carry_a_later_listings_extensions_is_compared_entry_by_entry(live_site, tmp_path):
@@ -486,3 +489,49 @@ def test_a_urlset_larger_than_the_element_bound_is_compared_entry_by_entry(live_
         side_by_side(states, site, request, at=START + timedelta(days=n), label=cycle)
     assert adopted(states[True], "c-1", partly=True) >= 1
     assert compared == []
+
+
+def test_a_part_made_when_the_jobs_index_failed_has_the_rows_of_every_line(live_site, tmp_path, monkeypatch):
+    """The job's index is its records' view: when it cannot be built (a /tmp too small), the job ends all the
+    same, and the parts it makes of the parts it adopted in part still get the index rows of the entries it
+    listed one by one (made of their lines): a later job adopting them whole has a row for every URL."""
+    from harvester.pipeline import completion
+
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request.model_copy(update={"job_id": "first"}), at=START, parts=True)
+    for path in site.page_paths()[:6]:
+        site.change(path)
+    build = completion.build_index
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(completion, "build_index", broken)
+    second = crawl(state, request.model_copy(update={"job_id": "second"}), at=START + timedelta(days=1), parts=True)
+    assert second.url_index is None and adopted(state, "second", partly=True) == 2
+    monkeypatch.setattr(completion, "build_index", build)
+    third = crawl(state, request.model_copy(update={"job_id": "third"}), at=START + timedelta(days=2), parts=True)
+    assert adopted(state, "third") == 2 and adopted(state, "third", partly=True) == 0
+    urls = sorted(json.loads(line)["url"] for line in Path(third.processed_urls).read_bytes().splitlines())
+    assert sorted(row["url"] for row in index_of(third.url_index)) == urls and len(urls) == 200
+
+
+def test_a_sitemap_read_in_more_than_one_request_gets_no_part(live_site, tmp_path):
+    """A reading that needed a second delivery (the first answered 503) may have started over on a changed
+    document, keeping what the first listed: it makes no part. The next job lists that urlset one by one
+    and makes its part, which the job after adopts."""
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    site.break_document("/sitemaps/0.xml", 503, times=1)
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    for n in range(3):
+        at = START + timedelta(days=n)
+        result = crawl(
+            state, request.model_copy(update={"job_id": f"c-{n}"}), at=at, parts=True, retry_backoff_seconds=0.01
+        )
+        assert result.total_urls == 200
+        with closing(sqlite3.connect(state / "harvest.db")) as db:
+            made = db.execute("SELECT count(*) FROM crawl_parts WHERE part IS NOT NULL").fetchone()[0]
+        assert (made, adopted(state, f"c-{n}")) == [(1, 0), (2, 1), (2, 2)][n]

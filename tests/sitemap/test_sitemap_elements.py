@@ -10,7 +10,7 @@ import pytest
 
 from harvester.inflate import inflated
 from harvester.sitemap import SitemapParser
-from harvester.sitemap.elements import ElementDiff, url_elements
+from harvester.sitemap.elements import ElementDiff, element_loc, url_elements
 
 HEAD = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -75,8 +75,25 @@ def test_an_element_repeated_in_the_new_version_is_kept_once_and_read_again():
         urlset([element(0), b"<?pi x?>", element(1)]),
         HEAD.replace(b"urlset", b"sm:urlset") + element(0) + b"</sm:urlset>",
         urlset([element(0)]).replace(b"</urlset>", b"</urlset><x/>"),
+        urlset([element(0)]).replace(b"\n</urlset>", b"\x0c</urlset>"),
+        b'<?xml version="1.0"?>\n<!-- '
+        + element(0).replace(b"<url>", b"<url> -->" + HEAD[39:] + b"<url >", 1)
+        + b"\n</urlset>",
+        urlset([element(0), b"<url><loc>https://example.com/x</loc></url> --> <url><loc>y</loc></url>"]),
     ],
-    ids=["comment", "cdata", "text between", "attribute", "nested", "instruction", "prefixed", "after the end"],
+    ids=[
+        "comment",
+        "cdata",
+        "text between",
+        "attribute",
+        "nested",
+        "instruction",
+        "prefixed",
+        "after the end",
+        "form feed",
+        "head in a comment",
+        "comment end",
+    ],
 )
 def test_a_document_whose_elements_cannot_be_cut_safely_is_refused(new):
     assert ElementDiff.of(urlset([element(0), element(1)]), new) is None
@@ -97,3 +114,15 @@ def test_a_body_is_read_inflated_if_gzipped_within_the_limit():
     assert inflated(gzip.compress(body), limit=len(body) - 1) is None
     assert inflated(body, limit=len(body) - 1) is None
     assert inflated(gzip.compress(body)[:-20], limit=len(body)) is None
+
+
+def test_the_kept_elements_urls_are_read_without_parsing_where_their_loc_is_plain():
+    old = [element(n) for n in range(4)]
+    diff = ElementDiff.of(urlset(old), urlset(old[:3]))
+    assert diff is not None and diff.urls == {f"https://example.com/p/{n}?a=1&b=2" for n in range(3)}
+    assert element_loc(b"<url><loc>\n  https://example.com/a \n</loc></url>") == "https://example.com/a"
+    assert element_loc(b"<url><loc>https://example.com/&#97;</loc></url>") is None
+    assert element_loc(b"<url><loc>a</loc><x:y><loc>b</loc></x:y></url>") is None
+    odd = [element(0), b"<url><loc>https://example.com/&lt;</loc></url>"]
+    found = ElementDiff.of(urlset(odd), urlset(odd))
+    assert found is not None and found.kept == 2 and found.urls is None

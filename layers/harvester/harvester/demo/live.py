@@ -88,6 +88,7 @@ class LiveSite:
     def __post_init__(self) -> None:
         self.site: dict[str, LivePage] = {}
         self.broken: dict[str, int] = {}  # documents (sitemaps, robots.txt) answering an error status
+        self.broken_for: dict[str, int] = {}  # of those, the ones that answer it for so many requests more
         #: Part of every document's ETag: a redeploy (or another server) names the same bytes anew.
         self.deployment = ""
         self._clock = EPOCH
@@ -192,13 +193,16 @@ class LiveSite:
             page.sitemap, page.also_in = sitemap, set()
             self._built = None
 
-    def break_document(self, path: str, status: int | None) -> None:
-        """A sitemap (or robots.txt) answers ``status`` from now on; None mends it."""
+    def break_document(self, path: str, status: int | None, *, times: int | None = None) -> None:
+        """A sitemap (or robots.txt) answers ``status`` from now on (``times``: for that many requests, then
+        as before); None mends it."""
         with self._lock:
             if status is None:
                 self.broken.pop(path, None)
             else:
                 self.broken[path] = status
+                if times is not None:
+                    self.broken_for[path] = times
 
     def _render(self, path: str) -> None:
         page = self.site[path]
@@ -284,7 +288,14 @@ class LiveSite:
         path = path.partition("?")[0]
         documents = self._documents()
         if path in self.broken:
-            return self.broken[path], {"Content-Type": "text/html"}, b"<html><body>Broken</body></html>"
+            status = self.broken[path]
+            with self._lock:
+                if path in self.broken_for:
+                    self.broken_for[path] -= 1
+                    if self.broken_for[path] <= 0:
+                        del self.broken_for[path]
+                        self.broken.pop(path, None)
+            return status, {"Content-Type": "text/html"}, b"<html><body>Broken</body></html>"
         if path in documents:
             body = documents[path]
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + self.deployment + '"'

@@ -8,9 +8,9 @@ is written as a next job that does not fetch it would write it, from its crawl r
 and each sitemap's part is then written whole from its runs: memory holds the runs' places, not the lines.
 
 A sitemap gets a part only when the part is the whole truth of its listing: read completely and without
-children (a urlset, a feed, a text file) by this job, every URL's line in the shape above; and only when it
-lists enough URLs (``sitemap_part_min_urls``) that listing them again one by one costs more than making and
-adopting a part.
+children (a urlset, a feed, a text file) by this job in one request, every URL's line in the shape above;
+and only when it lists enough URLs (``sitemap_part_min_urls``) that listing them again one by one costs more
+than making and adopting a part.
 """
 
 from __future__ import annotations
@@ -143,6 +143,9 @@ class PartMaker:
             and s.kind in parts.PAGE_KINDS
             and not s.children
             and not s.invalid_children
+            # (a reading of more requests may have been resumed on a changed document and started over:
+            # the job keeps the records its first delivery listed, which the document may no longer list)
+            and s.attempts <= 1
         }
         self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish)
         #: Per sitemap, the places in the spool of its lines (without their tail) and their URLs' keys, and
@@ -156,6 +159,7 @@ class PartMaker:
         self.refused: set[str] = set()
         self.inheriting: dict[str, AdoptedPart] = {}  # per sitemap: the part the job adopted in part
         self.kept_rows: dict[str, PartRows] = {}  # per sitemap: that part's index rows, in the job's index
+        self.kept_lines: dict[str, int] = {}  # per sitemap: the lines it kept of that part
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
         self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
@@ -177,6 +181,7 @@ class PartMaker:
             self.kept_rows[sitemap] = PartRows(rows, "", adopted.excluded)
         if not block:
             return
+        self.kept_lines[sitemap] = block.count(b"\n")
         stored = self.ctx.crawldb.part_keys(self.site, adopted.part)
         left_out = {url_key(url) for url in adopted.excluded}
         keys = [key for key in stored or () if key not in left_out]  # (the part's, but the excluded URLs')
@@ -252,8 +257,8 @@ class PartMaker:
             least = self.ctx.settings.sitemap_part_min_urls
             wanted = [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
             split = {url: n for n, url in enumerate(wanted) if url not in self.fetched}
-            kept = self._kept_rows(split)
             job_rows = self.job_rows if self.job_rows.exists() else None
+            kept = self._kept_rows(split, listed_rows=job_rows is not None)
             if split and (job_rows is not None or kept):
                 rows.split(job_rows, split, self.folder / "split", kept=kept)
             for url in wanted:
@@ -270,15 +275,19 @@ class PartMaker:
             self.close()
         return made
 
-    def _kept_rows(self, split: dict[str, int]) -> dict[int, tuple[Path, frozenset[str]]]:
+    def _kept_rows(self, split: dict[str, int], *, listed_rows: bool) -> dict[int, tuple[Path, frozenset[str]]]:
         """The index rows of the parts the job adopted in part and whose rows its index took, for the sitemaps
         whose rows are split from the job's (``split``, by their number there): each part's file, and the URLs
-        whose rows it leaves out. A sitemap whose part's rows cannot be read is taken out of ``split``: its
-        rows are made of its lines."""
+        whose rows it leaves out. A sitemap whose part's rows cannot be read, or that has lines of its own
+        when the job's rows are not there (``listed_rows``: its index was not built), is taken out of
+        ``split``: its rows are made of its lines."""
         kept = {}
         for url, n in list(split.items()):
             held = self.kept_rows.get(url)
             if held is None:
+                continue
+            if not listed_rows and self.counts.get(url, 0) != self.kept_lines.get(url, 0):
+                del split[url]
                 continue
             path = self.folder / f"kept-{n}.parquet"
             try:

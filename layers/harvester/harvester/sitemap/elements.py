@@ -19,8 +19,11 @@ from typing import NamedTuple
 _OPEN = b"<url>"
 _CLOSE = b"</url>"
 _END = b"</urlset>"
-#: Markup whose text could hide a closing tag: a document with any of it in its elements is not cut.
-_MARKUP = (b"<!", b"<?")
+_ROOT = b"<urlset"
+_LOC, _LOC_END = b"<loc>", b"</loc>"
+#: Markup whose text could hide a closing tag, or a second root: a document with any of it in its elements
+#: is not cut.
+_MARKUP = (b"<!", b"<?", b"-->", _ROOT)
 #: XML's whitespace (``bytes.strip`` takes more).
 _SPACE = b" \t\r\n"
 
@@ -35,10 +38,10 @@ class UrlElements(NamedTuple):
 def url_elements(document: bytes) -> UrlElements | None:
     """The document's ``<url>`` elements, or None when it is not a plain urlset (see the module)."""
     first, last = document.find(_OPEN), document.rfind(_CLOSE)
-    if first < 0 or last < first or document[last + len(_CLOSE) :].strip() != _END:
+    if first < 0 or last < first or document[last + len(_CLOSE) :].strip(_SPACE) != _END:
         return None
-    body = document[first : last + len(_CLOSE)]
-    if any(mark in body for mark in _MARKUP):
+    head, body = document[:first], document[first : last + len(_CLOSE)]
+    if not _plain_head(head) or any(mark in body for mark in _MARKUP):
         return None
     pieces = body.split(_CLOSE)
     pieces.pop()  # (empty: the body ends with a closing tag)
@@ -47,18 +50,48 @@ def url_elements(document: bytes) -> UrlElements | None:
     # whitespace, and none is inside another or left open.
     if body.count(_OPEN) != len(elements) or not all(element.startswith(_OPEN) for element in elements):
         return None
-    return UrlElements(document[:first], elements)
+    return UrlElements(head, elements)
+
+
+def _plain_head(head: bytes) -> bool:
+    """Whether the head ends with the ``<urlset>`` start tag, every comment and processing instruction
+    before it closed (else the first ``<url>`` found could lie in one)."""
+    root = head.rfind(_ROOT)
+    if root < 0 or head.count(b"<", root) != 1 or not head[root:].rstrip(_SPACE).endswith(b">"):
+        return False
+    before = head[:root]
+    return before.rfind(b"<!--") <= before.rfind(b"-->") and before.rfind(b"<?") <= before.rfind(b"?>")
+
+
+def element_loc(element: bytes) -> str | None:
+    """The URL an element's ``<loc>`` gives, read without parsing when it is plain (one ``<loc>``, whose text
+    has no reference but ``&amp;``): what a parser reads of it, whitespace around it stripped; else None."""
+    start = element.find(_LOC)
+    end = element.find(_LOC_END, start)
+    if start < 0 or end < 0 or element.find(_LOC, start + 1) >= 0:
+        return None
+    text = element[start + len(_LOC) : end].strip(_SPACE)
+    if b"&" in text:
+        if text.count(b"&") != text.count(b"&amp;"):
+            return None  # (another reference: parsed)
+        text = text.replace(b"&amp;", b"&")
+    try:
+        return text.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 class ElementDiff(NamedTuple):
     """What a new version of a urlset holds beside the old one: how many of its elements are the old one's
-    (``kept``, each once), its other elements in document order (``added``: new, changed, or an element
-    repeated), and the old elements it no longer holds (``removed``)."""
+    (``kept``, each once, and their URLs), its other elements in document order (``added``: new, changed, or
+    an element repeated), and the old elements it no longer holds (``removed``)."""
 
     head: bytes
     kept: int
     added: list[bytes]
     removed: list[bytes]
+    #: The URLs of the elements kept (``element_loc``), or None when one of them is not plain.
+    urls: set[str] | None
 
     @staticmethod
     def of(old: bytes, new: bytes) -> ElementDiff | None:
@@ -78,7 +111,9 @@ class ElementDiff(NamedTuple):
             else:
                 added.append(element + _CLOSE)
         removed = [element + _CLOSE for element in before.elements if element not in taken]
-        return ElementDiff(before.head, len(taken), added, removed)
+        urls = {element_loc(element) for element in taken}
+        plain = None not in urls and len(urls) == len(taken)
+        return ElementDiff(before.head, len(taken), added, removed, urls if plain else None)  # type: ignore[arg-type]
 
     @staticmethod
     def document(head: bytes, elements: list[bytes]) -> bytes:

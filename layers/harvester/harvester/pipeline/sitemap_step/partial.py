@@ -23,9 +23,8 @@ from harvester.model.state import Lease
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.sitemap_step.listing import PageListing
-from harvester.sitemap import PageEntry, ParseReport, SitemapKind, SitemapParser
+from harvester.sitemap import ParseReport, SitemapKind
 from harvester.sitemap.elements import ElementDiff
-from harvester.urls import screen
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +68,20 @@ class PartialAdoption:
 
     def elements(self, diff: PartDiff | None, prior: SitemapCrawl, body: bytes, *, limit: int) -> ElementDiff | None:
         """The sitemap's new ``body`` (as received) beside its stored copy, element by element, when the part
-        ``diff`` compares with is a verbatim listing of that copy (its lines one for each of the copy's
-        elements: nothing dropped, no warning, none due); the URLs of the elements the body keeps are then
-        kept (``PartDiff.keep``), and the other elements (``added``) are the ones to read. None when the
-        entries are to be read one by one."""
+        ``diff`` compares with is a verbatim listing of that copy (nothing dropped, no warning, none due, its
+        lines made of the copy's elements: ``SitemapPart.verbatim``); the URLs of the elements the body keeps
+        are then kept (``PartDiff.keep``: each must have its line in the part), and the other elements
+        (``added``) are the ones to read. None when the entries are to be read one by one."""
         part = self.part
         if diff is None or part is None or not part.verbatim or part.dropped or part.warnings:
             return None
         if part.signature != prior.signature or prior.kind != SitemapKind.URLSET.value or prior.truncated:
             return None
-        if not diff.comparable:
+        bound = min(limit, ELEMENTS_MAX_BYTES)
+        if not diff.comparable or len(body) > bound:
+            return None
+        new = inflated(body, limit=bound)
+        if new is None:
             return None
         try:
             stored = self.ctx.documents.get(prior.document_key)
@@ -86,33 +89,15 @@ class PartialAdoption:
             raise
         except Exception:  # (gone: read one by one, which stores it again)
             return None
-        bound = min(limit, ELEMENTS_MAX_BYTES)
-        old, new = inflated(stored, limit=bound), inflated(body, limit=bound)
-        found = ElementDiff.of(old, new) if old is not None and new is not None else None
+        old = inflated(stored, limit=bound)
+        found = ElementDiff.of(old, new) if old is not None else None
         del stored, old, new
-        if found is None or found.kept + len(found.added) > SITEMAP_MAX_ENTRIES:
+        if found is None or found.urls is None or found.kept + len(found.added) > SITEMAP_MAX_ENTRIES:
             return None
-        if found.kept + len(found.removed) != len(diff.urls):
-            return None  # (the copy's elements are not the part's lines one for one)
-        gone = self._urls(ElementDiff.document(found.head, found.removed))
-        if gone is None or len(gone) != len(found.removed):
-            return None
-        kept = set(diff.urls) - gone
-        if len(kept) != found.kept:
-            return None
-        diff.keep(kept)
+        if not found.urls <= set(diff.urls):
+            return None  # (a kept element's URL has no line here: another sitemap listed it first)
+        diff.keep(found.urls)
         return found
-
-    def _urls(self, document: bytes) -> set[str] | None:
-        """The URLs of a urlset's entries as the reading's screen accepted them; None if one is refused."""
-        parser = SitemapParser(self.record.url, robots=False)
-        urls = set()
-        for entry in [*parser.feed(document), *parser.close()]:
-            screened = screen(entry.url) if isinstance(entry, PageEntry) else "not a page"
-            if isinstance(screened, str):
-                return None
-            urls.add(screened[0])
-        return urls if not parser.report.error and not parser.report.truncated else None
 
     def adopt(
         self,
