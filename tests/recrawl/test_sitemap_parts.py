@@ -151,6 +151,21 @@ def side_by_side(
     return ours
 
 
+def element_comparisons(monkeypatch: pytest.MonkeyPatch) -> list[ElementDiff]:
+    """The element comparisons the readings make from now on (``PartialAdoption.elements``), those that apply."""
+    compared: list[ElementDiff] = []
+    elements = PartialAdoption.elements
+
+    def spied(self: PartialAdoption, *args: Any, **kwargs: Any) -> ElementDiff | None:
+        found = elements(self, *args, **kwargs)
+        if found is not None:
+            compared.append(found)
+        return found
+
+    monkeypatch.setattr(PartialAdoption, "elements", spied)
+    return compared
+
+
 class Killed(BaseException):
     """The process died (nothing in Harvester catches this)."""
 
@@ -389,16 +404,7 @@ def test_a_cycle_with_a_few_entries_changed_lists_only_those_one_by_one(live_sit
     changed = random.Random(39).sample(site.page_paths(), 4)
     for path in changed:
         site.change(path)
-    compared: list[ElementDiff] = []
-    elements = PartialAdoption.elements
-
-    def spied(self: PartialAdoption, *args: Any, **kwargs: Any) -> ElementDiff | None:
-        found = elements(self, *args, **kwargs)
-        if found is not None:
-            compared.append(found)
-        return found
-
-    monkeypatch.setattr(PartialAdoption, "elements", spied)
+    compared = element_comparisons(monkeypatch)
     result = crawl(state, request.model_copy(update={"job_id": "second"}), at=START + timedelta(days=1), parts=True)
     with LocalHarvest.open(state) as harvest:
         taken = harvest.store.page_rows.adopted("second")
@@ -471,16 +477,7 @@ def test_a_urlset_larger_than_the_element_bound_is_compared_entry_by_entry(live_
     """A urlset past ``ELEMENTS_MAX_BYTES`` is not held twice in memory with its elements: parsed whole, each
     entry compared with its part's line, it is adopted in part all the same."""
     monkeypatch.setattr("harvester.pipeline.sitemap_step.partial.ELEMENTS_MAX_BYTES", 1000)
-    compared: list[ElementDiff] = []
-    elements = PartialAdoption.elements
-
-    def spied(self: PartialAdoption, *args: Any, **kwargs: Any) -> ElementDiff | None:
-        found = elements(self, *args, **kwargs)
-        if found is not None:
-            compared.append(found)
-        return found
-
-    monkeypatch.setattr(PartialAdoption, "elements", spied)
+    compared = element_comparisons(monkeypatch)
     site = live_site(pages=200, sitemaps=2)
     states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
     for n, cycle in enumerate(("first crawl", "1% changed")):

@@ -194,8 +194,8 @@ class LiveSite:
             self._built = None
 
     def break_document(self, path: str, status: int | None, *, times: int | None = None) -> None:
-        """A sitemap (or robots.txt) answers ``status`` from now on (``times``: for that many requests, then
-        as before); None mends it."""
+        """A sitemap (or robots.txt) answers ``status`` from now on (``times``: to that many requests, then its
+        document again); None mends it."""
         with self._lock:
             if status is None:
                 self.broken.pop(path, None)

@@ -242,7 +242,13 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
         out.flush()
         changed.flush()
         url_index = write_index(
-            ctx, job_id, copy, made_rows, keep=maker.job_rows if maker else None, site=job.request.origin
+            ctx,
+            job_id,
+            copy,
+            made_rows,
+            keep=maker.job_rows if maker else None,
+            site=job.request.origin,
+            fetch=maker.rows_file if maker else None,
         )
         if maker is not None:  # (for the next jobs: its documents are the site's, not the job's)
             made = maker.finish()
@@ -330,9 +336,11 @@ def write_index(
     *,
     keep: Path | None = None,
     site: str | None = None,
+    fetch: Callable[[str], Path] | None = None,
 ) -> str | None:
     """Builds and stores the job's Parquet URL index from the copy of its record lines and the index rows of
-    the parts it adopted (``made_rows``); its location, or None
+    the parts it adopted (``made_rows``, each read through ``fetch`` when given: the part maker's copy); its
+    location, or None
     when it could not be made. The records are the job's output and the index only their view (it can be
     made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
     hold back the result, which a retry would not get past either (a /tmp too small for a huge job).
@@ -344,8 +352,11 @@ def write_index(
         built = folder / "index.parquet"
         made = []
         for n, rows in enumerate(made_rows):
-            path = folder / f"rows-{n}.parquet"
-            path.write_bytes(ctx.documents.get(rows.key))
+            if fetch is not None:
+                path = fetch(rows.key)
+            else:
+                path = folder / f"rows-{n}.parquet"
+                path.write_bytes(ctx.documents.get(rows.key))
             made.append(MadeRows(path, rows.change, rows.excluded))
         cache = presorted = None
         if site is not None and made_rows and not copy.written and not any(r.excluded for r in made_rows):

@@ -143,8 +143,8 @@ class PartMaker:
             and s.kind in parts.PAGE_KINDS
             and not s.children
             and not s.invalid_children
-            # (a reading of more requests may have been resumed on a changed document and started over:
-            # the job keeps the records its first delivery listed, which the document may no longer list)
+            # (a reading of more requests may be one resumed on a changed document that started over: the
+            # job keeps the records its first delivery listed, which that document need not list)
             and s.attempts <= 1
         }
         self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish)
@@ -158,8 +158,9 @@ class PartMaker:
         self.counts: dict[str, int] = {}  # per sitemap: its URLs
         self.refused: set[str] = set()
         self.inheriting: dict[str, AdoptedPart] = {}  # per sitemap: the part the job adopted in part
-        self.kept_rows: dict[str, PartRows] = {}  # per sitemap: that part's index rows, in the job's index
+        self.rows_taken: set[str] = set()  # sitemaps whose part, adopted in part, gave the job's index its rows
         self.kept_lines: dict[str, int] = {}  # per sitemap: the lines it kept of that part
+        self._row_files: dict[str, Path] = {}  # (``rows_file``'s)
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
         self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
@@ -178,7 +179,7 @@ class PartMaker:
             return
         self.inheriting[sitemap] = adopted
         if rows is not None:
-            self.kept_rows[sitemap] = PartRows(rows, "", adopted.excluded)
+            self.rows_taken.add(sitemap)
         if not block:
             return
         self.kept_lines[sitemap] = block.count(b"\n")
@@ -283,15 +284,15 @@ class PartMaker:
         ``split``: its rows are made of its lines."""
         kept = {}
         for url, n in list(split.items()):
-            held = self.kept_rows.get(url)
-            if held is None:
+            if url not in self.rows_taken:
                 continue
+            held = self.inheriting[url]
+            assert held.part.index is not None  # (its rows were taken)
             if not listed_rows and self.counts.get(url, 0) != self.kept_lines.get(url, 0):
                 del split[url]
                 continue
-            path = self.folder / f"kept-{n}.parquet"
             try:
-                path.write_bytes(self.ctx.documents.get(held.key))
+                path = self.rows_file(held.part.index)
             except Busy:
                 raise
             except Exception:
@@ -299,6 +300,16 @@ class PartMaker:
                 continue
             kept[n] = (path, held.excluded)
         return kept
+
+    def rows_file(self, key: str) -> Path:
+        """A part's index rows (its document ``key``) as a file of the maker's, read once for the job's index
+        and the part made of it."""
+        path = self._row_files.get(key)
+        if path is None:
+            path = self.folder / f"rows-{len(self._row_files)}.parquet"
+            path.write_bytes(self.ctx.documents.get(key))
+            self._row_files[key] = path
+        return path
 
     def close(self) -> None:
         self.spool.close()

@@ -84,7 +84,7 @@ def element_loc(element: bytes) -> str | None:
 class ElementDiff(NamedTuple):
     """What a new version of a urlset holds beside the old one: how many of its elements are the old one's
     (``kept``, each once, and their URLs), its other elements in document order (``added``: new, changed, or
-    an element repeated), and the old elements it no longer holds (``removed``)."""
+    an element repeated), and the old one's elements it does not hold (``removed``)."""
 
     head: bytes
     kept: int

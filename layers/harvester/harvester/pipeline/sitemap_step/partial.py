@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import IO
 
 from harvester.crawldb import parts
 from harvester.crawldb.part_diff import PartDiff
@@ -66,21 +67,26 @@ class PartialAdoption:
         self.part = part
         return PartDiff(lines, sitemap=record.url, due_by=found if request.fetch_pages else None)
 
-    def elements(self, diff: PartDiff | None, prior: SitemapCrawl, body: bytes, *, limit: int) -> ElementDiff | None:
-        """The sitemap's new ``body`` (as received) beside its stored copy, element by element, when the part
-        ``diff`` compares with is a verbatim listing of that copy (nothing dropped, no warning, none due, its
-        lines made of the copy's elements: ``SitemapPart.verbatim``); the URLs of the elements the body keeps
-        are then kept (``PartDiff.keep``: each must have its line in the part), and the other elements
-        (``added``) are the ones to read. None when the entries are to be read one by one."""
+    def elements(self, diff: PartDiff | None, prior: SitemapCrawl, raw: IO[bytes], *, limit: int) -> ElementDiff | None:
+        """The sitemap's new body (``raw``: as received, spooled; left at its end) beside its stored copy,
+        element by element, when the part ``diff`` compares with is a verbatim listing of that copy (nothing
+        dropped, no warning, none due, its lines made of the copy's elements: ``SitemapPart.verbatim``); the
+        body is read only then. The URLs of the elements the body keeps are then kept (``PartDiff.keep``:
+        each must have its line in the part), and the other elements (``added``) are the ones to read. None
+        when the entries are to be read one by one."""
         part = self.part
         if diff is None or part is None or not part.verbatim or part.dropped or part.warnings:
             return None
         if part.signature != prior.signature or prior.kind != SitemapKind.URLSET.value or prior.truncated:
             return None
         bound = min(limit, ELEMENTS_MAX_BYTES)
-        if not diff.comparable or len(body) > bound:
+        if not diff.comparable or raw.seek(0, 2) > bound:
             return None
+        raw.seek(0)
+        body = raw.read()
+        raw.seek(0, 2)
         new = inflated(body, limit=bound)
+        del body
         if new is None:
             return None
         try:

@@ -204,7 +204,11 @@ class SitemapReading:
         if redirected is not None:
             redirected.http_status = response.status_code
             return redirected
-        parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+
+        def new_parser() -> SitemapParser:  # (each parse of this body, a first or one again, reads it alike)
+            return SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots)
+
+        parser = new_parser()
         if not_modified:
             assert prior is not None
             part = self._adopt(prior)
@@ -213,9 +217,7 @@ class SitemapReading:
                 if not await self._replay(prior, parser):
                     return None
                 if not self._adopt_partly(parser.report, clean=True):
-                    parser = SitemapParser(
-                        final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit, robots=self.is_robots
-                    )
+                    parser = new_parser()
                     if not await self._replay(prior, parser):
                         return None
             if self.request.output is Output.WARC and prior.warc is not None:
@@ -278,7 +280,7 @@ class SitemapReading:
                         if adopted is None:
                             self.listing.diff = self._diff(prior)
                             if not await self._parse_changed(parser, raw, prior, limit):
-                                parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+                                parser = new_parser()
                                 await self._parse_spool(parser, raw)
                     if adopted is None:
                         self.screen.take(parser.close(complete=response.complete and not parser.finished))
@@ -289,7 +291,7 @@ class SitemapReading:
                         clean = broken is None and response.complete and not response.truncated
                         if not self._adopt_partly(report, clean=clean and not report.error and not report.truncated):
                             # (the entries kept for the part are listed after all: read again, from the spool)
-                            parser = SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=limit)
+                            parser = new_parser()
                             await self._parse_spool(parser, raw)
                             self.screen.take(parser.close(complete=response.complete and not parser.finished))
                             self.listing.flush()
@@ -438,11 +440,7 @@ class SitemapReading:
         part the listing compares with allows it (``PartialAdoption.elements``): the others are kept for the
         part, counted as entries and as accepted, unparsed. False when the body is to be parsed whole (with
         another parser: this one may have been fed); the reading has started over if it had listed some."""
-        raw.seek(0)
-        body = raw.read()
-        raw.seek(0, 2)
-        found = self.partial.elements(self.listing.diff, prior, body, limit=limit)
-        del body
+        found = self.partial.elements(self.listing.diff, prior, raw, limit=limit)
         if found is None:
             return False
         document = ElementDiff.document(found.head, found.added)
