@@ -46,18 +46,21 @@ CYCLES = ("first crawl", "unchanged", "1% changed", "10% changed", "1% removed, 
 URLSET = 5000
 
 
-def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
-    """What changes on the site before ``cycle`` runs."""
+def alter(site: LiveSite, cycle: str, rng: random.Random) -> int:
+    """What changes on the site before ``cycle`` runs; returns how many entries changed."""
     paths = site.page_paths()
     share = {"1% changed": 100, "10% changed": 10}.get(cycle)
     if share:
         for path in rng.sample(paths, max(1, len(paths) // share)):
             site.change(path)
-    elif cycle.startswith("1% removed"):
+        return max(1, len(paths) // share)
+    if cycle.startswith("1% removed"):
         for path in rng.sample(paths, max(1, len(paths) // 100)):
             site.unlist(path)
         for n in range(max(1, len(paths) // 100)):
             site.add(f"/pages/added-{n}.html")
+        return 2 * max(1, len(paths) // 100)
+    return 0
 
 
 def state_size(state: Path) -> int:
@@ -96,8 +99,8 @@ def local_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
         state = Path(tmp) / "state"
         cycles = []
         for cycle in CYCLES:
-            alter(site, cycle, rng)
-            cycles.append({"cycle": cycle, **crawl_locally(site, state, fetch_pages=fetch_pages)})
+            changed = alter(site, cycle, rng)
+            cycles.append({"cycle": cycle, "changed": changed, **crawl_locally(site, state, fetch_pages=fetch_pages)})
     return cycles
 
 
@@ -113,7 +116,7 @@ def aws_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
         aws.requests.observer = meter
         cycles = []
         for cycle in CYCLES:
-            alter(site, cycle, rng)
+            changed = alter(site, cycle, rng)
             site.reset_log()
             meter.tally = Tally()
             leg = aws.run(JobRequest(site=site.url("/"), rate_limit_delay=0.00001, fetch_pages=fetch_pages))
@@ -122,6 +125,7 @@ def aws_cycles(pages: int, *, fetch_pages: bool) -> list[dict[str, Any]]:
             cycles.append(
                 {
                     "cycle": cycle,
+                    "changed": changed,
                     "listed": len(site.page_paths()),
                     "seconds": leg["seconds"],
                     "site_requests": len(site.hits),
@@ -212,6 +216,27 @@ def report(figures: dict[str, Any], before: dict[str, Any] | None, ref: str | No
         else:
             ratio = unchanged["seconds"] / first["seconds"]
             print(f"  unchanged cycle: {ratio:.2f} of the first crawl's wall time (target: 0.10)")
+        per_entry(cycles, aws=aws)
+
+
+def per_entry(cycles: list[dict[str, Any]], *, aws: bool) -> None:
+    """Each changed cycle's cost above the unchanged cycle's, per entry changed, beside the first crawl's per
+    listed URL (the target: at most that)."""
+    first, unchanged = cycles[0], cycles[1]
+    measures = (
+        [("AWS requests", "aws_requests", "{:.2f}"), ("write units", "write_units", "{:.2f}")]
+        if aws
+        else [("ms", "seconds", "{:.3f}")]
+    )
+    scale = 1 if aws else 1000
+    firsts = ", ".join(f"{fmt.format(first[key] * scale / first['listed'])} {name}" for name, key, fmt in measures)
+    print(f"  per changed entry, above the unchanged cycle (first crawl: {firsts} a listed URL)")
+    for cycle in cycles[2:]:
+        if not cycle.get("changed"):
+            continue
+        above = {key: (cycle[key] - unchanged[key]) * scale / cycle["changed"] for _, key, _ in measures}
+        costs = ", ".join(f"{fmt.format(above[key])} {name}" for name, key, fmt in measures)
+        print(f"    {cycle['cycle']:<24} ({cycle['changed']:,} entries): {costs}")
 
 
 def main() -> None:

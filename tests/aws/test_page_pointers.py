@@ -497,3 +497,82 @@ def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_
     assert {r.last_listed_job for r in Container(aws).crawldb.get_urls(SITE, [url(n) for n in ns]).values()} == {
         "job-2"
     }
+
+
+class Calls:
+    """The DynamoDB operations a client makes while counted (a query of a batch's outcome items apart)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.made: Counter[str] = Counter()
+
+    def _count(self, **kwargs: Any) -> None:
+        name = kwargs["model"].name
+        if name == "Query" and "#O#" in str(kwargs["params"].get("ExpressionAttributeValues")):
+            name = "Query of outcomes"
+        self.made[name] += 1
+
+    def __enter__(self) -> Calls:
+        self.client.meta.events.register("before-parameter-build.dynamodb.*", self._count, unique_id="calls-counted")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.meta.events.unregister("before-parameter-build.dynamodb.*", unique_id="calls-counted")
+
+
+def test_the_records_of_settled_batches_are_read_by_key_and_without_the_names_by_query(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    urls = list_pages(c, job_id, list(range(120)))  # (three listed batches)
+    assert settle(c, job_id, urls[:10], "sig-1", token="p1")[0] == urls[:10]
+    assert settle(c, job_id, urls[10:20], "sig-2", token="p2")[0] == urls[10:20]  # (the same batch again)
+    assert settle(c, job_id, urls[100:], "sig-3", token="p3")[0] == urls[100:]
+    expected = {u: "sig-1" for u in urls[:10]} | {u: "sig-2" for u in urls[10:20]} | {u: "sig-3" for u in urls[100:]}
+
+    def signatures() -> tuple[dict[str, str | None], Counter[str]]:
+        reader = Container(aws)
+        with Calls(aws.store.client) as calls:
+            records = reader.crawldb.get_urls(SITE, urls)
+        return {u: r.signature for u, r in records.items() if r.signature}, calls.made
+
+    found, made = signatures()
+    assert found == expected
+    assert made["Query of outcomes"] == 0 and made["BatchGetItem"] == 6
+    # (pointers: two reads of a hundred; the batches; their states; their outcomes; the states again, for the
+    # pages still to be settled)
+    # A batch whose states do not name its settlements (settled before they did), or whose job is gone:
+    # its outcomes are found by a query of the batch's items.
+    states = [
+        item
+        for item in aws.store.jobs.query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :b)",
+            ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}, ":b": {"S": "BATCH#"}},
+        )
+        if item["sk"]["S"].endswith("#S")
+    ]
+    settled = [item for item in states if "co" in item]
+    assert len(states) == 3 and len(settled) == 2  # (the middle batch has no settlement)
+    first, last = ({"pk": item["pk"], "sk": item["sk"]} for item in settled)
+    aws.store.client.update_item(TableName=aws.store.table, Key=first, UpdateExpression="REMOVE co")
+    aws.store.client.delete_item(TableName=aws.store.table, Key=last)
+    found, made = signatures()
+    assert found == expected
+    assert made["Query of outcomes"] == 2
+
+
+def test_records_written_whole_go_many_a_transaction_and_one_that_moved_is_refused_alone(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    urls = list_pages(c, job_id, list(range(30)))
+    assert settle(c, job_id, urls, "sig-1")[0] == urls
+    records = c.crawldb.get_urls(SITE, urls)
+    other = Container(aws)
+    moved = orphaned(other.crawldb.get_urls(SITE, [urls[3]])[urls[3]], job_id="job-b")
+    assert other.crawldb.put_urls(SITE, [moved]) == []
+    with Calls(aws.store.client) as calls:
+        stale = c.crawldb.put_urls(SITE, [orphaned(records[u], job_id="job-a") for u in urls])
+    assert stale == [urls[3]]  # (moved since this container read it)
+    # The first 25 in one transaction, refused for the one that moved, then one by one; the last 5 in one.
+    assert calls.made["TransactWriteItems"] == 1 + 25 + 1
+    after = Container(aws).crawldb.get_urls(SITE, urls)
+    assert {u: r.orphaned_job for u, r in after.items()} == {u: "job-b" if u == urls[3] else "job-a" for u in urls}

@@ -67,3 +67,16 @@ def test_a_part_is_adopted_only_for_the_same_document_options_and_epoch_with_not
     listing = JobRequest(site=SITE, fetch_pages=False)
     assert parts.adoptable(part(held=1), signature="s1", request=listing, epoch=7, now=due) is None
     assert parts.reason_of(listing) is ChangeKind.LISTED and parts.reason_of(request) is ChangeKind.NOT_DUE
+
+
+def test_the_urls_of_a_block_of_lines_are_read_at_once_as_one_at_a_time() -> None:
+    lines = [
+        b'{"url":"https://example.com/a","priority":0.5}',
+        b'{"url":"https://example.com/caf\xc3\xa9","priority":0.5}',
+        b'{"url":"https://example.com/q\\"uoted","priority":0.5}',  # (an escape: parsed)
+        b'{"url":"https://example.com/b","priority":0.5',  # (without its tail's brace)
+    ]
+    for n in range(len(lines) + 1):
+        block = b"".join(line + b"\n" for line in lines[:n])
+        assert parts.block_urls(block) == [parts.line_url(line) for line in lines[:n]]
+    assert parts.block_urls(lines[0] + b"\n" + lines[3] + b"\n") == ["https://example.com/a", "https://example.com/b"]

@@ -10,7 +10,7 @@ import pytest
 
 from harvester.inflate import inflated
 from harvester.sitemap import SitemapParser
-from harvester.sitemap.elements import ElementDiff, element_loc, url_elements
+from harvester.sitemap.elements import ElementDiff, element_loc, element_locs, url_elements
 
 HEAD = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -126,3 +126,27 @@ def test_the_kept_elements_urls_are_read_without_parsing_where_their_loc_is_plai
     odd = [element(0), b"<url><loc>https://example.com/&lt;</loc></url>"]
     found = ElementDiff.of(urlset(odd), urlset(odd))
     assert found is not None and found.kept == 2 and found.urls is None
+
+
+ODD_ELEMENTS = [
+    b"<url><loc> https://example.com/spaced \n</loc></url>",
+    b"<url><loc>https://example.com/q?a=1&amp;b=2</loc></url>",
+    b"<url><loc>https://example.com/caf\xc3\xa9</loc></url>",
+    b"<url><loc></loc></url>",
+    b"<url><loc>https://example.com/line\nbreak</loc></url>",  # (a break inside the text)
+    b"<url><loc>https://example.com/<b>bold</b></loc></url>",  # (markup inside the text)
+    b"<url><loc>https://example.com/lt&lt;</loc></url>",  # (another reference)
+    b"<url><loc>https://example.com/a</loc><loc>https://example.com/b</loc></url>",  # (two)
+    b"<url><lastmod>2026-01-01</lastmod></url>",  # (none)
+    b"<url><loc>https://example.com/\xff</loc></url>",  # (not UTF-8)
+]
+
+
+@pytest.mark.parametrize("odd", range(len(ODD_ELEMENTS)))
+def test_the_urls_of_many_elements_are_read_at_once_as_one_at_a_time(odd: int) -> None:
+    elements = [element(n).removesuffix(b"</url>") for n in range(20)]
+    elements.insert(7, ODD_ELEMENTS[odd].removesuffix(b"</url>"))
+    one_by_one = [element_loc(e) for e in elements]
+    expected = None if None in one_by_one else set(one_by_one)
+    assert element_locs(elements) == expected
+    assert element_locs([]) == set()

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from orjson import OPT_UTC_Z, dumps
 
-from harvester.crawldb.parts import line_due, line_url
+from harvester.crawldb.parts import block_urls, line_due
 from harvester.model.records import SitemapURL, UrlStatus, body_of
 from harvester.sitemap import PageEntry
 
@@ -59,30 +59,40 @@ class KeptTwice(Exception):
 
 class PartDiff:
     """The part's lines (without their tails) by URL, for ``keeps`` to compare entries with; with ``due_by``,
-    a URL whose next fetch is due by then is never kept (a job that fetches pages)."""
+    a URL whose next fetch is due by then is never kept (a job that fetches pages). A line is looked at only
+    when an entry of its URL is compared: a reading that keeps most lines by their elements reads few."""
 
     def __init__(self, lines: bytes, *, sitemap: str, due_by: datetime | None = None) -> None:
         self.sitemap = sitemap
-        self.urls: list[str] = []  # every URL of the part
-        self._fields: dict[str, int] = {}  # of those that may be kept: a hash of their entry's fields
+        self.due_by = due_by
+        self.urls: list[str] = block_urls(lines)  # every URL of the part
+        body = lines[:-1] if lines.endswith(b"\n") else lines
+        split = body.split(b"\n") if body else []
+        self._lines = dict(zip(self.urls, split, strict=True))
+        #: Whether every line may be kept: each has the crawl record's fields, and none is due.
+        self._all_comparable = lines.count(_CRAWL_FIELDS) == len(split)
+        if due_by is not None and self._all_comparable:
+            due = [line_due(line) for line in split]
+            self._all_comparable = None not in due and datetime.fromisoformat(min(due)) > due_by  # type: ignore[type-var, arg-type]
         self.kept: set[str] = set()
-        for line in lines.splitlines():
-            url = line_url(line)
-            self.urls.append(url)
-            if due_by is not None:
-                when = line_due(line)
-                if when is None or datetime.fromisoformat(when) <= due_by:
-                    continue
-            end = line.find(_CRAWL_FIELDS)
-            if end > 0:
-                self._fields[url] = hash(line[:end])
-
         self._by_elements = False
+
+    def _fields(self, url: str) -> bytes | None:
+        """The entry's fields of the URL's line, when the line may be kept."""
+        line = self._lines.get(url)
+        if line is None:
+            return None
+        if self.due_by is not None:
+            when = line_due(line)
+            if when is None or datetime.fromisoformat(when) <= self.due_by:
+                return None
+        end = line.find(_CRAWL_FIELDS)
+        return line[:end] if end > 0 else None
 
     @property
     def comparable(self) -> bool:
         """Whether every line of the part may be kept (none is due)."""
-        return len(self._fields) == len(self.urls)
+        return self._all_comparable
 
     def keep(self, urls: set[str]) -> None:
         """Keeps the lines of these URLs, whose entries are the part's own by their elements (``sitemap.
@@ -92,12 +102,12 @@ class PartDiff:
 
     def keeps(self, url: str, entry: PageEntry) -> bool:
         """Whether the part's line of the URL is the one a listing of ``entry`` writes now (then it is kept)."""
-        known = self._fields.get(url)
         if url in self.kept:
             if self._by_elements:
                 raise KeptTwice(url)
             return False
-        if known is None or hash(entry_fields(url, entry, self.sitemap)) != known:
+        known = self._fields(url)
+        if known is None or entry_fields(url, entry, self.sitemap) != known:
             return False
         self.kept.add(url)
         return True

@@ -94,7 +94,9 @@ def adopted_lines(
     stripped = documents.get(adopted.part.lines)
     if adopted.excluded:
         left_out = adopted.excluded
-        stripped = b"".join(line for line in stripped.splitlines(keepends=True) if parts.line_url(line) not in left_out)
+        urls = parts.block_urls(stripped)
+        kept = (line for line, url in zip(stripped.splitlines(keepends=True), urls, strict=True) if url not in left_out)
+        stripped = b"".join(kept)
     lines = parts.render(stripped, adopted.at, parts.reason_of(request))
     if not extras:
         return lines

@@ -14,6 +14,8 @@ Elements are told apart by their bytes (a set of them: a hash, then an exact com
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
 from typing import NamedTuple
 
 _OPEN = b"<url>"
@@ -26,6 +28,8 @@ _LOC, _LOC_END = b"<loc>", b"</loc>"
 _MARKUP = (b"<!", b"<?", b"-->", _ROOT)
 #: XML's whitespace (``bytes.strip`` takes more).
 _SPACE = b" \t\r\n"
+#: A ``<loc>``'s text without the XML whitespace around it, when it holds no markup (``element_locs``).
+_LOC_TEXT = re.compile(rb"<loc>[ \t\r\n]*([^<]*?)[ \t\r\n]*</loc>")
 
 
 class UrlElements(NamedTuple):
@@ -81,6 +85,35 @@ def element_loc(element: bytes) -> str | None:
         return None
 
 
+def element_locs(elements: Collection[bytes]) -> set[str] | None:
+    """The URLs of the elements, each read as ``element_loc`` reads it, or None when one of them is not plain:
+    all at once (a match of ``<loc>`` text cannot reach into the next element, which starts with a tag)."""
+    if not all(element.count(_LOC) == 1 for element in elements):
+        return None
+    texts = _LOC_TEXT.findall(b"".join(elements))
+    joined = b"\n".join(texts)
+    if len(texts) != len(elements) or joined.count(b"\n") != len(texts) - 1:
+        return _one_by_one(elements)  # (a text with markup or a line break in it)
+    if b"&" in joined:
+        if joined.count(b"&") != joined.count(b"&amp;"):
+            return None  # (another reference: parsed)
+        joined = joined.replace(b"&amp;", b"&")
+    try:
+        return set(joined.decode().split("\n")) if texts else set()
+    except UnicodeDecodeError:
+        return None
+
+
+def _one_by_one(elements: Collection[bytes]) -> set[str] | None:
+    urls = set()
+    for element in elements:
+        url = element_loc(element)
+        if url is None:
+            return None
+        urls.add(url)
+    return urls
+
+
 class ElementDiff(NamedTuple):
     """What a new version of a urlset holds beside the old one: how many of its elements are the old one's
     (``kept``, each once, and their URLs), its other elements in document order (``added``: new, changed, or
@@ -111,9 +144,9 @@ class ElementDiff(NamedTuple):
             else:
                 added.append(element + _CLOSE)
         removed = [element + _CLOSE for element in before.elements if element not in taken]
-        urls = {element_loc(element) for element in taken}
-        plain = None not in urls and len(urls) == len(taken)
-        return ElementDiff(before.head, len(taken), added, removed, urls if plain else None)  # type: ignore[arg-type]
+        urls = element_locs(taken)
+        plain = urls is not None and len(urls) == len(taken)
+        return ElementDiff(before.head, len(taken), added, removed, urls if plain else None)
 
     @staticmethod
     def document(head: bytes, elements: list[bytes]) -> bytes:

@@ -24,13 +24,17 @@ from harvester.adapters.aws.crawl_collect import Collector
 from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
-from harvester.adapters.aws.job_items import JobItems
-from harvester.adapters.aws.pointer_items import URL_SHARDS, url_shard, whole_write
+from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
+from harvester.adapters.aws.pointer_items import URL_SHARDS, Pointer, url_shard, whole_write
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import body_of, url_key
+
+#: Records written whole in one transaction at most (each a Put, the guards of its pointer, and its sitemaps'
+#: epochs shared: well within a transaction's 100 items).
+_WHOLE_TOGETHER = 25
 
 
 def put_whole(
@@ -42,26 +46,52 @@ def put_whole(
     *,
     writer: str | None = None,
 ) -> list[str]:
-    """Writes each record whole (``DynamoCrawlDatabase.put_urls``); returns the URLs whose record moved on."""
+    """Writes each record whole (``DynamoCrawlDatabase.put_urls``); returns the URLs whose record moved on.
+    Records of one writer go together, a transaction for up to ``_WHOLE_TOGETHER`` of them (within a
+    transaction's items); a transaction one of them cancels is written again a record a transaction, so that
+    only that one is refused."""
     stale: list[str] = []
+    pending: dict[str, list[tuple[CrawlRecord, Pointer | None]]] = {}
     for record in records:
         pointer = pointers.mover_base(site, record, strict=False)
         if pointer is False:
             stale.append(record.url)
             continue
-        put = whole_write(table, site, record)
-        guards = [guard for guard, _ in pointers.guards(site, [pointer], mover="")] if pointer is not None else []
-        sitemap = sitemap_of(record)
-        named = [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
         by = writer if writer is not None else writer_of(record)
-        guards += [update for update, _ in touches(table, site, named, by)]
-        try:
-            transact(client, [put, *guards])
-        except TransactionFailed as exc:
-            if "ConditionalCheckFailed" not in exc.reasons:
-                raise
-            stale.append(record.url)
+        pending.setdefault(by, []).append((record, pointer))
+    for by, writes in pending.items():
+        for start in range(0, len(writes), _WHOLE_TOGETHER):
+            group = writes[start : start + _WHOLE_TOGETHER]
+            items = _whole_writes(table, pointers, site, group, by) if len(group) > 1 else []
+            if items and len(items) <= TRANSACTION_ITEMS and len({r.url for r, _ in group}) == len(group):
+                try:
+                    transact(client, items)
+                    continue
+                except TransactionFailed:
+                    pass  # (one by one: which record moved)
+            for one in group:
+                try:
+                    transact(client, _whole_writes(table, pointers, site, [one], by))
+                except TransactionFailed as exc:
+                    if "ConditionalCheckFailed" not in exc.reasons:
+                        raise
+                    stale.append(one[0].url)
     return stale
+
+
+def _whole_writes(
+    table: str, pointers: Pointers, site: str, group: Sequence[tuple[CrawlRecord, Pointer | None]], by: str
+) -> list[dict[str, Any]]:
+    """The items of one transaction writing the records whole: their Puts, the guards of the pointers they
+    move (crawl_pointers), and the moves of the epochs of the sitemaps they name, once each."""
+    items = [whole_write(table, site, record) for record, _ in group]
+    moved = [pointer for _, pointer in group if pointer is not None]
+    items += [guard for guard, _ in pointers.guards(site, moved, mover="")]
+    named: list[str | None] = []
+    for record, pointer in group:
+        sitemap = sitemap_of(record)
+        named += [url_key(sitemap) if sitemap else None, pointer.sitemap if pointer else None]
+    return items + [update for update, _ in touches(table, site, named, by)]
 
 
 def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str], writer: str) -> bool:

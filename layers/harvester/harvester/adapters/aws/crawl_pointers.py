@@ -13,7 +13,10 @@ job's batch items but in the site's partitions (no TTL: the crawl database outli
   one handed to a fetch (the record the fetch works on). Written in the listing's transaction, so that it
   is what says the batch was committed; ``tomb`` instead of ``body``: a batch another writer made sure never
   commits (below).
-* ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``.
+* ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``;
+  the job's states item of the batch names them (``co``, written in the settlement's transaction), so that a
+  reader of many batches reads their outcomes by key, a hundred at a time (a query of each batch's otherwise:
+  its job gone, or settled before its states named them).
 
 A URL's record is read from its pointer: the batch ``cur`` when committed, else ``prev`` (a listing between
 its pointer's write and its transaction, or one that died there, is not seen), else ``body``; in that batch,
@@ -53,6 +56,7 @@ import orjson
 from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.pointer_items import (
+    NO_CRAWL_OUTCOME,
     URL_SHARDS,
     CrawlBatch,
     Pointer,
@@ -61,6 +65,7 @@ from harvester.adapters.aws.pointer_items import (
     final_state,
     job_states_key,
     lines_of,
+    outcome_key,
     parse_pointer,
     pointer_key,
     site_items,
@@ -141,8 +146,7 @@ class Pointers:
             return
         states: dict[Ref, Mapping[str, Any]] = {}
         for item in batch_get(self.client, self.table, [job_states_key(ref) for ref in refs]):
-            job = item["pk"]["S"].removeprefix("JOB#")
-            states[Ref(job, item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))] = item
+            states[_states_ref(item)] = item
         again: set[Ref] = set()
         for p in pointers:
             assert p.basis is not None
@@ -187,24 +191,45 @@ class Pointers:
             batches[ref] = CrawlBatch(ref, lines_of(item))
 
     def _read_outcomes(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
-        for ref in refs:
-            batch = batches.get(ref)
-            if batch is None or not batch.committed or batch.outcomes is not None:
-                continue
-            batch.outcomes = {}
-            for item in query(
-                self.client,
-                self.table,
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-                ExpressionAttributeValues={
-                    ":pk": url_shard(site, ref.bid),
-                    ":prefix": _s(f"CB#{ref.job}#{ref.bid}#O#"),
-                },
-                ConsistentRead=True,
-            ):
-                for line in body_text(item).split("\n"):
-                    i, _, record = line.partition("\t")
-                    batch.outcomes[int(i)] = record
+        """The settlements' records of the committed batches ``refs`` whose outcomes are not read yet: by key,
+        as their states items name them (``co``: a hundred batches a read), else (a job gone, or settled
+        before its states named them) by a query of the batch's outcome items."""
+        wanted = [ref for ref in refs if (b := batches.get(ref)) is not None and b.committed and b.outcomes is None]
+        if not wanted:
+            return
+        states: dict[Ref, Mapping[str, Any]] = {}
+        for item in batch_get(
+            self.client, self.table, [job_states_key(ref) for ref in wanted], projection="pk, sk, settled, co"
+        ):
+            states[_states_ref(item)] = item
+        keys: list[dict[str, Any]] = []
+        for ref in wanted:
+            batches[ref].outcomes = {}
+            item = states.get(ref)
+            if item is not None and "co" in item:
+                for name in item["co"]["SS"]:
+                    if name != NO_CRAWL_OUTCOME:
+                        version, _, part = name.partition("#")
+                        keys.append(outcome_key(site, ref, int(version), int(part)))
+            elif item is None or "settled" in item:
+                self._query_outcomes(site, ref, batches)
+        found = sorted(batch_get(self.client, self.table, keys), key=lambda item: item["sk"]["S"])
+        for item in found:  # (in the order of their versions: the last one wins)
+            job, bid = item["sk"]["S"].split("#")[1:3]
+            _add_outcomes(batches[Ref(job, bid)], item)
+
+    def _query_outcomes(self, site: str, ref: Ref, batches: dict[Ref, CrawlBatch]) -> None:
+        for item in query(
+            self.client,
+            self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": url_shard(site, ref.bid),
+                ":prefix": _s(f"CB#{ref.job}#{ref.bid}#O#"),
+            },
+            ConsistentRead=True,
+        ):
+            _add_outcomes(batches[ref], item)
 
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
@@ -351,3 +376,16 @@ def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
     if p.whole or p.cur is None:
         return False
     return adoptions.adopter(p.sitemap, p.cur.job, p.url) == job_id
+
+
+def _states_ref(item: Mapping[str, Any]) -> Ref:
+    """The batch a job's states item (``job_states_key``) is of."""
+    return Ref(item["pk"]["S"].removeprefix("JOB#"), item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))
+
+
+def _add_outcomes(batch: CrawlBatch, item: Mapping[str, Any]) -> None:
+    """A crawl outcome item's records, by position, over those read before it."""
+    assert batch.outcomes is not None
+    for line in body_text(item).split("\n"):
+        i, _, record = line.partition("\t")
+        batch.outcomes[int(i)] = record

@@ -37,7 +37,14 @@ from harvester.adapters.aws.listed_batch import (
     states_of,
 )
 from harvester.adapters.aws.page_body import pack
-from harvester.adapters.aws.pointer_items import Ref, outcome_key, stale_check, stale_urls, whole_write
+from harvester.adapters.aws.pointer_items import (
+    Ref,
+    crawl_outcome_names,
+    outcome_key,
+    stale_check,
+    stale_urls,
+    whole_write,
+)
 from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conflict_pause, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
@@ -107,10 +114,18 @@ class PageBatches:
         return None if item is None else states_of(item)
 
     def _state_update(
-        self, job_id: str, bid: str, states: Mapping[str, Any], version: int, *, settles: bool = False
+        self,
+        job_id: str,
+        bid: str,
+        states: Mapping[str, Any],
+        version: int,
+        *,
+        settles: bool = False,
+        crawl_outcomes: int = 0,
     ) -> dict[str, Any]:
         """The states' write on the version read (``settles``: a settlement's, which ``settled`` counts for the
-        moves of pointers that guard it: crawl_pointers)."""
+        moves of pointers that guard it, and which adds to ``co`` the crawl outcome items it writes beside,
+        ``crawl_outcomes`` of them: crawl_pointers)."""
         body = {i: state for i, state in states.items() if i != MOVED}
         update: dict[str, Any] = {
             "TableName": self.table,
@@ -124,7 +139,8 @@ class PageBatches:
             },
         }
         if settles:
-            update["UpdateExpression"] += ", settled = :next"
+            update["UpdateExpression"] += ", settled = :next ADD co :co"
+            update["ExpressionAttributeValues"][":co"] = {"SS": crawl_outcome_names(version + 1, crawl_outcomes)}
         return {"Update": update}
 
     def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, StoredBatch]]:
@@ -321,7 +337,10 @@ class PageBatches:
                     break  # (the next round takes the rest)
                 held.append((batch, states))
                 applied.extend(mine)
-                items.append(self._state_update(job_id, bid, states, version, settles=True))
+                crawl_outcomes = sum(1 for role, _ in crawled.roles if role == "outcome")
+                items.append(
+                    self._state_update(job_id, bid, states, version, settles=True, crawl_outcomes=crawl_outcomes)
+                )
                 roles.append(("state", bid))
                 for part, run in enumerate(parts):
                     outcome = outcome_sk(bid, version + 1, part)

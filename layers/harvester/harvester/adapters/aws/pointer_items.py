@@ -84,6 +84,16 @@ def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
     return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}#O#{version:06d}#{part}")}
 
 
+#: The name ``co`` holds for a settlement that wrote no crawl outcome item (a set is never empty).
+NO_CRAWL_OUTCOME = "-"
+
+
+def crawl_outcome_names(version: int, parts: int) -> list[str]:
+    """What a settlement adds to its batch's states item's ``co``: ``<version>#<part>`` of each crawl outcome
+    item it writes (``outcome_key``), so that a reader of the batch's records reads them by key."""
+    return [f"{version:06d}#{part}" for part in range(parts)] or [NO_CRAWL_OUTCOME]
+
+
 def job_states_key(ref: Ref) -> dict[str, Any]:
     """The job's states item of the batch (listed_batch.py)."""
     return {"pk": _s(f"JOB#{ref.job}"), "sk": _s(f"BATCH#{ref.bid}#S")}

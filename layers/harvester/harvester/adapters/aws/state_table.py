@@ -92,13 +92,15 @@ def conditional(write: Callable[[], object]) -> bool:
 
 
 def batch_get(
-    client: Any, table: str, keys: list[dict[str, Any]], *, consistent: bool = True
+    client: Any, table: str, keys: list[dict[str, Any]], *, consistent: bool = True, projection: str | None = None
 ) -> Iterator[dict[str, Any]]:
     """The items of ``keys``, read with one BatchGetItem per 100 (and again for any DynamoDB left
     unprocessed, with a back-off), a hundred at a time as asked for, in no particular order; consistently
-    unless told (half the read units)."""
+    unless told (half the read units); only the attributes ``projection`` names, if given."""
     for start in range(0, len(keys), BATCH_GET):
         request: dict[str, Any] = {table: {"Keys": keys[start : start + BATCH_GET], "ConsistentRead": consistent}}
+        if projection is not None:
+            request[table]["ProjectionExpression"] = projection
         tries = 0
         while request:
             response = client.batch_get_item(RequestItems=request)
