@@ -80,3 +80,16 @@ def test_the_urls_of_a_block_of_lines_are_read_at_once_as_one_at_a_time() -> Non
         block = b"".join(line + b"\n" for line in lines[:n])
         assert parts.block_urls(block) == [parts.line_url(line) for line in lines[:n]]
     assert parts.block_urls(lines[0] + b"\n" + lines[3] + b"\n") == ["https://example.com/a", "https://example.com/b"]
+
+
+def test_the_first_due_of_a_block_is_read_at_once_as_line_by_line() -> None:
+    def line(n: int, due: str | None) -> bytes:
+        field = f',"next_fetch_time":"{due}"' if due else ""
+        return f'{{"url":"https://example.com/{n}","crawl_state":"listed"{field}}}\n'.encode()
+
+    dues = ["2026-12-03T00:00:00Z", "2026-12-01T00:00:00Z", None, "2026-12-02T00:00:00Z"]
+    for n in range(len(dues) + 1):
+        block = b"".join(line(i, due) for i, due in enumerate(dues[:n]))
+        one_by_one = [d for d in (parts.line_due(x) for x in block.splitlines()) if d is not None]
+        assert parts.block_due(block) == (min(one_by_one) if one_by_one else None)
+    assert parts.block_due(b"") is None

@@ -66,19 +66,20 @@ class PartDiff:
         self.sitemap = sitemap
         self.due_by = due_by
         self.urls: list[str] = block_urls(lines)  # every URL of the part
-        body = lines[:-1] if lines.endswith(b"\n") else lines
-        split = body.split(b"\n") if body else []
-        self._lines = dict(zip(self.urls, split, strict=True))
+        self._block = lines
+        self._lines: dict[str, bytes] | None = None  # (the lines by URL, made when first compared)
         #: Whether every line may be kept: each has the crawl record's fields, and none is due.
-        self._all_comparable = lines.count(_CRAWL_FIELDS) == len(split)
+        self._all_comparable = lines.count(_CRAWL_FIELDS) == len(self.urls)
         if due_by is not None and self._all_comparable:
-            due = [line_due(line) for line in split]
+            due = [line_due(line) for line in lines.splitlines()]
             self._all_comparable = None not in due and datetime.fromisoformat(min(due)) > due_by  # type: ignore[type-var, arg-type]
         self.kept: set[str] = set()
         self._by_elements = False
 
     def _fields(self, url: str) -> bytes | None:
         """The entry's fields of the URL's line, when the line may be kept."""
+        if self._lines is None:
+            self._lines = dict(zip(self.urls, self._block.splitlines(), strict=True))
         line = self._lines.get(url)
         if line is None:
             return None

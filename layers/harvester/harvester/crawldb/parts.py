@@ -47,8 +47,9 @@ MAX_INHERITED = 32
 MIN_EXCLUDED = 200
 MAX_EXCLUDED = 2000
 
-#: Where a line says when its URL is next due (``line_due``).
+#: Where a line says when its URL is next due (``line_due``), and that value (``block_due``).
 _DUE = b',"next_fetch_time":"'
+_DUES = re.compile(rb',"next_fetch_time":"([^"]*)"')
 
 #: Where a line's tail starts. The raw sequence cannot occur inside a JSON string (its quotes would be
 #: escaped), and no extension has such a key: the last one in a line is the field.
@@ -99,14 +100,15 @@ def line_url(line: bytes) -> str:
         return str(loads(line + b"}")["url"])
 
 
-#: A line's URL as ``line_url`` reads it without parsing (no escape in it), at the start of each line.
-_LINE_URLS = re.compile(rb'^\{"url":"([^"\\\n]*)"', re.MULTILINE)
+#: A line's URL as ``line_url`` reads it without parsing (no escape in it), after the newline before the line
+#: (a literal start, which the search finds quickly: a raw newline is never inside a JSON line).
+_LINE_URLS = re.compile(rb'\n\{"url":"([^"\\\n]*)"')
 
 
 def block_urls(block: bytes) -> list[str]:
     """The URL of each record line of ``block`` (lines each ending with a newline), in order, as
     ``line_url`` reads each: all at once, unless a URL has an escape in it."""
-    found = _LINE_URLS.findall(block)
+    found = _LINE_URLS.findall(b"\n" + block)
     if len(found) == block.count(b"\n"):
         try:
             return b"\n".join(found).decode().split("\n") if found else []
@@ -117,7 +119,10 @@ def block_urls(block: bytes) -> list[str]:
 
 def block_due(block: bytes) -> str | None:
     """The first in time of the next fetches of record lines (``block``: lines each ending with a newline),
-    as ``line_due`` reads each (one ``rfind`` a line: quicker here than any regular expression over the block)."""
+    as ``line_due`` reads each: all at once when each line says it once, else line by line."""
+    found = _DUES.findall(block)
+    if len(found) == block.count(b"\n"):
+        return min(found).decode() if found else None
     due = [when for line in block.splitlines() if (when := line_due(line)) is not None]
     return min(due) if due else None
 

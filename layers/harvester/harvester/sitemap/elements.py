@@ -28,8 +28,8 @@ _LOC, _LOC_END = b"<loc>", b"</loc>"
 _MARKUP = (b"<!", b"<?", b"-->", _ROOT)
 #: XML's whitespace (``bytes.strip`` takes more).
 _SPACE = b" \t\r\n"
-#: A ``<loc>``'s text without the XML whitespace around it, when it holds no markup (``element_locs``).
-_LOC_TEXT = re.compile(rb"<loc>[ \t\r\n]*([^<]*?)[ \t\r\n]*</loc>")
+#: A ``<loc>``'s text, when it holds no markup (``element_locs``).
+_LOC_TEXT = re.compile(rb"<loc>([^<]*)</loc>")
 
 
 class UrlElements(NamedTuple):
@@ -90,7 +90,7 @@ def element_locs(elements: Collection[bytes]) -> set[str] | None:
     all at once (a match of ``<loc>`` text cannot reach into the next element, which starts with a tag)."""
     if not all(element.count(_LOC) == 1 for element in elements):
         return None
-    texts = _LOC_TEXT.findall(b"".join(elements))
+    texts = [text.strip(_SPACE) for text in _LOC_TEXT.findall(b"".join(elements))]
     joined = b"\n".join(texts)
     if len(texts) != len(elements) or joined.count(b"\n") != len(texts) - 1:
         return _one_by_one(elements)  # (a text with markup or a line break in it)
