@@ -1,5 +1,7 @@
 """Re-crawl cost as it follows what changed: a site crawled once, then again unchanged, then with 1 % and 10 %
-of its entries changed (lastmod advanced, content changed), then with 1 % removed and 1 % added; on this
+of its entries changed (lastmod advanced, content changed), then with 1 % removed and 1 % added (those spread
+over every urlset), then with 1 % changed in one urlset (as a site's new and changed pages sit in its latest
+sitemap); on this
 machine (the real `harvest crawl` command) and on the AWS path (template.yaml in moto, the real handlers
 driven as Lambda's poller drives them), in one run.
 
@@ -42,7 +44,7 @@ from _aws_path import REPO, aws_path
 from harvester.demo.live import LiveSite
 
 #: The cycles, in the order they run on one site.
-CYCLES = ("first crawl", "unchanged", "1% changed", "10% changed", "1% removed, 1% added")
+CYCLES = ("first crawl", "unchanged", "1% changed", "10% changed", "1% removed, 1% added", "1% changed, one urlset")
 URLSET = 5000
 
 
@@ -50,6 +52,11 @@ def alter(site: LiveSite, cycle: str, rng: random.Random) -> int:
     """What changes on the site before ``cycle`` runs; returns how many entries changed."""
     paths = site.page_paths()
     share = {"1% changed": 100, "10% changed": 10}.get(cycle)
+    if cycle == "1% changed, one urlset":  # (as a site's new and changed pages sit in its latest sitemap)
+        first = [path for path in paths if site.site[path].sitemap == 0]
+        for path in rng.sample(first, min(len(first), max(1, len(paths) // 100))):
+            site.change(path)
+        return min(len(first), max(1, len(paths) // 100))
     if share:
         for path in rng.sample(paths, max(1, len(paths) // share)):
             site.change(path)
