@@ -576,3 +576,29 @@ def test_records_written_whole_go_many_a_transaction_and_one_that_moved_is_refus
     assert calls.made["TransactWriteItems"] == 1 + 25 + 1
     after = Container(aws).crawldb.get_urls(SITE, urls)
     assert {u: r.orphaned_job for u, r in after.items()} == {u: "job-b" if u == urls[3] else "job-a" for u in urls}
+
+
+def test_a_jobs_few_records_are_read_by_key_and_as_its_batches_hold_them(aws: AwsAdapters) -> None:
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    urls = list_pages(c, job_id, list(range(60)))
+    assert settle(c, job_id, urls[:30], "sig-1")[0] == urls[:30]
+    whole = {
+        url: CrawlRecord.model_validate_json(text) for url, text in c.crawldb.pointers.job_records(SITE, job_id).items()
+    }
+    asked = urls[25:35]  # (settled and not)
+    with Calls(aws.store.client) as calls:
+        found = Container(aws).crawldb.job_urls(SITE, job_id, asked)
+    assert found == {url: whole[url] for url in asked}
+    assert calls.made["Query"] == 0 and calls.made["Query of outcomes"] == 0
+    # Another job lists one of them since: its pointer names the job's batch still, as the one its record
+    # came from; two other jobs: it names neither, and the job's batches are read whole.
+    list_pages(c, new_job(c, "job-two"), [30])
+    with Calls(aws.store.client) as calls:
+        found = Container(aws).crawldb.job_urls(SITE, job_id, asked)
+    assert found == {url: whole[url] for url in asked} and calls.made["Query"] == 0
+    list_pages(c, new_job(c, "job-three"), [30])
+    with Calls(aws.store.client) as calls:
+        found = Container(aws).crawldb.job_urls(SITE, job_id, asked)
+    assert found == {url: whole[url] for url in asked}
+    assert calls.made["Query"] >= 16

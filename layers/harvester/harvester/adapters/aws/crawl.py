@@ -32,6 +32,9 @@ from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
 from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
 from harvester.model.records import body_of, url_key
 
+#: The URLs of a job ``job_urls`` reads through their pointers before it reads the job's crawl batches whole
+#: (16 queries, one a partition: about what reading this many URLs' pointers and batches by key costs).
+_BY_POINTER = 200
 #: Records written whole in one transaction at most (each a Put, the guards of its pointer, and its sitemaps'
 #: epochs shared: well within a transaction's 100 items).
 _WHOLE_TOGETHER = 25
@@ -119,6 +122,7 @@ class DynamoCrawlDatabase:
         self.pointers = Pointers(client, table)
         self._jobs: JobItems | None = None
         self._job_records: tuple[tuple[str, str], dict[str, str]] | None = None
+        self._asked_by_pointer: dict[tuple[str, str], int] = {}  # (``job_urls``)
 
     def _conditional_put(self, request: dict[str, Any]) -> bool:
         if "Update" in request:
@@ -130,9 +134,15 @@ class DynamoCrawlDatabase:
         return {url: p.record for url, p in found.items() if p.record is not None}
 
     def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
-        """Read from the job's own crawl batches and their settlements (a query of each of the site's
-        partitions, the first time for a job: its records' bytes in read units, not a pointer read a URL)."""
+        """Read from the job's own crawl batches and their settlements: by key through the URLs' pointers for
+        a job's first ``_BY_POINTER`` URLs asked (a job that fetched few pages), else a query of each of the
+        site's partitions, once for a job (its records' bytes in read units, not a pointer read a URL)."""
         if self._job_records is None or self._job_records[0] != (site, job_id):
+            asked = self._asked_by_pointer.get((site, job_id), 0) + len(urls)
+            few = self.pointers.job_batch_records(site, job_id, urls) if asked <= _BY_POINTER else None
+            if few is not None:
+                self._asked_by_pointer[(site, job_id)] = asked
+                return {url: CrawlRecord.model_validate_json(text) for url, text in few.items()}
             self._job_records = ((site, job_id), self.pointers.job_records(site, job_id))
         texts = self._job_records[1]
         found = {}

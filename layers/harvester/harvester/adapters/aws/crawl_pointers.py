@@ -262,6 +262,29 @@ class Pointers:
                         continue
                     yield p
 
+    def job_batch_records(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, str] | None:
+        """The records (JSON) of ``urls`` in the job's crawl batches, as ``job_records`` gives them, read by key
+        through their pointers (a job that fetched few pages); None when a pointer names no committed batch
+        of the job holding its URL (another job listed it since, or its record was written whole): the
+        job's batches are then read whole."""
+        pointers = self.fetch(site, urls)
+        batches: dict[Ref, CrawlBatch] = {}
+        refs = {ref for p in pointers.values() for ref in (p.cur, p.prev) if ref is not None and ref.job == job_id}
+        self._read_batches(site, refs, batches)
+        self._read_outcomes(site, set(batches), batches)
+        found: dict[str, str] = {}
+        for url in urls:
+            p = pointers.get(url)
+            for ref in (p.cur, p.prev) if p is not None else ():
+                batch = batches.get(ref) if ref is not None and ref.job == job_id else None
+                i = batch.position(url) if batch is not None and batch.committed else None
+                if batch is not None and i is not None:
+                    found[url] = batch.record(i)[0]
+                    break
+            else:
+                return None
+        return found
+
     def job_records(self, site: str, job_id: str) -> dict[str, str]:
         """The records (JSON) of the URLs the job's committed crawl batches hold, each as the batch's last
         settlement left it, else as listed: by URL."""
