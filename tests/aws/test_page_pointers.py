@@ -602,3 +602,34 @@ def test_a_jobs_few_records_are_read_by_key_and_as_its_batches_hold_them(aws: Aw
         found = Container(aws).crawldb.job_urls(SITE, job_id, asked)
     assert found == {url: whole[url] for url in asked}
     assert calls.made["Query"] >= 16
+
+
+def test_a_settlement_the_states_show_and_do_not_name_has_the_batchs_outcomes_found_by_query(aws: AwsAdapters) -> None:
+    """A settlement made by a version that did not name its outcome items (a job that ran across an upgrade,
+    or a container still running the version before), before or after one that did."""
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    urls = list_pages(c, job_id, list(range(20)))
+    assert settle(c, job_id, urls[:5], "sig-1", token="p1")[0] == urls[:5]
+    assert settle(c, job_id, urls[5:10], "sig-2", token="p2")[0] == urls[5:10]
+    (states,) = [
+        item
+        for item in aws.store.jobs.query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :b)",
+            ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}, ":b": {"S": "BATCH#"}},
+        )
+        if item["sk"]["S"].endswith("#S")
+    ]
+    first = sorted(states["co"]["SS"])[0]  # (the first settlement's: as if it had not named it)
+    aws.store.client.update_item(
+        TableName=aws.store.table,
+        Key={"pk": states["pk"], "sk": states["sk"]},
+        UpdateExpression="DELETE co :first",
+        ExpressionAttributeValues={":first": {"SS": [first]}},
+    )
+    with Calls(aws.store.client) as calls:
+        records = Container(aws).crawldb.get_urls(SITE, urls)
+    assert {u: r.signature for u, r in records.items() if r.signature} == (
+        {u: "sig-1" for u in urls[:5]} | {u: "sig-2" for u in urls[5:10]}
+    )
+    assert calls.made["Query of outcomes"] == 1

@@ -93,3 +93,33 @@ def test_the_first_due_of_a_block_is_read_at_once_as_line_by_line() -> None:
         one_by_one = [d for d in (parts.line_due(x) for x in block.splitlines()) if d is not None]
         assert parts.block_due(block) == (min(one_by_one) if one_by_one else None)
     assert parts.block_due(b"") is None
+
+
+def test_the_first_due_of_a_block_is_the_first_in_time_whole_seconds_or_not() -> None:
+    # (a time of whole seconds is written without its fraction, which sorts it after later times as text)
+    block = (
+        b'{"url":"a","next_fetch_time":"2026-12-01T00:00:00.500000Z"}\n'
+        b'{"url":"b","next_fetch_time":"2026-12-01T00:00:00Z"}\n'
+    )
+    assert parts.block_due(block) == "2026-12-01T00:00:00Z"
+
+
+def test_a_block_without_its_last_newline_gives_every_url() -> None:
+    block = b'{"url":"https://example.com/a"}\n{"url":"https://example.com/q\\"b"}'
+    assert parts.block_urls(block) == ["https://example.com/a", 'https://example.com/q"b']
+    assert parts.block_urls(b'{"url":"https://example.com/a"}') == ["https://example.com/a"]
+
+
+def test_a_part_diff_is_comparable_only_when_no_line_is_due_by_then() -> None:
+    from harvester.crawldb.part_diff import PartDiff
+
+    def line(url: str, due: str) -> bytes:
+        return f'{{"url":"{url}","priority":0.5,"crawl_state":"listed","next_fetch_time":"{due}"'.encode() + b"\n"
+
+    due_by = datetime(2026, 12, 1, 0, 0, 0, 200000, tzinfo=UTC)
+    assert PartDiff(b"", sitemap="s", due_by=due_by).comparable  # (an empty part: nothing due)
+    later = line("https://example.com/a", "2026-12-01T00:00:00.500000Z")
+    whole = line("https://example.com/b", "2026-12-01T00:00:00Z")  # (due: before due_by, though later as text)
+    assert PartDiff(later, sitemap="s", due_by=due_by).comparable
+    assert not PartDiff(later + whole, sitemap="s", due_by=due_by).comparable
+    assert PartDiff(later + whole, sitemap="s").comparable  # (a job that fetches nothing: none is due)

@@ -72,7 +72,7 @@ class PartDiff:
         self._all_comparable = lines.count(_CRAWL_FIELDS) == len(self.urls)
         if due_by is not None and self._all_comparable:
             due = [line_due(line) for line in lines.splitlines()]
-            self._all_comparable = None not in due and datetime.fromisoformat(min(due)) > due_by  # type: ignore[type-var, arg-type]
+            self._all_comparable = None not in due and all(datetime.fromisoformat(w) > due_by for w in due)  # type: ignore[arg-type]
         self.kept: set[str] = set()
         self._by_elements = False
 

@@ -109,7 +109,7 @@ def block_urls(block: bytes) -> list[str]:
     """The URL of each record line of ``block`` (lines each ending with a newline), in order, as
     ``line_url`` reads each: all at once, unless a URL has an escape in it."""
     found = _LINE_URLS.findall(b"\n" + block)
-    if len(found) == block.count(b"\n"):
+    if len(found) == block.count(b"\n") + (not block.endswith(b"\n") and bool(block)):
         try:
             return b"\n".join(found).decode().split("\n") if found else []
         except UnicodeDecodeError:
@@ -119,18 +119,20 @@ def block_urls(block: bytes) -> list[str]:
 
 def block_due(block: bytes) -> str | None:
     """The first in time of the next fetches of record lines (``block``: lines each ending with a newline),
-    as ``line_due`` reads each: all at once when each line says it once, else line by line."""
+    as ``line_due`` reads each (all at once when each line says it once, else line by line), as written."""
     found = _DUES.findall(block)
     if len(found) == block.count(b"\n"):
-        return min(found).decode() if found else None
-    due = [when for line in block.splitlines() if (when := line_due(line)) is not None]
-    return min(due) if due else None
+        due = [when.decode() for when in found]
+    else:
+        due = [when for line in block.splitlines() if (when := line_due(line)) is not None]
+    # (first in time, not as text: a time of whole seconds is written without its fraction)
+    return min(due, key=datetime.fromisoformat) if due else None
 
 
 def line_due(line: bytes) -> str | None:
-    """When the URL of a record line is next due, as the line writes it (one form for every line, so that
-    the first in time is the first as text), or None. Its crawl fields come after the entry's extensions,
-    so the last occurrence is the field."""
+    """When the URL of a record line is next due, as the line writes it (ISO 8601, without its fraction for a
+    time of whole seconds: compared as times, not as text), or None. Its crawl fields come after the entry's
+    extensions, so the last occurrence is the field."""
     at = line.rfind(_DUE)
     if at < 0:
         return None

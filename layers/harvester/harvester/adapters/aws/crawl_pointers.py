@@ -192,25 +192,24 @@ class Pointers:
 
     def _read_outcomes(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
         """The settlements' records of the committed batches ``refs`` whose outcomes are not read yet: by key,
-        as their states items name them (``co``: a hundred batches a read), else (a job gone, or settled
-        before its states named them) by a query of the batch's outcome items."""
+        as their states items name them (``co``: a hundred batches a read), else (a job gone, or a settlement
+        the states show that ``co`` does not name: one made by a version that did not name them) by a query
+        of the batch's outcome items."""
         wanted = [ref for ref in refs if (b := batches.get(ref)) is not None and b.committed and b.outcomes is None]
         if not wanted:
             return
         states: dict[Ref, Mapping[str, Any]] = {}
         for item in batch_get(
-            self.client, self.table, [job_states_key(ref) for ref in wanted], projection="pk, sk, settled, co"
+            self.client, self.table, [job_states_key(ref) for ref in wanted], projection="pk, sk, body, settled, co"
         ):
             states[_states_ref(item)] = item
         keys: list[dict[str, Any]] = []
         for ref in wanted:
             batches[ref].outcomes = {}
             item = states.get(ref)
-            if item is not None and "co" in item:
-                for name in item["co"]["SS"]:
-                    if name != NO_CRAWL_OUTCOME:
-                        version, _, part = name.partition("#")
-                        keys.append(outcome_key(site, ref, int(version), int(part)))
+            named = _named_outcomes(item) if item is not None else None
+            if named is not None:
+                keys += [outcome_key(site, ref, version, part) for version, part in named]
             elif item is None or "settled" in item:
                 self._query_outcomes(site, ref, batches)
         found = sorted(batch_get(self.client, self.table, keys), key=lambda item: item["sk"]["S"])
@@ -399,6 +398,23 @@ def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
     if p.whole or p.cur is None:
         return False
     return adoptions.adopter(p.sitemap, p.cur.job, p.url) == job_id
+
+
+def _named_outcomes(item: Mapping[str, Any]) -> list[tuple[int, int]] | None:
+    """The crawl outcome items (version, part) a states item names, when it names every settlement its
+    pages' states show (each settled page's ``o``); else None."""
+    if "co" not in item:
+        return None
+    named: list[tuple[int, int]] = []
+    versions = set()
+    for name in item["co"]["SS"]:
+        version, _, part = name.partition("#")
+        versions.add(int(version))
+        if part != NO_CRAWL_OUTCOME:
+            named.append((int(version), int(part)))
+    pages = orjson.loads(body_text(item)) if "body" in item else {}
+    shown = {int(state["o"]) for state in pages.values() if isinstance(state, dict) and "o" in state}
+    return named if shown <= versions else None
 
 
 def _states_ref(item: Mapping[str, Any]) -> Ref:

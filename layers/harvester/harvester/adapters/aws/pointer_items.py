@@ -84,14 +84,15 @@ def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
     return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}#O#{version:06d}#{part}")}
 
 
-#: The name ``co`` holds for a settlement that wrote no crawl outcome item (a set is never empty).
+#: The part ``co`` names for a settlement that wrote no crawl outcome item (``<version>#-``).
 NO_CRAWL_OUTCOME = "-"
 
 
 def crawl_outcome_names(version: int, parts: int) -> list[str]:
     """What a settlement adds to its batch's states item's ``co``: ``<version>#<part>`` of each crawl outcome
-    item it writes (``outcome_key``), so that a reader of the batch's records reads them by key."""
-    return [f"{version:06d}#{part}" for part in range(parts)] or [NO_CRAWL_OUTCOME]
+    item it writes (``outcome_key``), or ``<version>#-`` for none, so that a reader of the batch's records
+    reads them by key, and knows every settlement the states show (their pages' ``o``) is named."""
+    return [f"{version:06d}#{part}" for part in range(parts)] or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
 
 
 def job_states_key(ref: Ref) -> dict[str, Any]:
