@@ -16,7 +16,7 @@ job's batch items but in the site's partitions (no TTL: the crawl database outli
 * ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``;
   the job's states item of the batch names them (``co``, written in the settlement's transaction), so that a
   reader of many batches reads their outcomes by key, a hundred at a time (a query of each batch's otherwise:
-  its job gone, or settled before its states named them).
+  its job gone, or a settlement its pages' states show that ``co`` does not name).
 
 A URL's record is read from its pointer: the batch ``cur`` when committed, else ``prev`` (a listing between
 its pointer's write and its transaction, or one that died there, is not seen), else ``body``; in that batch,
