@@ -71,8 +71,7 @@ class PartDiff:
         #: Whether every line may be kept: each has the crawl record's fields, and none is due.
         self._all_comparable = lines.count(_CRAWL_FIELDS) == len(self.urls)
         if due_by is not None and self._all_comparable:
-            due = [line_due(line) for line in lines.splitlines()]
-            self._all_comparable = None not in due and all(datetime.fromisoformat(w) > due_by for w in due)  # type: ignore[arg-type]
+            self._all_comparable = not any(self._due(line) for line in lines.splitlines())
         self.kept: set[str] = set()
         self._by_elements = False
 
@@ -83,12 +82,17 @@ class PartDiff:
         line = self._lines.get(url)
         if line is None:
             return None
-        if self.due_by is not None:
-            when = line_due(line)
-            if when is None or datetime.fromisoformat(when) <= self.due_by:
-                return None
+        if self._due(line):
+            return None
         end = line.find(_CRAWL_FIELDS)
         return line[:end] if end > 0 else None
+
+    def _due(self, line: bytes) -> bool:
+        """Whether the line's URL is due by ``due_by`` (a line that does not say when counts as due)."""
+        if self.due_by is None:
+            return False
+        when = line_due(line)
+        return when is None or datetime.fromisoformat(when) <= self.due_by
 
     @property
     def comparable(self) -> bool:

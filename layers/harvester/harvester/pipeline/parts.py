@@ -189,7 +189,7 @@ class PartMaker:
         left_out = {url_key(url) for url in adopted.excluded}
         keys = [key for key in stored or () if key not in left_out]  # (the part's, but the excluded URLs')
         if len(keys) != block.count(b"\n"):  # (not kept beside the part: made of its lines)
-            keys = [key_of(parts.line_url(line)) for line in block.splitlines()]
+            keys = [key_of(url) for url in parts.block_urls(block)]
         self.listed_block(block[:-1], "\n".join(keys))
         self._due(sitemap, parts.block_due(block))  # (each line has a next fetch of its own: listed apart)
 
@@ -402,7 +402,7 @@ class PartMaker:
         listed = set(keys)
         fetched = self._read(self.fetched.get(before.sitemap, ()), newline=False)
         listed.update(url_key(parts.line_url(body)) for body in fetched)
-        held = (parts.line_url(line) for line in self.ctx.documents.get(before.lines).splitlines())
+        held = parts.block_urls(self.ctx.documents.get(before.lines))
         gone = [url for url in held if url_key(url) not in listed]
         settled = []
         for start in range(0, len(gone), _READ_BATCH):

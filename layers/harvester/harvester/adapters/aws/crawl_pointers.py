@@ -55,6 +55,7 @@ import orjson
 
 from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text
+from harvester.adapters.aws.listed_batch import settlements
 from harvester.adapters.aws.pointer_items import (
     NO_CRAWL_OUTCOME,
     URL_SHARDS,
@@ -215,7 +216,7 @@ class Pointers:
         found = sorted(batch_get(self.client, self.table, keys), key=lambda item: item["sk"]["S"])
         for item in found:  # (in the order of their versions: the last one wins)
             job, bid = item["sk"]["S"].split("#")[1:3]
-            _add_outcomes(batches[Ref(job, bid)], item)
+            _add_outcomes(batches[Ref(job, bid)].outcomes, item)
 
     def _query_outcomes(self, site: str, ref: Ref, batches: dict[Ref, CrawlBatch]) -> None:
         for item in query(
@@ -228,7 +229,7 @@ class Pointers:
             },
             ConsistentRead=True,
         ):
-            _add_outcomes(batches[ref], item)
+            _add_outcomes(batches[ref].outcomes, item)
 
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
@@ -293,9 +294,7 @@ class Pointers:
             sk = item["sk"]["S"]
             bid = sk.split("#")[2]
             if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
-                for line in body_text(item).split("\n"):
-                    i, _, record = line.partition("\t")
-                    outcomes.setdefault(bid, {})[int(i)] = record
+                _add_outcomes(outcomes.setdefault(bid, {}), item)
             elif "tomb" not in item:
                 lines[bid] = body_text(item).split("\n")
         found: dict[str, str] = {}
@@ -413,8 +412,7 @@ def _named_outcomes(item: Mapping[str, Any]) -> list[tuple[int, int]] | None:
         if part != NO_CRAWL_OUTCOME:
             named.append((int(version), int(part)))
     pages = orjson.loads(body_text(item)) if "body" in item else {}
-    shown = {int(state["o"]) for state in pages.values() if isinstance(state, dict) and "o" in state}
-    return named if shown <= versions else None
+    return named if settlements(pages) <= versions else None
 
 
 def _states_ref(item: Mapping[str, Any]) -> Ref:
@@ -422,9 +420,9 @@ def _states_ref(item: Mapping[str, Any]) -> Ref:
     return Ref(item["pk"]["S"].removeprefix("JOB#"), item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S"))
 
 
-def _add_outcomes(batch: CrawlBatch, item: Mapping[str, Any]) -> None:
-    """A crawl outcome item's records, by position, over those read before it."""
-    assert batch.outcomes is not None
+def _add_outcomes(outcomes: dict[int, str] | None, item: Mapping[str, Any]) -> None:
+    """A crawl outcome item's records, by position, over those read before it (``outcomes``: a batch's)."""
+    assert outcomes is not None
     for line in body_text(item).split("\n"):
         i, _, record = line.partition("\t")
-        batch.outcomes[int(i)] = record
+        outcomes[int(i)] = record

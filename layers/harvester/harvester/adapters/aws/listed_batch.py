@@ -113,7 +113,7 @@ class StoredBatch(Struct):
 
     def settled_by(self) -> set[int]:
         """The settlements (states' versions) whose outcome items the states name."""
-        return {int(state["o"]) for i, state in self.states.items() if i != MOVED and "o" in state}
+        return settlements(self.states)
 
     def body(self, i: int, job_id: str) -> str:
         """The page's record as ``body_of`` writes it."""
@@ -138,6 +138,11 @@ class StoredBatch(Struct):
         for line in text.split("\n"):
             i, _, body = line.partition("\t")
             self.outcomes[i] = body
+
+
+def settlements(states: Mapping[str, Any]) -> set[int]:
+    """The settlements (states' versions) a batch's pages' states show: each settled page's ``o``."""
+    return {int(state["o"]) for i, state in states.items() if i != MOVED and "o" in state}
 
 
 def states_of(item: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], int]:
