@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from harvester.adapters.aws.page_body import PACKED, pack, unpack
+from harvester.adapters.aws.page_body import AS_LISTED, PACKED, pack, pack_settled, unpack
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed
 from harvester.crawldb.documents import page_key
 from harvester.crawldb.schedule import Schedule
@@ -152,3 +152,22 @@ def test_a_record_of_another_job_or_stored_whole_reads_as_it_is():
     assert other.known is not None and other.known.last_listed_job == JOB
     assert pack(OLD_PAGE, JOB) == OLD_PAGE  # (a snapshot under the old names is stored whole)
     assert unpack(OLD_PAGE, JOB) == OLD_PAGE and unpack(body, JOB) == body
+
+
+def test_a_settled_record_whose_snapshot_is_its_listed_ones_names_it_and_reads_back_whole():
+    """A re-fetched page's snapshot holds its previous fetch; the outcome stores it once, with the listing."""
+    page = refetched()
+    listed_line = pack(body_of(page.model_copy(update={"status": UrlStatus.PENDING, "signature": None})), JOB)
+    body = body_of(page)
+    stored = pack_settled(body, listed_line, JOB)
+    assert orjson.loads(stored)[PACKED] == AS_LISTED
+    assert len(stored) < len(pack(body, JOB)) - 150
+    assert unpack(stored, JOB, listed_line) == body
+    with pytest.raises(ValueError, match="read without it"):
+        unpack(stored, JOB)
+    # A snapshot the settlement changed (or no listed line at hand) is stored as pack stores it.
+    assert page.known is not None
+    moved = body_of(page.model_copy(update={"known": page.known.model_copy(update={"version": 9})}))
+    assert pack_settled(moved, listed_line, JOB) == pack(moved, JOB)
+    assert pack_settled(body, None, JOB) == pack(body, JOB)
+    assert unpack(pack_settled(moved, listed_line, JOB), JOB, listed_line) == moved

@@ -119,7 +119,7 @@ class StoredBatch(Struct):
         """The page's record as ``body_of`` writes it."""
         key = str(i)
         if key in self.outcomes:
-            return unpack(self.outcomes[key], job_id)
+            return unpack(self.outcomes[key], job_id, self.records[i])
         if key not in self.states:
             return unpack(self.records[i], job_id)
         return body_of(self.record(i, job_id))
@@ -127,7 +127,7 @@ class StoredBatch(Struct):
     def record(self, i: int, job_id: str) -> SitemapURL:
         key = str(i)
         if key in self.outcomes:
-            return SitemapURL.model_validate_json(unpack(self.outcomes[key], job_id))
+            return SitemapURL.model_validate_json(unpack(self.outcomes[key], job_id, self.records[i]))
         listed = SitemapURL.model_validate_json(unpack(self.records[i], job_id))
         state = self.states.get(key)
         return listed if state is None else applied(listed, state)

@@ -36,7 +36,7 @@ from harvester.adapters.aws.listed_batch import (
     state_sk,
     states_of,
 )
-from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.page_body import pack_settled
 from harvester.adapters.aws.pointer_items import (
     Ref,
     crawl_outcome_names,
@@ -323,7 +323,8 @@ class PageBatches:
                         self._forget(lease, [o.record.url])
                         continue
                     states[i] = {"s": o.record.status.value, "o": version + 1}
-                    finals[i] = f"{i}\t{pack(body_of(o.record), job_id)}"
+                    listed = batch.records[int(i)] if batch.records else None  # (as the claim read it)
+                    finals[i] = f"{i}\t{pack_settled(body_of(o.record), listed, job_id)}"
                     mine.append(o)
                 if not finals:
                     continue  # (nothing of ours: the batch is read again by whatever comes next)

@@ -18,6 +18,11 @@ form keeps only what differs, under ``_k``:
   that ends as a page's does (``/<url key>/<signature>``, crawldb.documents.page_key) keeps only what
   comes before that end, as ``_d``.
 
+A settled page's record (its batch's outcome, ``pack_settled``) whose snapshot is the one its listing stored
+has ``_k`` as ``=``: a page fetched again holds its previous fetch (signature, validators, WARC location,
+digest: what deflate cannot shrink) in its snapshot, which the listed record, read beside every outcome,
+holds already.
+
 Reading gives back the body ``body_of`` wrote, field for field; bodies stored whole (unpacked, or with a
 snapshot under the crawl record's old names) are stored and read as they are. Only this adapter sees the
 packed form: every body it hands out is unpacked.
@@ -51,6 +56,8 @@ SHARED = {
 LISTED_AT = ("first_listed", "last_listed", "next_fetch_time")
 ZERO = ("retries", "changes")
 PACKED = "_k"
+#: ``_k`` of a settled record whose snapshot is its listed record's.
+AS_LISTED = "="
 ABSENT = "~"
 DOCUMENT = "_d"
 #: A record's own fields left out at their defaults (a packed record only).
@@ -115,13 +122,45 @@ def _document_suffix(record: dict[str, Any]) -> str | None:
     return f"/{url_key(url)}/{signature[:32]}"
 
 
-def unpack(body: str, job_id: str) -> str:
-    """A stored body as ``body_of`` wrote it (a body stored whole is returned as it is)."""
+def pack_settled(body: str, listed: str | None, job_id: str) -> str:
+    """The stored form of a settled page's job record (``body_of``): ``pack``'s, with ``_k`` as AS_LISTED
+    when its snapshot is the one of ``listed``, its listed record as stored (None: not at hand)."""
+    packed = pack(body, job_id)
+    if listed is None or f'"{PACKED}":' not in packed:
+        return packed
+    record, settled = _loads(packed), _loads(body)
+    if record is None or settled is None or not isinstance(record.get(PACKED), dict):
+        return packed
+    if _snapshot(settled.get("known")) != _snapshot(_listed_known(listed, job_id)):
+        return packed
+    record[PACKED] = AS_LISTED
+    return orjson.dumps(record).decode()
+
+
+def _snapshot(known: Any) -> bytes:
+    """A snapshot's JSON as compared: every field, in one order (1 and 1.0 differ)."""
+    return orjson.dumps(known, option=orjson.OPT_SORT_KEYS)
+
+
+def _listed_known(listed: str, job_id: str) -> Any:
+    record = _loads(unpack(listed, job_id))
+    return None if record is None else record.get("known")
+
+
+def unpack(body: str, job_id: str, listed: str | None = None) -> str:
+    """A stored body as ``body_of`` wrote it (a body stored whole is returned as it is); ``listed``: the page's
+    listed record as stored, which a settled record's AS_LISTED snapshot is taken from."""
     if f'"{PACKED}":' not in body:
         return body
     record = _loads(body)
     kept = record.get(PACKED) if record is not None else None
-    if record is None or not isinstance(kept, dict):
+    if record is not None and kept == AS_LISTED:
+        if listed is None:
+            raise ValueError(f"a settled record of job {job_id} whose snapshot is its listed one's, read without it")
+        record["known"] = _listed_known(listed, job_id)
+        del record[PACKED]
+        return _whole(record)
+    if not isinstance(kept, dict):
         return body
     absent = kept.get(ABSENT, "")
     listed_at = record.get("discovered_at")
@@ -140,6 +179,11 @@ def unpack(body: str, job_id: str) -> str:
         elif name in ZERO:
             known[name] = 0
     record["known"] = known
+    return _whole(record)
+
+
+def _whole(record: dict[str, Any]) -> str:
+    """A packed record with its snapshot unpacked (``known``), as ``body_of`` wrote it."""
     if isinstance(record.get(DOCUMENT), str) and isinstance(record.get("signature"), str):
         record["document_key"] = f"{record[DOCUMENT]}/{url_key(record['url'])}/{record['signature'][:32]}"
     whole = {
