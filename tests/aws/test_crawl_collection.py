@@ -177,10 +177,10 @@ def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_b
     crawl_job(c, "job-2", list(range(10)))  # (moves ten pointers off job 1's first batch)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: job_id == "job-1", by="job-3") == 0
-    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16  # (job 2 not over: nothing noted)
+    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]  # (noted: job 2 waiting)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
-    assert "put_item" in spy.calls
+    assert "Query CB#" in spy.calls and "put_item" in spy.calls
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
     assert spy.calls == ["Query PART#", "get_item"]
@@ -189,6 +189,36 @@ def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_b
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
     assert "Query CB#" in spy.calls
+
+
+def test_a_jobs_end_that_listed_few_urls_one_by_one_notes_them_until_they_are_worth_a_collection(
+    aws: AwsAdapters,
+) -> None:
+    """A collection reads the whole site; the URLs a job's end listed one by one (what can leave garbage) are
+    added to the note instead, until those since the last collection reach COLLECT_SHARE of the site's."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawldb, spy = spied(aws)
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1", relisted=60, urls=60) == 0  # (no note yet)
+    assert "Query CB#" in spy.calls
+    crawl_job(c, "job-2", [0, 1])
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-2", relisted=2, urls=60) == 0  # (2 of 60: < 5 %)
+    assert spy.calls == ["Query PART#", "get_item", "update_item"]
+    crawl_job(c, "job-3", [2])
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=0, urls=60) == 0
+    assert spy.calls == ["Query PART#", "get_item"]  # (nothing added: still 2)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=1, urls=60) == 0  # (3: 5 %)
+    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]
+    crawl_job(c, "job-4", [0, 1, 2])  # (job 1's first batch still holds pages 3-48)
+    spy.calls.clear()
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-4", relisted=1, urls=60) == 0  # (counted anew)
+    assert spy.calls == ["Query PART#", "get_item", "update_item"]
+    before, spy.calls = records(aws), []
+    assert crawldb.collect(SITE, lambda job_id: job_id != "job-4", by="job-4") == 0  # (None: read now)
+    assert "Query CB#" in spy.calls and records(aws) == before  # (jobs 2 and 3's batches: named as ``prev``)
 
 
 def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads_right(aws: AwsAdapters) -> None:
@@ -233,7 +263,7 @@ def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fail
     said: dict[str, bool] = {}
 
     class Recording:
-        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> int:
             assert site == SITE and by == "job-running"
             said.update({job_id: ended(job_id) for job_id in ("job-long", "job-just", "job-running", "job-gone")})
             return 3
@@ -244,7 +274,7 @@ def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fail
     assert said == {"job-long": True, "job-just": False, "job-running": False, "job-gone": True}
 
     class Failing:
-        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> int:
             raise RuntimeError("throttled")
 
     ctx.crawldb = Failing()

@@ -633,3 +633,38 @@ def test_a_settlement_the_states_show_and_do_not_name_has_the_batchs_outcomes_fo
         {u: "sig-1" for u in urls[:5]} | {u: "sig-2" for u in urls[5:10]}
     )
     assert calls.made["Query of outcomes"] == 1
+
+
+def test_the_orphan_pass_reads_no_batch_of_its_own_jobs_committed_listings(aws: AwsAdapters) -> None:
+    """Its job's own listings are left out by their pointers and the job's states items, unread; a listing of
+    the job that never committed is not the job's: its URLs' records are read as the batch before holds them."""
+    c = Container(aws)
+    one = new_job(c, "job-one")
+    urls = list_pages(c, one, list(range(60)))
+    settle(c, one, urls[:20], "sig-1")
+    two = new_job(c, "job-two")
+    list_pages(c, two, list(range(30)))
+    # A listing of job-two whose pointers moved and whose transaction never came (a container that died).
+    c.store.batches.jobs.transact = lambda items: (_ for _ in ()).throw(RuntimeError("died"))  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="died"):
+        list_pages(c, two, [40, 41])
+    every = {r.url: r for r in Container(aws).crawldb.site_urls(SITE)}
+    read: list[str] = []
+
+    def keys_read(**kwargs: Any) -> None:
+        for request in kwargs["params"].get("RequestItems", {}).values():
+            read.extend(key["sk"]["S"] for key in request["Keys"])
+
+    client = aws.store.client
+    client.meta.events.register("before-parameter-build.dynamodb.BatchGetItem", keys_read, unique_id="keys-read")
+    try:
+        left = {r.url: r for r in Container(aws).crawldb.site_urls(SITE, unless_listed_by=two)}
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb.BatchGetItem", unique_id="keys-read")
+    assert left == {u: r for u, r in every.items() if r.last_listed_job != two}
+    assert sorted(left) == sorted(urls[30:]) and left[url(40)].last_listed_job == one
+    pointers = Container(aws).crawldb.pointers.fetch(SITE, [url(0), url(40)])
+    committed, dead = (pointers[u].cur for u in (url(0), url(40)))
+    assert committed is not None and dead is not None and committed != dead
+    assert read and not [key for key in read if key.startswith(f"CB#{two}#{committed.bid}")]
+    assert f"CB#{two}#{dead.bid}" in read  # (read, and found never committed)

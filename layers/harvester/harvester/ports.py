@@ -319,10 +319,20 @@ class CrawlDatabase(Protocol):
         otherwise): a site with none is on its first crawl (nothing to look up per listed URL), and a job
         that listed as many as there are leaves none unlisted (no orphan pass)."""
 
-    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+    def collect(
+        self,
+        site: str,
+        ended: Callable[[str], bool],
+        *,
+        by: str | None = None,
+        relisted: int | None = None,
+        urls: int = 0,
+    ) -> int:
         """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
         DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
-        record is one row, rewritten in place). ``by``: the job whose end collects."""
+        record is one row, rewritten in place). ``by``: the job whose end collects; ``relisted``: how many of
+        its ``urls`` it listed one by one (each may have left garbage), which a backend whose collection reads
+        the whole site may add up over jobs until they are worth a collection (None: collect now)."""
 
     #: Whether a job may adopt a part of this database in part (``StateStore.adopt_part``'s ``excluded``).
     adopts_partly: bool

@@ -147,7 +147,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     job = store.get_job(job_id)
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
-    succeeded = failed = excluded = omitted = listed = 0
+    succeeded = failed = excluded = omitted = listed = adopted = 0
     exclusions = ReasonTally()
     errors: list[ErrorDetail] = []
     sitemaps = list(store.sitemaps(job_id))
@@ -170,6 +170,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
             if isinstance(item, AdoptedPart):  # (a sitemap's part: its lines with the job's tail)
                 count, kind = item.urls, parts.reason_of(job.request)
                 listed += count
+                adopted += count
                 succeeded += count
                 changes.add_counts({kind.value: count})
                 block = adopted_lines(documents, job.request, item, extras) if count else b""
@@ -293,7 +294,7 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
-    collect(ctx, job)
+    collect(ctx, job, relisted=result.total_urls - adopted, urls=result.total_urls)
     return result
 
 
@@ -306,10 +307,11 @@ def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord],
     return PartMaker(ctx, job, sitemaps, verbatim=verbatim)
 
 
-def collect(ctx: StepContext, job: JobRecord) -> int:
+def collect(ctx: StepContext, job: JobRecord, *, relisted: int | None = None, urls: int = 0) -> int:
     """Gives back the space the site's crawl database no longer uses (``CrawlDatabase.collect``), of the jobs
     that ended ``collect_after_seconds`` ago or more (a job whose record expired ended long ago). After the
-    result, and never failing the job's end: what is left is collected at the site's next job end."""
+    result, and never failing the job's end: what is left is collected at the site's next job end.
+    ``relisted``: how many of the job's ``urls`` it listed one by one (not adopted with a part)."""
     now, after = ctx.clock(), ctx.settings.collect_after_seconds
 
     def ended(job_id: str) -> bool:
@@ -319,7 +321,7 @@ def collect(ctx: StepContext, job: JobRecord) -> int:
         return other.status.final and other.end_time is not None and (now - other.end_time).total_seconds() >= after
 
     try:
-        collected = ctx.crawldb.collect(job.request.origin, ended, by=job.job_id)
+        collected = ctx.crawldb.collect(job.request.origin, ended, by=job.job_id, relisted=relisted, urls=urls)
     except Exception:
         log.exception("the crawl database's unused records could not be collected", extra={"job_id": job.job_id})
         return 0

@@ -165,9 +165,17 @@ class DynamoCrawlDatabase:
             assert pointer.record is not None
             yield pointer.record
 
-    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+    def collect(
+        self,
+        site: str,
+        ended: Callable[[str], bool],
+        *,
+        by: str | None = None,
+        relisted: int | None = None,
+        urls: int = 0,
+    ) -> int:
         """The crawl batches no pointer names, of jobs over, deleted (crawl_collect.py)."""
-        return Collector(self.client, self.table).collect(site, ended, by=by)
+        return Collector(self.client, self.table).collect(site, ended, by=by, relisted=relisted, urls=urls)
 
     def count_urls(self, site: str) -> int | None:
         """0 for a site with no URL record, told by a one-item read of each shard; None for one with some,

@@ -5,14 +5,22 @@ named by none: garbage, once its job is over. ``collect`` finds such batches of 
 (with their settlements' items).
 
 Batches only become garbage when pointers move, and every write that moves a pointer moves, in its own
-transaction, the epoch of a sitemap part item (crawl_parts.py: ``touches``). So a collection that left
-nothing waiting (no batch of another job not over yet) notes the site's part epochs it started from
-(``CRAWL#<site>`` / ``COLLECTED``: how many part items, the sum of their epochs, when), and the next one
-starts with a look at them (one Query of the part items): the same, and nothing is to be collected. A cycle
-that adopted every part moved no pointer, so its end reads neither the site's batches nor its pointers.
+transaction, the epoch of a sitemap part item (crawl_parts.py: ``touches``). So a collection notes the
+site's part epochs it started from (``CRAWL#<site>`` / ``COLLECTED``: how many part items, the sum of their
+epochs, when, and ``waiting`` if it left a batch of another job not over yet), and the next one starts with
+a look at them (one Query of the part items): the same, with nothing waiting, and nothing is to be
+collected. A cycle that adopted every part moved no pointer, so its end reads neither the site's batches nor
+its pointers.
 Once ``FULL_PASS_SECONDS`` passed since the noted collection, the batches are read whatever the epochs say:
 a batch left behind by a case the note does not see (a job's batches made garbage by another job that ended
 long before it) is collected within that time.
+
+A collection reads every batch of the site (and, when some are of jobs over, every pointer): a cost that
+follows the site's size. Garbage follows what changed: a batch goes when every URL it holds was listed again
+since. So a job's end that listed few of its URLs one by one (the rest adopted with their sitemaps' parts)
+adds them to the note (``pending``) instead, and the batches are read once the URLs listed one by one since
+the last collection reach ``COLLECT_SHARE`` of the site's (or the week passed): on a site re-crawled with 1 %
+of its entries changed, one changed cycle in five collects.
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ from harvester.adapters.aws.state_table import batch_delete
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 
-#: The longest a collection is skipped for on the strength of unmoved epochs.
+#: The longest a collection is skipped for on the strength of unmoved epochs, or of few URLs listed since.
 FULL_PASS_SECONDS = 7 * 24 * 3600.0
+#: The share of a site's URLs listed one by one since the last collection that makes the next one read.
+COLLECT_SHARE = 0.05
 _CUR, _PREV = "cur", "prev"
 
 
@@ -37,10 +47,20 @@ class Collector:
         self.client = client
         self.table = table
 
-    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+    def collect(
+        self,
+        site: str,
+        ended: Callable[[str], bool],
+        *,
+        by: str | None = None,
+        relisted: int | None = None,
+        urls: int = 0,
+    ) -> int:
         """Deletes the site's crawl batches (with their settlements' items) that no pointer reads its record
         from, of the jobs ``ended`` says are over; returns how many batches went. ``by``: the job whose end
-        collects (its own batches, named by the pointers it just wrote, do not keep the note from being made).
+        collects (its own batches, named by the pointers it just wrote, do not keep the note from being made);
+        ``relisted``: how many of its ``urls`` it listed one by one, noted instead while those since the last
+        collection stay below COLLECT_SHARE of ``urls`` (None: read now, unless no epoch moved).
 
         A pointer whose record is written whole (``w``: an orphan, a moved page's settlement) reads none: the
         batches it names are for their jobs to find their pages by while they run, and its next listing drops
@@ -62,8 +82,20 @@ class Collector:
         # (read first: a move after it shows in the next collection's)
         epochs = PartItems(self.client, self.table).epochs(site)
         noted = self.client.get_item(TableName=self.table, Key=_noted_key(site), ConsistentRead=True).get("Item")
-        if noted is not None and _same(noted, epochs) and time.time() - float(noted["at"]["N"]) < FULL_PASS_SECONDS:
+        fresh = noted is not None and time.time() - float(noted["at"]["N"]) < FULL_PASS_SECONDS
+        if fresh and noted is not None and "waiting" not in noted and _same(noted, epochs):
             return 0
+        if fresh and noted is not None and relisted is not None:
+            pending = int(noted.get("pending", {"N": "0"})["N"]) + relisted
+            if pending < COLLECT_SHARE * urls:
+                if relisted:
+                    self.client.update_item(
+                        TableName=self.table,
+                        Key=_noted_key(site),
+                        UpdateExpression="ADD pending :n",
+                        ExpressionAttributeValues={":n": _n(relisted)},
+                    )
+                return 0
         candidates: dict[str, list[dict[str, Any]]] = {}
         verdicts: dict[str, bool] = {}
         waiting = False  # (a batch of another job not over: it may become garbage with no epoch moving)
@@ -92,9 +124,11 @@ class Collector:
                     if name in item:
                         candidates.pop(item[name]["S"], None)
             batch_delete(self.client, self.table, [key for keys in candidates.values() for key in keys])
-        if not waiting:
-            item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
-            self.client.put_item(TableName=self.table, Item=item)
+        # (``waiting``: a batch of a job not over was left; the epochs alone cannot tell the next one to skip)
+        item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
+        if waiting:
+            item["waiting"] = {"BOOL": True}
+        self.client.put_item(TableName=self.table, Item=item)
         return len(candidates)
 
 

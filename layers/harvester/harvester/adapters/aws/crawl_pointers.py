@@ -234,9 +234,11 @@ class Pointers:
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
         """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
         kept); with ``unless_listed_by``, without those whose last committed listing is that job's, or that of
-        a part it adopted (left out before their batches are read)."""
+        a part it adopted (left out before their batches are read: a pointer naming a batch of the job that
+        its states item shows committed, or a part's the job adopted)."""
         batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
         adoptions = self.parts.adoptions(site)
+        own: set[str] | None = None  # (the job's committed batches, read when a pointer names one of its)
         for shard in URL_SHARDS:
             paginator = self.client.get_paginator("query")
             for page in paginator.paginate(
@@ -248,6 +250,9 @@ class Pointers:
                 pointers = [parse_pointer(item) for item in page.get("Items", [])]
                 if unless_listed_by is not None and adoptions:
                     pointers = [p for p in pointers if not _adopted_by(p, adoptions, unless_listed_by)]
+                if unless_listed_by is not None and any(_names_batch_of(p, unless_listed_by) for p in pointers):
+                    own = self._committed(unless_listed_by) if own is None else own
+                    pointers = [p for p in pointers if not (_names_batch_of(p, unless_listed_by) and _bid(p) in own)]
                 known = dict(batches)
                 self.resolve(site, pointers, known, adoptions)
                 for ref, batch in known.items():
@@ -261,6 +266,20 @@ class Pointers:
                     if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
                         continue
                     yield p
+
+    def _committed(self, job_id: str) -> set[str]:
+        """The job's batches whose listing committed: those its states items show (listed_batch.py), read
+        consistently (the job's end reads them after its last listing)."""
+        items = query(
+            self.client,
+            self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :batch)",
+            ExpressionAttributeValues={":pk": _s(f"JOB#{job_id}"), ":batch": _s("BATCH#")},
+            ProjectionExpression="sk",
+            ConsistentRead=True,
+        )
+        keys = (item["sk"]["S"] for item in items)
+        return {sk.removeprefix("BATCH#").removesuffix("#S") for sk in keys if sk.endswith("#S")}
 
     def job_batch_records(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, str] | None:
         """The records (JSON) of ``urls`` in the job's crawl batches, as ``job_records`` gives them, read by key
@@ -397,6 +416,16 @@ def _adopted_by(p: Pointer, adoptions: Adoptions, job_id: str) -> bool:
     if p.whole or p.cur is None:
         return False
     return adoptions.adopter(p.sitemap, p.cur.job, p.url) == job_id
+
+
+def _names_batch_of(p: Pointer, job_id: str) -> bool:
+    """Whether the pointer's last listing is a batch of ``job_id`` and its record is read from a batch (a
+    record written whole since is read whole)."""
+    return not p.whole and p.cur is not None and p.cur.job == job_id
+
+
+def _bid(p: Pointer) -> str | None:
+    return p.cur.bid if p.cur is not None else None
 
 
 def _named_outcomes(item: Mapping[str, Any]) -> list[tuple[int, int]] | None:

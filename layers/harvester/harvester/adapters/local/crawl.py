@@ -149,7 +149,15 @@ class SqliteCrawlDatabase:
     def count_urls(self, site: str) -> int | None:
         return int(self.conn.execute("SELECT count(*) FROM crawl_urls WHERE site = ?", (site,)).fetchone()[0])
 
-    def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None) -> int:
+    def collect(
+        self,
+        site: str,
+        ended: Callable[[str], bool],
+        *,
+        by: str | None = None,
+        relisted: int | None = None,
+        urls: int = 0,
+    ) -> int:
         """Nothing to collect: a URL's record is its one row, rewritten in place."""
         return 0
 
