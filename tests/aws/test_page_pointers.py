@@ -13,12 +13,13 @@ import pytest
 from harvester.adapters.aws import AwsAdapters, crawl_pointers, page_batches
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.pointer_items import Ref, batch_key
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord
 from harvester.model.messages import JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, url_key
+from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of, url_key
 from harvester.model.state import Lease, PageOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -668,3 +669,37 @@ def test_the_orphan_pass_reads_no_batch_of_its_own_jobs_committed_listings(aws: 
     assert committed is not None and dead is not None and committed != dead
     assert read and not [key for key in read if key.startswith(f"CB#{two}#{committed.bid}")]
     assert f"CB#{two}#{dead.bid}" in read  # (read, and found never committed)
+
+
+def test_settled_records_whose_snapshot_is_their_listed_ones_are_stored_by_reference_once_turned_on(
+    aws: AwsAdapters,
+) -> None:
+    """With ``snapshot_refs`` (HARVEST_SNAPSHOT_REFS=1) a settled record's snapshot, its previous fetch for a
+    page fetched again, is stored as its listed record's; every reader reads the record ``body_of`` made."""
+    c = Container(aws)
+    c.store.batches.snapshot_refs = True
+    for job_id, signature in (("job-one", "sig-1"), ("job-two", "sig-2")):
+        urls = list_pages(c, new_job(c, job_id), list(range(12)))
+        claimed = c.store.claim_pages(job_id, urls, lease("p"), now=NOW)
+        outcomes = [
+            PageOutcome(r.model_copy(update={"status": UrlStatus.COMPLETED}), crawl=fetched(r.known, signature))
+            for r in claimed
+        ]
+        assert c.store.finish_pages(job_id, outcomes, lease("p"), site=SITE).stale == []
+    lines = [
+        line
+        for item in aws.store.jobs.query(
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :b)",
+            ExpressionAttributeValues={":pk": {"S": "JOB#job-two"}, ":b": {"S": "BATCH#"}},
+        )
+        if "#O#" in item["sk"]["S"]
+        for line in body_text(item).split("\n")
+    ]
+    assert len(lines) == 12 and all('"_k":"="' in line for line in lines)
+    expected = {o.record.url: body_of(o.record) for o in outcomes}
+    reader = Container(aws)  # (another container: the setting is the writer's only)
+    assert {r.url: body_of(r) for r in reader.store.pages("job-two")} == expected
+    assert sorted(reader.store.page_bodies("job-two")) == sorted(expected.values())
+    assert body_of(reader.store.get_page("job-two", url(3))) == expected[url(3)]  # type: ignore[arg-type]
+    known = reader.store.get_page("job-two", url(3)).known  # type: ignore[union-attr]
+    assert known is not None and known.signature == "sig-1"  # (its previous fetch)

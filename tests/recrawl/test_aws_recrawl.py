@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import boto3
+import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
@@ -51,6 +52,9 @@ def crawl_batches(stack: Any, site: str) -> tuple[Counter[str], set[str]]:
     return batches, named
 
 
+@pytest.mark.parametrize(
+    "stack_parameters", [{}, {"SnapshotRefs": 1}], indirect=True, ids=["snapshots-whole", "snapshot-refs"]
+)
 def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_changed(deployed_stack, live_site):
     stack, poller = deployed_stack
     site = scenario.build(live_site())

@@ -60,7 +60,15 @@ class DynamoStateStore:
 
     record_batch = PageListing.record_batch
 
-    def __init__(self, client: Any, table: str, *, retention_days: int = 30, pointers: Pointers | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        *,
+        retention_days: int = 30,
+        pointers: Pointers | None = None,
+        snapshot_refs: bool = False,
+    ) -> None:
         self.client = client
         self.table = table
         self.jobs = JobItems(client, table, retention_days=retention_days)
@@ -68,7 +76,7 @@ class DynamoStateStore:
         #: (shared with the crawl database's, so that a listing's lookup is remembered for its writes)
         self.pointers = pointers or Pointers(client, table)
         self.listing = PageListing(self.jobs, self.sitemap_items, self.pointers)
-        self.batches = PageBatches(self.jobs, self.pointers)
+        self.batches = PageBatches(self.jobs, self.pointers, snapshot_refs=snapshot_refs)
 
     # jobs -----------------------------------------------------------------------------------------
 

@@ -60,9 +60,13 @@ _STATE_RETRIES = 25
 class PageBatches:
     """The claims, settlements, retries and readings of a job's pages (module docstring)."""
 
-    def __init__(self, jobs: JobItems, pointers: Pointers) -> None:
+    def __init__(self, jobs: JobItems, pointers: Pointers, *, snapshot_refs: bool = False) -> None:
         self.jobs = jobs
         self.pointers = pointers
+        #: Whether a settled record whose snapshot is its listed record's stores it as that (page_body.py:
+        #: ``pack_settled``), which a container of the version before this reader cannot read: a stack turns
+        #: it on (``HARVEST_SNAPSHOT_REFS``) once every container reads it.
+        self.snapshot_refs = snapshot_refs
         self.client = jobs.client
         self.table = jobs.table
         #: Where the pages a lease claimed are (url -> batch id, position), for their settlement.
@@ -323,7 +327,7 @@ class PageBatches:
                         self._forget(lease, [o.record.url])
                         continue
                     states[i] = {"s": o.record.status.value, "o": version + 1}
-                    listed = batch.records[int(i)] if batch.records else None  # (as the claim read it)
+                    listed = batch.records[int(i)] if batch.records and self.snapshot_refs else None
                     finals[i] = f"{i}\t{pack_settled(body_of(o.record), listed, job_id)}"
                     mine.append(o)
                 if not finals:

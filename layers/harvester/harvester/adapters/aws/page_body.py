@@ -19,7 +19,8 @@ form keeps only what differs, under ``_k``:
   comes before that end, as ``_d``.
 
 A settled page's record (its batch's outcome, ``pack_settled``) whose snapshot is the one its listing stored
-has ``_k`` as ``=``: a page fetched again holds its previous fetch (signature, validators, WARC location,
+has ``_k`` as ``=`` when the store is told to (``PageBatches.snapshot_refs``: a version before this reader
+cannot read it): a page fetched again holds its previous fetch (signature, validators, WARC location,
 digest: what deflate cannot shrink) in its snapshot, which the listed record, read beside every outcome,
 holds already.
 
