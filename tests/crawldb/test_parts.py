@@ -123,3 +123,24 @@ def test_a_part_diff_is_comparable_only_when_no_line_is_due_by_then() -> None:
     assert PartDiff(later, sitemap="s", due_by=due_by).comparable
     assert not PartDiff(later + whole, sitemap="s", due_by=due_by).comparable
     assert PartDiff(later + whole, sitemap="s").comparable  # (a job that fetches nothing: none is due)
+
+
+def test_a_part_diff_says_which_of_its_urls_were_compared_and_listed() -> None:
+    """The URLs of the part a reading compared and did not keep are the ones it listed itself: their records are
+    the job's, and the part's adoption in part writes none of them again (only those it left out unread)."""
+    from harvester.crawldb.part_diff import PartDiff, entry_fields
+    from harvester.sitemap import PageEntry
+
+    sitemap = f"{SITE}sitemap.xml"
+    entries = {f"{SITE}{name}": PageEntry(url=f"{SITE}{name}", lastmod=AT) for name in ("a", "b", "c", "d")}
+    block = b"".join(
+        entry_fields(url, entry, sitemap) + b',"crawl_state":"fetched"}\n' for url, entry in entries.items()
+    )
+    diff = PartDiff(block, sitemap=sitemap)
+    later = AT + timedelta(days=1)
+    assert diff.keeps(f"{SITE}a", entries[f"{SITE}a"])
+    assert not diff.keeps(f"{SITE}b", PageEntry(url=f"{SITE}b", lastmod=later))  # (changed: listed)
+    assert not diff.keeps(f"{SITE}new", PageEntry(url=f"{SITE}new"))  # (not the part's)
+    assert diff.keeps(f"{SITE}c", entries[f"{SITE}c"])
+    assert diff.listed == {f"{SITE}b"}
+    assert diff.excluded() == [f"{SITE}b", f"{SITE}d"]  # (d: removed, left out unread)

@@ -194,6 +194,7 @@ class StateStore(Protocol):
         at: datetime,
         excluded: Sequence[str] = (),
         checkpoint: Checkpoint | None = None,
+        listed: Collection[str] = (),
     ) -> bool:
         """The job takes the sitemap's part (``SitemapPart``), at ``at``, atomically: its URLs become the
         job's (counted, final), the sitemap's checkpoint moves past them, and the site's crawl database
@@ -204,7 +205,8 @@ class StateStore(Protocol):
 
         In part (where ``CrawlDatabase.adopts_partly``): but for the URLs ``excluded``, once the reading
         listed the entries it did not keep (their writes, this job's, may have moved the epoch); the
-        sitemap's checkpoint moves to ``checkpoint``, past every entry of the reading."""
+        sitemap's checkpoint moves to ``checkpoint``, past every entry of the reading. ``listed``: those of
+        ``excluded`` the reading listed itself (their records are the job's: none to write as they read)."""
 
     def finish_sitemap(
         self, job_id: str, sitemap_url: str, outcome: SitemapOutcome, lease: Lease

@@ -73,6 +73,8 @@ class PartDiff:
         if due_by is not None and self._all_comparable:
             self._all_comparable = not any(self._due(line) for line in lines.splitlines())
         self.kept: set[str] = set()
+        #: The URLs of the part whose entries were compared and not kept (listed one by one).
+        self.listed: set[str] = set()
         self._by_elements = False
 
     def _fields(self, url: str) -> bytes | None:
@@ -113,6 +115,8 @@ class PartDiff:
             return False
         known = self._fields(url)
         if known is None or entry_fields(url, entry, self.sitemap) != known:
+            if self._lines is not None and url in self._lines:
+                self.listed.add(url)
             return False
         self.kept.add(url)
         return True

@@ -196,6 +196,7 @@ class DynamoStateStore:
         at: datetime,
         excluded: Sequence[str] = (),
         checkpoint: Checkpoint | None = None,
+        listed: Collection[str] = (),
     ) -> bool:
         """The job takes the sitemap's part (see ``StateStore.adopt_part``), in one transaction: the part's
         adoption on its item (conditioned on its being current at its epoch, or in part at the epoch read
@@ -203,7 +204,8 @@ class DynamoStateStore:
         the counts. Refused when the sitemap's reading recorded pages already (whole), the part moved, or
         leaves out more URLs than an item holds. (A URL of the part the job has already through another
         sitemap moved the part's epoch when it was listed, or is one it leaves out.) In part, the records of
-        the URLs it leaves out are first written as they read (``crawl.settle``)."""
+        the URLs it leaves out are first written as they read (``crawl.settle``), but for those the reading
+        listed itself (``listed``: the job's records, read as stored)."""
         partly = checkpoint is not None
         sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
         if sitemap.pages_recorded and not partly:
@@ -212,9 +214,10 @@ class DynamoStateStore:
         if partly:
             if len(excluded) > MAX_LEFT_OUT or not parts.partly_movable(site, job_id, part):
                 return False
-            if excluded and not settle(self.client, self.table, self.pointers, site, list(excluded), job_id):
+            unlisted = [url for url in excluded if url not in listed]
+            if unlisted and not settle(self.client, self.table, self.pointers, site, unlisted, job_id):
                 return False
-            if excluded and not parts.partly_movable(site, job_id, part):  # (read again: the epoch it moved)
+            if unlisted and not parts.partly_movable(site, job_id, part):  # (read again: the epoch it moved)
                 return False
         stored: dict[str, Any] = {"part": orjson.loads(body_of(part)), "at": at.isoformat()}
         if partly:

@@ -208,7 +208,9 @@ class SqliteStateStore:
         at: datetime,
         excluded: Sequence[str] = (),
         checkpoint: Checkpoint | None = None,
+        listed: Collection[str] = (),
     ) -> bool:
+        # (``listed`` is a saving the state file does not need: its records left out are written in SQL)
         return self.page_rows.adopt_part(
             job_id, sitemap_url, part, lease, site=site, at=at, excluded=excluded, checkpoint=checkpoint
         )

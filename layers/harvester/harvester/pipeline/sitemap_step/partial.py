@@ -136,4 +136,5 @@ class PartialAdoption:
             at=self.ctx.clock(),
             excluded=diff.excluded(),
             checkpoint=listing.whole_checkpoint(),
+            listed=diff.listed,
         )
