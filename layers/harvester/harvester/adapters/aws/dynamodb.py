@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from harvester.adapters.aws.batch_reads import job_pages, page_bodies
 from harvester.adapters.aws.crawl import settle
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text
@@ -165,13 +166,13 @@ class DynamoStateStore:
         return self.batches.retry_pages(job_id, retries, lease)
 
     def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
-        return self.batches.pages(job_id, status=status)
+        return job_pages(self.jobs, job_id, status=status)
 
     def page_bodies(self, job_id: str) -> Iterator[str]:
-        return self.batches.page_bodies(job_id)
+        return page_bodies(self.jobs, job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
-        yield from self.batches.page_bodies(job_id)
+        yield from page_bodies(self.jobs, job_id)
         yield from self.adopted(job_id)
 
     def adopted(self, job_id: str) -> list[AdoptedPart]:

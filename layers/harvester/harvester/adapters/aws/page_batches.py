@@ -1,5 +1,5 @@
 """A job's pages kept a listed batch at a time (listed_batch.py): claimed, settled and sent back a batch at a
-time, read a batch at a time.
+time (and read a batch at a time: batch_reads.py).
 
 Why: a batch's pages are listed together, claimed together and settled together (a page batch is one
 message), so each of those writes is one item's for the whole batch, not one a page.
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harvester.adapters.aws.batch_reads import read_batches
 from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
@@ -28,7 +29,6 @@ from harvester.adapters.aws.listed_batch import (
     Listing,
     StoredBatch,
     as_lines,
-    batch_sk,
     holds,
     outcome_sk,
     sized,
@@ -45,10 +45,10 @@ from harvester.adapters.aws.pointer_items import (
     stale_urls,
     whole_write,
 )
-from harvester.adapters.aws.state_table import TransactionFailed, batch_get, conflict_pause, created
+from harvester.adapters.aws.state_table import TransactionFailed, conflict_pause, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
-from harvester.model.records import JobCounts, SitemapURL, UrlStatus, body_of, url_key
+from harvester.model.records import JobCounts, SitemapURL, body_of, url_key
 from harvester.model.state import Lease, PageOutcome, PageRetry, Settled
 
 #: Leases whose claims a store keeps in memory for their settlement (see ``_leases``).
@@ -93,25 +93,7 @@ class PageBatches:
     # reading batches ------------------------------------------------------------------------------
 
     def _batches(self, job_id: str, bids: set[str], *, outcomes: bool) -> dict[str, StoredBatch]:
-        """The batches ``bids`` (records and states; with ``outcomes``, their outcomes too)."""
-        keys = [self.jobs.key(job_id, sk) for bid in bids for sk in (batch_sk(bid), state_sk(bid))]
-        items = {item["sk"]["S"]: item for item in batch_get(self.client, self.table, keys)}
-        batches: dict[str, StoredBatch] = {}
-        for bid in bids:
-            records, states = items.get(batch_sk(bid)), items.get(state_sk(bid))
-            if records is None or states is None:
-                continue  # (never committed)
-            batch = StoredBatch(bid, body_text(records).split("\n"))
-            batch.states, batch.version = states_of(states)
-            batches[bid] = batch
-        if outcomes:
-            for batch in batches.values():
-                self._read_outcomes(job_id, batch)
-        return batches
-
-    def _read_outcomes(self, job_id: str, batch: StoredBatch) -> None:
-        for item in self.jobs.partition(job_id, f"BATCH#{batch.bid}#O#"):
-            batch.add_outcomes(body_text(item), item["sk"]["S"])
+        return read_batches(self.jobs, job_id, bids, outcomes=outcomes)
 
     def _state(self, job_id: str, bid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         item = self.jobs.get(job_id, state_sk(bid))
@@ -485,35 +467,6 @@ class PageBatches:
                 break
         self._forget(lease, list(applied))
         return [url for url in dict.fromkeys(r.url for r in retries) if url in applied]
-
-    def _folded(self, job_id: str) -> Iterator[tuple[StoredBatch, int]]:
-        """Every page of the job, a batch at a time (its items come together: the query's order)."""
-        batch: StoredBatch | None = None
-        for item in self.jobs.partition(job_id, "BATCH#"):
-            bid, _, rest = item["sk"]["S"].removeprefix("BATCH#").partition("#")
-            if not rest:
-                batch = StoredBatch(bid, body_text(item).split("\n"))
-            elif batch is None or batch.bid != bid:
-                continue  # (outcomes or states of a batch whose records are not there: never committed)
-            elif rest.startswith("O#"):
-                batch.add_outcomes(body_text(item), item["sk"]["S"])
-            elif rest == "S":
-                batch.states, batch.version = states_of(item)
-                if not batch.settled_by() <= batch.read:
-                    # A settlement committed between the query's reading of the outcomes and of the states (a
-                    # query is no snapshot of a transaction): its outcomes are read now.
-                    self._read_outcomes(job_id, batch)
-                yield from ((batch, i) for i in range(len(batch.records)))
-                batch = None
-
-    def pages(self, job_id: str, *, status: UrlStatus | None = None) -> Iterator[SitemapURL]:
-        for batch, i in self._folded(job_id):
-            if status is None or batch.status(i) == status.value:
-                yield batch.record(i, job_id)
-
-    def page_bodies(self, job_id: str) -> Iterator[str]:
-        for batch, i in self._folded(job_id):
-            yield batch.body(i, job_id)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         pointed = self._pointed(job_id, [url])
