@@ -90,10 +90,7 @@ class PageBatches:
                 pointed[p.url] = (ref.bid, p.sitemap or "")
         return pointed
 
-    # reading batches ------------------------------------------------------------------------------
-
-    def _batches(self, job_id: str, bids: set[str], *, outcomes: bool) -> dict[str, StoredBatch]:
-        return read_batches(self.jobs, job_id, bids, outcomes=outcomes)
+    # a batch's states ----------------------------------------------------------------------------
 
     def _state(self, job_id: str, bid: str) -> tuple[dict[str, dict[str, Any]], int] | None:
         item = self.jobs.get(job_id, state_sk(bid))
@@ -143,7 +140,9 @@ class PageBatches:
         missing = list(urls)
         for consistent in (False, True):
             pointed = self._pointed(job_id, missing, consistent=consistent)
-            batches |= self._batches(job_id, {bid for bid, _ in pointed.values()} - set(batches), outcomes=False)
+            batches |= read_batches(
+                self.jobs, job_id, {bid for bid, _ in pointed.values()} - set(batches), outcomes=False
+            )
             for url, (bid, _) in pointed.items():
                 batch = batches.get(bid)
                 i = batch.position(url) if batch is not None else None
@@ -165,7 +164,7 @@ class PageBatches:
                     found[url] = (bid, i)
             if len(found) == len(unfound):
                 break
-        batches |= self._batches(job_id, {bid for bid, _ in found.values()} - set(batches), outcomes=False)
+        batches |= read_batches(self.jobs, job_id, {bid for bid, _ in found.values()} - set(batches), outcomes=False)
         placed |= {url: place for url, place in found.items() if place[0] in batches}
         return placed, batches
 
@@ -253,7 +252,7 @@ class PageBatches:
         if held is not None and (held.records or not records):
             return held
         if records:
-            return self._batches(job_id, {bid}, outcomes=False).get(bid)
+            return read_batches(self.jobs, job_id, {bid}, outcomes=False).get(bid)
         read = self._state(job_id, bid)
         if read is None:
             return None
@@ -473,7 +472,7 @@ class PageBatches:
         if url not in pointed:
             return None
         bid = pointed[url][0]
-        batch = self._batches(job_id, {bid}, outcomes=True).get(bid)
+        batch = read_batches(self.jobs, job_id, {bid}, outcomes=True).get(bid)
         i = batch.position(url) if batch is not None else None
         return batch.record(i, job_id) if batch is not None and i is not None else None
 

@@ -78,12 +78,18 @@ def _loads(body: str) -> dict[str, Any] | None:
 
 def pack(body: str, job_id: str) -> str:
     """The stored form of a job record's body (``body_of``), for the job ``job_id``."""
+    packed = _packed(body, job_id)
+    return body if packed is None else orjson.dumps(packed[1]).decode()
+
+
+def _packed(body: str, job_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The body as read, and its stored form with ``_k``; None for a body stored as it is."""
     if '"known":' not in body:
-        return body
+        return None
     record = _loads(body)
     known = record.get("known") if record is not None else None
     if record is None or not isinstance(known, dict) or not _NAMES.issuperset(known):
-        return body
+        return None
     kept = dict(known)
     absent = ""
     for name, code in SHARED.items():
@@ -112,7 +118,7 @@ def pack(body: str, job_id: str) -> str:
             (DOCUMENT if n == "document_key" else n): (v[: -len(suffix)] if n == "document_key" else v)
             for n, v in own.items()
         }
-    return orjson.dumps(own).decode()
+    return record, own
 
 
 def _document_suffix(record: dict[str, Any]) -> str | None:
@@ -126,16 +132,13 @@ def _document_suffix(record: dict[str, Any]) -> str | None:
 def pack_settled(body: str, listed: str | None, job_id: str) -> str:
     """The stored form of a settled page's job record (``body_of``): ``pack``'s, with ``_k`` as AS_LISTED
     when its snapshot is the one of ``listed``, its listed record as stored (None: not at hand)."""
-    packed = pack(body, job_id)
-    if listed is None or f'"{PACKED}":' not in packed:
-        return packed
-    record, settled = _loads(packed), _loads(body)
-    if record is None or settled is None or not isinstance(record.get(PACKED), dict):
-        return packed
-    if _snapshot(settled.get("known")) != _snapshot(_listed_known(listed, job_id)):
-        return packed
-    record[PACKED] = AS_LISTED
-    return orjson.dumps(record).decode()
+    packed = _packed(body, job_id)
+    if packed is None:
+        return body
+    record, own = packed
+    if listed is not None and _snapshot(record["known"]) == _snapshot(_listed_known(listed, job_id)):
+        own[PACKED] = AS_LISTED
+    return orjson.dumps(own).decode()
 
 
 def _snapshot(known: Any) -> bytes:
