@@ -295,7 +295,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_RETENTION_DAYS": "30",
         "HARVEST_HOST_MAX_IN_FLIGHT": "8",
         "HARVEST_PAGE_BATCH_SIZE": "50",
-        "HARVEST_SNAPSHOT_REFS": "0",
+        "HARVEST_SNAPSHOT_REFS": "1",
         "HARVEST_SITEMAP_PART_MIN_URLS": "10",
     }
     for function in stack.functions.values():

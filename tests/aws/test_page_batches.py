@@ -18,6 +18,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
+from harvester.adapters.aws.listed_batch import ITEM_BYTES, batched
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus, url_key
 from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome
@@ -87,17 +88,17 @@ def test_a_new_jobs_pages_are_kept_a_listed_batch_at_a_time(aws: AwsAdapters) ->
     store = aws.store
     job_id = new_job(store, "job-b")
     held = leased_sitemap(store, job_id)
-    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(60)], checkpoint=60, lease=held)
-    assert len(recorded.new) == 60
-    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2)
-    urls = [page(i).url for i in range(60)]
+    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(100)], checkpoint=100, lease=held)
+    assert len(recorded.new) == 100
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2)  # (49, and 51: the rest along)
+    urls = [page(i).url for i in range(100)]
     claimed = store.claim_pages(job_id, urls, lease("p"), now=NOW)
     assert [r.url for r in claimed] == urls and {r.attempts for r in claimed} == {1}
     outcomes = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed]
     assert sorted(store.finish_pages(job_id, outcomes, lease("p")).applied) == sorted(urls)
     # One outcome item a batch for the settlement; no item per URL in the job (a URL's is its pointer).
     assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2, OUTCOME=2)
-    assert store.counts(job_id).urls_succeeded == 60
+    assert store.counts(job_id).urls_succeeded == 100
     assert store.recount(job_id) == store.counts(job_id)
     got = store.get_page(job_id, page(0).url)
     assert got is not None and got.status is UrlStatus.COMPLETED
@@ -297,3 +298,16 @@ def test_a_sitemap_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapt
     assert lost and claimed is not None and claimed.attempts == 1
     stored = store.get_sitemap(job_id, sitemap(1).url)
     assert stored is not None and (stored.status, stored.attempts) == (claimed.status, 1)
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(0, []), (10, [10]), (49, [49]), (60, [60]), (97, [97]), (98, [49, 49]), (120, [49, 71]), (150, [49, 49, 52])],
+)
+def test_a_listing_is_cut_in_batches_and_its_remainder_goes_with_the_last(count, expected):
+    assert [len(run) for run in batched(list(range(count)), [10] * count, 49)] == expected
+
+
+def test_a_remainder_that_would_pass_an_items_size_stays_a_batch_of_its_own():
+    sizes = [ITEM_BYTES // 59] * 60  # (the sixty together pass an item's size)
+    assert [len(run) for run in batched(list(range(60)), sizes, 49)] == [49, 11]

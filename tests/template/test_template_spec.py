@@ -66,7 +66,7 @@ def test_parameters(source_template: dict[str, Any]) -> None:
         "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "PageConcurrency": 20,
         "PageBatchSize": 50,
-        "SnapshotRefs": "0",
+        "SnapshotRefs": "1",
         "HostMaxInFlight": 8,
         "SitemapConcurrency": 5,
         "RetentionDays": 30,

@@ -117,8 +117,9 @@ class TaskQueue(Protocol):
 class StateStore(Protocol):
     """Job, loader and per-URL state. Every method is atomic; every counter moves with its record."""
 
-    #: Listed pages a sitemap reading records per ``record_pages`` call: each call is one atomic write (and
-    #: one checkpoint) where the store allows it, so the size is the store's trade of commits against work
+    #: Listed pages a sitemap reading records per ``record_pages`` call (its last call takes up to as many
+    #: more: the remainder goes along rather than alone): each call is one atomic write (and one
+    #: checkpoint) where the store allows it, so the size is the store's trade of commits against work
     #: redone after a crash.
     record_batch: int
 

@@ -54,9 +54,9 @@ class AwsResources(Struct, frozen=True):
     page_priority_queue_url: str | None = None
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE
-    #: Settled records whose snapshot is their listed record's stored as that (``HARVEST_SNAPSHOT_REFS=1``:
-    #: PageBatches.snapshot_refs), once no container of a version that cannot read them runs.
-    snapshot_refs: bool = False
+    #: Settled records whose snapshot is their listed record's stored as that (``HARVEST_SNAPSHOT_REFS``, on
+    #: unless "0": PageBatches.snapshot_refs).
+    snapshot_refs: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> AwsResources:
@@ -78,7 +78,7 @@ class AwsResources(Struct, frozen=True):
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
             page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
-            snapshot_refs=environ.get("HARVEST_SNAPSHOT_REFS") == "1",
+            snapshot_refs=environ.get("HARVEST_SNAPSHOT_REFS", "1") != "0",
         )
 
 

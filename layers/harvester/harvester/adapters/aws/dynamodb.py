@@ -68,7 +68,7 @@ class DynamoStateStore:
         *,
         retention_days: int = 30,
         pointers: Pointers | None = None,
-        snapshot_refs: bool = False,
+        snapshot_refs: bool = True,
     ) -> None:
         self.client = client
         self.table = table

@@ -67,6 +67,18 @@ def sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[An
     return runs
 
 
+def batched(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[Any]]:
+    """``sized`` runs of ``most`` items, but a last run shorter than ``most`` goes with the run before when
+    the two fit ITEM_BYTES (as a sitemap reading's last write takes its remainder along: a batch of a few
+    pages costs its fetches as much as a full one)."""
+    runs = sized(items, sizes, most)
+    if len(runs) > 1 and len(runs[-1]) < most and len(runs[-2]) == most:
+        tail = len(runs[-2]) + len(runs[-1])
+        if sum(sizes[len(items) - tail :]) <= ITEM_BYTES:
+            runs[-2:] = [runs[-2] + runs[-1]]
+    return runs
+
+
 class Listing(Struct):
     """A listed chunk's pages that are its batch's, the items its transaction writes beside the batch's (each
     with its role and URL: a failed ``crawl`` role makes its URL stale), or, before any, the URLs found stale."""

@@ -60,12 +60,12 @@ _STATE_RETRIES = 25
 class PageBatches:
     """The claims, settlements, retries and readings of a job's pages (module docstring)."""
 
-    def __init__(self, jobs: JobItems, pointers: Pointers, *, snapshot_refs: bool = False) -> None:
+    def __init__(self, jobs: JobItems, pointers: Pointers, *, snapshot_refs: bool = True) -> None:
         self.jobs = jobs
         self.pointers = pointers
         #: Whether a settled record whose snapshot is its listed record's stores it as that (page_body.py:
-        #: ``pack_settled``), which a container of the version before this reader cannot read: a stack turns
-        #: it on (``HARVEST_SNAPSHOT_REFS``) once every container reads it.
+        #: ``pack_settled``), which a container of a version before its reader (2026-11-30) cannot read: a
+        #: stack upgraded from one turns it off (``HARVEST_SNAPSHOT_REFS=0``) until none runs.
         self.snapshot_refs = snapshot_refs
         self.client = jobs.client
         self.table = jobs.table

@@ -28,7 +28,7 @@ from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
-from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, sized, state_sk
+from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, batched, state_sk
 from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.pointer_items import (
     Pointer,
@@ -54,9 +54,10 @@ _POINTER_THREADS = 16
 class PageListing:
     """The listing of a job's pages (module docstring)."""
 
-    #: Pages a listed batch holds at most: its items, the crawl batch, the moved marks it may write, the
-    #: sitemap's checkpoint and a counter shard fit a transaction. (With the epochs its URLs' records move,
-    #: up to two sitemaps a URL, a chunk could pass it: such a chunk is halved before anything is written.)
+    #: Pages a listed batch holds, but a reading's last, which takes up to as many more (``StateStore``): its
+    #: items, the crawl batch, the moved marks it may write, the epochs its URLs' records move, the
+    #: sitemap's checkpoint and a counter shard fit a transaction unless many URLs name other sitemaps; a
+    #: chunk whose items could pass the limit is halved before anything is written.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
@@ -84,7 +85,7 @@ class PageListing:
         unique = accounting.first_per_url(pages)
         recorded = Recorded()
         packed = {p.url: pack(body_of(p), job_id) for p in unique}
-        chunks = sized(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
+        chunks = batched(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
         n = 0
         while chunks:

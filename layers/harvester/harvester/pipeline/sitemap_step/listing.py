@@ -66,6 +66,9 @@ class PageListing:
         self.recorded = 0 if resend else record.pages_recorded
         self.enqueued = 0 if resend else record.pages_enqueued
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
+        #: The digest as it was at the end of the batch held first (its position past it, and the copy): the
+        #: checkpoint of that batch's write, made while a batch more is read behind it.
+        self._cut: tuple[int, hashlib.blake2b] | None = None
         self.probes = record.probes_spent  # lastmod probes spent on an untrusted host
         self.held = record.lastmods_held  # URLs not due whose lastmod advanced (no probe left)
         self._site: SiteCrawl | None = None
@@ -83,7 +86,9 @@ class PageListing:
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
         """A URL the screen accepted (``bits``: its key's bits; ``raw``: the form the checkpoint digests):
-        skipped if recorded and sent before a restart, else batched, the batch recorded once full."""
+        skipped if recorded and sent before a restart, else batched, a batch recorded once a batch more is held
+        behind it (so that the reading's last write takes its remainder along, rather than a few pages alone:
+        each batch written costs its fetches a claim, a settlement and an archive object)."""
         index = self.accepted
         self.accepted = index + 1
         self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
@@ -95,14 +100,21 @@ class PageListing:
             return  # (the job's through the part, once adopted)
         batch = self.page_batch
         batch.append((index, url, entry, bits))
-        if len(batch) >= self.batch_size:
-            self.flush()
+        if len(batch) == self.batch_size:
+            self._cut = (index + 1, self.digest.copy())
+        elif len(batch) >= 2 * self.batch_size:
+            self.flush(self.batch_size)
+            self._cut = (index + 1, self.digest.copy())  # (the batch held now ends here)
 
-    def flush(self) -> None:
-        """Records the batch, then sends the tasks of its pages to fetch and moves the sending checkpoint."""
+    def flush(self, count: int | None = None) -> None:
+        """Records the pages held (the first ``count``, or all: fewer than two batches), then sends the tasks
+        of those to fetch and moves the sending checkpoint."""
         if not self.page_batch:
             return
-        batch, self.page_batch = self.page_batch, []
+        if count is None:
+            batch, self.page_batch = self.page_batch, []
+        else:
+            batch, self.page_batch = self.page_batch[:count], self.page_batch[count:]
         job_id = self.job.job_id
         # Recorded before a restart, maybe not sent: sent again (a final record absorbs its task). Recorded
         # again too: the job's records keep the ones recorded before, and if the sitemap changed meanwhile,
@@ -153,9 +165,11 @@ class PageListing:
         return self._checkpoint(self.accepted)
 
     def _checkpoint(self, enqueued: int) -> Checkpoint:
+        cut = self._cut
+        digest = cut[1] if cut is not None and cut[0] == enqueued else self.digest
         return Checkpoint(
             enqueued=enqueued,
-            digest=self.digest.hexdigest(),
+            digest=digest.hexdigest(),
             probes=self.probes,
             held=self.held,
             compared=self.diff is not None,
