@@ -57,13 +57,13 @@ def records(aws: AwsAdapters) -> dict[str, str]:
 
 def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAdapters) -> None:
     c = Container(aws)
-    pages = list(range(100))
+    pages = list(range(60))
     for job_id in ("job-1", "job-2", "job-3"):
         crawl_job(c, job_id, pages)
     # Each job's two listed batches and their settlements; the pointers name job 3's (cur) and job 2's (prev).
     assert batches_by_job(aws) == Counter({"job-1": 4, "job-2": 4, "job-3": 4})
     before = records(aws)
-    assert len(before) == 100 and {r.last_listed_job for r in Container(aws).crawldb.site_urls(SITE)} == {"job-3"}
+    assert len(before) == 60 and {r.last_listed_job for r in Container(aws).crawldb.site_urls(SITE)} == {"job-3"}
     asked: list[str] = []
 
     def ended(job_id: str) -> bool:
@@ -73,7 +73,7 @@ def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAd
     assert Container(aws).crawldb.collect(SITE, ended) == 2
     assert sorted(asked) == ["job-1", "job-2", "job-3"]  # (once a job, however many batches it has)
     assert batches_by_job(aws) == Counter({"job-2": 4, "job-3": 4})
-    assert crawl_items(aws)["URL"] == 100
+    assert crawl_items(aws)["URL"] == 60
     assert records(aws) == before
     fresh = Container(aws).crawldb.get_urls(SITE, [url(n) for n in pages])
     assert {u: r.model_dump_json() for u, r in fresh.items()} == before
@@ -87,10 +87,10 @@ def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAd
 
 
 def test_a_batch_a_url_not_listed_since_still_names_is_kept(aws: AwsAdapters) -> None:
-    """Job 1 lists a hundred pages; jobs 2 and 3 only the first ten (in job 1's first batch): job 1's second
-    batch still holds the records of the fifty-one others, and its first one is named by the other 39 too."""
+    """Job 1 lists sixty pages; jobs 2 and 3 only the first ten (in job 1's first batch): job 1's second batch
+    still holds the records of the fifty others, and its first one is named by them too."""
     c = Container(aws)
-    crawl_job(c, "job-1", list(range(100)))
+    crawl_job(c, "job-1", list(range(60)))
     crawl_job(c, "job-2", list(range(10)))
     crawl_job(c, "job-3", list(range(10)))
     before = records(aws)
@@ -101,8 +101,8 @@ def test_a_batch_a_url_not_listed_since_still_names_is_kept(aws: AwsAdapters) ->
     assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 1  # (job 2's: named by none now)
     assert batches_by_job(aws) == Counter({"job-1": 4, "job-3": 2, "job-4": 2})
     after = records(aws)
-    unlisted = [url(n) for n in range(10, 100)]
-    assert len(after) == 100 and {u: after[u] for u in unlisted} == {u: before[u] for u in unlisted}
+    unlisted = [url(n) for n in range(10, 60)]
+    assert len(after) == 60 and {u: after[u] for u in unlisted} == {u: before[u] for u in unlisted}
 
 
 def test_the_batches_of_a_job_not_over_are_kept(aws: AwsAdapters) -> None:
@@ -212,7 +212,7 @@ def test_a_jobs_end_that_listed_few_urls_one_by_one_notes_them_until_they_are_wo
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=1, urls=60) == 0  # (3: 5 %)
     assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]
-    crawl_job(c, "job-4", [0, 1, 2])  # (job 1's batch still holds pages 3-59)
+    crawl_job(c, "job-4", [0, 1, 2])  # (job 1's first batch still holds pages 3-48)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-4", relisted=1, urls=60) == 0  # (counted anew)
     assert spy.calls == ["Query PART#", "get_item", "update_item"]

@@ -19,7 +19,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.listed_batch import ITEM_BYTES, batched
-from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus, url_key
 from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome
 
@@ -88,17 +88,17 @@ def test_a_new_jobs_pages_are_kept_a_listed_batch_at_a_time(aws: AwsAdapters) ->
     store = aws.store
     job_id = new_job(store, "job-b")
     held = leased_sitemap(store, job_id)
-    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(100)], checkpoint=100, lease=held)
-    assert len(recorded.new) == 100
-    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2)  # (49, and 51: the rest along)
-    urls = [page(i).url for i in range(100)]
+    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(60)], checkpoint=60, lease=held)
+    assert len(recorded.new) == 60
+    assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2)
+    urls = [page(i).url for i in range(60)]
     claimed = store.claim_pages(job_id, urls, lease("p"), now=NOW)
     assert [r.url for r in claimed] == urls and {r.attempts for r in claimed} == {1}
     outcomes = [PageOutcome(record=r.model_copy(update={"status": UrlStatus.COMPLETED})) for r in claimed]
     assert sorted(store.finish_pages(job_id, outcomes, lease("p")).applied) == sorted(urls)
     # One outcome item a batch for the settlement; no item per URL in the job (a URL's is its pointer).
     assert kinds(store, job_id) == Counter(JOB=1, SITEMAP=1, BATCH=2, STATE=2, OUTCOME=2)
-    assert store.counts(job_id).urls_succeeded == 100
+    assert store.counts(job_id).urls_succeeded == 60
     assert store.recount(job_id) == store.counts(job_id)
     got = store.get_page(job_id, page(0).url)
     assert got is not None and got.status is UrlStatus.COMPLETED
@@ -302,12 +302,15 @@ def test_a_sitemap_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapt
 
 @pytest.mark.parametrize(
     ("count", "expected"),
-    [(0, []), (10, [10]), (49, [49]), (60, [60]), (97, [97]), (98, [49, 49]), (120, [49, 71]), (150, [49, 49, 52])],
+    [(0, []), (10, [10]), (49, [49]), (50, [50]), (51, [49, 2]), (97, [49, 48]), (99, [49, 50]), (148, [49, 49, 50])],
 )
-def test_a_listing_is_cut_in_batches_and_its_remainder_goes_with_the_last(count, expected):
-    assert [len(run) for run in batched(list(range(count)), [10] * count, 49)] == expected
+def test_a_listing_is_cut_in_batches_and_a_remainder_that_fits_a_page_message_goes_with_the_last(count, expected):
+    """A batch's pages travel in page messages of PAGES_PER_MESSAGE (50) at most: a remainder joins the batch
+    before it when the two still travel as one (a batch of a page or two costs its fetches a claim, a
+    settlement and an archive object, as a full one does), never to make a batch that two messages settle."""
+    assert [len(run) for run in batched(list(range(count)), [10] * count, 49, PAGES_PER_MESSAGE)] == expected
 
 
 def test_a_remainder_that_would_pass_an_items_size_stays_a_batch_of_its_own():
-    sizes = [ITEM_BYTES // 59] * 60  # (the sixty together pass an item's size)
-    assert [len(run) for run in batched(list(range(60)), sizes, 49)] == [49, 11]
+    sizes = [ITEM_BYTES // 49] * 50  # (the fifty together pass an item's size)
+    assert [len(run) for run in batched(list(range(50)), sizes, 49, PAGES_PER_MESSAGE)] == [49, 1]

@@ -139,7 +139,7 @@ def test_a_fetched_page_writes_its_url_once_a_job(aws: AwsAdapters) -> None:
     job_id = new_job(c, "job-one")
     listed_urls = list_pages(c, job_id, list(range(60)))
     assert len(listed_urls) == 60
-    assert crawl_items(aws) == Counter(URL=60, CB=1)  # (a batch and the eleven it takes along)
+    assert crawl_items(aws) == Counter(URL=60, CB=2)
     marks = [item for item in aws.store.jobs.query(
         KeyConditionExpression="pk = :pk AND begins_with(sk, :m)",
         ExpressionAttributeValues={":pk": {"S": f"JOB#{job_id}"}, ":m": {"S": "MARK#"}},
@@ -149,7 +149,7 @@ def test_a_fetched_page_writes_its_url_once_a_job(aws: AwsAdapters) -> None:
     applied, stale = settle(c, job_id, listed_urls, "sig-1")
     assert sorted(applied) == sorted(listed_urls) and stale == []
     # The settlement wrote its crawl records a batch at a time: no URL item moved.
-    assert crawl_items(aws) == Counter(URL=60, CB=1, CBO=1)
+    assert crawl_items(aws) == Counter(URL=60, CB=2, CBO=2)
     after = Container(aws).crawldb.get_urls(SITE, listed_urls)
     assert {u: r.version for u, r in after.items()} == before
     assert {r.signature for r in after.values()} == {"sig-1"} and {r.http_status for r in after.values()} == {200}
@@ -476,9 +476,8 @@ def test_a_failed_guard_reports_every_url_it_guards(aws: AwsAdapters, monkeypatc
 
 def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_halves(aws: AwsAdapters) -> None:
     """Sixty URLs each listed by a sitemap of its own in a job still fetching them, then all listed by one
-    sitemap of another job: their chunk (a batch and the eleven it takes along) would move 60 open pages'
-    batches and 60 other sitemaps' epochs, past DynamoDB's 100 items a transaction. It is halved before
-    anything is written, and every URL is listed."""
+    sitemap of another job: a chunk of 49 would move 49 open pages' batches and 49 other sitemaps' epochs, past
+    DynamoDB's 100 items a transaction. It is halved before anything is written, and every URL is listed."""
     c = Container(aws)
     ns = list(range(60))
     new_job(c, "job-1")
@@ -495,7 +494,7 @@ def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_
     new_job(c, "job-2")
     assert sorted(list_pages(c, "job-2", ns)) == sorted(url(n) for n in ns)
     batches = {r.cur.bid for r in c.crawldb.pointers.read(SITE, [url(n) for n in ns]).values() if r.cur}
-    assert len(batches) == 2  # (the two halves of the chunk of 60)
+    assert len(batches) == 3  # (24 and 25 of the first chunk of 49, and the 11 left)
     assert {r.last_listed_job for r in Container(aws).crawldb.get_urls(SITE, [url(n) for n in ns]).values()} == {
         "job-2"
     }
@@ -525,7 +524,7 @@ class Calls:
 def test_the_records_of_settled_batches_are_read_by_key_and_without_the_names_by_query(aws: AwsAdapters) -> None:
     c = Container(aws)
     job_id = new_job(c, "job-one")
-    urls = list_pages(c, job_id, list(range(150)))  # (three listed batches: 49, 49 and 52)
+    urls = list_pages(c, job_id, list(range(120)))  # (three listed batches)
     assert settle(c, job_id, urls[:10], "sig-1", token="p1")[0] == urls[:10]
     assert settle(c, job_id, urls[10:20], "sig-2", token="p2")[0] == urls[10:20]  # (the same batch again)
     assert settle(c, job_id, urls[100:], "sig-3", token="p3")[0] == urls[100:]

@@ -44,6 +44,7 @@ from harvester.adapters.aws.state_table import conditional, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
+from harvester.model.messages import PAGES_PER_MESSAGE
 from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of, url_key
 from harvester.model.state import Checkpoint, Lease, Recorded
 
@@ -54,10 +55,10 @@ _POINTER_THREADS = 16
 class PageListing:
     """The listing of a job's pages (module docstring)."""
 
-    #: Pages a listed batch holds, but a reading's last, which takes up to as many more (``StateStore``): its
-    #: items, the crawl batch, the moved marks it may write, the epochs its URLs' records move, the
-    #: sitemap's checkpoint and a counter shard fit a transaction unless many URLs name other sitemaps; a
-    #: chunk whose items could pass the limit is halved before anything is written.
+    #: Pages a listed batch holds (a call's last may take a remainder along, up to a page message's pages:
+    #: ``batched``): its items, the crawl batch, the moved marks it may write, the epochs its URLs' records
+    #: move, the sitemap's checkpoint and a counter shard fit a transaction unless many URLs name other
+    #: sitemaps; a chunk whose items could pass the limit is halved before anything is written.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
@@ -85,7 +86,8 @@ class PageListing:
         unique = accounting.first_per_url(pages)
         recorded = Recorded()
         packed = {p.url: pack(body_of(p), job_id) for p in unique}
-        chunks = batched(unique, [len(packed[p.url]) for p in unique], self.record_batch) or [[]]
+        sizes = [len(packed[p.url]) for p in unique]
+        chunks = batched(unique, sizes, self.record_batch, PAGES_PER_MESSAGE) or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
         n = 0
         while chunks:
