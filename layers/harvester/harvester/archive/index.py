@@ -181,13 +181,14 @@ def build_index(
     ``sorted_rows``: an index of exactly ``rows`` built before (by another job): its rows, in its order, are
     this one's, with this job's ``job_id`` and ``change`` (the records have no rows of their own).
 
-    In passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet rows
-    (DuckDB's JSON reader and its sort at once hold more than its memory limit), the rows made already
-    another file of them, and the sort reads both files as one, spilling to disk past the limit (a sort fed
-    by a union of readers runs out of memory where one reader of the same rows does not). Small row groups
-    and one thread keep the writer's buffers small (bench/index_memory.py measures the peak)."""
+    In two passes, so that memory stays flat whatever the job's size: the lines become unsorted Parquet rows
+    (DuckDB's JSON reader and its sort at once hold more than its memory limit), then the sort reads those
+    and the rows made already as one reader of every file, each row made final as it streams in (the job,
+    its change, the URLs a part leaves out), spilling to disk past the limit (a sort fed by a union of
+    readers runs out of memory where one reader of the same rows does not). Small row groups and one thread
+    keep the writer's buffers small (bench/index_memory.py measures the peak)."""
     con = _connect(out.parent)
-    unsorted, made_rows = out.with_name(out.name + ".unsorted"), out.with_name(out.name + ".made")
+    unsorted = out.with_name(out.name + ".unsorted")
     try:
         if sorted_rows is not None:
             change = rows[0].change if rows else None
@@ -199,26 +200,21 @@ def build_index(
             ).fetchone()
             return int(count)
         con.execute(SURT_SQL)
-        files = []  # (unsorted rows, every column final: sorted from one reader, which the sort's memory holds)
+        files: list[tuple[Path, Collection[str]]] = []
         if records is not None:
             _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
-            files.append(unsorted)
-        if rows:
-            groups = []
-            for change in dict.fromkeys(made.change for made in rows):  # (one reader for each change's files)
-                kept = _kept(con, [(made.path, made.excluded) for made in rows if made.change == change])
-                groups.append(
-                    f"SELECT * EXCLUDE (filename) REPLACE ({_literal(job_id)} AS job_id, {_literal(change)} AS change)"
-                    f" FROM {kept}"
-                )
-            con.execute(
-                f"COPY ({' UNION ALL '.join(groups)}) TO {_literal(str(made_rows))}"
-                f" (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+            files.append((unsorted, ()))
+        files += [(made.path, made.excluded) for made in rows]
+        if rows:  # (one reader of every file, its rows made final as they stream into the sort)
+            changes = " ".join(f"WHEN {_literal(str(made.path))} THEN {_literal(made.change)}" for made in rows)
+            source = (
+                f"SELECT * EXCLUDE (filename) REPLACE ({_literal(job_id)} AS job_id,"
+                f" CASE filename {changes} ELSE change END AS change) FROM {_kept(con, files)}"
             )
-            files.append(made_rows)
-        paths = ", ".join(_literal(str(path)) for path in files)
+        else:
+            source = f"SELECT * FROM read_parquet({_literal(str(unsorted))})"
         (count,) = con.execute(  # type: ignore[misc]
-            f"COPY (SELECT * FROM read_parquet([{paths}]) ORDER BY url_surtkey, url)"
+            f"COPY ({source} ORDER BY url_surtkey, url)"
             f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         ).fetchone()
         if keep is not None and unsorted.exists():
@@ -227,7 +223,6 @@ def build_index(
     finally:
         con.close()
         unsorted.unlink(missing_ok=True)
-        made_rows.unlink(missing_ok=True)
 
 
 class RowMaker:
