@@ -314,3 +314,8 @@ def test_a_listing_is_cut_in_batches_and_a_remainder_that_fits_a_page_message_go
 def test_a_remainder_that_would_pass_an_items_size_stays_a_batch_of_its_own():
     sizes = [ITEM_BYTES // 49] * 50  # (the fifty together pass an item's size)
     assert [len(run) for run in batched(list(range(50)), sizes, 49, PAGES_PER_MESSAGE)] == [49, 1]
+
+
+def test_runs_of_full_batches_are_never_merged():
+    assert [len(run) for run in batched(list(range(3)), [10] * 3, 1, PAGES_PER_MESSAGE)] == [1, 1, 1]
+    assert [len(run) for run in batched(list(range(50)), [10] * 50, 25, PAGES_PER_MESSAGE)] == [25, 25]

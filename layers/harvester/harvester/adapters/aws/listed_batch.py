@@ -68,12 +68,13 @@ def sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[An
 
 
 def batched(items: Sequence[Any], sizes: Sequence[int], most: int, together: int) -> list[list[Any]]:
-    """``sized`` runs of ``most`` items, but a last run goes with the run before when the two are at most
-    ``together`` items and fit ITEM_BYTES (a batch's pages travel in page messages of ``together`` at most:
-    a remainder joins the batch before it when the two still travel as one, since a batch of a page or two
-    costs its fetches a claim, a settlement and an archive object as a full one does)."""
+    """``sized`` runs of ``most`` items, but a last run shorter than that (a remainder) goes with the run
+    before when the two are at most ``together`` items and fit ITEM_BYTES (a batch's pages travel in page
+    messages of ``together`` at most: a remainder joins the batch before it when the two still travel as
+    one, since a batch of a page or two costs its fetches a claim, a settlement and an archive object as a
+    full one does)."""
     runs = sized(items, sizes, most)
-    if len(runs) > 1 and len(runs[-2]) + len(runs[-1]) <= together:
+    if len(runs) > 1 and len(runs[-1]) < most and len(runs[-2]) + len(runs[-1]) <= together:
         tail = len(runs[-2]) + len(runs[-1])
         if sum(sizes[len(items) - tail :]) <= ITEM_BYTES:
             runs[-2:] = [runs[-2] + runs[-1]]
