@@ -1,0 +1,179 @@
+"""A URL two urlsets list, with sitemap parts on, reads as listing every entry reads it.
+
+A urlset's part holds the URLs whose records name that urlset (those it listed first in its maker job), so a
+reading that listed URLs another urlset of its job had listed first makes no part (``PartMaker``): adopted
+whole while that other urlset is not read, fails, is left out, or no longer lists the URL, such a part would
+lose the URL (a whole-tree job would even declare it orphan). Each case runs the same jobs with parts on and
+off (``side_by_side``) and finds them agreeing, and on the stack the jobs' counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harvester.model.messages import JobRequest
+from tests.recrawl.test_sitemap_parts import SITEMAP_NS, SMALLEST, START, side_by_side, urlset_of
+
+_BUMP = itertools.count(1)
+
+
+def write(path: Path, text: str) -> None:
+    """Writes a document with an mtime later than any before: the test server answers If-Modified-Since by
+    whole seconds, so a rewrite within the second of the last request would otherwise be answered 304."""
+    path.write_text(text)
+    t = time.time() + 5 * next(_BUMP)
+    os.utime(path, (t, t))
+
+
+def index_of(base: str, names: list[str]) -> str:
+    items = "".join(f"<sitemap><loc>{base}/{n}</loc></sitemap>\n" for n in names)
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n{items}</sitemapindex>\n'
+
+
+S_PATHS = ["/p/both.html"] + [f"/p/s{i}.html" for i in range(SMALLEST)]
+T_PATHS = ["/p/both.html"] + [f"/p/t{i}.html" for i in range(SMALLEST)]
+
+
+@pytest.fixture
+def two_urlsets(served_dir, tmp_path):
+    """s.xml and t.xml (in that order in the index) both list /p/both.html: its record names s.xml."""
+    root = tmp_path / "site"
+    (root / "p").mkdir(parents=True)
+    base = served_dir(root)
+    for path in {*S_PATHS, *T_PATHS}:
+        (root / path.lstrip("/")).write_text(f"<html>{path}</html>")
+    write(root / "robots.txt", f"Sitemap: {base}/index.xml\n")
+    write(root / "index.xml", index_of(base, ["s.xml", "t.xml"]))
+    write(root / "s.xml", urlset_of(base, S_PATHS, "2026-01-01"))
+    write(root / "t.xml", urlset_of(base, T_PATHS, "2026-01-01"))
+    return SimpleNamespace(root=root, base=base)
+
+
+def jobs_side_by_side(site, tmp_path, jobs):
+    """Runs the jobs (label, options, change before) into a state with parts and one without, one sitemap at
+    a time; ``side_by_side`` checks they agree. (The crawl database keys a site by its origin, no slash: a
+    ``base`` ending with "/" would compare two empty databases.)"""
+    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
+    results = {}
+    for n, (label, options, change) in enumerate(jobs):
+        if change is not None:
+            change(site)
+        request = JobRequest(site=f"{site.base}/", job_id=f"j{n}-{label}", rate_limit_delay=0.0001, **options)
+        results[label] = side_by_side(
+            states, SimpleNamespace(base=site.base), request, at=START + timedelta(days=n), label=label, concurrency=1
+        )
+    return results
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
+def test_a_url_its_first_urlset_stops_listing_stays_listed_through_the_other(two_urlsets, tmp_path, fetch_pages):
+    """s.xml drops /p/both.html; t.xml, unchanged, still lists it. With parts: t.xml's part (without the URL)
+    is adopted whole, the job counts 20 for 21, and the whole-tree job declares the URL orphan (changes.jsonl
+    "removed"; its record state orphan, naming s.xml), and every later job keeps losing it."""
+    site = two_urlsets
+    jobs_side_by_side(
+        site,
+        tmp_path,
+        [
+            ("whole-1", {"fetch_pages": fetch_pages}, None),
+            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            (
+                "s-drops",
+                {"fetch_pages": fetch_pages},
+                lambda s: write(s.root / "s.xml", urlset_of(s.base, S_PATHS[1:], "2026-01-01")),
+            ),
+            ("whole-3", {"fetch_pages": fetch_pages}, None),
+        ],
+    )
+
+
+def _s_missing(site):
+    (site.root / "s.xml").rename(site.root / "s.bak")
+
+
+def _s_off_the_index(site):
+    write(site.root / "index.xml", index_of(site.base, ["t.xml"]))
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
+@pytest.mark.parametrize(
+    ("how", "options", "change"),
+    [
+        ("s-404", {}, _s_missing),
+        ("s-off-the-index", {}, _s_off_the_index),  # (also declares the URL orphan: 11 removed for 10)
+        ("sitemap-exclude-s", {"sitemap_exclude": ("*/s.xml",)}, None),
+        ("named-t", {"sitemaps": "t.xml"}, None),
+    ],
+)
+def test_a_url_of_two_urlsets_is_listed_when_its_first_urlset_is_not_read(
+    two_urlsets, tmp_path, fetch_pages, how, options, change
+):
+    """A job that reads t.xml but not s.xml (s.xml answers 404, left the index, is excluded by a pattern, or
+    the job names t.xml alone): listing one by one, t.xml gives 11 URLs; with parts, t.xml's part gives 10."""
+    site = two_urlsets
+    if options.get("sitemaps"):
+        options = {**options, "sitemaps": (f"{site.base}/{options['sitemaps']}",)}
+    results = jobs_side_by_side(
+        site,
+        tmp_path,
+        [
+            ("whole-1", {"fetch_pages": fetch_pages}, None),
+            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            (how, {"fetch_pages": fetch_pages, **options}, change),
+        ],
+    )
+    assert results[how].total_urls == 1 + SMALLEST
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
+def test_a_url_of_two_urlsets_names_the_one_read_first_after_the_index_reorders_them(
+    two_urlsets, tmp_path, fetch_pages
+):
+    """The index lists t.xml first now (neither urlset changed): listing one by one, t.xml lists
+    /p/both.html first and its record (and urls.jsonl line) names t.xml; with parts, s.xml's part is adopted
+    whole and both keep naming s.xml. Counts agree; urls.jsonl, the index rows and the crawl database do not."""
+    site = two_urlsets
+    jobs_side_by_side(
+        site,
+        tmp_path,
+        [
+            ("whole-1", {"fetch_pages": fetch_pages}, None),
+            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            (
+                "t-first",
+                {"fetch_pages": fetch_pages},
+                lambda s: write(s.root / "index.xml", index_of(s.base, ["t.xml", "s.xml"])),
+            ),
+        ],
+    )
+
+
+def test_a_url_its_first_urlset_stops_listing_stays_listed_on_aws(deployed_stack, two_urlsets):
+    """The first case on the stack (parts on, its default): the job after s.xml dropped the URL counts 20,
+    lists no /p/both.html, and counts it removed."""
+    from harvester.adapters.aws.stack import submit_job
+    from tests.recrawl.test_aws_sitemap_parts import adapters_of
+
+    stack, poller = deployed_stack
+    site = two_urlsets
+    documents = adapters_of(stack).documents
+    seen = {}
+    for job_id in ("whole-1", "whole-2", "s-drops", "whole-3"):
+        if job_id == "s-drops":
+            write(site.root / "s.xml", urlset_of(site.base, S_PATHS[1:], "2026-01-01"))
+        request = JobRequest(site=f"{site.base}/", job_id=job_id, rate_limit_delay=0.0001)
+        submit_job(request, stack.outputs["JobQueueUrl"])
+        stats = poller.drain(max_rounds=3000)
+        assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
+        result = json.loads(documents.get(f"jobs/{job_id}/result.json"))
+        urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
+        seen[job_id] = (result["total_urls"], f"{site.base}/p/both.html" in urls, result["changes"]["removed"])
+    assert seen == {job: (1 + 2 * SMALLEST, True, 0) for job in seen}, seen
