@@ -20,8 +20,8 @@ from typing import Any
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import EPOCH, LiveSite
-from harvester.model.messages import JobRequest, Refetch
-from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, SITEMAP_NS, alter, move, replace, urlset_of
+from harvester.model.messages import JobRequest
+from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, alter, move, replace
 
 #: A field of a line whose value follows the order of the job's writes, not what it found.
 _ORDERED = ("warc",)
@@ -148,43 +148,3 @@ def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urls
         if cycle.startswith("a page moved"):
             assert ours["partly"] >= 1, cycle
         assert ours["result"]["total_urls"] == 200, cycle
-
-
-def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_on_aws(deployed_stack, served_dir, tmp_path):
-    """test_sitemap_parts.py's case of the same name, on the stack: after a job about t.xml alone fetched the
-    URL both urlsets list, the jobs of the whole site count it once."""
-    stack, poller = deployed_stack
-    root = tmp_path / "site"
-    (root / "p").mkdir(parents=True)
-    base = served_dir(root)
-    s_paths = ["/p/both.html"] + [f"/p/s{i}.html" for i in range(10)]
-    t_paths = ["/p/both.html"] + [f"/p/t{i}.html" for i in range(10)]
-    for path in {*s_paths, *t_paths}:
-        (root / path.lstrip("/")).write_text(f"<html>{path}</html>")
-    (root / "robots.txt").write_text(f"Sitemap: {base}/index.xml\n")
-    (root / "index.xml").write_text(
-        f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n'
-        f"<sitemap><loc>{base}/s.xml</loc></sitemap>\n<sitemap><loc>{base}/t.xml</loc></sitemap>\n</sitemapindex>\n"
-    )
-    (root / "s.xml").write_text(urlset_of(base, s_paths, "2026-01-01"))
-    (root / "t.xml").write_text(urlset_of(base, t_paths, "2026-01-01"))
-    documents = adapters_of(stack).documents
-    jobs = [
-        JobRequest(site=f"{base}/", job_id="whole-1", rate_limit_delay=0.0001),
-        JobRequest(
-            site=f"{base}/", job_id="t-only", sitemaps=(f"{base}/t.xml",), refetch=Refetch.ALL, rate_limit_delay=0.0001
-        ),
-        JobRequest(site=f"{base}/", job_id="whole-2", rate_limit_delay=0.0001),
-        JobRequest(site=f"{base}/", job_id="whole-3", rate_limit_delay=0.0001),
-    ]
-    for request in jobs:
-        if request.job_id == "t-only":
-            (root / "t.xml").write_text(urlset_of(base, t_paths, "2026-02-01"))
-        submit_job(request, stack.outputs["JobQueueUrl"])
-        stats = poller.drain(max_rounds=3000)
-        assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
-        result = json.loads(documents.get(f"jobs/{request.job_id}/result.json"))
-        urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{request.job_id}/urls.jsonl").splitlines()]
-        assert len(urls) == len(set(urls)) == result["total_urls"], request.job_id
-        if request.job_id != "t-only":
-            assert result["total_urls"] == 21, request.job_id

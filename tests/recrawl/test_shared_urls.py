@@ -19,10 +19,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from harvester.model.messages import JobRequest
-from tests.recrawl.test_sitemap_parts import SITEMAP_NS, SMALLEST, START, side_by_side, urlset_of
+from harvester.adapters.aws.stack import submit_job
+from harvester.model.messages import JobRequest, Refetch
+from tests.recrawl.test_aws_sitemap_parts import adapters_of
+from tests.recrawl.test_sitemap_parts import SMALLEST, START, side_by_side
 
 _BUMP = itertools.count(1)
+SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
 
 def write(path: Path, text: str) -> None:
@@ -31,6 +34,11 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
     t = time.time() + 5 * next(_BUMP)
     os.utime(path, (t, t))
+
+
+def urlset_of(base: str, paths: list[str], lastmod: str) -> str:
+    entries = "".join(f"<url><loc>{base}{path}</loc><lastmod>{lastmod}</lastmod></url>\n" for path in paths)
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n{entries}</urlset>\n'
 
 
 def index_of(base: str, names: list[str]) -> str:
@@ -156,24 +164,62 @@ def test_a_url_of_two_urlsets_names_the_one_read_first_after_the_index_reorders_
     )
 
 
+def crawled_on_stack(deployed_stack, request: JobRequest) -> tuple[dict, list[str]]:
+    """Submits the job to the stack, drains it as Lambda's pollers do, and reads its result and urls.jsonl's URLs."""
+    stack, poller = deployed_stack
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    stats = poller.drain(max_rounds=3000)
+    assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
+    documents = adapters_of(stack).documents
+    result = json.loads(documents.get(f"jobs/{request.job_id}/result.json"))
+    urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{request.job_id}/urls.jsonl").splitlines()]
+    return result, urls
+
+
 def test_a_url_its_first_urlset_stops_listing_stays_listed_on_aws(deployed_stack, two_urlsets):
     """The first case on the stack (parts on, its default): the job after s.xml dropped the URL counts 20,
     lists no /p/both.html, and counts it removed."""
-    from harvester.adapters.aws.stack import submit_job
-    from tests.recrawl.test_aws_sitemap_parts import adapters_of
-
-    stack, poller = deployed_stack
     site = two_urlsets
-    documents = adapters_of(stack).documents
     seen = {}
     for job_id in ("whole-1", "whole-2", "s-drops", "whole-3"):
         if job_id == "s-drops":
             write(site.root / "s.xml", urlset_of(site.base, S_PATHS[1:], "2026-01-01"))
         request = JobRequest(site=f"{site.base}/", job_id=job_id, rate_limit_delay=0.0001)
-        submit_job(request, stack.outputs["JobQueueUrl"])
-        stats = poller.drain(max_rounds=3000)
-        assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
-        result = json.loads(documents.get(f"jobs/{job_id}/result.json"))
-        urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
+        result, urls = crawled_on_stack(deployed_stack, request)
         seen[job_id] = (result["total_urls"], f"{site.base}/p/both.html" in urls, result["changes"]["removed"])
     assert seen == {job: (1 + 2 * SMALLEST, True, 0) for job in seen}, seen
+
+
+def _t_relisted(site):
+    write(site.root / "t.xml", urlset_of(site.base, T_PATHS, "2026-02-01"))
+
+
+def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_by_the_next_job(two_urlsets, tmp_path):
+    """A job about t.xml alone fetches /p/both.html again (its record names t.xml from then on); then jobs of
+    the whole site, with neither urlset changed since. s.xml's part, made before, no longer holds what its
+    records name: it must not be adopted beside t.xml's (which holds the URL now), or the URL counts twice."""
+    site = two_urlsets
+    t_only = {"sitemaps": (f"{site.base}/t.xml",), "refetch": Refetch.ALL}
+    results = jobs_side_by_side(
+        site,
+        tmp_path,
+        [("whole-1", {}, None), ("t-only", t_only, _t_relisted), ("whole-2", {}, None), ("whole-3", {}, None)],
+    )
+    assert {label: r.total_urls for label, r in results.items() if label != "t-only"} == {
+        label: 1 + 2 * SMALLEST for label in ("whole-1", "whole-2", "whole-3")
+    }
+
+
+def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_on_aws(deployed_stack, two_urlsets):
+    """The case above on the stack: each job's urls.jsonl holds each URL once, and the whole-site jobs 21."""
+    site = two_urlsets
+    for job_id in ("whole-1", "t-only", "whole-2", "whole-3"):
+        options = {}
+        if job_id == "t-only":
+            _t_relisted(site)
+            options = {"sitemaps": (f"{site.base}/t.xml",), "refetch": Refetch.ALL}
+        request = JobRequest(site=f"{site.base}/", job_id=job_id, rate_limit_delay=0.0001, **options)
+        result, urls = crawled_on_stack(deployed_stack, request)
+        assert len(urls) == len(set(urls)) == result["total_urls"], job_id
+        if job_id != "t-only":
+            assert result["total_urls"] == 1 + 2 * SMALLEST, job_id

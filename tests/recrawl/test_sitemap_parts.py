@@ -21,7 +21,6 @@ from collections.abc import Callable
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ import pytest
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
-from harvester.model.messages import JobRequest, Refetch
+from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapIngestionResult
 from harvester.pipeline.sitemap_step.partial import PartialAdoption
 from harvester.settings import EngineSettings
@@ -533,46 +532,3 @@ def test_a_sitemap_read_in_more_than_one_request_gets_no_part(live_site, tmp_pat
         with closing(sqlite3.connect(state / "harvest.db")) as db:
             made = db.execute("SELECT count(*) FROM crawl_parts WHERE part IS NOT NULL").fetchone()[0]
         assert (made, adopted(state, f"c-{n}")) == [(1, 0), (2, 1), (2, 2)][n]
-
-
-SITEMAP_NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
-
-
-def urlset_of(base: str, paths: list[str], lastmod: str) -> str:
-    entries = "".join(f"<url><loc>{base}{path}</loc><lastmod>{lastmod}</lastmod></url>\n" for path in paths)
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{SITEMAP_NS}">\n{entries}</urlset>\n'
-
-
-def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_by_the_next_job(served_dir, tmp_path):
-    """A URL two urlsets list (its record names the first, s.xml); a job about t.xml alone fetches it again,
-    and its record names t.xml from then on; then a job of the whole site, with neither urlset changed since.
-    s.xml's part, made before, no longer holds what its records name: it must not be adopted beside t.xml's
-    (which holds the URL now), or the URL counts twice. Listing every entry is the measure."""
-    root = tmp_path / "site"
-    (root / "p").mkdir(parents=True)
-    base = served_dir(root)
-    s_paths = ["/p/both.html"] + [f"/p/s{i}.html" for i in range(SMALLEST)]
-    t_paths = ["/p/both.html"] + [f"/p/t{i}.html" for i in range(SMALLEST)]
-    for path in {*s_paths, *t_paths}:
-        (root / path.lstrip("/")).write_text(f"<html>{path}</html>")
-    (root / "robots.txt").write_text(f"Sitemap: {base}/index.xml\n")
-    (root / "index.xml").write_text(
-        f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex xmlns="{SITEMAP_NS}">\n'
-        f"<sitemap><loc>{base}/s.xml</loc></sitemap>\n<sitemap><loc>{base}/t.xml</loc></sitemap>\n</sitemapindex>\n"
-    )
-    (root / "s.xml").write_text(urlset_of(base, s_paths, "2026-01-01"))
-    (root / "t.xml").write_text(urlset_of(base, t_paths, "2026-01-01"))
-    site = SimpleNamespace(base=base)  # (the crawl database's name for the site: its origin)
-    states = {True: tmp_path / "parts", False: tmp_path / "one-by-one"}
-    jobs = [
-        JobRequest(site=f"{base}/", job_id="whole-1"),
-        JobRequest(site=f"{base}/", job_id="t-only", sitemaps=(f"{base}/t.xml",), refetch=Refetch.ALL),
-        JobRequest(site=f"{base}/", job_id="whole-2"),
-        JobRequest(site=f"{base}/", job_id="whole-3"),
-    ]
-    for n, request in enumerate(jobs):
-        if request.job_id == "t-only":
-            (root / "t.xml").write_text(urlset_of(base, t_paths, "2026-02-01"))
-        result = side_by_side(states, site, request, at=START + timedelta(days=n), label=request.job_id, concurrency=1)
-        if request.job_id != "t-only":
-            assert result.total_urls == 1 + 2 * SMALLEST, request.job_id

@@ -148,10 +148,10 @@ class PartMaker:
             # (a reading of more requests may be one resumed on a changed document that started over: the
             # job keeps the records its first delivery listed, which that document need not list)
             and s.attempts <= 1
-            # A part holds the URLs whose records name its sitemap: a reading that listed URLs another
-            # sitemap of the job had listed first (a URL of two urlsets) would make a part without them,
-            # and adopted whole while that other sitemap is not read, or no longer lists them, it would
-            # lose them. Such a sitemap is read entry by entry.
+            # A part holds the URLs whose records name its sitemap, so a reading that listed a URL another
+            # sitemap of the job listed first (a URL of two urlsets) gets none: its part would lack that
+            # URL, which a job adopting it whole without reading the other sitemap must still list. Such a
+            # sitemap is read entry by entry.
             and s.pages_new >= s.pages_recorded
         }
         self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish)

@@ -74,9 +74,9 @@ def batched(items: Sequence[Any], sizes: Sequence[int], most: int, together: int
     one, since a batch of a page or two costs its fetches a claim, a settlement and an archive object as a
     full one does)."""
     runs = sized(items, sizes, most)
-    if len(runs) > 1 and len(runs[-1]) < most and len(runs[-2]) + len(runs[-1]) <= together:
+    if len(runs) > 1 and len(runs[-1]) < most:
         tail = len(runs[-2]) + len(runs[-1])
-        if sum(sizes[len(items) - tail :]) <= ITEM_BYTES:
+        if tail <= together and sum(sizes[len(items) - tail :]) <= ITEM_BYTES:
             runs[-2:] = [runs[-2] + runs[-1]]
     return runs
 

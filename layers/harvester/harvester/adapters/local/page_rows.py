@@ -98,15 +98,10 @@ class PageRows:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
                 self._take_new(job_id, keys, taken)
                 fresh = [pages[i] for i in taken]
-                if site is not None and writes:
+                if site is not None and (writes or left):  # (URLs handed to a fetch write none, but leave ``left``)
                     moved = [writes[p.url] for p in fresh if p.url in writes]
                     if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url, left=left):
                         raise _Moved  # (rolls the batch back)
-                elif site is not None and left:
-                    # URLs handed to a fetch have no record written here (their settlement writes it, naming
-                    # this sitemap), but leave the sitemaps their records named: those sitemaps' parts no longer
-                    # hold what they list, and must not be adopted beside this sitemap's next part.
-                    part_rows.touch(db, site, [*left, sitemap_url], job_id)
                 _insert_pages(db, job_id, fresh)
                 self.sitemap_rows.recorded(
                     db, job_id, sitemap, checkpoint, accounting.new_pages(fresh), enqueued, lease
