@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from harvester.adapters.aws.crawl_parts import CLOCK_SKEW
 from harvester.crawldb.crawl_state import orphaned
+from harvester.crawldb.parts import CLOCK_SKEW
 from harvester.model.crawl import SitemapPart
 from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched

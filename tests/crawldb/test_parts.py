@@ -11,6 +11,7 @@ from harvester.model.crawl import ChangeKind, SitemapPart
 from harvester.model.messages import JobRequest, Refetch
 
 AT = datetime(2026, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
+LATER = AT + timedelta(seconds=1)  # (a job started after the part was made)
 SITE = "https://example.com/"
 
 
@@ -52,20 +53,38 @@ def test_a_line_of_a_url_the_job_fetched_has_no_part_line(tail):
 
 def test_a_part_is_adopted_only_for_the_same_document_options_and_epoch_with_nothing_due():
     request = JobRequest(site=SITE)
-    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=AT) is None
-    assert parts.adoptable(None, signature="s1", request=request, epoch=7, now=AT) == "no part"
-    assert parts.adoptable(part(), signature="s2", request=request, epoch=7, now=AT) == "another document"
+    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=AT, started=LATER) is None
+    assert parts.adoptable(None, signature="s1", request=request, epoch=7, now=AT, started=LATER) == "no part"
+    assert (
+        parts.adoptable(part(), signature="s2", request=request, epoch=7, now=AT, started=LATER) == "another document"
+    )
     other = JobRequest(site=SITE, include=("/blog/*",))
-    assert parts.adoptable(part(), signature="s1", request=other, epoch=7, now=AT) == "other options"
-    assert parts.adoptable(part(), signature="s1", request=request, epoch=8, now=AT) == "its URLs' records moved since"
+    assert parts.adoptable(part(), signature="s1", request=other, epoch=7, now=AT, started=LATER) == "other options"
+    assert (
+        parts.adoptable(part(), signature="s1", request=request, epoch=8, now=AT, started=LATER)
+        == "its URLs' records moved since"
+    )
     due = AT + timedelta(days=30)
-    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=due) == "a URL is due"
-    assert parts.adoptable(part(held=1), signature="s1", request=request, epoch=7, now=AT) == "a lastmod was held back"
+    assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=due, started=LATER) == "a URL is due"
+    assert (
+        parts.adoptable(part(held=1), signature="s1", request=request, epoch=7, now=AT, started=LATER)
+        == "a lastmod was held back"
+    )
     full = JobRequest(site=SITE, refetch=Refetch.ALL)
-    assert parts.adoptable(part(), signature="s1", request=full, epoch=7, now=AT) == "every URL is fetched"
+    assert (
+        parts.adoptable(part(), signature="s1", request=full, epoch=7, now=AT, started=LATER) == "every URL is fetched"
+    )
     # A job that fetches nothing takes it whatever is due: it lists them, as the part does.
     listing = JobRequest(site=SITE, fetch_pages=False)
-    assert parts.adoptable(part(held=1), signature="s1", request=listing, epoch=7, now=due) is None
+    assert parts.adoptable(part(held=1), signature="s1", request=listing, epoch=7, now=due, started=LATER) is None
+    # Made after the job started (or within CLOCK_SKEW before): a URL the job listed before then, through
+    # another sitemap, may be in it; in part neither.
+    for started in (AT, AT + timedelta(seconds=parts.CLOCK_SKEW / 2), AT - timedelta(hours=1)):
+        assert parts.adoptable(part(), signature="s1", request=request, epoch=7, now=AT, started=started) == (
+            "made after the job started"
+        )
+        assert parts.partly_adoptable(part(), request=request, epoch=7, started=started) == "made after the job started"
+    assert parts.partly_adoptable(part(), request=request, epoch=7, started=LATER) is None
     assert parts.reason_of(listing) is ChangeKind.LISTED and parts.reason_of(request) is ChangeKind.NOT_DUE
 
 

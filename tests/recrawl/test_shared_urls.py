@@ -223,3 +223,47 @@ def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_on_aws(d
         assert len(urls) == len(set(urls)) == result["total_urls"], job_id
         if job_id != "t-only":
             assert result["total_urls"] == 1 + 2 * SMALLEST, job_id
+
+
+def test_a_part_made_while_a_job_runs_is_not_adopted_by_it_on_aws(deployed_stack, two_urlsets):
+    """Job A, the site's first, lists /p/both.html through t.xml while its reading of s.xml waits (its message
+    held back); job B, about s.xml alone, runs whole meanwhile and makes s.xml's part, which holds the URL
+    (B listed it first through s.xml, its records name s.xml). A's listing moved nothing of that part (the URL
+    was new to the site), so A, reading s.xml last, would adopt it and count the URL twice (22 records, 21
+    URLs): a part made after a job started is not that job's to adopt."""
+    stack, poller = deployed_stack
+    site = two_urlsets
+    queue = stack.outputs["SitemapQueueUrl"]
+    held: list[str] = []
+    receive = poller._receive
+
+    def holding_s_of_a(source):
+        messages = []
+        for message in receive(source):
+            body = json.loads(message["Body"])
+            if source.queue_url == queue and body.get("job_id") == "a" and body.get("url", "").endswith("/s.xml"):
+                held.append(message["Body"])
+                poller.sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+            else:
+                messages.append(message)
+        return messages
+
+    poller._receive = holding_s_of_a
+    try:
+        submit_job(JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
+        assert poller.drain(max_rounds=3000).failed_invocations == 0
+        assert held, "A's reading of s.xml was never sent"
+        b_alone = JobRequest(
+            site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/s.xml",)
+        )
+        result, _ = crawled_on_stack(deployed_stack, b_alone)
+        assert result["total_urls"] == 1 + SMALLEST
+    finally:
+        poller._receive = receive
+    for body in held:
+        poller.sqs.send_message(QueueUrl=queue, MessageBody=body)
+    assert poller.drain(max_rounds=3000).failed_invocations == 0
+    documents = adapters_of(stack).documents
+    result = json.loads(documents.get("jobs/a/result.json"))
+    urls = [json.loads(line)["url"] for line in documents.get("jobs/a/urls.jsonl").splitlines()]
+    assert len(urls) == len(set(urls)) == result["total_urls"] == 1 + 2 * SMALLEST

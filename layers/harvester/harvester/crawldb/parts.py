@@ -38,6 +38,11 @@ PAGE_KINDS = frozenset(
     {SitemapKind.URLSET.value, SitemapKind.RSS.value, SitemapKind.ATOM.value, SitemapKind.TEXT.value}
 )
 
+#: How far apart two writers' clocks may be, in seconds (a job's start and a part's making; on AWS, the writes
+#: of crawl records: crawl_parts.py): a part made this long before a job started is still taken as made after
+#: (refusing is always safe: its URLs are listed one by one instead).
+CLOCK_SKEW = 0.01
+
 #: Moved whenever the lines a listing writes change shape: parts made before are then not adopted.
 PART_FORMAT = 1
 
@@ -152,14 +157,16 @@ def adoptable(
     request: JobRequest,
     epoch: int,
     now: datetime,
+    started: datetime,
 ) -> str | None:
-    """Why a job reading the sitemap at ``now`` (its document's ``signature``; the sitemap's crawl ``epoch``)
-    may not adopt ``part`` whole, or None when its lines are the ones the job's listing would write."""
+    """Why a job started at ``started``, reading the sitemap at ``now`` (its document's ``signature``; the
+    sitemap's crawl ``epoch``), may not adopt ``part`` whole, or None when its lines are the ones the job's
+    listing would write."""
     if part is None:
         return "no part"
     if signature is None or part.signature != signature:
         return "another document"
-    why = _same_listing(part, request=request, epoch=epoch)
+    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch)
     if why is not None:
         return why
     if request.fetch_pages:
@@ -170,18 +177,33 @@ def adoptable(
     return None
 
 
-def partly_adoptable(part: SitemapPart | None, *, request: JobRequest, epoch: int | None) -> str | None:
-    """Why a job may not adopt ``part`` in part (``PartDiff``: the lines of the entries the same as the
-    part's and not due, the others listed one by one), or None when it may (``epoch`` None: not checked)."""
+def partly_adoptable(
+    part: SitemapPart | None, *, request: JobRequest, epoch: int | None, started: datetime
+) -> str | None:
+    """Why a job started at ``started`` may not adopt ``part`` in part (``PartDiff``: the lines of the entries
+    the same as the part's and not due, the others listed one by one), or None when it may (``epoch`` None:
+    not checked)."""
     if part is None:
         return "no part"
-    why = _same_listing(part, request=request, epoch=epoch)
+    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch)
     if why is not None:
         return why
     if part.held:  # (which URL is held is not on its line; a part made of this reading would not know it)
         return "a lastmod was held back"
     if len(part.inherits) >= MAX_INHERITED or len(part.excluded) > excluded_bound(part.urls):
         return "too many jobs or URLs left out in its lineage"
+    return None
+
+
+def _made_before(part: SitemapPart, started: datetime) -> str | None:
+    """Why a job started at ``started`` may not adopt ``part``: it was made after the job started (less
+    ``CLOCK_SKEW``). An adoption is refused when one of the part's URLs moved since it was made (its epoch),
+    and a job that lists a URL some part holds moves that part's epoch; but a URL the job listed before the
+    part was made, through another sitemap, as new to the site or naming another, moved nothing of the
+    part, which would hold it a second time. Parts made before the job started hold no such URL: every URL
+    the job lists after that names the part's sitemap as its records do."""
+    if part.made_at.timestamp() > started.timestamp() - CLOCK_SKEW:
+        return "made after the job started"
     return None
 
 

@@ -37,13 +37,10 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
-from harvester.crawldb.parts import Adoptions, Lineage
+from harvester.crawldb.parts import CLOCK_SKEW, Adoptions, Lineage
 from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of, url_key
 
-#: How far apart two containers' clocks may be: a write by another job this long before a part's job first
-#: wrote still refuses the part (refusing is always safe: its URLs are listed again next time).
-CLOCK_SKEW = 0.01
 #: Parts (and adoptions) whose URLs left out a container keeps.
 _LEFT_OUTS_KEPT = 256
 _FIRST, _LAST, _ADOPTER, _LEFT_OUT, _THROUGH = "f_", "l_", "a_", "x_", "o_"

@@ -51,7 +51,7 @@ class PartialAdoption:
         if prior is None or prior.kind not in parts.PAGE_KINDS:
             return None
         part, epoch = read if read is not None else ctx.crawldb.sitemap_part(request.origin, record.url)
-        why = parts.partly_adoptable(part, request=request, epoch=epoch)
+        why = parts.partly_adoptable(part, request=request, epoch=epoch, started=self.job.start_time)
         if why is not None or part is None:
             log.debug("sitemap part not adopted in part", extra={"url": record.url, "reason": why})
             return None

@@ -389,7 +389,14 @@ class SitemapReading:
         if not ctx.sitemap_parts or self.record.pages_recorded:
             return None
         part, epoch = self._part_read = ctx.crawldb.sitemap_part(self.site, self.record.url)
-        why = parts.adoptable(part, signature=prior.signature, request=self.request, epoch=epoch, now=ctx.clock())
+        why = parts.adoptable(
+            part,
+            signature=prior.signature,
+            request=self.request,
+            epoch=epoch,
+            now=ctx.clock(),
+            started=self.job.start_time,
+        )
         if why is not None:
             log.debug("sitemap part not adopted", extra={"url": self.record.url, "reason": why})
             return None
