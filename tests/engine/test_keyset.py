@@ -25,6 +25,25 @@ def test_add_says_whether_a_key_is_new_exactly_as_a_set_does(keys):
     assert len(keyset) == len(seen)
 
 
+@given(st.lists(st.lists(st.integers(0, 2**96 - 1) | st.sampled_from([0, 1, 2**64, 2**95]), max_size=3000), max_size=4))
+@settings(max_examples=100, deadline=None)
+def test_take_says_which_keys_are_new_as_add_does_one_by_one(batches):
+    """Batches of keys (repeats within and across them, growth mid-batch) taken at once and added one at a
+    time: the same positions new, the same members."""
+    taking, adding = KeySet(), KeySet()
+    for keys in batches:
+        assert taking.take(keys) == [n for n, key in enumerate(keys) if adding.add(key)]
+        assert len(taking) == len(adding)
+    assert all(key in taking for keys in batches for key in keys)
+
+
+def test_a_batch_with_a_key_beyond_96_bits_keeps_the_keys_before_it():
+    keyset = KeySet()
+    with pytest.raises(OverflowError):
+        keyset.take([5, 6, 2**96 + 7, 8])
+    assert len(keyset) == 2 and 5 in keyset and 6 in keyset and 8 not in keyset
+
+
 _CROWDED = (
     st.integers(0, 40)  # neighbouring home slots: runs
     | st.builds(lambda high, low: (high << 64) | low, st.integers(1, 9), st.integers(4090, 4095))  # wrapping runs

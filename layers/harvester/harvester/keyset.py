@@ -15,6 +15,7 @@ are a quarter less memory than 16.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from hashlib import sha256
 
 _LOW = (1 << 64) - 1
@@ -80,6 +81,43 @@ class KeySet:
         if self._count > self._limit:
             self._grow()
         return True
+
+    def take(self, keys: Iterable[int]) -> list[int]:
+        """Adds the keys; returns the positions of those that were new (the first of a key given twice): what
+        ``add`` says of each, for a batch (``add``'s loop inline: a job's de-duplication takes a part's or a
+        listing's keys at once)."""
+        new: list[int] = []
+        keep = new.append
+        lows, highs, mask, limit = self._low, self._high, self._mask, self._limit
+        count = self._count
+        try:
+            for position, key in enumerate(keys):
+                if not key:
+                    if not self._zero:
+                        self._zero = True
+                        count += 1
+                        keep(position)
+                    continue
+                high, low = key >> 64, key & _LOW
+                slot = low & mask
+                while True:
+                    found = lows[slot]
+                    if found == low and highs[slot] == high:
+                        break
+                    if found == 0 and highs[slot] == 0:
+                        highs[slot] = high  # (first: a key of more than 96 bits raises OverflowError here)
+                        lows[slot] = low
+                        count += 1
+                        keep(position)
+                        if count > limit:
+                            self._count = count
+                            self._grow()
+                            lows, highs, mask, limit = self._low, self._high, self._mask, self._limit
+                        break
+                    slot = (slot + 1) & mask
+        finally:  # (the keys before one refused stay taken, as add took them)
+            self._count = count
+        return new
 
     def discard(self, key: int) -> None:
         """Takes a key out (when the write that added it was rolled back): the keys after it in its run

@@ -211,11 +211,7 @@ class PageRows:
         """Puts in ``taken`` the positions of the keys new to the job (the first of each), taking them as the
         job's at once: the caller forgets them if the batch's transaction does not commit (one probe a
         URL, where checking now and adding after the commit would take two)."""
-        add = self._keys_of(job_id).add
-        keep = taken.append
-        for position, key in enumerate(keys):
-            if add(key):
-                keep(position)
+        taken += self._keys_of(job_id).take(keys)
 
     def _forget(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
         """A batch that did not commit: its URLs are new to the job again (it will be recorded again)."""
@@ -227,16 +223,13 @@ class PageRows:
         keys = self._recorded_keys.get(job_id)
         if keys is None:
             keys = self._recorded_keys[job_id] = KeySet()
-            for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)):
-                keys.add(bits_of(key))
+            keys.take(bits_of(key) for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)))
             for (batch,) in self.conn.execute("SELECT keys FROM url_batches WHERE job_id = ?", (job_id,)):
-                for key in batch.split("\n"):
-                    keys.add(bits_of(key))
+                keys.take([bits_of(key) for key in batch.split("\n")])
             for part, _, site, excluded in part_rows.adopted_by(self.conn, job_id):
                 left_out = {url_key(url) for url in excluded or ()}
-                for key in part_rows.part_keys(self.conn, site, part.sitemap, part.job_id):
-                    if key not in left_out:
-                        keys.add(bits_of(key))
+                stored = part_rows.part_keys(self.conn, site, part.sitemap, part.job_id)
+                keys.take([bits_of(key) for key in stored if key not in left_out])
         return keys
 
     # claims and settlements -----------------------------------------------------------------------
