@@ -13,6 +13,8 @@ import itertools
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -225,45 +227,110 @@ def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_on_aws(d
             assert result["total_urls"] == 1 + 2 * SMALLEST, job_id
 
 
-def test_a_part_made_while_a_job_runs_is_not_adopted_by_it_on_aws(deployed_stack, two_urlsets):
-    """Job A, the site's first, lists /p/both.html through t.xml while its reading of s.xml waits (its message
-    held back); job B, about s.xml alone, runs whole meanwhile and makes s.xml's part, which holds the URL
-    (B listed it first through s.xml, its records name s.xml). A's listing moved nothing of that part (the URL
-    was new to the site), so A, reading s.xml last, would adopt it and count the URL twice (22 records, 21
-    URLs): a part made after a job started is not that job's to adopt."""
+@contextmanager
+def held_back(deployed_stack, job_id: str, sitemap: str) -> Iterator[None]:
+    """Holds back the job's reading of the sitemap (its messages, deleted from the sitemap queue as the poller
+    receives them) while the block drains other work, then sends them again."""
     stack, poller = deployed_stack
-    site = two_urlsets
     queue = stack.outputs["SitemapQueueUrl"]
     held: list[str] = []
     receive = poller._receive
 
-    def holding_s_of_a(source):
+    def holding(source):
         messages = []
         for message in receive(source):
             body = json.loads(message["Body"])
-            if source.queue_url == queue and body.get("job_id") == "a" and body.get("url", "").endswith("/s.xml"):
+            if source.queue_url == queue and body.get("job_id") == job_id and body.get("url") == sitemap:
                 held.append(message["Body"])
                 poller.sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
             else:
                 messages.append(message)
         return messages
 
-    poller._receive = holding_s_of_a
+    poller._receive = holding
     try:
-        submit_job(JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001), stack.outputs["JobQueueUrl"])
-        assert poller.drain(max_rounds=3000).failed_invocations == 0
-        assert held, "A's reading of s.xml was never sent"
-        b_alone = JobRequest(
-            site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/s.xml",)
-        )
-        result, _ = crawled_on_stack(deployed_stack, b_alone)
-        assert result["total_urls"] == 1 + SMALLEST
+        yield
+        assert held, f"{job_id}'s reading of {sitemap} was never sent"
     finally:
         poller._receive = receive
     for body in held:
         poller.sqs.send_message(QueueUrl=queue, MessageBody=body)
-    assert poller.drain(max_rounds=3000).failed_invocations == 0
+
+
+def finished_on_stack(deployed_stack, job_id: str) -> tuple[dict, list[str]]:
+    """Drains the stack and reads the job's result and urls.jsonl's URLs (a job that never ended: no result)."""
+    stack, poller = deployed_stack
+    stats = poller.drain(max_rounds=3000)
+    assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
     documents = adapters_of(stack).documents
-    result = json.loads(documents.get("jobs/a/result.json"))
-    urls = [json.loads(line)["url"] for line in documents.get("jobs/a/urls.jsonl").splitlines()]
+    result = json.loads(documents.get(f"jobs/{job_id}/result.json"))
+    urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
+    return result, urls
+
+
+def started_on_stack(deployed_stack, request: JobRequest) -> None:
+    stack, poller = deployed_stack
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    assert poller.drain(max_rounds=3000).failed_invocations == 0
+
+
+def test_a_part_made_while_a_job_runs_is_not_adopted_by_it_on_aws(deployed_stack, two_urlsets):
+    """Job A, the site's first, lists /p/both.html through t.xml while its reading of s.xml waits; job B, about
+    s.xml alone, runs whole meanwhile and makes s.xml's part, which holds the URL (B listed it first through
+    s.xml, its records name s.xml). A's listing moved nothing of that part (the URL was new to the site), so
+    A, reading s.xml last, would adopt it and count the URL twice (22 records, 21 URLs): a part made after a
+    job started is not that job's to adopt."""
+    site = two_urlsets
+    with held_back(deployed_stack, "a", f"{site.base}/s.xml"):
+        started_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001))
+        s_alone = JobRequest(
+            site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/s.xml",)
+        )
+        assert crawled_on_stack(deployed_stack, s_alone)[0]["total_urls"] == 1 + SMALLEST
+    result, urls = finished_on_stack(deployed_stack, "a")
     assert len(urls) == len(set(urls)) == result["total_urls"] == 1 + 2 * SMALLEST
+
+
+def test_a_url_a_part_does_not_hold_is_listed_through_the_other_urlset_on_aws(deployed_stack, two_urlsets):
+    """s.xml drops /p/both.html (t.xml, unchanged, still lists it) and a job about s.xml alone adopts s.xml's
+    part in part, leaving the URL out: its record still names s.xml, and the part made then does not hold it
+    (its ``excluded``). The next whole-site job adopts that part whole and lists t.xml entry by entry: the URL
+    is not the job's through s.xml's part, so t.xml's listing lists it (it was taken as the job's already: 20
+    URLs for 21, the URL declared orphan)."""
+    site = two_urlsets
+    crawled_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="whole-1", rate_limit_delay=0.0001))
+    write(site.root / "s.xml", urlset_of(site.base, S_PATHS[1:], "2026-01-01"))
+    s_alone = JobRequest(
+        site=f"{site.base}/", job_id="s-only", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/s.xml",)
+    )
+    assert crawled_on_stack(deployed_stack, s_alone)[0]["total_urls"] == SMALLEST
+    for job_id in ("whole-2", "whole-3"):
+        result, urls = crawled_on_stack(
+            deployed_stack, JobRequest(site=f"{site.base}/", job_id=job_id, rate_limit_delay=0.0001)
+        )
+        assert f"{site.base}/p/both.html" in urls, job_id
+        assert (len(urls), len(set(urls)), result["total_urls"]) == (1 + 2 * SMALLEST,) * 3, job_id
+        assert result["changes"]["removed"] == 0, job_id
+
+
+@pytest.mark.parametrize("b_job", ["t-only", "whole, s.xml dropping it"])
+def test_a_url_another_job_moves_to_the_urlset_a_job_reads_later_is_counted_once_on_aws(
+    deployed_stack, two_urlsets, b_job
+):
+    """s.xml's part holds /p/both.html (job w1). Job A adopts it whole while its reading of t.xml waits; job B
+    meanwhile lists the URL through t.xml (a job about t.xml alone, or a whole-site job after s.xml dropped
+    it), so its record and pointer name t.xml from then on. A then lists t.xml entry by entry: the URL is A's
+    already, through s.xml's part, and must not count twice."""
+    site = two_urlsets
+    crawled_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="w1", rate_limit_delay=0.0001))
+    with held_back(deployed_stack, "a", f"{site.base}/t.xml"):
+        started_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001))
+        if b_job == "t-only":
+            b = JobRequest(site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/t.xml",))
+            assert crawled_on_stack(deployed_stack, b)[0]["total_urls"] == 1 + SMALLEST
+        else:
+            write(site.root / "s.xml", urlset_of(site.base, S_PATHS[1:], "2026-01-01"))
+            b = JobRequest(site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001)
+            assert crawled_on_stack(deployed_stack, b)[0]["total_urls"] == 1 + 2 * SMALLEST
+    result, urls = finished_on_stack(deployed_stack, "a")
+    assert (len(urls), len(set(urls)), result["total_urls"]) == (1 + 2 * SMALLEST,) * 3, result["changes"]

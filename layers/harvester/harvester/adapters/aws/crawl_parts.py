@@ -16,8 +16,10 @@ sitemap whose URLs some job listed:
   on it) when the adoption came between its reading and its commit, rather than counted twice;
 * the part's lineage (``crawldb.parts.Lineage``): ``inh`` / ``inh_at``, the earlier makers it inherits and
   when; ``exc``, the keys of the URLs it leaves out; ``ax``, those its latest adoption left out; ``hx``,
-  whether there are any (the key sets are read apart); ``x_<job>``, those each running job left out of its
-  adoption in part (a URL that job lists through another sitemap is its own listing's, not the part's);
+  whether there are any (the key sets are read apart); ``x_<job>``, the URLs whose records may name the sitemap
+  that each running job did not take in its adoption: those it left out (in part) and those the part does
+  not hold (``exc``, as the adopted part had it: a part put later has its own); a URL of these that job lists
+  through another sitemap is its own listing's, not the part's;
   ``o_<job>``, a running job listed a URL of these records through another sitemap (it may not adopt the
   part in part: it could keep that URL).
 
@@ -31,14 +33,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import CLOCK_SKEW, Adoptions, Lineage
-from harvester.model.crawl import SitemapPart
+from harvester.model.crawl import CrawlRecord, SitemapPart
 from harvester.model.records import body_of, url_key
 
 #: Parts (and adoptions) whose URLs left out a container keeps.
@@ -62,11 +64,13 @@ def now_us() -> int:
 def touches(
     table: str, site: str, sitemap_keys: Iterable[str | None], writer: str, *, unless_adopted_by: str | None = None,
     own: str | None = None, urls: Mapping[str, Sequence[str]] | None = None,
+    latest: Mapping[str, str | None] | None = None,
 ) -> list[tuple[dict[str, Any], str]]:  # fmt: skip
     """The Updates that move the epochs of the sitemaps (by record key) a crawl-record write names, one an
     item, for the write's transaction, each with its sitemap key. With ``unless_adopted_by`` (a listing by
     that job), each but ``own`` (the listing's own sitemap) is conditioned on that job not having adopted
-    its part but for the sitemap's ``urls`` (the URL would then be the job's already)."""
+    its part but for the sitemap's ``urls`` (the URL would then be the job's already), and, for a sitemap in
+    ``latest``, on its latest adoption being still the one read (``PartAdopters.latest``: None, none)."""
     now = _n(now_us())
     updates = []
     for key in dict.fromkeys(k for k in sitemap_keys if k):
@@ -90,6 +94,13 @@ def touches(
                 values = update["ExpressionAttributeValues"]
                 values.update({f":k{i}": _s(k) for i, k in enumerate(left_out)})
                 condition += " OR (" + " AND ".join(f"contains(#x, :k{i})" for i in range(len(left_out))) + ")"
+            if latest is not None and key in latest:
+                seen = latest[key]
+                if seen is None:
+                    condition = f"({condition}) AND attribute_not_exists(ab)"
+                else:
+                    condition = f"({condition}) AND ab = :ab"
+                    update["ExpressionAttributeValues"][":ab"] = _s(seen)
             update["ConditionExpression"] = condition
         updates.append(({"Update": update}, key))
     return updates
@@ -202,14 +213,22 @@ class PartItems:
         names = {"#a": _ADOPTER + job_id, "#at": "at", "#x": _LEFT_OUT + job_id}
         names.update({f"#g{i}": name for i, name in enumerate(ended) if name not in names.values()})
         values: dict[str, Any] = {":job": _s(job_id), ":at": _s(at.isoformat()), ":made": _s(part.job_id)}
-        sets = ["ab = :job", "#at = :at", "#a = :at"]
+        sets = ["ab = :job", "#at = :at", "#a = :made"]  # (a_<job>: the maker of the part it adopted)
         removes = [n for n in names if n.startswith("#g")]
         keys = sorted({url_key(url) for url in excluded or ()})
         if keys:
-            sets += ["ax = :keys", "#x = :keys"]
+            sets.append("ax = :keys")
             values[":keys"] = {"SS": keys}
         else:
-            removes += ["ax", "#x"]
+            removes.append("ax")
+        # The job's URLs not in what it adopted: those it left out and those the part does not hold (its
+        # lineage's, whose records may still name the sitemap): another of its sitemaps listing one lists it.
+        not_taken = sorted({*keys, *(url_key(url) for url in part.excluded)})
+        if not_taken:
+            sets.append("#x = :not_taken")
+            values[":not_taken"] = {"SS": not_taken}
+        else:
+            removes.append("#x")
         sets.append("hx = :hx")
         values[":hx"] = {"BOOL": bool(keys) or "exc" in item}
         adds = ""
@@ -244,16 +263,31 @@ class PartItems:
         last = _times(item, _LAST)
         return not any(job not in (job_id, part.job_id) and when >= since for job, when in last.items())
 
-    def adopted_by(self, site: str, sitemap_keys: Iterable[str], job_id: str) -> dict[str, frozenset[str]]:
-        """Which of the sitemaps (by record key) the job adopted a part of, read consistently, each with the
-        keys of the URLs it left out of it (adopted in part)."""
+    def adopters(
+        self, site: str, sitemap_keys: Iterable[str], job_id: str, job_over: Callable[[str], bool]
+    ) -> dict[str, PartAdopters]:
+        """The adoptions of the sitemaps' parts (by record key) a listing by the job decides on, read
+        consistently: the job's own, and the other running jobs' of the current part (``PartAdopters``)."""
         keys = [part_key(site, key) for key in dict.fromkeys(sitemap_keys)]
-        items = batch_get(self.client, self.table, keys)
-        return {
-            item["sk"]["S"].removeprefix("PART#"): frozenset(item.get(_LEFT_OUT + job_id, {}).get("SS", ()))
-            for item in items
-            if _ADOPTER + job_id in item
-        }
+        found = {}
+        for item in batch_get(self.client, self.table, keys):
+            maker = item.get("made_by", {}).get("S")
+            others = {
+                name[2:]: _keys(item, _LEFT_OUT + name[2:])
+                for name, value in item.items()
+                if name.startswith(_ADOPTER) and name[2:] != job_id and value.get("S") == maker
+                and not job_over(name[2:])
+            }  # fmt: skip
+            mine = _keys(item, _LEFT_OUT + job_id) if _ADOPTER + job_id in item else None
+            latest = item.get("ab", {}).get("S")
+            listers = {maker, latest, *_keys(item, "inh")} if maker is not None else set()
+            listers |= {
+                name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker
+            }
+            found[item["sk"]["S"].removeprefix("PART#")] = PartAdopters(
+                mine, others, latest, frozenset(listers - {None})
+            )
+        return found
 
     def site_items(
         self, site: str, projection: str, names: Mapping[str, str] | None = None
@@ -309,6 +343,34 @@ class PartItems:
                 self._left_outs.clear()
             self._left_outs[stamp] = found
         return found
+
+
+class PartAdopters(NamedTuple):
+    """The adoptions of a sitemap's part a listing decides on: ``mine``, the keys of the URLs the listing's
+    job did not take from the part it adopted (None: it adopted none); ``others``, the other running jobs
+    that adopted the current part, each with the keys of the URLs it did not take; ``latest``, the job whose
+    adoption the item read last (``ab``), which a listing moving a URL from those jobs' parts conditions on
+    (an adoption since would be missed: the listing is decided again)."""
+
+    mine: frozenset[str] | None
+    others: dict[str, frozenset[str]]
+    latest: str | None
+    #: The jobs a record the current part holds reads as listed by: its maker, the makers it inherits, and
+    #: its adopters (a record read through ``Adoptions`` when another adopted it last).
+    listers: frozenset[str] = frozenset()
+
+    def holds_for(self, record: CrawlRecord | None, url: str) -> set[str]:
+        """The other running jobs whose adoption of the current part holds the URL: its record is one the
+        part holds (listed by one of its ``listers``) and the job did not take it out (``x_<job>``: left out,
+        or not in the part)."""
+        if not self.others or record is None or record.last_listed_job not in self.listers:
+            return set()
+        key = url_key(url)
+        return {job for job, not_taken in self.others.items() if key not in not_taken}
+
+
+def _keys(item: Mapping[str, Any], name: str) -> frozenset[str]:
+    return frozenset(item.get(name, {}).get("SS", ()))
 
 
 def _epoch(item: Mapping[str, Any]) -> int:
