@@ -178,3 +178,20 @@ def test_a_part_is_not_adopted_in_part_once_another_job_wrote_one_of_its_records
         later, SITEMAP, part, lease(), site=ORIGIN, at=T0, excluded=left_out, checkpoint=Checkpoint(2)
     )
     assert counts(parts, later).urls_total == 0
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_a_part_holding_too_few_of_its_records_is_not_adopted_whole_on_aws(backend):
+    """A running job adopting a part keeps on its item the keys of the URLs the part does not hold (its
+    ``excluded``: another of the job's sitemaps lists those), one copy a job: past MAX_WHOLE_LEFT_OUT the part
+    is not adopted whole (its sitemap is listed one by one, which makes a part holding what it lists)."""
+    from harvester.adapters.aws.dynamodb import MAX_WHOLE_LEFT_OUT
+
+    pages, part, _ = kept_part(backend)
+    for n in (MAX_WHOLE_LEFT_OUT + 1, MAX_WHOLE_LEFT_OUT):
+        leaving = part.model_copy(update={"excluded": [f"{SITE}gone-{i}" for i in range(n)]})
+        assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages])
+        adopter = new_job(backend, f"adopter-{n}")
+        claimed_sitemap(backend, adopter)
+        taken = backend.store.adopt_part(adopter, SITEMAP, leaving, lease(), site=ORIGIN, at=T0 + timedelta(days=1))
+        assert taken == (n <= MAX_WHOLE_LEFT_OUT), n

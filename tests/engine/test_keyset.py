@@ -38,10 +38,11 @@ def test_take_says_which_keys_are_new_as_add_does_one_by_one(batches):
 
 
 def test_a_batch_with_a_key_beyond_96_bits_keeps_the_keys_before_it():
-    keyset = KeySet()
+    keyset, taken = KeySet(), []
     with pytest.raises(OverflowError):
-        keyset.take([5, 6, 2**96 + 7, 8])
+        keyset.take([5, 6, 2**96 + 7, 8], taken)
     assert len(keyset) == 2 and 5 in keyset and 6 in keyset and 8 not in keyset
+    assert taken == [0, 1]  # (what a caller undoing the batch discards)
 
 
 _CROWDED = (

@@ -228,33 +228,35 @@ def test_a_url_of_two_urlsets_fetched_again_through_one_is_counted_once_on_aws(d
 
 
 @contextmanager
-def held_back(deployed_stack, job_id: str, sitemap: str) -> Iterator[None]:
-    """Holds back the job's reading of the sitemap (its messages, deleted from the sitemap queue as the poller
-    receives them) while the block drains other work, then sends them again."""
+def holding(deployed_stack, held_keys: set[tuple[str, str]]) -> Iterator[dict[tuple[str, str], list[str]]]:
+    """Holds back the readings (job, sitemap URL) in ``held_keys`` (a live set: a key taken out is held no
+    longer): their messages, deleted from the sitemap queue as the poller receives them, by key; those still
+    held are sent again at the end."""
     stack, poller = deployed_stack
     queue = stack.outputs["SitemapQueueUrl"]
-    held: list[str] = []
+    held: dict[tuple[str, str], list[str]] = {}
     receive = poller._receive
 
-    def holding(source):
+    def hold(source):
         messages = []
         for message in receive(source):
             body = json.loads(message["Body"])
-            if source.queue_url == queue and body.get("job_id") == job_id and body.get("url") == sitemap:
-                held.append(message["Body"])
+            key = (body.get("job_id"), body.get("url"))
+            if source.queue_url == queue and key in held_keys:
+                held.setdefault(key, []).append(message["Body"])
                 poller.sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
             else:
                 messages.append(message)
         return messages
 
-    poller._receive = holding
+    poller._receive = hold
     try:
-        yield
-        assert held, f"{job_id}'s reading of {sitemap} was never sent"
+        yield held
     finally:
         poller._receive = receive
-    for body in held:
-        poller.sqs.send_message(QueueUrl=queue, MessageBody=body)
+    for bodies in held.values():
+        for body in bodies:
+            poller.sqs.send_message(QueueUrl=queue, MessageBody=body)
 
 
 def finished_on_stack(deployed_stack, job_id: str) -> tuple[dict, list[str]]:
@@ -281,12 +283,13 @@ def test_a_part_made_while_a_job_runs_is_not_adopted_by_it_on_aws(deployed_stack
     A, reading s.xml last, would adopt it and count the URL twice (22 records, 21 URLs): a part made after a
     job started is not that job's to adopt."""
     site = two_urlsets
-    with held_back(deployed_stack, "a", f"{site.base}/s.xml"):
+    with holding(deployed_stack, {("a", f"{site.base}/s.xml")}) as held:
         started_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001))
         s_alone = JobRequest(
             site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/s.xml",)
         )
         assert crawled_on_stack(deployed_stack, s_alone)[0]["total_urls"] == 1 + SMALLEST
+        assert held, "A's reading of s.xml was never sent"
     result, urls = finished_on_stack(deployed_stack, "a")
     assert len(urls) == len(set(urls)) == result["total_urls"] == 1 + 2 * SMALLEST
 
@@ -313,6 +316,11 @@ def test_a_url_a_part_does_not_hold_is_listed_through_the_other_urlset_on_aws(de
         assert result["changes"]["removed"] == 0, job_id
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (AWS): a URL of a part a running job adopted, moved to another of its urlsets by another "
+    "job, names that part nowhere: the first job's listing of that urlset counts it again (docs/limits.md)",
+)
 @pytest.mark.parametrize("b_job", ["t-only", "whole, s.xml dropping it"])
 def test_a_url_another_job_moves_to_the_urlset_a_job_reads_later_is_counted_once_on_aws(
     deployed_stack, two_urlsets, b_job
@@ -323,7 +331,7 @@ def test_a_url_another_job_moves_to_the_urlset_a_job_reads_later_is_counted_once
     already, through s.xml's part, and must not count twice."""
     site = two_urlsets
     crawled_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="w1", rate_limit_delay=0.0001))
-    with held_back(deployed_stack, "a", f"{site.base}/t.xml"):
+    with holding(deployed_stack, {("a", f"{site.base}/t.xml")}) as held:
         started_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="a", rate_limit_delay=0.0001))
         if b_job == "t-only":
             b = JobRequest(site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001, sitemaps=(f"{site.base}/t.xml",))
@@ -332,5 +340,6 @@ def test_a_url_another_job_moves_to_the_urlset_a_job_reads_later_is_counted_once
             write(site.root / "s.xml", urlset_of(site.base, S_PATHS[1:], "2026-01-01"))
             b = JobRequest(site=f"{site.base}/", job_id="b", rate_limit_delay=0.0001)
             assert crawled_on_stack(deployed_stack, b)[0]["total_urls"] == 1 + 2 * SMALLEST
+        assert held, "A's reading of t.xml was never sent"
     result, urls = finished_on_stack(deployed_stack, "a")
     assert (len(urls), len(set(urls)), result["total_urls"]) == (1 + 2 * SMALLEST,) * 3, result["changes"]

@@ -82,11 +82,12 @@ class KeySet:
             self._grow()
         return True
 
-    def take(self, keys: Iterable[int]) -> list[int]:
+    def take(self, keys: Iterable[int], new: list[int] | None = None) -> list[int]:
         """Adds the keys; returns the positions of those that were new (the first of a key given twice): what
         ``add`` says of each, for a batch (``add``'s loop inline: a job's de-duplication takes a part's or a
-        listing's keys at once)."""
-        new: list[int] = []
+        listing's keys at once). Each position is appended to ``new`` (when given) as its key is taken, so a
+        caller that undoes a batch knows them however the batch ends."""
+        new = [] if new is None else new
         keep = new.append
         lows, highs, mask, limit = self._low, self._high, self._mask, self._limit
         count = self._count

@@ -51,9 +51,14 @@ from harvester.model.state import (
     SitemapOutcome,
 )
 
-#: URLs a part adopted in part may leave out here: their keys are a set on the part's item, and their URLs
-#: on the job's record of the adoption (400 KB an item).
+#: URLs a job may not take from a part it adopts in part (those it leaves out and those the part does not
+#: hold): their keys are a set on the part's item (``x_<job>``), and the URLs it leaves out on the job's
+#: record of the adoption (400 KB an item).
 MAX_LEFT_OUT = 2000
+#: URLs a part adopted whole may not hold (its ``excluded``): each running job adopting it keeps their keys
+#: on the part's item, beside the other adopters' and the part's own (a part leaving out more is listed one
+#: by one, which makes a part that holds what its sitemap lists).
+MAX_WHOLE_LEFT_OUT = 200
 
 
 class DynamoStateStore:
@@ -212,8 +217,10 @@ class DynamoStateStore:
         if sitemap.pages_recorded and not partly:
             return False
         parts = self.pointers.parts
+        if len(part.excluded) + len(excluded) > (MAX_LEFT_OUT if partly else MAX_WHOLE_LEFT_OUT):
+            return False
         if partly:
-            if len(excluded) > MAX_LEFT_OUT or not parts.partly_movable(site, job_id, part):
+            if not parts.partly_movable(site, job_id, part):
                 return False
             unlisted = [url for url in excluded if url not in listed]
             if unlisted and not settle(self.client, self.table, self.pointers, site, unlisted, job_id):

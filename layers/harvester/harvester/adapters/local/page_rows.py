@@ -211,7 +211,7 @@ class PageRows:
         """Puts in ``taken`` the positions of the keys new to the job (the first of each), taking them as the
         job's at once: the caller forgets them if the batch's transaction does not commit (one probe a
         URL, where checking now and adding after the commit would take two)."""
-        taken += self._keys_of(job_id).take(keys)
+        self._keys_of(job_id).take(keys, taken)
 
     def _forget(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
         """A batch that did not commit: its URLs are new to the job again (it will be recorded again)."""
