@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
@@ -64,11 +64,13 @@ def now_us() -> int:
 def touches(
     table: str, site: str, sitemap_keys: Iterable[str | None], writer: str, *, unless_adopted_by: str | None = None,
     own: str | None = None, urls: Mapping[str, Sequence[str]] | None = None,
+    latest: Mapping[str, str | None] | None = None,
 ) -> list[tuple[dict[str, Any], str]]:  # fmt: skip
     """The Updates that move the epochs of the sitemaps (by record key) a crawl-record write names, one an
     item, for the write's transaction, each with its sitemap key. With ``unless_adopted_by`` (a listing by
     that job), each but ``own`` (the listing's own sitemap) is conditioned on that job not having adopted
-    its part but for the sitemap's ``urls`` (the URL would then be the job's already)."""
+    its part but for the sitemap's ``urls`` (the URL would then be the job's already), and, for a sitemap in
+    ``latest``, on its latest adoption being still the one read (``PartAdopters.latest``: None, none)."""
     now = _n(now_us())
     updates = []
     for key in dict.fromkeys(k for k in sitemap_keys if k):
@@ -92,6 +94,13 @@ def touches(
                 values = update["ExpressionAttributeValues"]
                 values.update({f":k{i}": _s(k) for i, k in enumerate(left_out)})
                 condition += " OR (" + " AND ".join(f"contains(#x, :k{i})" for i in range(len(left_out))) + ")"
+            if latest is not None and key in latest:
+                seen = latest[key]
+                if seen is None:
+                    condition = f"({condition}) AND attribute_not_exists(ab)"
+                else:
+                    condition = f"({condition}) AND ab = :ab"
+                    update["ExpressionAttributeValues"][":ab"] = _s(seen)
             update["ConditionExpression"] = condition
         updates.append(({"Update": update}, key))
     return updates
@@ -204,7 +213,7 @@ class PartItems:
         names = {"#a": _ADOPTER + job_id, "#at": "at", "#x": _LEFT_OUT + job_id}
         names.update({f"#g{i}": name for i, name in enumerate(ended) if name not in names.values()})
         values: dict[str, Any] = {":job": _s(job_id), ":at": _s(at.isoformat()), ":made": _s(part.job_id)}
-        sets = ["ab = :job", "#at = :at", "#a = :at"]
+        sets = ["ab = :job", "#at = :at", "#a = :made"]  # (a_<job>: the maker of the part it adopted)
         removes = [n for n in names if n.startswith("#g")]
         keys = sorted({url_key(url) for url in excluded or ()})
         if keys:
@@ -254,16 +263,31 @@ class PartItems:
         last = _times(item, _LAST)
         return not any(job not in (job_id, part.job_id) and when >= since for job, when in last.items())
 
-    def adopted_by(self, site: str, sitemap_keys: Iterable[str], job_id: str) -> dict[str, frozenset[str]]:
-        """Which of the sitemaps (by record key) the job adopted a part of, read consistently, each with the
-        keys of the URLs it did not take from it (``x_<job>``: left out of it, or not in it)."""
+    def adopters(
+        self, site: str, sitemap_keys: Iterable[str], job_id: str, job_over: Callable[[str], bool]
+    ) -> dict[str, PartAdopters]:
+        """The adoptions of the sitemaps' parts (by record key) a listing by the job decides on, read
+        consistently: the job's own, and the other running jobs' of the current part (``PartAdopters``)."""
         keys = [part_key(site, key) for key in dict.fromkeys(sitemap_keys)]
-        items = batch_get(self.client, self.table, keys)
-        return {
-            item["sk"]["S"].removeprefix("PART#"): frozenset(item.get(_LEFT_OUT + job_id, {}).get("SS", ()))
-            for item in items
-            if _ADOPTER + job_id in item
-        }
+        found = {}
+        for item in batch_get(self.client, self.table, keys):
+            maker = item.get("made_by", {}).get("S")
+            others = {
+                name[2:]: _keys(item, _LEFT_OUT + name[2:])
+                for name, value in item.items()
+                if name.startswith(_ADOPTER) and name[2:] != job_id and value.get("S") == maker
+                and not job_over(name[2:])
+            }  # fmt: skip
+            mine = _keys(item, _LEFT_OUT + job_id) if _ADOPTER + job_id in item else None
+            latest = item.get("ab", {}).get("S")
+            makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
+            adopters = {
+                name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker
+            }
+            adopters |= {latest} if latest is not None and maker is not None else set()
+            key = item["sk"]["S"].removeprefix("PART#")
+            found[key] = PartAdopters(mine, others, latest, makers, frozenset(adopters), _keys(item, "exc"))
+        return found
 
     def site_items(
         self, site: str, projection: str, names: Mapping[str, str] | None = None
@@ -319,6 +343,40 @@ class PartItems:
                 self._left_outs.clear()
             self._left_outs[stamp] = found
         return found
+
+
+class PartAdopters(NamedTuple):
+    """The adoptions of a sitemap's part a listing decides on: ``mine``, the keys of the URLs the listing's
+    job did not take from the part it adopted (None: it adopted none); ``others``, the other running jobs
+    that adopted the current part, each with the keys of the URLs it did not take; ``latest``, the job whose
+    adoption the item read last (``ab``), which a listing moving a URL from those jobs' parts conditions on
+    (an adoption since would be missed: the listing is decided again)."""
+
+    mine: frozenset[str] | None
+    others: dict[str, frozenset[str]]
+    latest: str | None
+    #: The jobs whose listings the current part holds: its maker and the makers it inherits.
+    makers: frozenset[str] = frozenset()
+    #: The jobs that adopted the current part (``a_<job>`` naming its maker, and the latest adopter): a
+    #: record written whole as read through an adoption (``crawl.settle``) is listed by one of them.
+    adopters: frozenset[str] = frozenset()
+    #: The keys of the URLs whose records name one of its makers and that the part does not hold (``exc``).
+    excluded: frozenset[str] = frozenset()
+
+    def holds_for(self, listed_by: str | None, url: str, *, whole: bool) -> set[str]:
+        """The other running jobs whose adoption of the current part holds the URL, its record as stored
+        (``listed_by``, not as read through an adoption; ``whole``: written whole, not a listing's line): a
+        record one of the part's makers listed, or one written whole as read through one of its adoptions
+        (a job's own listing of the URL is not the part's), that the part and the job did not leave out."""
+        key = url_key(url)
+        held = listed_by in self.makers or (whole and listed_by in self.adopters)
+        if not self.others or not held or key in self.excluded:
+            return set()
+        return {job for job, not_taken in self.others.items() if key not in not_taken}
+
+
+def _keys(item: Mapping[str, Any], name: str) -> frozenset[str]:
+    return frozenset(item.get(name, {}).get("SS", ()))
 
 
 def _epoch(item: Mapping[str, Any]) -> int:

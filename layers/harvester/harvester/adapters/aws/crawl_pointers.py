@@ -128,6 +128,8 @@ class Pointers:
         for p in pointers:
             self._resolve_one(p, batches)
         self._read_open(site, [p for p in pointers if p.open], batches)
+        for p in pointers:
+            p.listed_by = p.record.last_listed_job if p.record is not None else None
         if any(p.record is not None for p in pointers):
             adoptions = adoptions if adoptions is not None else self.parts.adoptions(site)
             if adoptions:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harvester.adapters.aws.crawl_parts import touches
+from harvester.adapters.aws.crawl_parts import PartAdopters, touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
@@ -161,7 +161,8 @@ class PageListing:
         bases, stale = self._bases(site, list(expected), expected)
         named = {url: _named(p, sitemap_key) for url, p in bases.items()}
         others = {key for keys in named.values() for key in keys}
-        adopted = self.pointers.parts.adopted_by(site, others, job_id) if others else {}
+        adopters = self.pointers.parts.adopters(site, others, job_id, self.jobs.job_over) if others else {}
+        adopted = {key: a.mine for key, a in adopters.items() if a.mine is not None}
         if adopted:  # (the job's already: in a part it adopted, or one listed since it did, conservatively)
             chunk = [p for p in chunk if not _taken(p.url, named.get(p.url, ()), adopted)]
             if not chunk:
@@ -172,14 +173,18 @@ class PageListing:
         if stale:
             return Listing([], stale=stale)
         ref = Ref(job_id, bid)
+        holders = _holders(chunk, bases, adopters)
         landed = list(
-            self._pool_map(lambda p: self.put_pointer(site, ref, sitemap_key, p.url, bases.get(p.url)), chunk)
+            self._pool_map(
+                lambda p: self.put_pointer(site, ref, sitemap_key, p.url, bases.get(p.url), holders.get(p.url, ())),
+                chunk,
+            )
         )
         moved_from = [bases[p.url] for p, ok in zip(chunk, landed, strict=True) if ok and p.url in bases]
         missed = [p.url for p, ok in zip(chunk, landed, strict=True) if not ok]
         lost: set[str] = set()
         if missed:
-            stale, lost, taken = self._missed(site, job_id, ref, sitemap_key, missed, lease, bases)
+            stale, lost, taken = self._missed(site, job_id, ref, sitemap_key, missed, lease, bases, holders)
             if stale:
                 return Listing([], stale=stale)
             moved_from += taken  # (their records came from where the job's dead listing found them)
@@ -200,8 +205,9 @@ class PageListing:
             for key in named.get(p.url, ()):
                 by_sitemap.setdefault(key, []).append(p.url)
         moves = touches(
-            self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key, urls=by_sitemap
-        )
+            self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key, urls=by_sitemap,
+            latest={key: a.latest for key, a in adopters.items()},
+        )  # fmt: skip
         for move, key in moves:
             listing.items.append(move)
             listing.roles.append(("crawl", urls_role(by_sitemap[key])) if key != sitemap_key else ("touch", key))
@@ -246,13 +252,16 @@ class PageListing:
             expected[url] = pointer.version
         return bases, stale
 
-    def put_pointer(self, site: str, ref: Ref, sitemap_key: str, url: str, base: Pointer | None) -> bool:
+    def put_pointer(
+        self, site: str, ref: Ref, sitemap_key: str, url: str, base: Pointer | None, holders: Iterable[str] = ()
+    ) -> bool:
         """The URL's pointer moved to ``ref``, on the version of ``base`` (none: a URL new to the site), with
-        the job among those that listed it (less those over, and a listing it makes sure never commits)."""
+        the job among those that listed it (less those over, and a listing it makes sure never commits), and
+        ``holders``, the other running jobs whose adopted part holds it (``_holders``)."""
         if base is not None and ref.job in base.jobs:
             return False  # (the job's already, or its listing's under way: see _missed)
         victim = base.cur if base is not None and not base.cur_committed else None  # (buried: _bury)
-        jobs = {ref.job} | {
+        jobs = {ref.job, *holders} | {
             job
             for job in (base.jobs if base is not None else ())
             if not self.jobs.job_over(job) and (victim is None or job != victim.job)
@@ -310,6 +319,7 @@ class PageListing:
         urls: Sequence[str],
         lease: Lease,
         bases: Mapping[str, Pointer],
+        holders: Mapping[str, set[str]],
     ) -> tuple[list[str], set[str], list[Pointer]]:
         """The pointers that had moved: (URLs another writer moved: the listing is stale; URLs not the
         batch's: the job's already, or another sitemap's still being read; the pointers taken over from the
@@ -337,27 +347,37 @@ class PageListing:
             done = self.sitemaps.final_sitemaps(job_id, {s for s in others if s is not None}) if others else set()
             for url, p in takeable.items():
                 if (p.sitemap == sitemap_key or p.sitemap in done) and self._take_pointer(
-                    site, p, ref, sitemap_key, job_id, lease
+                    site, p, ref, sitemap_key, job_id, lease, holders.get(url, ())
                 ):
                     taken.append(bases.get(url, p))  # (guarded as the record's reading found it)
                 else:
                     lost.add(url)
         return stale, lost, taken
 
-    def _take_pointer(self, site: str, p: Pointer, ref: Ref, sitemap_key: str, job_id: str, lease: Lease) -> bool:
+    def _take_pointer(
+        self,
+        site: str,
+        p: Pointer,
+        ref: Ref,
+        sitemap_key: str,
+        job_id: str,
+        lease: Lease,
+        holders: Iterable[str] = (),
+    ) -> bool:
         """Moves a pointer from the job's batch that never committed to ``ref``, our sitemap's lease checked
-        (SitemapItems.with_lease); its record stays where it was read from."""
+        (SitemapItems.with_lease), adding ``holders`` to its jobs (as ``put_pointer`` does: a listing decided
+        again may find an adoption its first attempt did not); its record stays where it was read from."""
+        values = {":cur": _s(str(ref)), ":sm": _s(sitemap_key), ":next": _n(p.version + 1), ":seen": _n(p.version)}
+        expression = "SET cur = :cur, sm = :sm, version = :next" + (" REMOVE w, prev" if p.whole else "")
+        if holders:
+            expression += " ADD jobs :holders"
+            values[":holders"] = {"SS": sorted(holders)}
         update = {
             "TableName": self.table,
             "Key": pointer_key(site, p.url),
-            "UpdateExpression": "SET cur = :cur, sm = :sm, version = :next" + (" REMOVE w, prev" if p.whole else ""),
+            "UpdateExpression": expression,
             "ConditionExpression": "version = :seen",
-            "ExpressionAttributeValues": {
-                ":cur": _s(str(ref)),
-                ":sm": _s(sitemap_key),
-                ":next": _n(p.version + 1),
-                ":seen": _n(p.version),
-            },
+            "ExpressionAttributeValues": values,
         }
         return self.sitemaps.with_lease(job_id, sitemap_key, lease, update)
 
@@ -380,6 +400,25 @@ def _named(pointer: Pointer, own: str) -> set[str]:
         keys.add(url_key(pointer.record.sitemap))
     keys.discard(own)
     return keys
+
+
+def _holders(
+    chunk: Sequence[PageRecord], bases: Mapping[str, Pointer], adopters: Mapping[str, PartAdopters]
+) -> dict[str, set[str]]:
+    """The other running jobs whose adopted part holds each URL (its record names the part's sitemap, and is
+    one the part holds): moving its pointer away from that sitemap, the listing keeps them among the jobs
+    that have the URL, so that a listing of theirs through another sitemap finds it theirs already rather
+    than counting it a second time."""
+    holders = {}
+    for p in chunk:
+        base = bases.get(p.url)
+        record = base.record if base is not None else None
+        if record is not None and record.sitemap:
+            part = adopters.get(url_key(record.sitemap))
+            jobs = part.holds_for(base.listed_by, p.url, whole=base.whole) if part is not None else set()
+            if jobs:
+                holders[p.url] = jobs
+    return holders
 
 
 def _taken(url: str, sitemaps: Iterable[str], adopted: Mapping[str, frozenset[str]]) -> bool:

@@ -148,6 +148,9 @@ class Pointer(Struct):
     cur_committed: bool = False
     basis: Ref | None = None
     record: CrawlRecord | None = None
+    #: The job whose listing the record is, as stored (``record`` may read as listed by the job that
+    #: adopted the part holding it: ``Adoptions``).
+    listed_by: str | None = None
     #: The URL's position in its basis batch.
     position: int | None = None
     #: The basis batch's page may still be settled (handed to a fetch, no settlement seen).
