@@ -70,6 +70,11 @@ def two_urlsets(served_dir, tmp_path):
     return SimpleNamespace(root=root, base=base)
 
 
+def crawled_twice(fetch_pages: bool) -> list[tuple[str, dict, None]]:
+    """The two whole-site jobs a case starts from (the second adopts the parts the first made)."""
+    return [("whole-1", {"fetch_pages": fetch_pages}, None), ("whole-2", {"fetch_pages": fetch_pages}, None)]
+
+
 def jobs_side_by_side(site, tmp_path, jobs):
     """Runs the jobs (label, options, change before) into a state with parts and one without, one sitemap at
     a time; ``side_by_side`` checks they agree. (The crawl database keys a site by its origin, no slash: a
@@ -96,8 +101,7 @@ def test_a_url_its_first_urlset_stops_listing_stays_listed_through_the_other(two
         site,
         tmp_path,
         [
-            ("whole-1", {"fetch_pages": fetch_pages}, None),
-            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            *crawled_twice(fetch_pages),
             (
                 "s-drops",
                 {"fetch_pages": fetch_pages},
@@ -138,8 +142,7 @@ def test_a_url_of_two_urlsets_is_listed_when_its_first_urlset_is_not_read(
         site,
         tmp_path,
         [
-            ("whole-1", {"fetch_pages": fetch_pages}, None),
-            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            *crawled_twice(fetch_pages),
             (how, {"fetch_pages": fetch_pages, **options}, change),
         ],
     )
@@ -158,8 +161,7 @@ def test_a_url_of_two_urlsets_names_the_one_read_first_after_the_index_reorders_
         site,
         tmp_path,
         [
-            ("whole-1", {"fetch_pages": fetch_pages}, None),
-            ("whole-2", {"fetch_pages": fetch_pages}, None),
+            *crawled_twice(fetch_pages),
             (
                 "t-first",
                 {"fetch_pages": fetch_pages},
@@ -171,14 +173,10 @@ def test_a_url_of_two_urlsets_names_the_one_read_first_after_the_index_reorders_
 
 def crawled_on_stack(deployed_stack, request: JobRequest) -> tuple[dict, list[str]]:
     """Submits the job to the stack, drains it as Lambda's pollers do, and reads its result and urls.jsonl's URLs."""
-    stack, poller = deployed_stack
+    stack, _ = deployed_stack
     submit_job(request, stack.outputs["JobQueueUrl"])
-    stats = poller.drain(max_rounds=3000)
-    assert stats.failed_invocations == 0, [f.traceback for f in stats.failures]
-    documents = adapters_of(stack).documents
-    result = json.loads(documents.get(f"jobs/{request.job_id}/result.json"))
-    urls = [json.loads(line)["url"] for line in documents.get(f"jobs/{request.job_id}/urls.jsonl").splitlines()]
-    return result, urls
+    assert request.job_id is not None
+    return finished_on_stack(deployed_stack, request.job_id)
 
 
 def test_a_url_its_first_urlset_stops_listing_stays_listed_on_aws(deployed_stack, two_urlsets):
@@ -298,6 +296,7 @@ def finished_on_stack(deployed_stack, job_id: str) -> tuple[dict, list[str]]:
 
 
 def started_on_stack(deployed_stack, request: JobRequest) -> None:
+    """Submits the job and drains what can run (readings held back by ``holding`` wait)."""
     stack, poller = deployed_stack
     submit_job(request, stack.outputs["JobQueueUrl"])
     assert poller.drain(max_rounds=3000).failed_invocations == 0

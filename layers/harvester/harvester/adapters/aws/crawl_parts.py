@@ -272,19 +272,13 @@ class PartItems:
         found = {}
         for item in batch_get(self.client, self.table, keys):
             maker = item.get("made_by", {}).get("S")
-            others = {
-                name[2:]: _keys(item, _LEFT_OUT + name[2:])
-                for name, value in item.items()
-                if name.startswith(_ADOPTER) and name[2:] != job_id and value.get("S") == maker
-                and not job_over(name[2:])
-            }  # fmt: skip
-            mine = _keys(item, _LEFT_OUT + job_id) if _ADOPTER + job_id in item else None
             latest = item.get("ab", {}).get("S")
+            # (a_<job> names the maker of the part the job adopted: those naming this one adopted the current part)
+            marked = {name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker}
+            others = {job: _keys(item, _LEFT_OUT + job) for job in marked if job != job_id and not job_over(job)}
+            mine = _keys(item, _LEFT_OUT + job_id) if _ADOPTER + job_id in item else None
             makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
-            adopters = {
-                name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker
-            }
-            adopters |= {latest} if latest is not None and maker is not None else set()
+            adopters = marked | ({latest} if latest is not None and maker is not None else set())
             key = item["sk"]["S"].removeprefix("PART#")
             found[key] = PartAdopters(mine, others, latest, makers, frozenset(adopters), _keys(item, "exc"))
         return found
@@ -338,7 +332,7 @@ class PartItems:
             read = self.client.get_item(
                 TableName=self.table, Key=part_key(site, key), ConsistentRead=True, ProjectionExpression="exc, ax"
             ).get("Item", {})
-            found = frozenset(read.get("exc", {}).get("SS", ())) | frozenset(read.get("ax", {}).get("SS", ()))
+            found = _keys(read, "exc") | _keys(read, "ax")
             if len(self._left_outs) >= _LEFT_OUTS_KEPT:
                 self._left_outs.clear()
             self._left_outs[stamp] = found
@@ -368,9 +362,10 @@ class PartAdopters(NamedTuple):
         (``listed_by``, not as read through an adoption; ``whole``: written whole, not a listing's line): a
         record one of the part's makers listed, or one written whole as read through one of its adoptions
         (a job's own listing of the URL is not the part's), that the part and the job did not leave out."""
+        if not self.others or not (listed_by in self.makers or (whole and listed_by in self.adopters)):
+            return set()
         key = url_key(url)
-        held = listed_by in self.makers or (whole and listed_by in self.adopters)
-        if not self.others or not held or key in self.excluded:
+        if key in self.excluded:
             return set()
         return {job for job, not_taken in self.others.items() if key not in not_taken}
 

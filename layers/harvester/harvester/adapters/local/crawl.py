@@ -60,8 +60,9 @@ def write_listed(
     after the writes, not before: a conflict is rare, and a read of every record first would be a query
     per 500 URLs on every batch. The epochs of the sitemaps the records name move with them: ``sitemap``,
     the one listing them, and ``left``, those they named before; also for a batch of URLs handed to a fetch,
-    which writes no record here (its settlement writes each, naming ``sitemap``): the parts of the sitemaps
-    in ``left`` no longer hold what their records name, and must not be adopted beside ``sitemap``'s."""
+    which writes no record here (its settlement writes each, naming ``sitemap``): a part of a sitemap in
+    ``left`` holds URLs whose records name ``sitemap`` from this write on, and must not be adopted beside
+    ``sitemap``'s."""
     new = [(site, r.url, body_of(r)) for r in records if r.version == 1]
     moved = [(r.version, body_of(r), site, r.url, r.version - 1) for r in records if r.version > 1]
     applied = 0
