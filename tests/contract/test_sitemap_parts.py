@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from harvester.adapters.aws import value_sets
+from harvester.adapters.aws.value_sets import ValueSets
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.parts import CLOCK_SKEW
 from harvester.model.crawl import SitemapPart
+from harvester.model.records import key_of
 from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched
 from tests.contract.test_state_store import SITE, T0, claimed_sitemap, counts, lease, new_job, page
@@ -181,17 +185,92 @@ def test_a_part_is_not_adopted_in_part_once_another_job_wrote_one_of_its_records
 
 
 @pytest.mark.parametrize("backend", ["aws"], indirect=True)
-def test_a_part_holding_too_few_of_its_records_is_not_adopted_whole_on_aws(backend):
-    """A running job adopting a part keeps on its item the keys of the URLs the part does not hold (its
-    ``excluded``: another of the job's sitemaps lists those), one copy a job: past MAX_WHOLE_LEFT_OUT the part
-    is not adopted whole (its sitemap is listed one by one, which makes a part holding what it lists)."""
-    from harvester.adapters.aws.dynamodb import MAX_WHOLE_LEFT_OUT
+def part_item_size(backend) -> int | None:
+    """On AWS, about how many bytes the sitemap's part item holds (every listing of one of its URLs
+    rewrites it, and pays for it whole); None locally."""
+    if backend.name != "aws":
+        return None
+    item = backend.store.pointers.parts.item(ORIGIN, SITEMAP)
+    sizes = {"S": len, "N": len, "B": len, "SS": lambda v: sum(map(len, v)), "BOOL": lambda v: 1}
+    return sum(len(name) + sizes[kind](v) for name, value in item.items() for kind, v in value.items())
 
+
+def test_a_part_not_holding_many_of_its_records_is_adopted_whole_by_jobs_side_by_side(backend):
+    """The URLs whose records name the part's sitemap and that it does not hold (its ``excluded``: another
+    sitemap lists them) are the ones each adopter does not take from it: two running jobs adopt such a part
+    whole, and on AWS the part's item stays small (each adopter's set stored apart)."""
     pages, part, _ = kept_part(backend)
-    for n in (MAX_WHOLE_LEFT_OUT + 1, MAX_WHOLE_LEFT_OUT):
-        leaving = part.model_copy(update={"excluded": [f"{SITE}gone-{i}" for i in range(n)]})
-        assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages])
-        adopter = new_job(backend, f"adopter-{n}")
+    leaving = part.model_copy(update={"excluded": [f"{SITE}gone-{i}" for i in range(1500)]})
+    assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages])
+    for name in ("adopter-1", "adopter-2"):
+        adopter = new_job(backend, name)
         claimed_sitemap(backend, adopter)
-        taken = backend.store.adopt_part(adopter, SITEMAP, leaving, lease(), site=ORIGIN, at=T0 + timedelta(days=1))
-        assert taken == (n <= MAX_WHOLE_LEFT_OUT), n
+        assert backend.store.adopt_part(adopter, SITEMAP, leaving, lease(), site=ORIGIN, at=T0 + timedelta(days=1))
+        assert (counts(backend, adopter).urls_total, counts(backend, adopter).urls_succeeded) == (2, 2)
+    size = part_item_size(backend)
+    assert size is None or size < 1500 * 32 + 30_000, size  # (its body and ``exc``: no copy an adopter)
+
+
+def test_a_part_adopted_in_part_leaving_out_thousands_of_urls_knows_each_of_them(backend):
+    """A sitemap whose entries changed by the thousand is adopted in part all the same (a cycle then costs
+    what changed): the job's record of the adoption names every URL it left out, the counts leave them out,
+    and the part's item on AWS stays small."""
+    pages, part, _ = kept_part(backend)
+    big = part.model_copy(update={"urls": 5000})
+    assert backend.crawldb.put_part(ORIGIN, big, [p.key for p in pages])
+    left_out = [pages[1].url, *(f"{SITE}changed-{i}" for i in range(2999))]
+    adopter = new_job(backend, "adopter")
+    claimed_sitemap(backend, adopter)
+    assert backend.store.adopt_part(
+        adopter, SITEMAP, big, lease(), site=ORIGIN, at=T0 + timedelta(days=1), excluded=left_out,
+        checkpoint=Checkpoint(5000),
+    )  # fmt: skip
+    assert counts(backend, adopter).urls_total == 2000
+    taken = [item for item in backend.store.job_records(adopter) if isinstance(item, AdoptedPart)]
+    assert [(a.excluded, a.partly) for a in taken] == [(frozenset(left_out), True)]
+    records = backend.crawldb.get_urls(ORIGIN, [p.url for p in pages])
+    assert records[pages[0].url].last_listed_job == adopter  # (taken)
+    assert records[pages[1].url].last_listed_job == "job-1"  # (left out: as it was)
+    size = part_item_size(backend)
+    assert size is None or size < 20_000, size
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_a_part_put_collects_the_sets_of_the_adoptions_its_item_no_longer_names(backend, monkeypatch):
+    """Two jobs adopt a part not holding 1,500 of its records, one whole and one in part (their sets of URLs
+    not taken differ); a part put once the first is over keeps the running one's set only."""
+    monkeypatch.setattr(value_sets, "COLLECT_AFTER", -1)
+    pages, part, _ = kept_part(backend)
+    leaving = part.model_copy(update={"excluded": [f"{SITE}gone-{i}" for i in range(1500)]})
+    assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages])
+    whole, partly = new_job(backend, "whole"), new_job(backend, "partly")
+    for job in (whole, partly):
+        claimed_sitemap(backend, job)
+    at = T0 + timedelta(days=1)
+    assert backend.store.adopt_part(whole, SITEMAP, leaving, lease(), site=ORIGIN, at=at)
+    assert backend.store.adopt_part(
+        partly, SITEMAP, leaving, lease(), site=ORIGIN, at=at, excluded=[pages[1].url], checkpoint=Checkpoint(2)
+    )
+    parts = backend.store.pointers.parts
+    item = parts.item(ORIGIN, SITEMAP)
+    refs = {job: item[f"x_{job}"]["S"] for job in (whole, partly)}
+    assert len(set(refs.values())) == 2 and all(value_sets.is_ref({"S": r}) for r in refs.values())
+    client, name, pk = parts.client, parts.table, f"CRAWL#{ORIGIN}"
+    assert len(stored_items(client, name, pk, "KEYS#")) == 2
+    _, epoch = backend.crawldb.sitemap_part(ORIGIN, SITEMAP)
+    assert parts.put(ORIGIN, part_of(partly, epoch), lambda job: job == whole)
+    prefix = f"KEYS#{key_of(SITEMAP)}#"
+    assert [sk.rpartition("#")[0] for sk in stored_items(client, name, pk, "KEYS#")] == [
+        prefix + refs[partly].removeprefix("@").rpartition(":")[0]
+    ]
+    assert len(ValueSets(client, name).read(pk, prefix, {"S": refs[partly]})) == 1501
+
+
+def stored_items(client: Any, table: str, pk: str, prefix: str) -> list[str]:
+    found = client.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": prefix}},
+        ConsistentRead=True,
+    )["Items"]
+    return sorted(item["sk"]["S"] for item in found)

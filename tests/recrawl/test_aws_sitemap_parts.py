@@ -7,6 +7,9 @@ for each switch), every reading listing its URLs one by one. The two must agree 
 line of ``urls.jsonl`` and ``changes.jsonl`` and each URL's crawl record, once what is only a copy's own is
 set aside: its address, its job ids, and the times its own clock gave (a handler runs at the time it runs:
 the local twin of this test, ``test_sitemap_parts.py``, holds the clock still and compares to the byte).
+
+Here every key set of a part item is stored apart (``value_sets.INLINE`` 0), as a sitemap's thousands of
+changed entries are: the tests of test_shared_urls.py run with the sets inline, as a few changed entries are.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from harvester.adapters.aws import AwsAdapters
+import pytest
+
+from harvester.adapters.aws import AwsAdapters, value_sets
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import EPOCH, LiveSite
 from harvester.model.messages import JobRequest
@@ -28,6 +33,11 @@ _ORDERED = ("warc",)
 #: A time of the crawler's clock (or one reckoned from it, as a URL's next fetch), not of the site's pages, whose
 #: clock starts at live.EPOCH and moves a minute a change.
 _CLOCK = re.compile(rf"(?!{EPOCH.date().isoformat()})\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00)?")
+
+
+@pytest.fixture(autouse=True)
+def sets_stored_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(value_sets, "INLINE", 0)
 
 
 def adapters_of(stack: Any) -> AwsAdapters:

@@ -434,16 +434,12 @@ def test_an_adoption_during_another_jobs_listing_of_its_url_keeps_it_once(
     assert (len(urls), len(set(urls)), result["total_urls"]) == (1 + 2 * SMALLEST,) * 3, result["changes"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (AWS): a record written whole as read through an adopter that ended since names no "
-    "adopter the part item still knows, so the running adopters are not kept (docs/limits.md)",
-)
 def test_a_url_settled_as_read_through_an_ended_adopter_stays_the_running_adopters(deployed_stack, two_urlsets):
     """w1 makes s.xml's part. D adopts it whole (its reading of t.xml held back). A adopts it too and ends (the
     latest adopter). s.xml drops /p/both.html; C adopts the part in part leaving it out: its record is first
-    written whole as read, listed by a, and C's adoption drops A's mark (A is over). B, about t.xml alone,
-    lists the URL: D's part holds it, and D's own listing of t.xml must not count it twice."""
+    written whole as read, listed by a, and C's adoption drops A's mark (A is over), naming A as the adopter
+    its settled records read through (``sb``). B, about t.xml alone, lists the URL: D's part holds it, and D's
+    own listing of t.xml must not count it twice."""
     site = two_urlsets
     t_url = f"{site.base}/t.xml"
     crawled_on_stack(deployed_stack, JobRequest(site=f"{site.base}/", job_id="w1", rate_limit_delay=0.0001))

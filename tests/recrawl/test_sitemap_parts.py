@@ -63,19 +63,24 @@ def crawl(
     state: Path, request: JobRequest, *, at: datetime, parts: bool, concurrency: int = 4, **more: Any
 ) -> SitemapIngestionResult:
     with LocalHarvest.open(state) as harvest:
-        making = harvest.engine
-
-        def engine(*args: Any, **kwargs: Any) -> Any:
-            made = making(*args, **kwargs)
-            made.clock = lambda: at
-            return made
-
-        harvest.engine = engine  # type: ignore[method-assign]
+        clocked(harvest, at)
         settings = EngineSettings(sitemap_parts=parts, sitemap_part_min_urls=SMALLEST, **more)
         runner = LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=concurrency)
         outcome = asyncio.run(runner.crawl(request))
         assert outcome.result is not None
         return outcome.result
+
+
+def clocked(harvest: LocalHarvest, at: datetime) -> None:
+    """The engines the harvest makes tell the time ``at``."""
+    making = harvest.engine
+
+    def engine(*args: Any, **kwargs: Any) -> Any:
+        made = making(*args, **kwargs)
+        made.clock = lambda: at
+        return made
+
+    harvest.engine = engine  # type: ignore[method-assign]
 
 
 def lines(path: str) -> list[bytes]:
@@ -515,20 +520,66 @@ def test_a_part_made_when_the_jobs_index_failed_has_the_rows_of_every_line(live_
     assert sorted(row["url"] for row in index_of(third.url_index)) == urls and len(urls) == 200
 
 
-def test_a_sitemap_read_in_more_than_one_request_gets_no_part(live_site, tmp_path):
-    """A reading that needed a second delivery (the first answered 503) may have started over on a changed
-    document, keeping what the first listed: it makes no part. The next job lists that urlset one by one
-    and makes its part, which the job after adopts."""
+def made_parts(state: Path) -> int:
+    with closing(sqlite3.connect(state / "harvest.db")) as db:
+        return int(db.execute("SELECT count(*) FROM crawl_parts WHERE part IS NOT NULL").fetchone()[0])
+
+
+def test_a_sitemap_read_in_a_second_delivery_that_recorded_nothing_before_gets_its_part(live_site, tmp_path):
+    """A reading that needed a second delivery (the first answered 503: nothing listed) lists what one
+    reading lists: it makes its part, which the next job adopts."""
     site = live_site(pages=200, sitemaps=2)
     state = tmp_path / "state"
     site.break_document("/sitemaps/0.xml", 503, times=1)
     request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
-    for n in range(3):
+    for n in range(2):
         at = START + timedelta(days=n)
         result = crawl(
             state, request.model_copy(update={"job_id": f"c-{n}"}), at=at, parts=True, retry_backoff_seconds=0.01
         )
         assert result.total_urls == 200
-        with closing(sqlite3.connect(state / "harvest.db")) as db:
-            made = db.execute("SELECT count(*) FROM crawl_parts WHERE part IS NOT NULL").fetchone()[0]
-        assert (made, adopted(state, f"c-{n}")) == [(1, 0), (2, 1), (2, 2)][n]
+        assert (made_parts(state), adopted(state, f"c-{n}")) == [(2, 0), (2, 2)][n]
+
+
+def crawl_cut(state: Path, request: JobRequest, *, at: datetime) -> None:
+    """Runs the job with parts, one sitemap at a time, killed right after its first batch of pages was
+    recorded (its first urlset's reading cut short past a checkpoint)."""
+    with LocalHarvest.open(state) as harvest:
+        record = harvest.store.record_pages
+
+        def dying(*args: Any, **kwargs: Any) -> Any:
+            record(*args, **kwargs)
+            raise Killed
+
+        harvest.store.record_pages = dying  # type: ignore[method-assign]
+        clocked(harvest, at)
+        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST, record_batch=49)
+        with pytest.raises(Killed):
+            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["same document", "a recorded entry changed"])
+def test_a_reading_resumed_on_the_bytes_it_read_before_gets_its_part(live_site, tmp_path, changed):
+    """A first crawl killed once its first urlset's reading recorded a batch (as a reading cut short by an
+    invocation's end is), then resumed. On the same document the reading goes on from its checkpoint and
+    the job keeps both urlsets' parts: the next job adopts both. When an entry the first delivery recorded
+    changed meanwhile (its lastmod; its URL the same, so the reading goes on), the job's record of it is the
+    first document's, which the document read last does not list: no part of that urlset; the next job
+    lists it one by one (its record then the new document's) and makes the part the job after adopts."""
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id="c-0")
+    crawl_cut(state, request, at=START)
+    first = next(path for path in site.page_paths() if site.site[path].sitemap == 0)
+    if changed:
+        site.change(first)
+    made, lastmods = [], []
+    for n in range(3):
+        job = request.model_copy(update={"job_id": f"c-{n}"})
+        result = crawl(state, job, at=START + timedelta(days=n), parts=True)
+        assert result.total_urls == 200
+        made.append((made_parts(state), adopted(state, f"c-{n}")))
+        lines = [json.loads(line) for line in Path(result.processed_urls).read_bytes().splitlines()]
+        lastmods += [line["last_modified"] for line in lines if line["url"] == site.url(first)]
+    assert made == ([(1, 0), (2, 1), (2, 2)] if changed else [(2, 0), (2, 2), (2, 2)])
+    assert (lastmods[0] != lastmods[1], lastmods[1] == lastmods[2]) == (changed, True)

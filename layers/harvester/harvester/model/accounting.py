@@ -102,8 +102,9 @@ def recorded_sitemap(
 
 def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRecord:
     enqueued = min(checkpoint.enqueued, record.pages_recorded)
-    if enqueued < record.pages_enqueued:
-        return record  # a reading that started over has not caught up with the checkpoint yet
+    restarted = record.restarted or checkpoint.restarted  # (for good: the job's records hold both readings')
+    if enqueued < record.pages_enqueued:  # (a reading that started over has not caught up with the checkpoint)
+        return record if restarted == record.restarted else record.model_copy(update={"restarted": restarted})
     return record.model_copy(
         update={
             "pages_enqueued": enqueued,
@@ -111,6 +112,9 @@ def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRe
             "probes_spent": checkpoint.probes,
             "lastmods_held": checkpoint.held,
             "compared": checkpoint.compared,
+            "restarted": restarted,
+            "prefix_bytes": checkpoint.prefix_bytes,
+            "prefix_digest": checkpoint.prefix_digest,
         }
     )
 

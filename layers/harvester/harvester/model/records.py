@@ -410,6 +410,13 @@ class SitemapRecord(Model, kw_only=True):
     #: The checkpoint's reading kept entries for the sitemap's part, unrecorded (``Checkpoint.compared``): a
     #: reading resumed after it starts over instead.
     compared: bool = False
+    #: A reading of it started over after pages were recorded, or was resumed on a document whose first bytes
+    #: differ from those the checkpoint's entries were read from (``prefix_bytes``, ``prefix_digest``;
+    #: pipeline/sitemap_step/prefix.py): the job's records may hold what the document read last does not list,
+    #: so the job keeps no part of it. A reading resumed on the same bytes lists what one reading lists.
+    restarted: bool = False
+    prefix_bytes: NonNegative = 0
+    prefix_digest: str | None = None
     pages_new: NonNegative = 0
     children: NonNegative = 0
     dropped: dict[str, int] = {}

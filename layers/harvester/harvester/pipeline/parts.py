@@ -145,9 +145,10 @@ class PartMaker:
             and s.kind in parts.PAGE_KINDS
             and not s.children
             and not s.invalid_children
-            # (a reading of more requests may be one resumed on a changed document that started over: the
-            # job keeps the records its first delivery listed, which that document need not list)
-            and s.attempts <= 1
+            # (a reading that started over after recording pages, on a document changed under a resumed
+            # reading: the job keeps the records its first delivery listed, which that document need not list;
+            # one resumed from its checkpoint on the same document lists what one reading lists)
+            and not s.restarted
             # A part holds the URLs whose records name its sitemap, so a reading that listed a URL another
             # sitemap of the job listed first (a URL of two urlsets) gets none: its part would lack that
             # URL, which a job adopting it whole without reading the other sitemap must still list. Such a

@@ -13,7 +13,10 @@ sitemap whose URLs some job listed:
   records its maker listed read as listed by that job (``crawldb.parts.Adoptions``); ``a_<job>``, each running job that
   adopted one of its parts, so that a listing by that job of a URL this sitemap named (through another
   sitemap) takes it as the job's already, and is refused in its own transaction (its touch is conditioned
-  on it) when the adoption came between its reading and its commit, rather than counted twice;
+  on it) when the adoption came between its reading and its commit, rather than counted twice; ``sb``, the
+  latest adopter when the part was adopted in part (that adoption first writes the records of the URLs it
+  leaves out as read through that job's adoption, ``crawl.settle``: the part holds those records, whichever
+  job's mark is dropped since; a part is adopted in part once at most, its epoch moving then);
 * the part's lineage (``crawldb.parts.Lineage``): ``inh`` / ``inh_at``, the earlier makers it inherits and
   when; ``exc``, the keys of the URLs it leaves out; ``ax``, those its latest adoption left out; ``hx``,
   whether there are any (the key sets are read apart); ``x_<job>``, the URLs whose records may name the sitemap
@@ -21,7 +24,10 @@ sitemap whose URLs some job listed:
   not hold (``exc``, as the adopted part had it: a part put later has its own); a URL of these that job lists
   through another sitemap is its own listing's, not the part's;
   ``o_<job>``, a running job listed a URL of these records through another sitemap (it may not adopt the
-  part in part: it could keep that URL).
+  part in part: it could keep that URL). ``ax`` and ``x_<job>`` hold as many keys as the sitemap has
+  changed entries: past a few they are stored apart (value_sets.py, ``KEYS#<sitemap key>#…`` in the site's
+  partition) and the item names them, so that every listing's move of the epoch rewrites a small item; a
+  part put collects the sets its item no longer names.
 
 A part's documents (its lines, index rows and keys) are the crawl database's documents in S3, written by
 the job that made it; the item holds what the conditions need. Attributes of jobs over are dropped when a
@@ -39,6 +45,7 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
+from harvester.adapters.aws.value_sets import ValueSets, is_ref
 from harvester.crawldb.parts import CLOCK_SKEW, Adoptions, Lineage
 from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of, url_key
@@ -64,13 +71,16 @@ def now_us() -> int:
 def touches(
     table: str, site: str, sitemap_keys: Iterable[str | None], writer: str, *, unless_adopted_by: str | None = None,
     own: str | None = None, urls: Mapping[str, Sequence[str]] | None = None,
-    latest: Mapping[str, str | None] | None = None,
+    latest: Mapping[str, str | None] | None = None, refs: Mapping[str, str] | None = None,
 ) -> list[tuple[dict[str, Any], str]]:  # fmt: skip
     """The Updates that move the epochs of the sitemaps (by record key) a crawl-record write names, one an
     item, for the write's transaction, each with its sitemap key. With ``unless_adopted_by`` (a listing by
     that job), each but ``own`` (the listing's own sitemap) is conditioned on that job not having adopted
     its part but for the sitemap's ``urls`` (the URL would then be the job's already), and, for a sitemap in
-    ``latest``, on its latest adoption being still the one read (``PartAdopters.latest``: None, none)."""
+    ``latest``, on its latest adoption being still the one read (``PartAdopters.latest``: None, none). A
+    sitemap in ``refs`` had the job's adoption read with its URLs not taken stored apart (that reference):
+    the listing found ``urls`` among them, and its move is conditioned on that adoption still being there
+    (a stored set never changes)."""
     now = _n(now_us())
     updates = []
     for key in dict.fromkeys(k for k in sitemap_keys if k):
@@ -89,7 +99,11 @@ def touches(
             condition = "attribute_not_exists(#a)"
             update["ExpressionAttributeNames"]["#a"] = _ADOPTER + unless_adopted_by
             left_out = [url_key(url) for url in (urls or {}).get(key, ())]
-            if left_out:  # (or adopted in part, without these URLs)
+            if refs is not None and key in refs:  # (adopted, without these URLs: as read)
+                update["ExpressionAttributeNames"]["#x"] = _LEFT_OUT + unless_adopted_by
+                update["ExpressionAttributeValues"][":xr"] = _s(refs[key])
+                condition += " OR #x = :xr"
+            elif left_out:  # (or adopted in part, without these URLs)
                 update["ExpressionAttributeNames"]["#x"] = _LEFT_OUT + unless_adopted_by
                 values = update["ExpressionAttributeValues"]
                 values.update({f":k{i}": _s(k) for i, k in enumerate(left_out)})
@@ -115,6 +129,8 @@ class PartItems:
         self.table = table
         self._read: dict[tuple[str, str], dict[str, Any]] = {}
         self._left_outs: dict[tuple[str, ...], frozenset[str]] = {}
+        #: The key sets too large for the item (``ax``, ``x_<job>``), stored apart (value_sets.py).
+        self.sets = ValueSets(client, table)
 
     def item(self, site: str, sitemap: str) -> dict[str, Any] | None:
         item = self.client.get_item(
@@ -159,7 +175,7 @@ class PartItems:
             "body": stored_body(body_of(part)),
             "made_by": _s(part.job_id),
         }
-        for name in ("ab", "at", *_LINEAGE):
+        for name in ("ab", "at", "sb", *_LINEAGE):
             new.pop(name, None)
         if part.inherits:
             new["inh"] = {"SS": list(part.inherits)}
@@ -167,7 +183,7 @@ class PartItems:
         if part.excluded:
             new["exc"] = {"SS": sorted({url_key(url) for url in part.excluded})}
             new["hx"] = {"BOOL": True}
-        return conditional(
+        put = conditional(
             lambda: self.client.put_item(
                 TableName=self.table,
                 Item=new,
@@ -175,6 +191,9 @@ class PartItems:
                 ExpressionAttributeValues={":epoch": _n(epoch)},
             )
         )
+        if put:  # (the key sets the item named before and names no more: its earlier adoptions')
+            self.sets.collect(f"CRAWL#{site}", _sets_prefix(part.sitemap), new.values())
+        return put
 
     def _prune(self, site: str, sitemap: str, item: Mapping[str, Any], job_over: Callable[[str], bool]) -> None:
         """Drops the attributes of jobs over whose writes no running job's part can depend on."""
@@ -215,23 +234,28 @@ class PartItems:
         values: dict[str, Any] = {":job": _s(job_id), ":at": _s(at.isoformat()), ":made": _s(part.job_id)}
         sets = ["ab = :job", "#at = :at", "#a = :made"]  # (a_<job>: the maker of the part it adopted)
         removes = [n for n in names if n.startswith("#g")]
-        keys = sorted({url_key(url) for url in excluded or ()})
-        if keys:
+        keys = {url_key(url) for url in excluded or ()}
+        pk, prefix = f"CRAWL#{site}", _sets_prefix(part.sitemap)
+        if keys:  # (as many as the sitemap's changed entries: stored apart past a few, value_sets.py)
             sets.append("ax = :keys")
-            values[":keys"] = {"SS": keys}
+            values[":keys"] = self.sets.value(pk, prefix, keys)
         else:
             removes.append("ax")
         # The job's URLs not in what it adopted: those it left out and those the part does not hold (its
         # lineage's, whose records may still name the sitemap): another of its sitemaps listing one lists it.
-        not_taken = sorted({*keys, *(url_key(url) for url in part.excluded)})
+        not_taken = keys | {url_key(url) for url in part.excluded}
         if not_taken:
             sets.append("#x = :not_taken")
-            values[":not_taken"] = {"SS": not_taken}
+            same = not_taken == keys  # (the part holds all its records: one set, written once)
+            values[":not_taken"] = values[":keys"] if same else self.sets.value(pk, prefix, not_taken)
         else:
             removes.append("#x")
         sets.append("hx = :hx")
         values[":hx"] = {"BOOL": bool(keys) or "exc" in item}
         adds = ""
+        if excluded is not None and "ab" in item:  # (the job whose adoption its settled records read through)
+            sets.append("sb = :sb")
+            values[":sb"] = item["ab"]
         if excluded is not None:  # (a write by the job: no other job adopts the part after it, whole or in part)
             names.update({"#f": _FIRST + job_id, "#l": _LAST + job_id})
             sets += ["#f = if_not_exists(#f, :now)", "#l = :now"]
@@ -275,12 +299,23 @@ class PartItems:
             latest = item.get("ab", {}).get("S")
             # (a_<job> names the maker of the part the job adopted: those naming this one adopted the current part)
             marked = {name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker}
-            others = {job: _keys(item, _LEFT_OUT + job) for job in marked if job != job_id and not job_over(job)}
-            mine = _keys(item, _LEFT_OUT + job_id) if _ADOPTER + job_id in item else None
-            makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
-            adopters = marked | ({latest} if latest is not None and maker is not None else set())
             key = item["sk"]["S"].removeprefix("PART#")
-            found[key] = PartAdopters(mine, others, latest, makers, frozenset(adopters), _keys(item, "exc"))
+            pk, prefix = f"CRAWL#{site}", f"KEYS#{key}#"
+            others = {
+                job: self.sets.read(pk, prefix, item.get(_LEFT_OUT + job))
+                for job in marked
+                if job != job_id and not job_over(job)
+            }
+            adopted = _ADOPTER + job_id in item
+            mine = self.sets.read(pk, prefix, item.get(_LEFT_OUT + job_id)) if adopted else None
+            ref = item.get(_LEFT_OUT + job_id)
+            makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
+            settled = item.get("sb", {}).get("S")  # (an adopter whose mark may be dropped: see "sb")
+            adopters = marked | ({latest, settled} - {None} if maker is not None else set())
+            found[key] = PartAdopters(
+                mine, others, latest, makers, frozenset(adopters), _keys(item, "exc"),
+                mine_ref=str(ref["S"]) if adopted and is_ref(ref) else None,
+            )  # fmt: skip
         return found
 
     def site_items(
@@ -332,7 +367,7 @@ class PartItems:
             read = self.client.get_item(
                 TableName=self.table, Key=part_key(site, key), ConsistentRead=True, ProjectionExpression="exc, ax"
             ).get("Item", {})
-            found = _keys(read, "exc") | _keys(read, "ax")
+            found = _keys(read, "exc") | self.sets.read(f"CRAWL#{site}", f"KEYS#{key}#", read.get("ax"))
             if len(self._left_outs) >= _LEFT_OUTS_KEPT:
                 self._left_outs.clear()
             self._left_outs[stamp] = found
@@ -351,11 +386,14 @@ class PartAdopters(NamedTuple):
     latest: str | None
     #: The jobs whose listings the current part holds: its maker and the makers it inherits.
     makers: frozenset[str] = frozenset()
-    #: The jobs that adopted the current part (``a_<job>`` naming its maker, and the latest adopter): a
-    #: record written whole as read through an adoption (``crawl.settle``) is listed by one of them.
+    #: The jobs that adopted the current part (``a_<job>`` naming its maker, the latest adopter, and the one
+    #: its adoption in part settled records through, ``sb``): a record written whole as read through an
+    #: adoption (``crawl.settle``) is listed by one of them.
     adopters: frozenset[str] = frozenset()
     #: The keys of the URLs whose records name one of its makers and that the part does not hold (``exc``).
     excluded: frozenset[str] = frozenset()
+    #: ``mine`` as the item names it when stored apart (value_sets.py): the listing's move is conditioned on it.
+    mine_ref: str | None = None
 
     def holds_for(self, listed_by: str | None, url: str, *, whole: bool) -> set[str]:
         """The other running jobs whose adoption of the current part holds the URL, its record as stored
@@ -368,6 +406,12 @@ class PartAdopters(NamedTuple):
         if key in self.excluded:
             return set()
         return {job for job, not_taken in self.others.items() if key not in not_taken}
+
+
+def _sets_prefix(sitemap: str) -> str:
+    """Where a sitemap's part item stores its key sets apart (value_sets.py), in the site's partition (its
+    readers have the sitemap's key: ``KEYS#<key>#``)."""
+    return f"KEYS#{url_key(sitemap)}#"
 
 
 def _keys(item: Mapping[str, Any], name: str) -> frozenset[str]:

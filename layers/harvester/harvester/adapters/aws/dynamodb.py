@@ -51,15 +51,6 @@ from harvester.model.state import (
     SitemapOutcome,
 )
 
-#: URLs a job may not take from a part it adopts in part (those it leaves out and those the part does not
-#: hold): their keys are a set on the part's item (``x_<job>``), and the URLs it leaves out on the job's
-#: record of the adoption (400 KB an item).
-MAX_LEFT_OUT = 2000
-#: URLs a part adopted whole may not hold (its ``excluded``): each running job adopting it keeps their keys
-#: on the part's item, beside the other adopters' and the part's own (a part leaving out more is listed one
-#: by one, which makes a part that holds what its sitemap lists).
-MAX_WHOLE_LEFT_OUT = 200
-
 
 class DynamoStateStore:
     """The StateStore port on the state table (module docstring)."""
@@ -186,9 +177,10 @@ class DynamoStateStore:
         for item in self.jobs.partition(job_id, "PART#"):
             stored = orjson.loads(body_text(item))
             part, at = SitemapPart.model_validate(stored["part"]), datetime.fromisoformat(stored["at"])
-            found.append(
-                AdoptedPart(part, at, frozenset(stored.get("excluded", ())), partly=bool(stored.get("partly")))
-            )
+            left = stored.get("excluded", ())
+            if isinstance(left, str):  # (stored apart: adopt_part)
+                left = self.pointers.parts.sets.read(item["pk"]["S"], _left_out_prefix(part.sitemap), {"S": left})
+            found.append(AdoptedPart(part, at, frozenset(left), partly=bool(stored.get("partly"))))
         return sorted(found, key=lambda a: (a.at, a.part.sitemap))
 
     def adopt_part(
@@ -207,18 +199,18 @@ class DynamoStateStore:
         """The job takes the sitemap's part (see ``StateStore.adopt_part``), in one transaction: the part's
         adoption on its item (conditioned on its being current at its epoch, or in part at the epoch read
         when checking who moved it: crawl_parts.py), the job's record of it, the sitemap's checkpoint and
-        the counts. Refused when the sitemap's reading recorded pages already (whole), the part moved, or
-        leaves out more URLs than an item holds. (A URL of the part the job has already through another
-        sitemap moved the part's epoch when it was listed, or is one it leaves out.) In part, the records of
-        the URLs it leaves out are first written as they read (``crawl.settle``), but for those the reading
-        listed itself (``listed``: the job's records, read as stored)."""
+        the counts. Refused when the sitemap's reading recorded pages already (whole) or the part moved; the
+        URLs it leaves out, and their keys on the part's item, are stored apart past a few (value_sets.py),
+        so that an adoption in part costs what the sitemap's changed entries do. (A URL of the part the job
+        has already through another sitemap moved the part's epoch when it was listed, or is one it leaves
+        out.) In part, the records of the URLs it leaves out are first written as they read
+        (``crawl.settle``), but for those the reading listed itself (``listed``: the job's records, read as
+        stored)."""
         partly = checkpoint is not None
         sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
         if sitemap.pages_recorded and not partly:
             return False
         parts = self.pointers.parts
-        if len(part.excluded) + len(excluded) > (MAX_LEFT_OUT if partly else MAX_WHOLE_LEFT_OUT):
-            return False
         if partly:
             if not parts.partly_movable(site, job_id, part):
                 return False
@@ -228,8 +220,11 @@ class DynamoStateStore:
             if unlisted and not parts.partly_movable(site, job_id, part):  # (read again: the epoch it moved)
                 return False
         stored: dict[str, Any] = {"part": orjson.loads(body_of(part)), "at": at.isoformat()}
-        if partly:
-            stored.update(excluded=list(excluded), partly=True)
+        if partly:  # (the URLs it left out: as many as the sitemap's changed entries, stored apart past a few)
+            left = parts.sets.value(
+                self.jobs.pk(job_id), _left_out_prefix(sitemap_url), set(excluded), expires_at=self.jobs.expires()
+            )
+            stored.update(excluded=list(excluded) if "SS" in left else left["S"], partly=True)
         items = [
             self.jobs.new_item(job_id, f"PART#{url_key(sitemap_url)}", orjson.dumps(stored).decode(), version=None),
             parts.adoption(site, job_id, part, at, self.jobs.job_over, list(excluded) if partly else None),
@@ -262,3 +257,8 @@ class DynamoStateStore:
         adopted = sum(item.urls for item in self.adopted(job_id))
         listed = accounting.recount(self.sitemaps(job_id), self.pages(job_id))
         return listed + JobCounts(urls_total=adopted, urls_succeeded=adopted)
+
+
+def _left_out_prefix(sitemap: str) -> str:
+    """Where a job's record of a part it adopted in part stores the URLs it left out apart (value_sets.py)."""
+    return f"LEFT#{url_key(sitemap)}#"

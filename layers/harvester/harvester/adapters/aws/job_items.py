@@ -101,7 +101,11 @@ class JobItems:
     # the table ------------------------------------------------------------------------------------
 
     def key(self, job_id: str, sk: str) -> dict[str, Any]:
-        return {"pk": _s(_job_pk(job_id)), "sk": _s(sk)}
+        return {"pk": _s(self.pk(job_id)), "sk": _s(sk)}
+
+    def pk(self, job_id: str) -> str:
+        """The partition of the job's items."""
+        return _job_pk(job_id)
 
     def _shard_key(self, job_id: str, shard: int) -> dict[str, Any]:
         return {"pk": _s(_count_pk(job_id)), "sk": _s(f"COUNT#{shard:02d}")}

@@ -207,6 +207,7 @@ class PageListing:
         moves = touches(
             self.table, site, by_sitemap, job_id, unless_adopted_by=job_id, own=sitemap_key, urls=by_sitemap,
             latest={key: a.latest for key, a in adopters.items()},
+            refs={key: a.mine_ref for key, a in adopters.items() if a.mine_ref is not None},
         )  # fmt: skip
         for move, key in moves:
             listing.items.append(move)

@@ -30,6 +30,7 @@ from harvester.model.state import Checkpoint, Lease
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings, listed_fields, unfetched
 from harvester.pipeline.ranking import rank, rank_of
+from harvester.pipeline.sitemap_step.prefix import DocumentPrefix
 from harvester.sitemap import PageEntry
 from harvester.urls import host_of
 
@@ -63,6 +64,13 @@ class PageListing:
         # With ``resend`` (a reading started over on a changed sitemap), the positions recorded and sent
         # before mean nothing: every URL is recorded again and every pending page's task is sent again.
         self.resend = resend
+        #: Pages were recorded before this listing started over (``SitemapRecord.restarted``).
+        self.restarted = record.restarted or (resend and record.pages_recorded > 0)
+        #: The bytes read of the document, against those the checkpoint's entries were read from (a resumed
+        #: reading: ``DocumentPrefix``), fed by the reading.
+        resumed = record.pages_recorded > 0 and not resend
+        prefix = (record.prefix_bytes, record.prefix_digest) if record.prefix_digest is not None else None
+        self.document = DocumentPrefix(prefix if resumed else None, unknown=resumed and prefix is None)
         self.recorded = 0 if resend else record.pages_recorded
         self.enqueued = 0 if resend else record.pages_enqueued
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
@@ -81,7 +89,7 @@ class PageListing:
         recorded before (``record_pages`` counts only new ones), their tasks are sent again. The lastmod
         probes spent stay spent, and the site's crawl record looked up stays known."""
         fresh = PageListing(self.ctx, self.job, self.record, self.lease, resend=True)
-        fresh.probes, fresh.held, fresh._site = self.probes, self.held, self._site
+        fresh.probes, fresh.held, fresh._site, fresh.document = self.probes, self.held, self._site, self.document
         return fresh
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
@@ -167,12 +175,16 @@ class PageListing:
     def _checkpoint(self, enqueued: int) -> Checkpoint:
         cut = self._cut
         digest = cut[1] if cut is not None and cut[0] == enqueued else self.digest
+        prefix = self.document.checkpoint()
         return Checkpoint(
             enqueued=enqueued,
             digest=digest.hexdigest(),
             probes=self.probes,
             held=self.held,
             compared=self.diff is not None,
+            restarted=self.restarted or self.document.differs,
+            prefix_bytes=prefix[0],
+            prefix_digest=prefix[1],
         )
 
     def _record(

@@ -15,7 +15,6 @@ A transient failure (429, 5xx, timeouts, a broken connection) is a ``Retry`` whi
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import tempfile
 import time
@@ -237,7 +236,9 @@ class SitemapReading:
                 truncated=prior.truncated,
             )
         keep = not self.ctx.ephemeral  # the document and its signature, for the next job
-        digest = hashlib.sha256()
+        document = self.listing.document  # (its digest: the document's signature once whole)
+        document.begin()
+        digest = document.digest
         broken: str | None = None
         # The body as received, for the job's WARC files (a robots.txt or sitemap read whole, as pages are).
         as_received = page_archive.RawBody() if keep and self.request.output is Output.WARC else None
@@ -256,7 +257,7 @@ class SitemapReading:
                         async for chunk in response.iter_bytes():
                             if keep:
                                 raw.write(chunk)
-                                digest.update(chunk)
+                                document.update(chunk)
                             if candidate is None and not parser.finished:
                                 await self._parse_paced(parser, chunk)
                             if parser.finished and prior is None and as_received is None:
@@ -272,6 +273,8 @@ class SitemapReading:
                             raise
                         broken = self._final_reason(exc.explain(self.record.url), exc.retryable)
                     signature = digest.hexdigest()
+                    if broken is None and keep:
+                        document.ended()
                     if candidate is not None:
                         assert prior is not None
                         whole = broken is None and response.complete and not response.truncated
@@ -478,6 +481,8 @@ class SitemapReading:
                 raise
             except Exception as exc:  # gone, or unreadable: reading the sitemap in full is always right
                 return self._unreadable_copy(prior, repr(exc))
+            read = self.listing.document
+            read.begin()
             async with self.ctx.reading:
                 while not parser.finished:
                     try:
@@ -488,7 +493,9 @@ class SitemapReading:
                         return self._unreadable_copy(prior, repr(exc))
                     if not chunk:
                         break
+                    read.update(chunk)
                     await self._parse_paced(parser, chunk)
+                read.ended()  # (or the parser's: the bytes past it are not the entries')
                 self.screen.take(parser.close(complete=not parser.finished and prior.truncated is None))
                 report = parser.report
                 if report.error or (report.truncated and not prior.truncated) or self.screen.entries != prior.entries:
