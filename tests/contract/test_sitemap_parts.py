@@ -13,9 +13,9 @@ import pytest
 from harvester.adapters.aws import value_sets
 from harvester.adapters.aws.value_sets import ValueSets
 from harvester.crawldb.crawl_state import orphaned
-from harvester.crawldb.parts import CLOCK_SKEW
+from harvester.crawldb.parts import CLOCK_SKEW, MAX_EXCLUDED
 from harvester.model.crawl import SitemapPart
-from harvester.model.records import key_of
+from harvester.model.records import JobStatus, key_of
 from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched
 from tests.contract.test_state_store import SITE, T0, claimed_sitemap, counts, lease, new_job, page
@@ -274,3 +274,48 @@ def stored_items(client: Any, table: str, pk: str, prefix: str) -> list[str]:
         ConsistentRead=True,
     )["Items"]
     return sorted(item["sk"]["S"] for item in found)
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_an_adoption_in_part_names_the_adopter_its_settled_records_read_through(backend):
+    """A adopts the part whole and ends. C adopts it in part leaving page 1 out: it first writes page 1's
+    record as it reads, listed by A; between that reading and its write, D adopts the part whole (the epoch
+    has not moved yet), so the latest adopter is D when C's adoption lands, and that adoption drops A's
+    mark (A is over). The item names A all the same (``sb``: the adopter the settled record read through),
+    so a listing by another job that moves page 1 away keeps D, whose part holds it."""
+    pages, part, _ = kept_part(backend)
+    store, parts = backend.store, backend.store.pointers.parts
+    a, d, c = (new_job(backend, name) for name in ("job-a", "job-d", "job-c"))
+    for job in (a, d, c):
+        claimed_sitemap(backend, job)
+    assert store.adopt_part(a, SITEMAP, part, lease(), site=ORIGIN, at=T0 + timedelta(days=1))
+    assert store.end_job(a, JobStatus.COMPLETED, end_time=T0 + timedelta(days=1, hours=1))
+    reading = parts.adoptions
+
+    def read_then_d_adopts(site: str) -> Any:
+        found = reading(site)
+        parts.adoptions = reading  # type: ignore[method-assign]
+        assert store.adopt_part(d, SITEMAP, part, lease(), site=ORIGIN, at=T0 + timedelta(days=2))
+        return found
+
+    parts.adoptions = read_then_d_adopts  # type: ignore[method-assign]
+    assert store.adopt_part(
+        c, SITEMAP, part, lease(), site=ORIGIN, at=T0 + timedelta(days=3), excluded=[pages[1].url],
+        checkpoint=Checkpoint(2),
+    )  # fmt: skip
+    record = backend.crawldb.get_urls(ORIGIN, [pages[1].url])[pages[1].url]
+    assert record.last_listed_job == a
+    (found,) = parts.adopters(ORIGIN, [key_of(SITEMAP)], "job-b", store.jobs.job_over).values()
+    assert a in found.adopters
+    assert found.holds_for(record.last_listed_job, pages[1].url, whole=True) == {d}
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_a_part_leaving_out_more_than_its_item_holds_is_not_kept_on_aws(backend):
+    """A part whose lineage leaves out more URLs than ``MAX_EXCLUDED`` (its item holds their keys, its body
+    the URLs) is not kept: refused, not failed (the next job lists its sitemap one by one)."""
+    pages, part, _ = kept_part(backend)
+    _, epoch = backend.crawldb.sitemap_part(ORIGIN, SITEMAP)
+    for n, kept in ((MAX_EXCLUDED + 1, False), (MAX_EXCLUDED, True)):
+        leaving = part.model_copy(update={"excluded": [f"{SITE}removed/{i}" for i in range(n)], "epoch": epoch})
+        assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages]) is kept, n

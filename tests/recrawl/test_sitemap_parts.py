@@ -541,21 +541,31 @@ def test_a_sitemap_read_in_a_second_delivery_that_recorded_nothing_before_gets_i
         assert (made_parts(state), adopted(state, f"c-{n}")) == [(2, 0), (2, 2)][n]
 
 
-def crawl_cut(state: Path, request: JobRequest, *, at: datetime) -> None:
-    """Runs the job with parts, one sitemap at a time, killed right after its first batch of pages was
-    recorded (its first urlset's reading cut short past a checkpoint)."""
+def crawl_cut(
+    state: Path, request: JobRequest, *, at: datetime, record_batch: int = 49, at_checkpoint: int | None = None
+) -> None:
+    """Runs the job with parts, one sitemap at a time, killed right after a batch of its pages was recorded
+    (the first, or the one whose checkpoint is ``at_checkpoint``): its reading cut short past a checkpoint,
+    as an invocation's end or a kill cuts it."""
     with LocalHarvest.open(state) as harvest:
         record = harvest.store.record_pages
 
         def dying(*args: Any, **kwargs: Any) -> Any:
-            record(*args, **kwargs)
-            raise Killed
+            recorded = record(*args, **kwargs)
+            if at_checkpoint is None or kwargs["checkpoint"] == at_checkpoint:
+                raise Killed
+            return recorded
 
         harvest.store.record_pages = dying  # type: ignore[method-assign]
         clocked(harvest, at)
-        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST, record_batch=49)
+        settings = EngineSettings(sitemap_parts=True, sitemap_part_min_urls=SMALLEST, record_batch=record_batch)
         with pytest.raises(Killed):
             asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+
+
+def lastmods_of(result: SitemapIngestionResult, url: str) -> list[str]:
+    lines = [json.loads(line) for line in Path(result.processed_urls).read_bytes().splitlines()]
+    return [line["last_modified"] for line in lines if line["url"] == url]
 
 
 @pytest.mark.parametrize("changed", [False, True], ids=["same document", "a recorded entry changed"])
@@ -579,7 +589,50 @@ def test_a_reading_resumed_on_the_bytes_it_read_before_gets_its_part(live_site, 
         result = crawl(state, job, at=START + timedelta(days=n), parts=True)
         assert result.total_urls == 200
         made.append((made_parts(state), adopted(state, f"c-{n}")))
-        lines = [json.loads(line) for line in Path(result.processed_urls).read_bytes().splitlines()]
-        lastmods += [line["last_modified"] for line in lines if line["url"] == site.url(first)]
+        lastmods += lastmods_of(result, site.url(first))
     assert made == ([(1, 0), (2, 1), (2, 2)] if changed else [(2, 0), (2, 2), (2, 2)])
     assert (lastmods[0] != lastmods[1], lastmods[1] == lastmods[2]) == (changed, True)
+
+
+@pytest.mark.parametrize("cut", ["every entry recorded", "the last batch unsent"])
+def test_a_reading_resumed_on_other_bytes_past_what_it_verifies_gets_no_part(live_site, tmp_path, cut):
+    """A first crawl killed once its urlset's reading recorded every entry (before it finished the sitemap),
+    or, fetching pages, between its last batch's record and the sending of that batch's tasks (the bytes
+    the checkpoint vouches for end before that batch); an entry of what was recorded then changes (its
+    lastmod). The resumed reading records nothing more, or that batch again (the job keeps its first
+    records), so no checkpoint of its own says what it found: the job's outcome does, and the job keeps no
+    part; the next job lists the urlset and writes the new lastmod."""
+    fetch = cut == "the last batch unsent"
+    site = live_site(pages=1400 if fetch else 200, sitemaps=1 if fetch else 2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch, job_id="c-0")
+    crawl_cut(state, request, at=START, record_batch=300 if fetch else 49, at_checkpoint=1400 if fetch else 100)
+    changed = site.page_paths()[-1] if fetch else next(p for p in site.page_paths() if site.site[p].sitemap == 0)
+    site.change(changed)
+    lastmods = []
+    for n in range(2):
+        job = request.model_copy(update={"job_id": f"c-{n}"})
+        at = START + timedelta(minutes=5 * n) if fetch else START + timedelta(days=n)
+        result = crawl(state, job, at=at, parts=True, record_batch=300 if fetch else 49)
+        assert result.total_urls == len(site.page_paths())
+        assert adopted(state, f"c-{n}") == (0 if n == 0 or fetch else 1), n  # (the other urlset's)
+        lastmods += lastmods_of(result, site.url(changed))
+    assert lastmods[0] != lastmods[1]
+
+
+def test_a_reading_that_started_over_on_an_emptied_urlset_gets_no_part(live_site, tmp_path):
+    """A first crawl killed once its first urlset's reading recorded a batch; the urlset is then emptied. The
+    resumed reading finds fewer entries than its checkpoint, starts over, and lists none: no checkpoint of
+    its own, but the job's outcome says it started over, and the job keeps no part of it (the URLs recorded
+    before are the job's, not the empty urlset's). The next job lists only the other urlset's URLs."""
+    site = live_site(pages=200, sitemaps=2)
+    state = tmp_path / "state"
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False, job_id="c-0")
+    crawl_cut(state, request, at=START)
+    for path in [path for path in site.page_paths() if site.site[path].sitemap == 0]:
+        site.unlist(path)
+    totals = []
+    for n in range(2):
+        job = request.model_copy(update={"job_id": f"c-{n}"})
+        totals.append(crawl(state, job, at=START + timedelta(days=n), parts=True).total_urls)
+    assert totals == [149, 100]

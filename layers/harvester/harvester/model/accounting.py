@@ -71,6 +71,7 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "not_modified": outcome.not_modified,
             "finished_at": outcome.finished_at,
             "attempts": record.attempts if outcome.attempts is None else outcome.attempts,
+            "restarted": record.restarted or outcome.restarted,
         }
     )
 

@@ -130,6 +130,9 @@ class SitemapOutcome(Struct):
     not_modified: bool = False
     #: Requests sent for the sitemap by the job, when the reading counted them (else the claims' count).
     attempts: int | None = None
+    #: The reading started over after pages were recorded, or was resumed on other bytes
+    #: (``SitemapRecord.restarted``), whether or not a checkpoint written since says so.
+    restarted: bool = False
 
 
 class JobSnapshot(Struct, frozen=True):

@@ -97,11 +97,14 @@ def _whole_writes(
     return items + [update for update, _ in touches(table, site, named, by)]
 
 
-def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str], writer: str) -> bool:
+def settle(
+    client: Any, table: str, pointers: Pointers, site: str, urls: Sequence[str], writer: str
+) -> frozenset[str] | None:
     """Writes the records of ``urls`` that read otherwise than stored (through their sitemaps' parts) as they
     read: a part adopted in part leaves them out, and they read as stored from then on. The writes are
     ``writer``'s (they move the sitemaps' epochs: no other job adopts the part after them, even should the
-    adoption itself not follow). False when one of them moved meanwhile."""
+    adoption itself not follow). Returns the jobs the records written read as listed by (the adopters they
+    were read through), or None when one of them moved meanwhile."""
     found = pointers.fetch(site, urls)
     pointers.resolve(site, found.values(), {}, Adoptions({}))  # (as stored)
     reading = pointers.parts.adoptions(site)
@@ -109,7 +112,9 @@ def settle(client: Any, table: str, pointers: Pointers, site: str, urls: Sequenc
     for p in found.values():
         if p.record is not None and (read := reading.resolve(p.record)) is not p.record:
             settled.append(read.model_copy(update={"version": p.record.version + 1}))
-    return not settled or not put_whole(client, table, pointers, site, settled, writer=writer)
+    if settled and put_whole(client, table, pointers, site, settled, writer=writer):
+        return None
+    return frozenset(r.last_listed_job for r in settled if r.last_listed_job is not None)
 
 
 class DynamoCrawlDatabase:

@@ -14,9 +14,9 @@ sitemap whose URLs some job listed:
   adopted one of its parts, so that a listing by that job of a URL this sitemap named (through another
   sitemap) takes it as the job's already, and is refused in its own transaction (its touch is conditioned
   on it) when the adoption came between its reading and its commit, rather than counted twice; ``sb``, the
-  latest adopter when the part was adopted in part (that adoption first writes the records of the URLs it
-  leaves out as read through that job's adoption, ``crawl.settle``: the part holds those records, whichever
-  job's mark is dropped since; a part is adopted in part once at most, its epoch moving then);
+  adopter whose adoption the records an adoption in part settled read through (it first writes the records
+  of the URLs it leaves out as they read, ``crawl.settle``: the part holds those records, whichever job's
+  mark is dropped since; a part is adopted in part once at most, its epoch moving then);
 * the part's lineage (``crawldb.parts.Lineage``): ``inh`` / ``inh_at``, the earlier makers it inherits and
   when; ``exc``, the keys of the URLs it leaves out; ``ax``, those its latest adoption left out; ``hx``,
   whether there are any (the key sets are read apart); ``x_<job>``, the URLs whose records may name the sitemap
@@ -46,7 +46,7 @@ from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.adapters.aws.value_sets import ValueSets, is_ref
-from harvester.crawldb.parts import CLOCK_SKEW, Adoptions, Lineage
+from harvester.crawldb.parts import CLOCK_SKEW, MAX_EXCLUDED, Adoptions, Lineage
 from harvester.model.crawl import SitemapPart
 from harvester.model.records import body_of, url_key
 
@@ -152,6 +152,8 @@ class PartItems:
         naming the sitemap since the part's job first did; the writers and adopters of jobs over are
         dropped either way. Decided on the item as the part's maker read it for the part's epoch, if this
         container did: the put is conditioned on that epoch, and every write of a record moves it."""
+        if len(part.excluded) > MAX_EXCLUDED:
+            return False  # (its item would hold their keys, its body the URLs: past 400 KB; see excluded_bound)
         item = self._read.get((site, part.sitemap))
         if item is None or _epoch(item) != part.epoch:
             item = self.item(site, part.sitemap)
@@ -222,6 +224,8 @@ class PartItems:
         at: datetime,
         job_over: Callable[[str], bool],
         excluded: Sequence[str] | None = None,
+        *,
+        settled_by: Iterable[str] = (),
     ) -> dict[str, Any]:
         """The Update that records, in the adoption's transaction, that the job adopted ``part``: its
         condition fails when ``part`` is not the sitemap's current one at the epoch it was made at. In part
@@ -253,9 +257,13 @@ class PartItems:
         sets.append("hx = :hx")
         values[":hx"] = {"BOOL": bool(keys) or "exc" in item}
         adds = ""
-        if excluded is not None and "ab" in item:  # (the job whose adoption its settled records read through)
+        # The adopters its settled records read through (crawl.settle), or, when it settled none now (they
+        # were settled by a delivery before, its adoption not landed), the latest adopter they read through
+        # then: no adoption came since, their writes having moved the epoch.
+        settled = sorted(set(settled_by) or ({item["ab"]["S"]} if "ab" in item else set()))
+        if excluded is not None and settled:
             sets.append("sb = :sb")
-            values[":sb"] = item["ab"]
+            values[":sb"] = _s(settled[0]) if len(settled) == 1 else {"SS": settled}
         if excluded is not None:  # (a write by the job: no other job adopts the part after it, whole or in part)
             names.update({"#f": _FIRST + job_id, "#l": _LAST + job_id})
             sets += ["#f = if_not_exists(#f, :now)", "#l = :now"]
@@ -310,8 +318,8 @@ class PartItems:
             mine = self.sets.read(pk, prefix, item.get(_LEFT_OUT + job_id)) if adopted else None
             ref = item.get(_LEFT_OUT + job_id)
             makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
-            settled = item.get("sb", {}).get("S")  # (an adopter whose mark may be dropped: see "sb")
-            adopters = marked | ({latest, settled} - {None} if maker is not None else set())
+            settled = {*item.get("sb", {}).get("SS", ()), item.get("sb", {}).get("S")}  # (see "sb")
+            adopters = marked | ({latest, *settled} - {None} if maker is not None else set())
             found[key] = PartAdopters(
                 mine, others, latest, makers, frozenset(adopters), _keys(item, "exc"),
                 mine_ref=str(ref["S"]) if adopted and is_ref(ref) else None,

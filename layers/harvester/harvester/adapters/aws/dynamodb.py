@@ -207,6 +207,7 @@ class DynamoStateStore:
         (``crawl.settle``), but for those the reading listed itself (``listed``: the job's records, read as
         stored)."""
         partly = checkpoint is not None
+        through: frozenset[str] = frozenset()  # (the adopters the records settled read through)
         sitemap = self.sitemap_items.leased_sitemap(job_id, sitemap_url, lease)
         if sitemap.pages_recorded and not partly:
             return False
@@ -215,7 +216,10 @@ class DynamoStateStore:
             if not parts.partly_movable(site, job_id, part):
                 return False
             unlisted = [url for url in excluded if url not in listed]
-            if unlisted and not settle(self.client, self.table, self.pointers, site, unlisted, job_id):
+            through = (
+                settle(self.client, self.table, self.pointers, site, unlisted, job_id) if unlisted else frozenset()
+            )
+            if through is None:
                 return False
             if unlisted and not parts.partly_movable(site, job_id, part):  # (read again: the epoch it moved)
                 return False
@@ -227,7 +231,9 @@ class DynamoStateStore:
             stored.update(excluded=list(excluded) if "SS" in left else left["S"], partly=True)
         items = [
             self.jobs.new_item(job_id, f"PART#{url_key(sitemap_url)}", orjson.dumps(stored).decode(), version=None),
-            parts.adoption(site, job_id, part, at, self.jobs.job_over, list(excluded) if partly else None),
+            parts.adoption(
+                site, job_id, part, at, self.jobs.job_over, list(excluded) if partly else None, settled_by=through
+            ),
         ]
         urls = part.urls - len(excluded)
         taking = sitemap.model_copy(update={"adopted": part})

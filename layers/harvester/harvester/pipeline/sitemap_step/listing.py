@@ -68,9 +68,12 @@ class PageListing:
         self.restarted = record.restarted or (resend and record.pages_recorded > 0)
         #: The bytes read of the document, against those the checkpoint's entries were read from (a resumed
         #: reading: ``DocumentPrefix``), fed by the reading.
+        # (the prefix is checkpointed with the pages' sending: pages recorded past it, their tasks unsent,
+        # were read from bytes it does not cover)
         resumed = record.pages_recorded > 0 and not resend
         prefix = (record.prefix_bytes, record.prefix_digest) if record.prefix_digest is not None else None
-        self.document = DocumentPrefix(prefix if resumed else None, unknown=resumed and prefix is None)
+        unknown = prefix is None or record.pages_recorded > record.pages_enqueued
+        self.document = DocumentPrefix(prefix if resumed else None, unknown=resumed and unknown)
         self.recorded = 0 if resend else record.pages_recorded
         self.enqueued = 0 if resend else record.pages_enqueued
         self.digest = hashlib.blake2b(digest_size=16)  # of the accepted URLs so far, for the checkpoint
