@@ -61,3 +61,33 @@ def test_sets_no_item_names_are_collected_once_old_enough(table, monkeypatch):
     with pytest.raises(LookupError):
         ValueSets(client, name).read(PK, "KEYS#c#", dropped)
     assert len(ValueSets(client, name).read(PK, "KEYS#d#", other)) == 100  # (another prefix: another sitemap's)
+
+
+def test_a_set_written_again_while_it_is_collected_stays(table):
+    """A set no item names, old enough to go, written again (for a new reference) between the collection's
+    reading of it and its deletion: the deletion, conditioned on the write time it read, leaves it."""
+    client, name = table
+    sets = ValueSets(client, name)
+    values = {f"k{i}" for i in range(100)}
+    ref = sets.value(PK, "KEYS#e#", values)
+    (sk,) = stored_items(client, name, PK, "KEYS#e#")
+    key = {"pk": {"S": PK}, "sk": {"S": sk}}
+    client.update_item(
+        TableName=name,
+        Key=key,
+        UpdateExpression="SET #at = :old",
+        ExpressionAttributeNames={"#at": "at"},
+        ExpressionAttributeValues={":old": {"N": "1"}},
+    )
+
+    class WrittenAgainFirst:
+        def __getattr__(self, attribute: str) -> Any:
+            return getattr(client, attribute)
+
+        def delete_item(self, **kwargs: Any) -> Any:
+            assert ValueSets(client, name).value(PK, "KEYS#e#", values) == ref
+            return client.delete_item(**kwargs)
+
+    sets.client = WrittenAgainFirst()
+    assert sets.collect(PK, "KEYS#e#", []) == 0
+    assert ValueSets(client, name).read(PK, "KEYS#e#", ref) == values

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from harvester.adapters.aws.state_table import batch_delete, batch_get, query
+from harvester.adapters.aws.state_table import batch_get, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 
@@ -99,11 +99,12 @@ class ValueSets:
 
     def collect(self, pk: str, prefix: str, named: Iterable[Mapping[str, Any]]) -> int:
         """Deletes the stored sets of partition ``pk`` under ``prefix`` that none of the attribute values
-        ``named`` names and that were written ``COLLECT_AFTER`` ago or more; returns how many items went."""
+        ``named`` names and that were last written ``COLLECT_AFTER`` ago or more, each item only if it was
+        not written again since it was read (a new reference's write); returns how many items went."""
         kept = {prefix + str(v["S"])[len(_REF) :].rpartition(":")[0] for v in named if is_ref(v)}
         old = int(time.time()) - COLLECT_AFTER
         gone = [
-            {"pk": item["pk"], "sk": item["sk"]}
+            item
             for item in query(
                 self.client,
                 self.table,
@@ -115,9 +116,18 @@ class ValueSets:
             )
             if item["sk"]["S"].rpartition("#")[0] not in kept and int(item["at"]["N"]) <= old
         ]
-        if gone:
-            batch_delete(self.client, self.table, gone)
-        return len(gone)
+        deleted = 0
+        for item in gone:  # (each only as read: a set written again since, for a new reference, stays)
+            deleted += conditional(
+                lambda item=item: self.client.delete_item(
+                    TableName=self.table,
+                    Key={"pk": item["pk"], "sk": item["sk"]},
+                    ConditionExpression="#at = :at",
+                    ExpressionAttributeNames={"#at": "at"},
+                    ExpressionAttributeValues={":at": item["at"]},
+                )
+            )
+        return deleted
 
     def _remember(self, pk: str, name: str, values: frozenset[str]) -> None:
         if len(self._read) >= _KEPT:
