@@ -319,3 +319,32 @@ def test_a_part_leaving_out_more_than_its_item_holds_is_not_kept_on_aws(backend)
     for n, kept in ((MAX_EXCLUDED + 1, False), (MAX_EXCLUDED, True)):
         leaving = part.model_copy(update={"excluded": [f"{SITE}removed/{i}" for i in range(n)], "epoch": epoch})
         assert backend.crawldb.put_part(ORIGIN, leaving, [p.key for p in pages]) is kept, n
+
+
+@pytest.mark.parametrize("backend", ["aws"], indirect=True)
+def test_a_lineage_read_while_its_part_is_replaced_is_the_new_items(backend):
+    """C adopts the part in part leaving page 1 out; a reading of the site's lineages reads the part item,
+    then C's end puts C's own part before the reading reads the URLs the item leaves out. The lineage is the
+    item read last (no adoption: page 1 reads as stored), not the first item's with the new one's (empty)
+    left-out keys, which would read page 1 as listed by C."""
+    pages, part, _ = kept_part(backend)
+    parts = backend.store.pointers.parts
+    c = new_job(backend, "job-c")
+    claimed_sitemap(backend, c)
+    assert backend.store.adopt_part(
+        c, SITEMAP, part, lease(), site=ORIGIN, at=T0 + timedelta(days=1), excluded=[pages[1].url],
+        checkpoint=Checkpoint(2),
+    )  # fmt: skip
+    listed = parts.site_items
+
+    def replaced_once_read(site: str, projection: str, names: Any = None) -> Any:
+        for item in listed(site, projection, names):
+            _, epoch = backend.crawldb.sitemap_part(ORIGIN, SITEMAP)
+            assert backend.crawldb.put_part(ORIGIN, part_of(c, epoch), [pages[0].key])
+            yield item
+
+    parts.site_items = replaced_once_read  # type: ignore[method-assign]
+    reading = parts.adoptions(ORIGIN)
+    parts.site_items = listed  # type: ignore[method-assign]
+    record = backend.crawldb.get_urls(ORIGIN, [pages[1].url])[pages[1].url]
+    assert reading.resolve(record).last_listed_job == "job-1"

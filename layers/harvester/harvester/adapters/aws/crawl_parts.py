@@ -58,6 +58,8 @@ _FIRST, _LAST, _ADOPTER, _LEFT_OUT, _THROUGH = "f_", "l_", "a_", "x_", "o_"
 #: whether either set is there (they are read apart: ``PartItems.adoptions``).
 _LINEAGE = ("inh", "inh_at", "exc", "ax", "hx")
 _JOB_ATTRIBUTES = (_FIRST, _LAST, _ADOPTER, _LEFT_OUT, _THROUGH)
+#: What a reading of the site's lineages projects (``#at``: ``at``).
+_LINEAGE_READ = "sk, made_by, ab, #at, inh, inh_at, hx"
 
 
 def part_key(site: str, sitemap_key: str) -> dict[str, Any]:
@@ -349,37 +351,45 @@ class PartItems:
         """The site's current parts' lineages, read consistently (a listing decides on them): their URLs
         left out read apart, once a container for each part and adoption."""
         lineages: dict[str, Lineage] = {}
-        projection = "sk, made_by, ab, #at, inh, inh_at, hx"
-        for item in self.site_items(site, projection, {"#at": "at"}):
+        for item in self.site_items(site, _LINEAGE_READ, {"#at": "at"}):
+            key = item["sk"]["S"].removeprefix("PART#")
+            excluded: frozenset[str] = frozenset()
+            if item.get("hx", {}).get("BOOL") and "made_by" in item:
+                item, excluded = self._left_out(site, key, item)
             if "made_by" not in item or not ("ab" in item or "inh" in item):
                 continue
-            key = item["sk"]["S"].removeprefix("PART#")
             adopter = (item["ab"]["S"], datetime.fromisoformat(item["at"]["S"])) if "ab" in item else None
             inherited_at = item.get("inh_at", {}).get("S")
             lineages[key] = Lineage(
                 maker=item["made_by"]["S"],
                 inherits=frozenset(item.get("inh", {}).get("SS", ())),
                 inherited_at=datetime.fromisoformat(inherited_at) if inherited_at else None,
-                excluded=self._left_out(site, key, item) if item.get("hx", {}).get("BOOL") else frozenset(),
+                excluded=excluded,
                 adopter=adopter,
                 keyed=True,
             )
         return Adoptions(lineages, key=url_key)
 
-    def _left_out(self, site: str, key: str, item: Mapping[str, Any]) -> frozenset[str]:
+    def _left_out(self, site: str, key: str, item: Mapping[str, Any]) -> tuple[Mapping[str, Any], frozenset[str]]:
         """The URL keys a part leaves out, and its latest adoption: fixed for a part (its maker) and an
-        adoption (its job and time), so read once for them."""
-        stamp = (site, key, item["made_by"]["S"], item.get("ab", {}).get("S"), item.get("at", {}).get("S"))
-        found = self._left_outs.get(stamp)
-        if found is None:
-            read = self.client.get_item(
-                TableName=self.table, Key=part_key(site, key), ConsistentRead=True, ProjectionExpression="exc, ax"
-            ).get("Item", {})
-            found = _keys(read, "exc") | self.sets.read(f"CRAWL#{site}", f"KEYS#{key}#", read.get("ax"))
+        adoption (its job and time), so read once for them; with the item they belong to (``item``, or the
+        item read for them, when a part was put or adopted since ``item`` was read: its lineage is that one)."""
+        found = self._left_outs.get(_stamp(site, key, item))
+        if found is not None:
+            return item, found
+        read = self.client.get_item(
+            TableName=self.table,
+            Key=part_key(site, key),
+            ConsistentRead=True,
+            ProjectionExpression=f"{_LINEAGE_READ}, exc, ax",
+            ExpressionAttributeNames={"#at": "at"},
+        ).get("Item", {})
+        found = _keys(read, "exc") | self.sets.read(f"CRAWL#{site}", f"KEYS#{key}#", read.get("ax"))
+        if "made_by" in read:
             if len(self._left_outs) >= _LEFT_OUTS_KEPT:
                 self._left_outs.clear()
-            self._left_outs[stamp] = found
-        return found
+            self._left_outs[_stamp(site, key, read)] = found
+        return read, found
 
 
 class PartAdopters(NamedTuple):
@@ -420,6 +430,11 @@ def _sets_prefix(sitemap: str) -> str:
     """Where a sitemap's part item stores its key sets apart (value_sets.py), in the site's partition (its
     readers have the sitemap's key: ``KEYS#<key>#``)."""
     return f"KEYS#{url_key(sitemap)}#"
+
+
+def _stamp(site: str, key: str, item: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """What fixes a part's left-out keys: its maker and its latest adoption."""
+    return (site, key, item["made_by"]["S"], item.get("ab", {}).get("S"), item.get("at", {}).get("S"))
 
 
 def _keys(item: Mapping[str, Any], name: str) -> frozenset[str]:
