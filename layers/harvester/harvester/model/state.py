@@ -70,7 +70,8 @@ class Checkpoint(Struct, frozen=True):
     #: The reading compared its entries with the sitemap's part (``PartDiff``): those it kept for the part are
     #: past the checkpoint without being recorded.
     compared: bool = False
-    #: The reading started over after pages were recorded (``SitemapRecord.restarted``).
+    #: The reading started over after pages were recorded, or was resumed on other bytes
+    #: (``SitemapRecord.restarted``).
     restarted: bool = False
     #: The size and SHA-256 of the document's bytes read up to the checkpoint (``DocumentPrefix``).
     prefix_bytes: int = 0

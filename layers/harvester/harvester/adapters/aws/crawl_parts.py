@@ -27,7 +27,7 @@ sitemap whose URLs some job listed:
   part in part: it could keep that URL). ``ax`` and ``x_<job>`` hold as many keys as the sitemap has
   changed entries: past a few they are stored apart (value_sets.py, ``KEYS#<sitemap key>#…`` in the site's
   partition) and the item names them, so that every listing's move of the epoch rewrites a small item; a
-  part put collects the sets its item no longer names.
+  part put deletes the stored sets its new item does not name.
 
 A part's documents (its lines, index rows and keys) are the crawl database's documents in S3, written by
 the job that made it; the item holds what the conditions need. Attributes of jobs over are dropped when a
@@ -196,7 +196,7 @@ class PartItems:
             )
         )
         if put:  # (the key sets the item named before and names no more: its earlier adoptions')
-            self.sets.collect(f"CRAWL#{site}", _sets_prefix(part.sitemap), new.values())
+            self.sets.collect(*_sets_of(site, url_key(part.sitemap)), new.values())
         return put
 
     def _prune(self, site: str, sitemap: str, item: Mapping[str, Any], job_over: Callable[[str], bool]) -> None:
@@ -241,7 +241,7 @@ class PartItems:
         sets = ["ab = :job", "#at = :at", "#a = :made"]  # (a_<job>: the maker of the part it adopted)
         removes = [n for n in names if n.startswith("#g")]
         keys = {url_key(url) for url in excluded or ()}
-        pk, prefix = f"CRAWL#{site}", _sets_prefix(part.sitemap)
+        pk, prefix = _sets_of(site, url_key(part.sitemap))
         if keys:  # (as many as the sitemap's changed entries: stored apart past a few, value_sets.py)
             sets.append("ax = :keys")
             values[":keys"] = self.sets.value(pk, prefix, keys)
@@ -310,15 +310,15 @@ class PartItems:
             # (a_<job> names the maker of the part the job adopted: those naming this one adopted the current part)
             marked = {name[2:] for name, value in item.items() if name.startswith(_ADOPTER) and value.get("S") == maker}
             key = item["sk"]["S"].removeprefix("PART#")
-            pk, prefix = f"CRAWL#{site}", f"KEYS#{key}#"
+            pk, prefix = _sets_of(site, key)
             others = {
                 job: self.sets.read(pk, prefix, item.get(_LEFT_OUT + job))
                 for job in marked
                 if job != job_id and not job_over(job)
             }
             adopted = _ADOPTER + job_id in item
-            mine = self.sets.read(pk, prefix, item.get(_LEFT_OUT + job_id)) if adopted else None
             ref = item.get(_LEFT_OUT + job_id)
+            mine = self.sets.read(pk, prefix, ref) if adopted else None
             makers = frozenset({maker, *_keys(item, "inh")}) if maker is not None else frozenset()
             settled = {*item.get("sb", {}).get("SS", ()), item.get("sb", {}).get("S")}  # (see "sb")
             adopters = marked | ({latest, *settled} - {None} if maker is not None else set())
@@ -384,7 +384,7 @@ class PartItems:
             ProjectionExpression=f"{_LINEAGE_READ}, exc, ax",
             ExpressionAttributeNames={"#at": "at"},
         ).get("Item", {})
-        found = _keys(read, "exc") | self.sets.read(f"CRAWL#{site}", f"KEYS#{key}#", read.get("ax"))
+        found = _keys(read, "exc") | self.sets.read(*_sets_of(site, key), read.get("ax"))
         if "made_by" in read:
             if len(self._left_outs) >= _LEFT_OUTS_KEPT:
                 self._left_outs.clear()
@@ -426,10 +426,10 @@ class PartAdopters(NamedTuple):
         return {job for job, not_taken in self.others.items() if key not in not_taken}
 
 
-def _sets_prefix(sitemap: str) -> str:
-    """Where a sitemap's part item stores its key sets apart (value_sets.py), in the site's partition (its
-    readers have the sitemap's key: ``KEYS#<key>#``)."""
-    return f"KEYS#{url_key(sitemap)}#"
+def _sets_of(site: str, sitemap_key: str) -> tuple[str, str]:
+    """Where a sitemap's part item stores its key sets apart (value_sets.py): the site's partition, and the
+    prefix of the sets' items."""
+    return f"CRAWL#{site}", f"KEYS#{sitemap_key}#"
 
 
 def _stamp(site: str, key: str, item: Mapping[str, Any]) -> tuple[str | None, ...]:

@@ -45,6 +45,12 @@ def is_ref(value: Mapping[str, Any] | None) -> bool:
     return value is not None and "S" in value and str(value["S"]).startswith(_REF)
 
 
+def _named(ref: str) -> tuple[str, int]:
+    """The digest of the set a reference names, and how many items hold it."""
+    digest, _, count = ref[len(_REF) :].rpartition(":")
+    return digest, int(count)
+
+
 class ValueSets:
     """Stored sets of the state table (module docstring): written, read (remembered), collected."""
 
@@ -86,13 +92,13 @@ class ValueSets:
         ref = str(value["S"])
         found = self._read.get((pk, prefix + ref))
         if found is None:
-            digest, _, count = ref[len(_REF) :].rpartition(":")
-            keys = [{"pk": _s(pk), "sk": _s(f"{prefix}{digest}#{i}")} for i in range(int(count))]
+            digest, count = _named(ref)
+            keys = [{"pk": _s(pk), "sk": _s(f"{prefix}{digest}#{i}")} for i in range(count)]
             chunks = {int(item["sk"]["S"].rpartition("#")[2]): item["v"]["B"] for item in self._get(keys)}
-            if len(chunks) != int(count):
-                missing = int(count) - len(chunks)
+            if len(chunks) != count:
+                missing = count - len(chunks)
                 raise LookupError(f"stored set {prefix}{digest} of {pk}: {missing} of its {count} items missing")
-            data = zlib.decompress(b"".join(chunks[i] for i in range(int(count))))
+            data = zlib.decompress(b"".join(chunks[i] for i in range(count)))
             found = frozenset(data.decode().split("\n")) if data else frozenset()
             self._remember(pk, prefix + ref, found)
         return found
@@ -101,7 +107,7 @@ class ValueSets:
         """Deletes the stored sets of partition ``pk`` under ``prefix`` that none of the attribute values
         ``named`` names and that were last written ``COLLECT_AFTER`` ago or more, each item only if it was
         not written again since it was read (a new reference's write); returns how many items went."""
-        kept = {prefix + str(v["S"])[len(_REF) :].rpartition(":")[0] for v in named if is_ref(v)}
+        kept = {prefix + _named(str(v["S"]))[0] for v in named if is_ref(v)}
         old = int(time.time()) - COLLECT_AFTER
         gone = [
             item

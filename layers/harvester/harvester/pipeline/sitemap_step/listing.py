@@ -65,7 +65,7 @@ class PageListing:
         # before mean nothing: every URL is recorded again and every pending page's task is sent again.
         self.resend = resend
         #: Pages were recorded before this listing started over (``SitemapRecord.restarted``).
-        self.restarted = record.restarted or (resend and record.pages_recorded > 0)
+        self.started_over = record.restarted or (resend and record.pages_recorded > 0)
         #: The bytes read of the document, against those the checkpoint's entries were read from (a resumed
         #: reading: ``DocumentPrefix``), fed by the reading.
         # (the prefix is checkpointed with the pages' sending: pages recorded past it, their tasks unsent,
@@ -86,6 +86,12 @@ class PageListing:
         #: With the sitemap's part to adopt in part: the entries whose lines it holds are kept for it, not
         #: listed (``PartDiff``).
         self.diff: PartDiff | None = None
+
+    @property
+    def restarted(self) -> bool:
+        """The reading started over after pages were recorded, or was resumed on other bytes than those its
+        checkpoint's entries were read from (``SitemapRecord.restarted``)."""
+        return self.started_over or self.document.differs
 
     def afresh(self) -> PageListing:
         """The listing of a reading that starts over from the first entry: the job's records absorb the URLs
@@ -185,7 +191,7 @@ class PageListing:
             probes=self.probes,
             held=self.held,
             compared=self.diff is not None,
-            restarted=self.restarted or self.document.differs,
+            restarted=self.restarted,
             prefix_bytes=prefix[0],
             prefix_digest=prefix[1],
         )

@@ -139,7 +139,7 @@ class SitemapReading:
             )
         outcome.children = screen.children
         outcome.attempts = self.spent
-        outcome.restarted = self.listing.restarted or self.listing.document.differs
+        outcome.restarted = self.listing.restarted
         outcome.dropped = screen.dropped
         outcome.invalid_children = screen.invalid_children
         return outcome
