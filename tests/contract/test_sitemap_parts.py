@@ -15,7 +15,7 @@ from harvester.adapters.aws.value_sets import ValueSets
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.parts import CLOCK_SKEW, MAX_EXCLUDED
 from harvester.model.crawl import SitemapPart
-from harvester.model.records import JobStatus, key_of
+from harvester.model.records import JobStatus, SitemapURL, key_of
 from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched
 from tests.contract.test_state_store import SITE, T0, claimed_sitemap, counts, lease, new_job, page
@@ -116,6 +116,48 @@ def test_a_part_holding_a_url_the_job_has_already_is_not_adopted(parts):
     claimed_sitemap(parts, later)
     assert not parts.store.adopt_part(later, SITEMAP, part, lease(), site=ORIGIN, at=T0)
     assert counts(parts, later).urls_total == 1
+
+
+def listed_from(backend, job_id: str, n: int, url: str) -> list:
+    """The job's sitemap-<n> lists ``url`` with its crawl record as it reads now (naming the sitemap it
+    named, as a listing tells the store): the pages new to the job."""
+    claimed_sitemap(backend, job_id, n=n)
+    known = backend.crawldb.get_urls(ORIGIN, [url])[url]
+    other = f"{SITE}sitemap-{n}.xml"
+    write = {url: crawl_record(url, job_id, prior=known).model_copy(update={"sitemap": other})}
+    listed = SitemapURL(url=url, sitemap=other)
+    recorded = backend.store.record_pages(
+        job_id, other, [listed], checkpoint=1, lease=lease(), site=ORIGIN, crawl=write, left={url: known.sitemap}
+    )
+    return recorded.new
+
+
+def test_a_url_of_a_part_adopted_whole_is_the_jobs_when_another_of_its_sitemaps_lists_it(parts):
+    """job-2 adopts job-1's part whole, then its sitemap-2 lists page 0 (whose record names sitemap-1): page
+    0 is job-2's already, counted once."""
+    pages, part, _ = kept_part(parts)
+    later = new_job(parts, "job-2")
+    claimed_sitemap(parts, later)
+    assert parts.store.adopt_part(later, SITEMAP, part, lease(), site=ORIGIN, at=T0)
+    assert listed_from(parts, later, 2, pages[0].url) == []
+    assert counts(parts, later).urls_total == 2
+    assert parts.store.recount(later).urls_total == 2
+
+
+def test_a_url_of_a_part_adopted_whole_stays_the_jobs_when_another_job_lists_it_since(parts):
+    """job-2 adopts job-1's part whole; job-3's sitemap-3 lists page 0, whose record then names sitemap-3;
+    job-2's sitemap-2 lists page 0 as it reads then: page 0 is job-2's already, through the part."""
+    db = parts.crawldb
+    pages, part, _ = kept_part(parts)
+    second = new_job(parts, "job-2")
+    claimed_sitemap(parts, second)
+    assert parts.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=T0)
+    third = new_job(parts, "job-3")
+    assert len(listed_from(parts, third, 3, pages[0].url)) == 1
+    assert db.get_urls(ORIGIN, [pages[0].url])[pages[0].url].sitemap == f"{SITE}sitemap-3.xml"
+    assert listed_from(parts, second, 2, pages[0].url) == []
+    assert counts(parts, second).urls_total == 2
+    assert parts.store.recount(second).urls_total == 2
 
 
 def test_a_part_adopted_in_part_leaves_out_urls_that_read_as_they_did(parts):

@@ -168,7 +168,7 @@ class StateStore(Protocol):
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
-        left: Collection[str] = (),
+        left: Mapping[str, str] | None = None,
     ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
         as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
@@ -177,9 +177,10 @@ class StateStore(Protocol):
         that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
         With ``enqueued`` (a batch with no task to send), the write also does :meth:`mark_enqueued`'s.
         ``keys``: the pages' ``bits_of(page.key)`` when the caller has them (a store that de-duplicates in
-        memory need not work them out again). ``left``: the sitemaps the crawl records named before this
-        listing (another sitemap's URLs it lists): their epochs move with the write, as this sitemap's does
-        (``CrawlDatabase.sitemap_part``). Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
+        memory need not work them out again). ``left``: the sitemap each URL's crawl record named before this
+        listing, by URL: their epochs move with the write, as this sitemap's does
+        (``CrawlDatabase.sitemap_part``), and a URL a part the job adopted holds is the job's already.
+        Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:
         """Moves the checkpoint on (never back: a reading that started over keeps the further one)."""

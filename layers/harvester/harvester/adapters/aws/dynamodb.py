@@ -124,7 +124,7 @@ class DynamoStateStore:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,  # (the pointers' conditional writes keep a URL once a job)
-        left: Collection[str] = (),  # (the epochs a listing moves are its pointers': page_listing.py)
+        left: Mapping[str, str] | None = None,  # (the epochs a listing moves are its pointers': page_listing.py)
     ) -> Recorded:
         return self.listing.record_pages(
             job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease, site=site, crawl=crawl, enqueued=enqueued

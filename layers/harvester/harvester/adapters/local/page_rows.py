@@ -16,6 +16,7 @@ from itertools import groupby
 
 from harvester.adapters.local import crawl as crawldb
 from harvester.adapters.local import part_rows
+from harvester.adapters.local.adopted_keys import AdoptedKeys
 from harvester.adapters.local.database import Transaction
 from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.record_rows import job_bodies, put_record
@@ -65,11 +66,16 @@ class PageRows:
         self.job_rows = jobs
         self.sitemap_rows = sitemaps
         self.keep_pages = keep_pages
-        #: The keys each job has recorded (and those of the batch being written, forgotten if it does not
-        #: commit), read from its records when first needed: what makes a URL new to its job, without a
-        #: unique index over all of the job's records (see ``urls_open``).
+        #: The keys each job has recorded one by one (and those of the batch being written, forgotten if it
+        #: does not commit), read from its records when first needed: with what it holds through the parts
+        #: it adopted (``adopted_keys``), what makes a URL new to its job, without a unique index over all of
+        #: the job's records (see ``urls_open``).
         #: Right because one process writes a state file (``harvest crawl`` holds its lock).
         self._recorded_keys: dict[str, KeySet] = {}
+        self.adopted_keys = AdoptedKeys(conn)
+        #: The jobs that recorded URLs whose crawl records no ``left`` named (their listing read none, or
+        #: they were recorded before this process): a part adopted whole is checked against their keys too.
+        self._unsighted: set[str] = set()
 
     # recording ------------------------------------------------------------------------------------
 
@@ -85,7 +91,7 @@ class PageRows:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
-        left: Collection[str] = (),
+        left: Mapping[str, str] | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         if not self.keep_pages:
@@ -96,11 +102,15 @@ class PageRows:
         try:
             with Transaction(self.conn) as db:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
-                self._take_new(job_id, keys, taken)
+                if left is None:
+                    self._unsighted.add(job_id)
+                held = self.adopted_keys.held(db, job_id, [p.url for p in pages], left)
+                self._take_new(job_id, keys, taken, held)
                 fresh = [pages[i] for i in taken]
-                if site is not None and (writes or left):  # (URLs handed to a fetch write none, but leave ``left``)
+                named = set(left.values()) if left else set()
+                if site is not None and (writes or named):  # (URLs handed to a fetch write none, but leave ``left``)
                     moved = [writes[p.url] for p in fresh if p.url in writes]
-                    if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url, left=left):
+                    if not crawldb.write_listed(db, site, moved, writer=job_id, sitemap=sitemap_url, left=named):
                         raise _Moved  # (rolls the batch back)
                 _insert_pages(db, job_id, fresh)
                 self.sitemap_rows.recorded(
@@ -130,7 +140,7 @@ class PageRows:
         try:
             with Transaction(self.conn) as db:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
-                self._take_new(job_id, keys, taken)
+                self._take_new(job_id, keys, taken)  # (a store that keeps no pages adopts no part: no crawl)
                 new = len(taken)
                 self.sitemap_rows.recorded(
                     db, job_id, sitemap, checkpoint, JobCounts(urls_total=new, urls_succeeded=new), enqueued, lease
@@ -154,25 +164,28 @@ class PageRows:
     ) -> bool:
         """The job takes the sitemap's part (see ``StateStore.adopt_part``): refused when the sitemap's
         reading recorded pages already (adopted whole), the part is not the sitemap's current one, or one of
-        the URLs it takes is the job's already (another sitemap listed it first)."""
-        taken: list[int] = []
-        keys: list[int] = []
+        the URLs it takes is the job's already (another sitemap listed it first). A part adopted whole holds
+        none of the URLs the job listed one by one from the crawl records they had (``adopted_keys``): it is
+        checked against the job's keys only when some were listed otherwise; an adoption in part always is.
+        A store that keeps no pages adopts none (it keeps no crawl records either)."""
+        if not self.keep_pages:
+            return False
+        partly = checkpoint is not None
         try:
             with Transaction(self.conn) as db:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
-                if sitemap.pages_recorded and checkpoint is None:
+                if sitemap.pages_recorded and not partly:
                     return False
-                if self._has_records(job_id):  # (else none is the job's: its keys are read if ever needed)
+                if self._has_records(job_id) and (partly or self._unsighted_keys(job_id)):
                     try:
                         stored = part_rows.part_keys(db, site, part.sitemap, part.job_id)
                     except LookupError:
                         return False
                     left_out = {url_key(url) for url in excluded}
-                    keys = [bits_of(k) for k in stored if k not in left_out]
-                    self._take_new(job_id, keys, taken)
-                    if len(taken) != len(keys):
+                    recorded = self._keys_of(job_id)
+                    if any(bits_of(k) in recorded for k in stored if k not in left_out):
                         raise _Moved
-                if not part_rows.adopt(db, job_id, site, part, at, excluded, partly=checkpoint is not None):
+                if not part_rows.adopt(db, job_id, site, part, at, excluded, partly=partly):
                     raise _Moved
                 urls = part.urls - len(excluded)
                 counts = JobCounts(urls_total=urls, urls_succeeded=urls)
@@ -180,11 +193,8 @@ class PageRows:
                 moved = checkpoint or Checkpoint(part.urls)
                 self.sitemap_rows.recorded(db, job_id, taking, moved.enqueued, counts, moved, lease)
         except _Moved:
-            self._forget(job_id, keys, taken)
             return False
-        except BaseException:
-            self._forget(job_id, keys, taken)
-            raise
+        self.adopted_keys.add(job_id, part, site, excluded)
         return True
 
     def adopted(self, job_id: str) -> list[AdoptedPart]:
@@ -194,8 +204,8 @@ class PageRows:
         ]
 
     def _has_records(self, job_id: str) -> bool:
-        """Whether a URL could be the job's already, other than through the parts it adopted: those are never
-        the same URLs (a URL one lists, written since by a listing of another, moved the epoch of both)."""
+        """Whether the job listed URLs one by one (those it took with parts are never in two of them: a URL
+        one lists, written since by a listing of another, moved the epoch of both)."""
         if job_id in self._recorded_keys:
             return True
         return any(
@@ -203,15 +213,31 @@ class PageRows:
             for table in ("urls", "url_batches")
         )
 
+    def _unsighted_keys(self, job_id: str) -> bool:
+        self._keys_of(job_id)  # (loaded: keys recorded before this process are unsighted)
+        return job_id in self._unsighted
+
     def forget_job(self, job_id: str) -> None:
         """Drops the job's keys from memory (its rows are gone, or it is over): read again if ever needed."""
         self._recorded_keys.pop(job_id, None)
+        self.adopted_keys.forget(job_id)
+        self._unsighted.discard(job_id)
 
-    def _take_new(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
-        """Puts in ``taken`` the positions of the keys new to the job (the first of each), taking them as the
-        job's at once: the caller forgets them if the batch's transaction does not commit (one probe a
-        URL, where checking now and adding after the commit would take two)."""
-        self._keys_of(job_id).take(keys, taken)
+    def _take_new(self, job_id: str, keys: Sequence[int], taken: list[int], held: Collection[int] = ()) -> None:
+        """Puts in ``taken`` the positions of the keys new to the job (the first of each; none of ``held``,
+        the positions of URLs a part the job adopted holds), taking them as the job's at once: the caller
+        forgets them if the batch's transaction does not commit (one probe a URL, where checking now and
+        adding after the commit would take two)."""
+        recorded = self._keys_of(job_id)
+        if not held:
+            recorded.take(keys, taken)
+            return
+        asked = [i for i in range(len(keys)) if i not in held]
+        new: list[int] = []
+        try:
+            recorded.take([keys[i] for i in asked], new)
+        finally:
+            taken.extend(asked[j] for j in new)
 
     def _forget(self, job_id: str, keys: Sequence[int], taken: list[int]) -> None:
         """A batch that did not commit: its URLs are new to the job again (it will be recorded again)."""
@@ -226,10 +252,8 @@ class PageRows:
             keys.take(bits_of(key) for (key,) in self.conn.execute("SELECT key FROM urls WHERE job_id = ?", (job_id,)))
             for (batch,) in self.conn.execute("SELECT keys FROM url_batches WHERE job_id = ?", (job_id,)):
                 keys.take([bits_of(key) for key in batch.split("\n")])
-            for part, _, site, excluded in part_rows.adopted_by(self.conn, job_id):
-                left_out = {url_key(url) for url in excluded or ()}
-                stored = part_rows.part_keys(self.conn, site, part.sitemap, part.job_id)
-                keys.take([bits_of(key) for key in stored if key not in left_out])
+            if keys:
+                self._unsighted.add(job_id)
         return keys
 
     # claims and settlements -----------------------------------------------------------------------

@@ -150,7 +150,7 @@ class SqliteStateStore:
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
-        left: Collection[str] = (),
+        left: Mapping[str, str] | None = None,
     ) -> Recorded:
         return self.page_rows.record_pages(
             job_id,

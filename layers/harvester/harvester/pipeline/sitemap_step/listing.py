@@ -240,7 +240,7 @@ class PageListing:
                 crawl={page.url: crawl for page, crawl in decided if crawl is not None},
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
                 keys=keys,
-                left={p.sitemap for p in priors.values() if p.sitemap and p.sitemap != self.record.url},
+                left={url: p.sitemap for url, p in priors.items() if p.sitemap} if lookup else None,
             )
             new += recorded.new
             if not recorded.stale:
