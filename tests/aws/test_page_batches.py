@@ -18,9 +18,19 @@ from moto.core.botocore_stubber import BotocoreStubber
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
-from harvester.adapters.aws.listed_batch import ITEM_BYTES, batched
+from harvester.adapters.aws.listed_batch import ITEM_BYTES, as_lines, batch_sk, batched
+from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.pointer_items import pointer_key
 from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, SitemapOrigin
-from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, UrlStatus, url_key
+from harvester.model.records import (
+    JobRecord,
+    SitemapRecord,
+    SitemapStatus,
+    SitemapURL,
+    UrlStatus,
+    body_of,
+    url_key,
+)
 from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -121,6 +131,31 @@ def test_a_listing_that_never_committed_is_taken_over_by_its_sitemaps_next_readi
     # Read once more (a redelivery after the commit): nothing new.
     again = store.record_pages(job_id, sitemap(1).url, pages, checkpoint=10, lease=held)
     assert again.new == [] and store.counts(job_id).urls_total == 10
+
+
+def test_records_a_listing_wrote_before_a_transaction_that_never_came_are_not_the_jobs(aws: AwsAdapters) -> None:
+    """A listing writes its batch's records alone, then its transaction (the states item: the commit). A
+    reading that died between the two leaves records no reader takes, even where they come first in the job's
+    partition and name the same URLs as the batch that committed."""
+    store = aws.store
+    job_id = new_job(store, "job-apart")
+    pages = [page(i) for i in range(10)]
+    dead = leased_sitemap(store, job_id, token="first reading")
+    assert mark(store, job_id, "0000dead0000dead", 1, pages, dead) == urls_of(pages)
+    store.jobs.put_apart(job_id, batch_sk("0000dead0000dead"), as_lines([pack(body_of(p), job_id) for p in pages]))
+    store.release_leases(job_id)
+    held = lease("second reading")
+    assert store.claim_sitemap(job_id, sitemap(1).url, held, now=NOW) is not None
+    assert len(store.record_pages(job_id, sitemap(1).url, pages, checkpoint=10, lease=held).new) == 10
+    assert kinds(store, job_id)["BATCH"] == 2 and kinds(store, job_id)["STATE"] == 1
+    assert store.recount(job_id) == store.counts(job_id) and store.counts(job_id).urls_total == 10
+    assert sorted(p.url for p in store.pages(job_id)) == sorted(urls_of(pages))
+    # A page looked for in the job's batches (its pointer names none of them) is found in the committed one.
+    store.client.delete_item(TableName=store.table, Key=pointer_key(SITE.rstrip("/"), pages[0].url))
+    placed, _ = store.batches._place(job_id, [pages[0].url])
+    assert pages[0].url in placed and placed[pages[0].url][0] != "0000dead0000dead"
+    claimed = store.claim_pages(job_id, urls_of(pages), lease("p"), now=NOW)
+    assert sorted(r.url for r in claimed) == sorted(urls_of(pages))
 
 
 def test_another_sitemaps_listing_under_way_is_left_to_that_sitemap(aws: AwsAdapters) -> None:

@@ -2,13 +2,15 @@
 
 Layout (``pk`` ``JOB#<id>``; the job's other items are job_items.py's):
 
-* ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), one a line, deflated;
+* ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), one a line, deflated; written
+  alone just before the listing's transaction (a transactional write costs twice the write units), so that
+  a listing that did not commit can leave it behind: it is read only beside its states item;
 * ``BATCH#<bid>#O#<version>#<part>``: the final records of the pages a settlement settled, by position in
   the batch (a part per 256 KB);
 * ``BATCH#<bid>#S``: the pages' states since listing (status, attempts, retries, error, lease), by
   position, with the item's ``version``, ``settled`` (the version of its last settlement) and ``co`` (the
-  crawl outcome items its settlements wrote: crawl_pointers.py); it is written with the records, so it is what
-  says the batch was committed.
+  crawl outcome items its settlements wrote: crawl_pointers.py); the listing's transaction writes it, so it
+  is what says the batch was committed.
 
 A page's record is its outcome when it has one, else its listed record with its state applied. The items of
 a batch sort together (records, outcomes, states), so a reading of the job folds them a batch at a time.

@@ -153,13 +153,16 @@ class PageBatches:
                 return placed, batches
         found: dict[str, tuple[str, int]] = {}
         unfound = set(missing)
+        listed: StoredBatch | None = None
         for item in self.jobs.partition(job_id, "BATCH#"):
             bid, _, rest = item["sk"]["S"].removeprefix("BATCH#").partition("#")
-            if rest:
-                continue  # (states and outcomes)
-            batch = StoredBatch(bid, body_text(item).split("\n"))
+            if not rest:
+                listed = StoredBatch(bid, body_text(item).split("\n"))
+                continue
+            if rest != "S" or listed is None or listed.bid != bid:
+                continue  # (outcomes; records without their states item: a listing that did not commit)
             for url in unfound - set(found):
-                i = batch.position(url)
+                i = listed.position(url)
                 if i is not None:
                     found[url] = (bid, i)
             if len(found) == len(unfound):

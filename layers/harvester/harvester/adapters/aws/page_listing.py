@@ -111,11 +111,10 @@ class PageListing:
             moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
-            if mine:
-                records = as_lines([packed[p.url] for p in mine])
-                items.append(self.jobs.new_item(job_id, batch_sk(bid), records, version=None))
+            if mine:  # (the records written apart, first: the states item the transaction writes commits them)
+                self.jobs.put_apart(job_id, batch_sk(bid), as_lines([packed[p.url] for p in mine]))
                 items.append(self.jobs.new_item(job_id, state_sk(bid), "{}", version=1))
-                roles += [("batch", bid), ("batch", bid)]
+                roles.append(("batch", bid))
             items += listing.items
             roles += listing.roles
             failed = self.sitemaps.commit_listing(job_id, sitemap_url, lease, items, roles, moved, mine)
