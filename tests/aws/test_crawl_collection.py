@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws import AwsAdapters
-from harvester.adapters.aws.pointer_items import Ref, batch_key
+from harvester.adapters.aws.pointer_items import LINES, Ref, batch_key
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.crawldb.crawl_state import orphaned
 from harvester.model.records import JobStatus
@@ -39,14 +39,23 @@ def crawl_job(c: Container, job_id: str, ns: list[int]) -> None:
 
 
 def batches_by_job(aws: AwsAdapters) -> Counter[str]:
-    """The site's crawl batch items (listed and settled) by job."""
+    """The site's crawl batch items (listed and settled) by job; a batch's lines item (written apart) is
+    counted with its batch, and is there only beside it (collected with it)."""
     found: Counter[str] = Counter()
+    lines, batches = set(), set()
     for shard in "0123456789abcdef":
         for item in aws.store.jobs.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :cb)",
             ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}, ":cb": {"S": "CB#"}},
         ):
-            found[item["sk"]["S"].split("#")[1]] += 1
+            sk = item["sk"]["S"]
+            if sk.endswith(LINES):
+                lines.add(sk.removesuffix(LINES))
+                continue
+            if "#O#" not in sk and "tomb" not in item:
+                batches.add(sk)
+            found[sk.split("#")[1]] += 1
+    assert lines == batches
     return found
 
 

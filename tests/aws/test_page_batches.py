@@ -20,7 +20,8 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.listed_batch import ITEM_BYTES, as_lines, batch_sk, batched
 from harvester.adapters.aws.page_body import pack
-from harvester.adapters.aws.pointer_items import pointer_key
+from harvester.adapters.aws.pointer_items import Ref, crawl_batch_items, listed_lines, pointer_key
+from harvester.adapters.aws.state_table import batch_put
 from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, SitemapOrigin
 from harvester.model.records import (
     JobRecord,
@@ -142,7 +143,13 @@ def test_records_a_listing_wrote_before_a_transaction_that_never_came_are_not_th
     pages = [page(i) for i in range(10)]
     dead = leased_sitemap(store, job_id, token="first reading")
     assert mark(store, job_id, "0000dead0000dead", 1, pages, dead) == urls_of(pages)
-    store.jobs.put_apart(job_id, batch_sk("0000dead0000dead"), as_lines([pack(body_of(p), job_id) for p in pages]))
+    dead_ref, origin = Ref(job_id, "0000dead0000dead"), store.jobs.site_of(job_id)
+    records = as_lines([pack(body_of(p), job_id) for p in pages])
+    lines, _ = crawl_batch_items(store.table, origin, dead_ref, listed_lines([(body_of(p), False) for p in pages]))
+    batch_put(store.client, store.table, [store.jobs.apart_item(job_id, batch_sk(dead_ref.bid), records), lines])
+    read: dict[Ref, Any] = {}
+    store.pointers._read_batches(origin, {dead_ref}, read)
+    assert read == {}  # (its lines are there, its crawl batch item is not: never committed)
     store.release_leases(job_id)
     held = lease("second reading")
     assert store.claim_sitemap(job_id, sitemap(1).url, held, now=NOW) is not None

@@ -14,7 +14,7 @@ from harvester.adapters.aws import AwsAdapters, crawl_pointers, page_batches
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.item_body import body_text
-from harvester.adapters.aws.pointer_items import Ref, batch_key
+from harvester.adapters.aws.pointer_items import LINES, Ref, batch_key
 from harvester.crawldb.crawl_state import Fetched, FetchResult, after_fetch, listed, orphaned
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord
@@ -123,14 +123,22 @@ def settle(c: Container, job_id: str, urls: list[str], signature: str, token: st
 
 
 def crawl_items(aws: AwsAdapters) -> Counter[str]:
-    """The site's crawl items by kind: URL (pointers), CB (listed crawl batches), CBO (their settlements)."""
+    """The site's crawl items by kind: URL (pointers), CB (listed crawl batches), CBO (their settlements);
+    a crawl batch's lines item (written apart) is counted with its batch, and is there only beside it."""
     found: Counter[str] = Counter()
+    lines, batches = set(), set()
     for shard in "0123456789abcdef":
         for item in aws.store.jobs.query(
             KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": f"CRAWL#{SITE}#{shard}"}}
         ):
             sk = item["sk"]["S"]
+            if sk.endswith(LINES):
+                lines.add(sk.removesuffix(LINES))
+                continue
+            if sk.startswith("CB#") and "#O#" not in sk and "tomb" not in item:
+                batches.add(sk)
             found["CBO" if "#O#" in sk else sk.split("#")[0]] += 1
+    assert lines == batches
     return found
 
 

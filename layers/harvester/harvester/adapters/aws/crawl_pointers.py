@@ -11,8 +11,10 @@ job's batch items but in the site's partitions (no TTL: the crawl database outli
 * ``CRAWL#<site>#<bid[0]>`` / ``CB#<job>#<bid>``: a listed batch's crawl records, one a line, in the order of
   its job records: ``f\\t<record>`` for a URL its listing made final (not due, listed only), ``p\\t<record>`` for
   one handed to a fetch (the record the fetch works on). Written in the listing's transaction, so that it
-  is what says the batch was committed; ``tomb`` instead of ``body``: a batch another writer made sure never
-  commits (below).
+  is what says the batch was committed; ``apart`` instead of ``body``: its lines are the item
+  ``CB#<job>#<bid>#L``, written just before the transaction (a transactional write costs twice the write
+  units; a lines item without its batch's item is a listing's that never committed, and is not read);
+  ``tomb``: a batch another writer made sure never commits (below).
 * ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``;
   the job's states item of the batch names them (``co``, written in the settlement's transaction), so that a
   reader of many batches reads their outcomes by key, a hundred at a time (a query of each batch's otherwise:
@@ -57,6 +59,8 @@ from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.listed_batch import settlements
 from harvester.adapters.aws.pointer_items import (
+    APART,
+    LINES,
     NO_CRAWL_OUTCOME,
     URL_SHARDS,
     CrawlBatch,
@@ -65,6 +69,7 @@ from harvester.adapters.aws.pointer_items import (
     batch_key,
     final_state,
     job_states_key,
+    lines_key,
     lines_of,
     outcome_key,
     parse_pointer,
@@ -188,10 +193,15 @@ class Pointers:
 
         if not refs:
             return
-        by_sk = {f"CB#{ref.job}#{ref.bid}": ref for ref in refs}
-        for item in batch_get(self.client, self.table, [batch_key(site, ref) for ref in refs]):
-            ref = by_sk[item["sk"]["S"]]
-            batches[ref] = CrawlBatch(ref, lines_of(item))
+        keys = [key for ref in refs for key in (batch_key(site, ref), lines_key(site, ref))]
+        items = {item["sk"]["S"]: item for item in batch_get(self.client, self.table, keys)}
+        for ref in refs:
+            sk = batch_key(site, ref)["sk"]["S"]
+            item, lines = items.get(sk), items.get(sk + LINES)
+            # (no item: not committed, and a lines item is a listing's that never was; an item whose lines are
+            # gone: collected as it was read, as an item read after its collection is not there)
+            if item is not None and (lines is not None or APART not in item):
+                batches[ref] = CrawlBatch(ref, lines_of(item, lines))
 
     def _read_outcomes(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
         """The settlements' records of the committed batches ``refs`` whose outcomes are not read yet: by key,
@@ -310,14 +320,24 @@ class Pointers:
         """The records (JSON) of the URLs the job's committed crawl batches hold, each as the batch's last
         settlement left it, else as listed: by URL."""
         lines: dict[str, list[str]] = {}
+        apart: dict[str, Any] = {}
         outcomes: dict[str, dict[int, str]] = {}
-        for item in site_items(self.client, self.table, site, f"CB#{job_id}#", "sk, body, tomb", consistent=True):
+        committed: dict[str, Any] = {}
+        projection = f"sk, body, tomb, {APART}"
+        for item in site_items(self.client, self.table, site, f"CB#{job_id}#", projection, consistent=True):
             sk = item["sk"]["S"]
             bid = sk.split("#")[2]
             if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
                 _add_outcomes(outcomes.setdefault(bid, {}), item)
-            elif "tomb" not in item:
-                lines[bid] = body_text(item).split("\n")
+            elif sk.endswith(LINES):
+                apart[bid] = item
+            else:
+                committed[bid] = item
+        for bid, item in committed.items():
+            if APART not in item or bid in apart:  # (lines gone: collected as they were read)
+                found_lines = lines_of(item, apart.get(bid))
+                if found_lines is not None:
+                    lines[bid] = found_lines
         found: dict[str, str] = {}
         for bid, batch in lines.items():
             settled = outcomes.get(bid, {})

@@ -135,11 +135,10 @@ class JobItems:
             ConsistentRead=True,
         )
 
-    def put_apart(self, job_id: str, sk: str, body: str) -> None:
-        """Writes a new item of the job (its ``body``) alone, ahead of the transaction whose item makes it
-        count: outside a transaction its write units are half (listed_batch.py: a batch's records)."""
-        item = {**self.key(job_id, sk), "body": stored_body(body), "expires_at": self.expires()}
-        self.client.put_item(TableName=self.table, Item=item)
+    def apart_item(self, job_id: str, sk: str, body: str) -> dict[str, Any]:
+        """A new item of the job (its ``body``) to be written apart, ahead of the transaction whose item makes
+        it count: outside a transaction its write units are half (listed_batch.py: a batch's records)."""
+        return {**self.key(job_id, sk), "body": stored_body(body), "expires_at": self.expires()}
 
     def new_item(self, job_id: str, sk: str, body: str, *, version: int | None) -> dict[str, Any]:
         """A Put of a new item of the job (its ``body``; ``version`` when its writes are versioned)."""

@@ -90,6 +90,8 @@ class Listing(Struct):
     mine: list[PageRecord]
     items: list[dict[str, Any]] = field(default_factory=list)
     roles: list[tuple[str, str]] = field(default_factory=list)
+    #: The items written apart before the transaction (the crawl batch's lines: pointer_items.py).
+    apart: list[dict[str, Any]] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     #: What the transaction must guard beside its items, for a whole transaction at once (see ``PageBatches._guards``).
     guarded: list[Any] = field(default_factory=list)

@@ -26,21 +26,20 @@ from typing import Any
 
 from harvester.adapters.aws.crawl_parts import PartAdopters, touches
 from harvester.adapters.aws.crawl_pointers import Pointers
-from harvester.adapters.aws.item_body import stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, batched, state_sk
 from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.pointer_items import (
     Pointer,
     Ref,
-    batch_key,
+    crawl_batch_items,
     listed_lines,
     pointer_key,
     stale_urls,
     urls_role,
 )
 from harvester.adapters.aws.sitemap_items import SitemapItems
-from harvester.adapters.aws.state_table import conditional, created
+from harvester.adapters.aws.state_table import batch_put, conditional
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
@@ -111,8 +110,9 @@ class PageListing:
             moved = accounting.recorded_sitemap(sitemap, target, len(mine), enqueued if last else None)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
-            if mine:  # (the records written apart, first: the states item the transaction writes commits them)
-                self.jobs.put_apart(job_id, batch_sk(bid), as_lines([packed[p.url] for p in mine]))
+            if mine:  # (the records and crawl lines written apart, first: the transaction's items commit them)
+                records = self.jobs.apart_item(job_id, batch_sk(bid), as_lines([packed[p.url] for p in mine]))
+                batch_put(self.client, self.table, [records, *listing.apart])
                 items.append(self.jobs.new_item(job_id, state_sk(bid), "{}", version=1))
                 roles.append(("batch", bid))
             items += listing.items
@@ -190,8 +190,9 @@ class PageListing:
         listing = Listing([p for p in chunk if p.url not in lost])
         if not listing.mine:
             return listing
-        body = listed_lines([listed[p.url] for p in listing.mine])
-        listing.items.append(created(self.table, {**batch_key(site, ref), "body": stored_body(body)}))
+        lines, put = crawl_batch_items(self.table, site, ref, listed_lines([listed[p.url] for p in listing.mine]))
+        listing.apart.append(lines)
+        listing.items.append(put)
         # (a crawl batch found written is a tombstone another job's listing left: stale, decided again)
         listing.roles.append(("crawl", listing.mine[0].url))
         for guard, url in self.pointers.guards(site, moved_from, mover=job_id, tombstones=False):

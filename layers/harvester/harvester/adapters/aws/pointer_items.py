@@ -12,8 +12,8 @@ import orjson
 from msgspec import Struct
 
 from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.state_table import created, query, versioned_put
 from harvester.adapters.aws.state_table import n as _n
-from harvester.adapters.aws.state_table import query, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model.crawl import CrawlRecord
 from harvester.model.records import UrlStatus, body_of, url_key
@@ -22,6 +22,9 @@ from harvester.model.records import UrlStatus, body_of, url_key
 _CUR, _PREV, _SITEMAP = "cur", "prev", "sm"
 #: Lines of a listed batch: made final by its listing, or handed to a fetch.
 FINAL, PENDING = "f", "p"
+#: The sort key's end of a crawl batch's lines item, and the attribute of a crawl batch item whose lines are
+#: in it.
+LINES, APART = "#L", "apart"
 
 
 #: A site's URL items (and crawl batches) are spread over 16 partitions by the first hex digit of their key.
@@ -78,6 +81,18 @@ class Ref(Struct, frozen=True):
 
 def batch_key(site: str, ref: Ref) -> dict[str, Any]:
     return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}")}
+
+
+def lines_key(site: str, ref: Ref) -> dict[str, Any]:
+    """Where a listed crawl batch's lines are when its item says ``apart``."""
+    return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}{LINES}")}
+
+
+def crawl_batch_items(table: str, site: str, ref: Ref, lines: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A listed crawl batch as a listing writes it: its lines item (written apart, first) and the Put of its
+    item (in the listing's transaction: what says it committed, and what a tombstone takes the place of)."""
+    item = {**lines_key(site, ref), "body": stored_body(lines)}
+    return item, created(table, {**batch_key(site, ref), APART: {"BOOL": True}})
 
 
 def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
@@ -234,8 +249,16 @@ def stale_check(table: str, site: str, record: CrawlRecord) -> dict[str, Any]:
     }
 
 
-def lines_of(item: Mapping[str, Any]) -> list[str] | None:
-    return None if "tomb" in item else body_text(item).split("\n")
+def lines_of(item: Mapping[str, Any], apart: Mapping[str, Any] | None = None) -> list[str] | None:
+    """A crawl batch's lines from its item (None: a tombstone), or from its lines item ``apart`` when the item
+    says they are there."""
+    if "tomb" in item:
+        return None
+    if APART in item:
+        if apart is None:
+            raise LookupError(f"the lines of crawl batch {item['sk']['S']} are missing")
+        item = apart
+    return body_text(item).split("\n")
 
 
 def final_state(state: Any) -> bool:

@@ -121,14 +121,21 @@ def query(client: Any, table: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
 def batch_delete(client: Any, table: str, keys: list[dict[str, Any]]) -> None:
     """Deletes the items of ``keys`` with one BatchWriteItem per 25 (and again for any DynamoDB left
     unprocessed, with a back-off). Deleting an item that is gone already does nothing."""
-    for start in range(0, len(keys), BATCH_WRITE):
-        request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + BATCH_WRITE]]}
+    _batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in keys], "deletions")
+
+
+def batch_put(client: Any, table: str, items: list[dict[str, Any]]) -> None:
+    """Writes ``items`` (unconditionally) with one BatchWriteItem per 25, as ``batch_delete`` deletes."""
+    _batch_write(client, table, [{"PutRequest": {"Item": item}} for item in items], "writes")
+
+
+def _batch_write(client: Any, table: str, requests: list[dict[str, Any]], what: str) -> None:
+    for start in range(0, len(requests), BATCH_WRITE):
+        request: dict[str, Any] = {table: requests[start : start + BATCH_WRITE]}
         tries = 0
         while request:
             request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
             if request:
                 tries += 1
                 unanswered = len(request[table])
-                PATIENCE.pause(
-                    tries, "dynamodb", "BatchWriteItem", f"{unanswered} deletions left unprocessed (throttled)"
-                )
+                PATIENCE.pause(tries, "dynamodb", "BatchWriteItem", f"{unanswered} {what} left unprocessed (throttled)")
