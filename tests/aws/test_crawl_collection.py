@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws import AwsAdapters, crawl_collect
 from harvester.adapters.aws.pointer_items import LINES, Ref, batch_key
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.crawldb.crawl_state import orphaned
@@ -38,9 +38,10 @@ def crawl_job(c: Container, job_id: str, ns: list[int]) -> None:
     settle(c, job_id, urls, f"sig-{job_id}")
 
 
-def batches_by_job(aws: AwsAdapters) -> Counter[str]:
+def batches_by_job(aws: AwsAdapters, *, lines_alone: bool = False) -> Counter[str]:
     """The site's crawl batch items (listed and settled) by job; a batch's lines item (written apart) is
-    counted with its batch, and is there only beside it (collected with it)."""
+    counted with its batch, and is there only beside it or a tombstone (collected with it). With
+    ``lines_alone``: the lines items without either, by job (a collection cut short leaves them)."""
     found: Counter[str] = Counter()
     lines, batches = set(), set()
     for shard in "0123456789abcdef":
@@ -52,10 +53,12 @@ def batches_by_job(aws: AwsAdapters) -> Counter[str]:
             if sk.endswith(LINES):
                 lines.add(sk.removesuffix(LINES))
                 continue
-            if "#O#" not in sk and "tomb" not in item:
+            if "#O#" not in sk:
                 batches.add(sk)
             found[sk.split("#")[1]] += 1
-    assert lines == batches
+    if lines_alone:
+        return Counter(sk.split("#")[1] for sk in lines - batches)
+    assert lines <= batches
     return found
 
 
@@ -310,3 +313,35 @@ def test_deletions_go_25_a_request_and_what_dynamodb_left_unprocessed_is_sent_ag
     assert [len(keys) for keys in sent] == [25, 3, 25, 10]
     assert sorted({k for keys in sent for k in keys}, key=int) == [str(i) for i in range(60)]
     assert sent[1] == ["0", "1", "2"]
+
+
+def test_a_collection_cut_short_leaves_no_batch_that_blocks_a_listing(aws: AwsAdapters, monkeypatch) -> None:
+    """The batches a collection takes are deleted in two steps, their items then their lines: one that dies
+    between them leaves lines items alone, which read as listings that never committed (a tombstone buries
+    them), never a batch item whose lines are gone (which could be neither read nor buried). Here job 2's
+    batches are named only by pointers whose records were written whole since (the orphan pass), so they
+    are collected; the collection dies after its first step; job 3 then lists the URLs, and a later
+    collection takes what was left."""
+    c = Container(aws)
+    crawl_job(c, "job-1", [1, 2])
+    crawl_job(c, "job-2", [1, 2])
+    orphan_pass = Container(aws).crawldb
+    known = orphan_pass.get_urls(SITE, [url(1), url(2)])
+    assert orphan_pass.put_urls(SITE, [orphaned(r, job_id="job-2") for r in known.values()]) == []
+    steps: list[int] = []
+
+    def dies_after_a_step(client: Any, table: str, keys: list[dict[str, Any]]) -> None:
+        if steps:
+            raise RuntimeError("the collection's container died")
+        steps.append(len(keys))
+        batch_delete(client, table, keys)
+
+    monkeypatch.setattr(crawl_collect, "batch_delete", dies_after_a_step)
+    with pytest.raises(RuntimeError):
+        Container(aws).crawldb.collect(SITE, lambda job_id: True)
+    monkeypatch.undo()
+    assert steps and batches_by_job(aws, lines_alone=True)  # (lines items left alone)
+    job = new_job(c, "job-3")
+    assert sorted(list_pages(c, job, [1, 2])) == [url(1), url(2)]
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job) > 0
+    assert not batches_by_job(aws, lines_alone=True)

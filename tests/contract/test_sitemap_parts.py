@@ -390,3 +390,20 @@ def test_a_lineage_read_while_its_part_is_replaced_is_the_new_items(backend):
     parts.site_items = listed  # type: ignore[method-assign]
     record = backend.crawldb.get_urls(ORIGIN, [pages[1].url])[pages[1].url]
     assert reading.resolve(record).last_listed_job == "job-1"
+
+
+def test_a_url_of_a_part_adopted_whole_stays_the_jobs_after_another_job_keeps_an_empty_part_of_it(parts):
+    """As above, then job-4 finds sitemap-1 empty and keeps an empty part of it (a part that holds no URL
+    is kept with no write of its maker's): page 0 is still job-2's through the part it adopted."""
+    db = parts.crawldb
+    pages, part, _ = kept_part(parts)
+    second = new_job(parts, "job-2")
+    claimed_sitemap(parts, second)
+    assert parts.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=T0)
+    third = new_job(parts, "job-3")
+    assert len(listed_from(parts, third, 3, pages[0].url)) == 1
+    fourth = new_job(parts, "job-4")
+    _, epoch = db.sitemap_part(ORIGIN, SITEMAP)
+    assert db.put_part(ORIGIN, part_of(fourth, epoch, urls=0), [])
+    assert listed_from(parts, second, 2, pages[0].url) == []
+    assert counts(parts, second).urls_total == 2

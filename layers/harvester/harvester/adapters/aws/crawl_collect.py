@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harvester.adapters.aws.crawl_parts import PartItems
-from harvester.adapters.aws.pointer_items import site_items
+from harvester.adapters.aws.pointer_items import LINES, site_items
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
@@ -123,7 +123,12 @@ class Collector:
                 for name in (_CUR, _PREV):
                     if name in item:
                         candidates.pop(item[name]["S"], None)
-            batch_delete(self.client, self.table, [key for keys in candidates.values() for key in keys])
+            keys = [key for keys in candidates.values() for key in keys]
+            # The batches' items and their outcomes first, their lines after: a lines item left alone (the
+            # collection cut short) reads as a listing that never committed, which a tombstone can bury; a
+            # batch item left without its lines could not be read, nor buried.
+            batch_delete(self.client, self.table, [k for k in keys if not k["sk"]["S"].endswith(LINES)])
+            batch_delete(self.client, self.table, [k for k in keys if k["sk"]["S"].endswith(LINES)])
         # (``waiting``: a batch of a job not over was left; the epochs alone cannot tell the next one to skip)
         item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
         if waiting:

@@ -1,10 +1,13 @@
 """Listing a sitemap's pages: a listed batch's items in the job, each URL's pointer in the crawl database.
 
-A chunk of a sitemap's pages is a batch (listed_batch.py). Listing it is two steps: each URL's pointer is
-moved to the batch (a conditional write each, side by side: crawl_pointers.py), then one transaction writes
-the batch's records, its states, its crawl records (a crawl batch), the sitemap's checkpoint and a counter
-shard. The pointer is both the URL's mark in its job (a URL listed by two sitemaps of a job is counted once,
-whichever comes first) and the crawl database's index: one write a URL a job.
+A chunk of a sitemap's pages is a batch (listed_batch.py). Listing it is three steps: each URL's pointer is
+moved to the batch (a conditional write each, side by side: crawl_pointers.py); the batch's job records and
+its crawl records' lines are written apart (one BatchWriteItem: a transactional write costs twice the write
+units, and these are the listing's large items); then one transaction writes the batch's states item and
+its crawl batch item, which say it committed (neither side's readers take the records without them), the
+sitemap's checkpoint and a counter shard. The pointer is both the URL's mark in its job (a URL listed by
+two sitemaps of a job is counted once, whichever comes first) and the crawl database's index: one write a
+URL a job.
 
 A listing first makes sure the other jobs' listings not committed that its pointers name never commit (a
 tombstone each), then writes each URL's pointer on the version its lookup read (a URL new to the site: on
@@ -12,8 +15,8 @@ none). A pointer that moved meanwhile is read again: one naming this job's commi
 already (another sitemap listed it first); one naming this job's batch that never committed is taken over
 (by its sitemap's reading, which holds the lease, checked in the takeover's transaction, or by a final
 sitemap's: that batch can no longer commit); one another writer moved makes the listing stale (decided
-again on what that writer wrote). The transaction then writes the batch, the crawl batch, and the moved
-marks of the pages still to be settled it moved pointers from (crawl_pointers).
+again on what that writer wrote). The transaction then commits the batch and the crawl batch, and writes the
+moved marks of the pages still to be settled it moved pointers from (crawl_pointers).
 """
 
 from __future__ import annotations
@@ -384,13 +387,13 @@ class PageListing:
 
 
 def _most_items(chunk: Sequence[PageRecord], bases: Mapping[str, Pointer], named: Mapping[str, set[str]]) -> int:
-    """The most items a chunk's transaction can hold: the job's batch and states, the crawl batch, a moved
+    """The most items a chunk's transaction can hold: the job's batch states, the crawl batch, a moved
     mark for each batch with a page still to be settled its pointers move from (one more for a batch of the
     job's own a dead listing left), a move of its own sitemap's epoch and of each other sitemap they named,
     the sitemap's checkpoint and a counter shard."""
     opened = {base.basis for p in chunk if (base := bases.get(p.url)) is not None and base.open and base.basis}
     others = {key for p in chunk for key in named.get(p.url, ())}
-    return 2 + 1 + len(opened) + 1 + 1 + len(others) + 2
+    return 1 + 1 + len(opened) + 1 + 1 + len(others) + 2
 
 
 def _named(pointer: Pointer, own: str) -> set[str]:

@@ -7,7 +7,9 @@ job's already when a part the job adopted holds it (the part's keys, less the UR
 and either
 
 * its crawl record, as the listing read it, names that part's sitemap; or
-* the part is *disturbed*: another job wrote a record naming its sitemap after the part was made.
+* the part is *disturbed*: another job wrote a record naming its sitemap after the part was made, or the
+  sitemap has another part since (whose put keeps only its own maker's writes: an empty part, written
+  with none, would hide the others').
 
 No other URL of an adopted part can come up: each of a part's URLs had its record naming the part's sitemap
 when the part was made, and a write that makes it name another moves the epoch of the sitemap it named
@@ -35,11 +37,12 @@ from harvester.model.records import url_key
 _KEPT = 8
 
 #: The parts a job adopted that another job wrote a record of since they were made (its writes' last epoch
-#: past the part's).
+#: past the part's), or whose sitemap has another part since (a part put keeps only its maker's writes).
 _DISTURBED = (
-    "SELECT DISTINCT jp.sitemap FROM job_parts jp"
-    " JOIN crawl_parts cp ON cp.site = jp.site AND cp.sitemap = jp.sitemap, json_each(cp.writers) w"
-    " WHERE jp.job_id = ? AND w.key != ? AND json_extract(w.value, '$[1]') > json_extract(jp.part, '$.epoch')"
+    "SELECT jp.sitemap FROM job_parts jp JOIN crawl_parts cp ON cp.site = jp.site AND cp.sitemap = jp.sitemap"
+    " WHERE jp.job_id = ? AND (cp.part IS NULL OR json_extract(cp.part, '$.job_id') IS NOT jp.made_by"
+    " OR EXISTS (SELECT 1 FROM json_each(cp.writers) w WHERE w.key != ?"
+    " AND json_extract(w.value, '$[1]') > json_extract(jp.part, '$.epoch')))"
 )
 
 
