@@ -115,7 +115,14 @@ def local_cycles(pages: int, *, fetch_pages: bool, urlset: int = URLSET) -> list
         cycles = []
         for cycle in CYCLES:
             changed = alter(site, cycle, rng)
-            cycles.append({"cycle": cycle, "changed": changed, **crawl_locally(site, state, fetch_pages=fetch_pages)})
+            cycles.append(
+                {
+                    "cycle": cycle,
+                    "changed": changed,
+                    "sitemaps": max(1, pages // urlset),
+                    **crawl_locally(site, state, fetch_pages=fetch_pages),
+                }
+            )
     return cycles
 
 
@@ -142,6 +149,7 @@ def aws_cycles(pages: int, *, fetch_pages: bool, urlset: int = URLSET) -> list[d
                 {
                     "cycle": cycle,
                     "changed": changed,
+                    "sitemaps": max(1, pages // urlset),
                     "listed": len(site.page_paths()),
                     "seconds": leg["seconds"],
                     "site_requests": len(site.hits),
@@ -253,6 +261,26 @@ def per_entry(cycles: list[dict[str, Any]], *, aws: bool) -> None:
         above = {key: (cycle[key] - unchanged[key]) * scale / cycle["changed"] for _, key, _ in measures}
         costs = ", ".join(f"{fmt.format(above[key])} {name}" for name, key, fmt in measures)
         print(f"    {cycle['cycle']:<24} ({cycle['changed']:,} entries): {costs}")
+    margin(cycles, measures, scale)
+
+
+def margin(cycles: list[dict[str, Any]], measures: list[tuple[str, str, str]], scale: int) -> None:
+    """What a changed entry costs at the margin, and what each changed sitemap costs whatever its number of
+    changed entries, from the two cycles whose changes fall over every urlset (1 % and 10 %): a cycle's cost
+    above the unchanged one is ``entries x slope + sitemaps x constant``."""
+    by_name = {c["cycle"]: c for c in cycles}
+    low, high, unchanged = by_name.get("1% changed"), by_name.get("10% changed"), by_name.get("unchanged")
+    if not (low and high and unchanged and "sitemaps" in low) or high["changed"] == low["changed"]:
+        return
+    parts = []
+    for name, key, fmt in measures:
+        above_low, above_high = low[key] - unchanged[key], high[key] - unchanged[key]
+        slope = (above_high - above_low) / (high["changed"] - low["changed"])
+        constant = (above_low - slope * low["changed"]) / low["sitemaps"]
+        parts.append((name, fmt.format(slope * scale), fmt.format(constant * scale)))
+    slopes = ", ".join(f"{slope} {name}" for name, slope, _ in parts)
+    constants = ", ".join(f"{constant} {name}" for name, _, constant in parts)
+    print(f"    at the margin (1 % and 10 %): {slopes} an entry, plus {constants} a changed sitemap")
 
 
 def main() -> None:
