@@ -12,6 +12,7 @@ import pytest
 
 from harvester.adapters.aws import value_sets
 from harvester.adapters.aws.value_sets import ValueSets
+from harvester.adapters.local import adopted_keys
 from harvester.crawldb.crawl_state import orphaned
 from harvester.crawldb.parts import CLOCK_SKEW, MAX_EXCLUDED
 from harvester.model.crawl import SitemapPart
@@ -407,3 +408,22 @@ def test_a_url_of_a_part_adopted_whole_stays_the_jobs_after_another_job_keeps_an
     assert db.put_part(ORIGIN, part_of(fourth, epoch, urls=0), [])
     assert listed_from(parts, second, 2, pages[0].url) == []
     assert counts(parts, second).urls_total == 2
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_job_reading_parts_again_and_again_takes_every_adopted_part_at_once(backend, monkeypatch):
+    """(The local store.) Past as many reads of parts' keys as the job adopted parts, every adopted part's
+    keys are taken into one key set: a URL of a part adopted whole, listed again by other sitemaps of the
+    job, is the job's already before and after."""
+    monkeypatch.setattr(adopted_keys, "_KEPT", 0)  # (no part's keys kept loaded: each listing reads them)
+    pages, part, _ = kept_part(backend)
+    later = new_job(backend, "job-2")
+    claimed_sitemap(backend, later)
+    assert backend.store.adopt_part(later, SITEMAP, part, lease(), site=ORIGIN, at=T0)
+    kept = backend.store.page_rows.adopted_keys
+    assert listed_from(backend, later, 2, pages[0].url) == []
+    assert not kept.reads_every_part(later)
+    assert listed_from(backend, later, 3, pages[1].url) == []
+    assert kept.reads_every_part(later)
+    assert listed_from(backend, later, 4, pages[0].url) == []
+    assert counts(backend, later).urls_total == 2

@@ -20,6 +20,11 @@ looked up in are the one its record names and the disturbed ones, each loaded on
 
 The other way round, a part adopted after the job listed URLs one by one: an adoption whole cannot hold one
 of them (its epoch would have moved), an adoption in part is checked against the job's key set (``PageRows``).
+
+A job whose listings name more parts than are kept loaded, one batch after another (a sitemap listing the URLs
+of many others), would read them again and again: past as many reads as it adopted parts (and the few kept),
+every adopted part's keys are taken into one key set (12 bytes a URL) and a URL is held when it is in it,
+whatever its record names (what the naming spares is that read, never the answer).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from harvester.adapters.local import part_rows
+from harvester.keyset import KeySet, bits_of
 from harvester.model.crawl import SitemapPart
 from harvester.model.records import url_key
 
@@ -60,6 +66,9 @@ class AdoptedKeys:
         self.conn = conn
         self._adopted: dict[str, dict[str, _Adoption]] = {}
         self._keys: OrderedDict[tuple[str, str, str], frozenset[str]] = OrderedDict()
+        self._reads: dict[str, int] = {}
+        #: The jobs whose adopted parts' keys are all in one key set (module docstring).
+        self._every: dict[str, KeySet] = {}
 
     def adopted(self, job_id: str) -> dict[str, _Adoption]:
         """The job's adoptions by sitemap URL (read from the state file once, then kept up to date)."""
@@ -75,9 +84,18 @@ class AdoptedKeys:
         """An adoption the job's transaction committed."""
         if job_id in self._adopted:
             self._adopted[job_id][part.sitemap] = _Adoption(site, part.job_id, frozenset(excluded))
+        every = self._every.get(job_id)
+        if every is not None:
+            self._take(every, self.conn, part.sitemap, _Adoption(site, part.job_id, frozenset(excluded)))
+
+    def reads_every_part(self, job_id: str) -> bool:
+        """Whether the job's adopted parts' keys are all in one key set now (module docstring)."""
+        return job_id in self._every
 
     def forget(self, job_id: str) -> None:
         self._adopted.pop(job_id, None)
+        self._reads.pop(job_id, None)
+        self._every.pop(job_id, None)
 
     def held(
         self, db: sqlite3.Connection, job_id: str, urls: Sequence[str], named: Mapping[str, str] | None
@@ -88,28 +106,41 @@ class AdoptedKeys:
         adopted = self.adopted(job_id)
         if not adopted:
             return set()
-        if named is None:
+        if named is None or job_id in self._every:
             disturbed = list(adopted)
         else:
             disturbed = [s for (s,) in db.execute(_DISTURBED, (job_id, job_id)) if s in adopted]
         held = set()
         for i, url in enumerate(urls):
+            every = self._every.get(job_id)
+            if every is not None:  # (every adopted part's keys, the adoptions' left-out URLs less)
+                if bits_of(url_key(url)) in every:
+                    held.add(i)
+                continue
             sitemap = named.get(url) if named is not None else None
             asked = [sitemap, *disturbed] if sitemap in adopted and sitemap not in disturbed else disturbed
-            if not asked:
-                continue
             key = url_key(url)
             for name in asked:
                 adoption = adopted[name]
-                if url not in adoption.excluded and key in self._part_keys(db, name, adoption):
+                if url not in adoption.excluded and key in self._part_keys(db, job_id, name, adoption):
                     held.add(i)
                     break
         return held
 
-    def _part_keys(self, db: sqlite3.Connection, sitemap: str, adoption: _Adoption) -> frozenset[str]:
+    def _take(self, every: KeySet, db: sqlite3.Connection, sitemap: str, adoption: _Adoption) -> None:
+        left_out = {url_key(url) for url in adoption.excluded}
+        stored = part_rows.part_keys(db, adoption.site, sitemap, adoption.made_by)
+        every.take([bits_of(key) for key in stored if key not in left_out])
+
+    def _part_keys(self, db: sqlite3.Connection, job_id: str, sitemap: str, adoption: _Adoption) -> frozenset[str]:
         stamp = (adoption.site, sitemap, adoption.made_by)
         keys = self._keys.get(stamp)
         if keys is None:
+            reads = self._reads[job_id] = self._reads.get(job_id, 0) + 1
+            if reads > _KEPT + len(self.adopted(job_id)):
+                every = self._every[job_id] = KeySet()
+                for name, each in self.adopted(job_id).items():
+                    self._take(every, db, name, each)
             keys = frozenset(part_rows.part_keys(db, adoption.site, sitemap, adoption.made_by))
             self._keys[stamp] = keys
             if len(self._keys) > _KEPT:
