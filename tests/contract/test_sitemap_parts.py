@@ -145,16 +145,23 @@ def test_a_url_of_a_part_adopted_whole_is_the_jobs_when_another_of_its_sitemaps_
     assert parts.store.recount(later).urls_total == 2
 
 
+def adopted_then_listed_by_another_job(backend) -> tuple[list, str]:
+    """job-2 adopts job-1's part whole; job-3's sitemap-3 then lists page 0, whose record then names
+    sitemap-3: the pages and job-2."""
+    pages, part, _ = kept_part(backend)
+    second = new_job(backend, "job-2")
+    claimed_sitemap(backend, second)
+    assert backend.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=T0)
+    third = new_job(backend, "job-3")
+    assert len(listed_from(backend, third, 3, pages[0].url)) == 1
+    return pages, second
+
+
 def test_a_url_of_a_part_adopted_whole_stays_the_jobs_when_another_job_lists_it_since(parts):
     """job-2 adopts job-1's part whole; job-3's sitemap-3 lists page 0, whose record then names sitemap-3;
     job-2's sitemap-2 lists page 0 as it reads then: page 0 is job-2's already, through the part."""
     db = parts.crawldb
-    pages, part, _ = kept_part(parts)
-    second = new_job(parts, "job-2")
-    claimed_sitemap(parts, second)
-    assert parts.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=T0)
-    third = new_job(parts, "job-3")
-    assert len(listed_from(parts, third, 3, pages[0].url)) == 1
+    pages, second = adopted_then_listed_by_another_job(parts)
     assert db.get_urls(ORIGIN, [pages[0].url])[pages[0].url].sitemap == f"{SITE}sitemap-3.xml"
     assert listed_from(parts, second, 2, pages[0].url) == []
     assert counts(parts, second).urls_total == 2
@@ -397,12 +404,7 @@ def test_a_url_of_a_part_adopted_whole_stays_the_jobs_after_another_job_keeps_an
     """As above, then job-4 finds sitemap-1 empty and keeps an empty part of it (a part that holds no URL
     is kept with no write of its maker's): page 0 is still job-2's through the part it adopted."""
     db = parts.crawldb
-    pages, part, _ = kept_part(parts)
-    second = new_job(parts, "job-2")
-    claimed_sitemap(parts, second)
-    assert parts.store.adopt_part(second, SITEMAP, part, lease(), site=ORIGIN, at=T0)
-    third = new_job(parts, "job-3")
-    assert len(listed_from(parts, third, 3, pages[0].url)) == 1
+    pages, second = adopted_then_listed_by_another_job(parts)
     fourth = new_job(parts, "job-4")
     _, epoch = db.sitemap_part(ORIGIN, SITEMAP)
     assert db.put_part(ORIGIN, part_of(fourth, epoch, urls=0), [])

@@ -123,12 +123,12 @@ class Collector:
                 for name in (_CUR, _PREV):
                     if name in item:
                         candidates.pop(item[name]["S"], None)
-            keys = [key for keys in candidates.values() for key in keys]
+            doomed = [key for keys in candidates.values() for key in keys]
             # The batches' items and their outcomes first, their lines after: a lines item left alone (the
             # collection cut short) reads as a listing that never committed, which a tombstone can bury; a
             # batch item left without its lines could not be read, nor buried.
-            batch_delete(self.client, self.table, [k for k in keys if not k["sk"]["S"].endswith(LINES)])
-            batch_delete(self.client, self.table, [k for k in keys if k["sk"]["S"].endswith(LINES)])
+            batch_delete(self.client, self.table, [k for k in doomed if not k["sk"]["S"].endswith(LINES)])
+            batch_delete(self.client, self.table, [k for k in doomed if k["sk"]["S"].endswith(LINES)])
         # (``waiting``: a batch of a job not over was left; the epochs alone cannot tell the next one to skip)
         item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
         if waiting:

@@ -142,7 +142,7 @@ class JobItems:
 
     def new_item(self, job_id: str, sk: str, body: str, *, version: int | None) -> dict[str, Any]:
         """A Put of a new item of the job (its ``body``; ``version`` when its writes are versioned)."""
-        item = {**self.key(job_id, sk), "body": stored_body(body), "expires_at": self.expires()}
+        item = self.apart_item(job_id, sk, body)
         if version is not None:
             item["version"] = _n(version)
         return created(self.table, item)

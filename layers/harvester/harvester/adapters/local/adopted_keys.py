@@ -82,11 +82,12 @@ class AdoptedKeys:
 
     def add(self, job_id: str, part: SitemapPart, site: str, excluded: Sequence[str]) -> None:
         """An adoption the job's transaction committed."""
+        adoption = _Adoption(site, part.job_id, frozenset(excluded))
         if job_id in self._adopted:
-            self._adopted[job_id][part.sitemap] = _Adoption(site, part.job_id, frozenset(excluded))
+            self._adopted[job_id][part.sitemap] = adoption
         every = self._every.get(job_id)
         if every is not None:
-            self._take(every, self.conn, part.sitemap, _Adoption(site, part.job_id, frozenset(excluded)))
+            self._take(every, self.conn, part.sitemap, adoption)
 
     def reads_every_part(self, job_id: str) -> bool:
         """Whether the job's adopted parts' keys are all in one key set now (module docstring)."""
@@ -98,11 +99,16 @@ class AdoptedKeys:
         self._every.pop(job_id, None)
 
     def held(
-        self, db: sqlite3.Connection, job_id: str, urls: Sequence[str], named: Mapping[str, str] | None
+        self,
+        db: sqlite3.Connection,
+        job_id: str,
+        urls: Sequence[str],
+        keys: Sequence[int],
+        named: Mapping[str, str] | None,
     ) -> set[int]:
-        """The positions of ``urls`` that a part the job adopted holds. ``named``: the sitemap each URL's crawl
-        record named as the listing read it (a URL without a record has none); None when not known: every
-        adopted part is asked."""
+        """The positions of ``urls`` (``keys``: their ``bits_of`` keys) that a part the job adopted holds.
+        ``named``: the sitemap each URL's crawl record named as the listing read it (a URL without a record
+        has none); None when not known: every adopted part is asked."""
         adopted = self.adopted(job_id)
         if not adopted:
             return set()
@@ -114,15 +120,24 @@ class AdoptedKeys:
         for i, url in enumerate(urls):
             every = self._every.get(job_id)
             if every is not None:  # (every adopted part's keys, the adoptions' left-out URLs less)
-                if bits_of(url_key(url)) in every:
+                if keys[i] in every:
                     held.add(i)
                 continue
             sitemap = named.get(url) if named is not None else None
             asked = [sitemap, *disturbed] if sitemap in adopted and sitemap not in disturbed else disturbed
+            if not asked:
+                continue
             key = url_key(url)
             for name in asked:
                 adoption = adopted[name]
-                if url not in adoption.excluded and key in self._part_keys(db, job_id, name, adoption):
+                if url in adoption.excluded:
+                    continue
+                part = self._part_keys(db, job_id, name, adoption)
+                if part is None:  # (the reads passed their bound: every adopted part's keys are in one set)
+                    if keys[i] in self._every[job_id]:
+                        held.add(i)
+                    break
+                if key in part:
                     held.add(i)
                     break
         return held
@@ -132,7 +147,11 @@ class AdoptedKeys:
         stored = part_rows.part_keys(db, adoption.site, sitemap, adoption.made_by)
         every.take([bits_of(key) for key in stored if key not in left_out])
 
-    def _part_keys(self, db: sqlite3.Connection, job_id: str, sitemap: str, adoption: _Adoption) -> frozenset[str]:
+    def _part_keys(
+        self, db: sqlite3.Connection, job_id: str, sitemap: str, adoption: _Adoption
+    ) -> frozenset[str] | None:
+        """The part's keys (kept loaded, a few); None once the job's reads passed their bound, when every
+        adopted part's keys have been taken into one key set instead."""
         stamp = (adoption.site, sitemap, adoption.made_by)
         keys = self._keys.get(stamp)
         if keys is None:
@@ -141,6 +160,7 @@ class AdoptedKeys:
                 every = self._every[job_id] = KeySet()
                 for name, each in self.adopted(job_id).items():
                     self._take(every, db, name, each)
+                return None
             keys = frozenset(part_rows.part_keys(db, adoption.site, sitemap, adoption.made_by))
             self._keys[stamp] = keys
             if len(self._keys) > _KEPT:

@@ -104,7 +104,7 @@ class PageRows:
                 sitemap = self.sitemap_rows.leased(job_id, sitemap_url, lease)
                 if left is None:
                     self._unsighted.add(job_id)
-                held = self.adopted_keys.held(db, job_id, [p.url for p in pages], left)
+                held = self.adopted_keys.held(db, job_id, [p.url for p in pages], keys, left)
                 self._take_new(job_id, keys, taken, held)
                 fresh = [pages[i] for i in taken]
                 named = set(left.values()) if left else set()
