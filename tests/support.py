@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,28 @@ def harvest(*args: str, timeout: float = 300, env: dict[str, str] | None = None)
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def urls_processed(db: Path) -> int:
+    """The URLs a state file's jobs have settled, read while a crawl writes it (0 while it cannot be read)."""
+    try:
+        with sqlite3.connect(db, timeout=1) as conn:
+            row = conn.execute("SELECT SUM(urls_succeeded + urls_failed) FROM counters").fetchone()
+    except sqlite3.Error:
+        return 0
+    return (row[0] or 0) if row else 0
+
+
+def killed_part_way(args: tuple[str, ...], db: Path, at: int) -> None:
+    """Starts ``harvest ARGS`` (a crawl) and kills it (SIGKILL) once ``at`` more URLs are settled in ``db``."""
+    start = urls_processed(db) if db.exists() else 0
+    process = subprocess.Popen([sys.executable, "-m", "harvester", *args], stdout=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    while urls_processed(db) < start + at and time.monotonic() < deadline:
+        assert process.poll() is None, "the crawl ended before it could be killed"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
 
 
 def harvest_json(*args: str, **kwargs: object) -> dict[str, object]:

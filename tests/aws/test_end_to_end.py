@@ -256,30 +256,6 @@ def test_bad_messages_go_to_their_dead_letter_queue_at_once_and_the_batch_goes_o
         assert {m["Body"] for m in dead} == {"{not json", json.dumps({"site": "ftp://nope"})}
 
 
-def test_the_scheduler_starts_recurring_jobs_once_per_period(aws, site_factory):
-    site = site_factory(pages=12, broken=0)
-    recurring = [{"name": "demo", "every": "1d", "request": {"site": f"{site.base_url}/", "rate_limit_delay": 0.0001}}]
-    stack, poller = aws(RecurringJobs=json.dumps(recurring))
-
-    first = poller.invoke_schedule("SchedulerFunction")
-    again = poller.invoke_schedule("SchedulerFunction")
-    poller.drain()
-    later = poller.invoke_schedule("SchedulerFunction")
-
-    (job_id,) = first["started"]
-    assert job_id.startswith("demo-") and again["started"] == [job_id]  # sent twice, started once
-    assert later["started"] == []  # the job of this period exists now
-    assert _all_job_ids(stack) == {job_id}
-    assert result_of(stack, job_id)["successful_processing"] == 12
-
-
-def test_a_bad_schedule_configuration_is_reported_and_running_jobs_are_still_looked_after(aws):
-    _, poller = aws(RecurringJobs='[{"name": "x", "every": "1s", "request": {"site": "https://e.x/"}}]')
-    summary = poller.invoke_schedule("SchedulerFunction")
-    assert summary["started"] == []
-    assert any("once a minute" in e for e in summary["errors"])
-
-
 def test_lost_messages_are_resent_by_the_scheduler_and_the_counts_stay_exact(aws, site_factory):
     site = site_factory(pages=60, broken=2)
     stack, poller = aws()

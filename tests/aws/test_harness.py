@@ -206,7 +206,7 @@ def test_stack_has_the_resources_and_outputs(deployed_stack: Deployment) -> None
 
     dynamodb = boto3.client("dynamodb")
     table = dynamodb.describe_table(TableName=outputs["StateTableName"])["Table"]
-    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["OpenItems"]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["OpenItems", "DueSites"]
     sqs = boto3.client("sqs")
     attributes = sqs.get_queue_attributes(QueueUrl=outputs["PageQueueUrl"], AttributeNames=["All"])["Attributes"]
     assert attributes["VisibilityTimeout"] == "720"
@@ -249,7 +249,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
     }
     assert stack.function("SchedulerFunction").event_sources == ()
     (rule,) = stack.function("SchedulerFunction").schedule_rules
-    assert (rule.schedule_expression, rule.state) == ("rate(15 minutes)", "ENABLED")
+    assert (rule.schedule_expression, rule.state) == ("rate(5 minutes)", "ENABLED")
 
 
 @pytest.mark.parametrize(
@@ -299,8 +299,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_SITEMAP_PART_MIN_URLS": "10",
     }
     for function in stack.functions.values():
-        extra = {"HARVEST_RECURRING_JOBS": "[]"} if function.logical_id == "SchedulerFunction" else {}
-        assert function.environment == {**expected, **extra}, function.logical_id
+        assert function.environment == expected, function.logical_id
 
 
 def test_handler_runs_in_the_function_environment(deployed_stack: Deployment, recording_dirs: dict[str, Path]) -> None:
@@ -638,7 +637,7 @@ def test_invoke_schedule_delivers_an_eventbridge_scheduled_event(
     assert rule.arn.startswith("arn:aws:events:us-east-1:")
     assert (event["account"], event["region"]) == (stack.account_id, "us-east-1")
     EventBridgeModel.model_validate(event)
-    assert call["environ"]["HARVEST_RECURRING_JOBS"] == "[]"
+    assert call["environ"]["HARVEST_STATE_TABLE"] == stack.outputs["StateTableName"]
     with pytest.raises(ValueError, match="no schedule rule"):
         poller.invoke_schedule("PageFunction")
 

@@ -4,35 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-from tests.support import LOOPBACK, harvest
-
-
-def _processed(db: Path) -> int:
-    try:
-        with sqlite3.connect(db, timeout=1) as conn:
-            row = conn.execute("SELECT SUM(urls_succeeded + urls_failed) FROM counters").fetchone()
-    except sqlite3.Error:
-        return 0
-    return (row[0] or 0) if row else 0
-
-
-def _killed_part_way(args: tuple[str, ...], db: Path, at: int) -> None:
-    """Starts ``harvest crawl``, and kills it once ``at`` more URLs are done."""
-    start = _processed(db) if db.exists() else 0
-    process = subprocess.Popen([sys.executable, "-m", "harvester", *args], stdout=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 120
-    while _processed(db) < start + at and time.monotonic() < deadline:
-        assert process.poll() is None, "the crawl ended before it could be killed"
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+from tests.support import LOOPBACK, harvest, killed_part_way
 
 
 def _jobs(state: str) -> list[dict]:
@@ -49,14 +23,14 @@ def test_a_crawl_says_which_job_it_resumes_or_why_it_starts_another_and_jobs_can
     db = tmp_path / "state" / "harvest.db"
     base = ("crawl", f"{site.base_url}/", "--state-dir", state, "--allow-network", LOOPBACK, "--quiet")
     slow = ("--rate-limit-delay", "0.002")
-    _killed_part_way((*base, *slow), db, 200)
+    killed_part_way((*base, *slow), db, 200)
     (first,) = _jobs(state)
     assert (first["status"], first["open"]) == ("in_progress", True)
     assert first["options"] == ["--rate-limit-delay 0.002"]
 
     # Other options: a new job, and the unfinished one is named with the option that kept it from resuming.
     other = ("--rate-limit-delay", "0.003")
-    _killed_part_way((*base, *other), db, 100)
+    killed_part_way((*base, *other), db, 100)
     listed = _jobs(state)
     assert [j["status"] for j in listed] == ["in_progress", "in_progress"]
     second = listed[1]

@@ -12,7 +12,7 @@ import pytest
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
-from harvester.ports import CrawlDatabase, DocumentStore, Message, StateStore, TaskQueue, WarcStore
+from harvester.ports import CrawlDatabase, DocumentStore, Message, ScheduledSites, StateStore, TaskQueue, WarcStore
 from tests.aws.conftest import _stacks, aws_credentials, deployed_stack, stack_parameters  # noqa: F401 - fixtures
 from tests.support import page_tasks_in
 
@@ -33,6 +33,7 @@ class Backend:
     warcs: WarcStore
     #: Messages taken so far, by queue (aws: a page batch is one message for many pages).
     carried: dict[str, int] = field(default_factory=dict)
+    scheduled_sites: ScheduledSites | None = None
 
 
 def messages_in(queue: str, body: str) -> list[Message]:
@@ -71,7 +72,17 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
                         queue.release(message, delay_seconds=0, reason="not taken")
                 return taken
 
-            yield Backend(name, harvest.store, queue, harvest.documents, take_local, {}, harvest.crawldb, harvest.warcs)
+            yield Backend(
+                name,
+                harvest.store,
+                queue,
+                harvest.documents,
+                take_local,
+                {},
+                harvest.crawldb,
+                harvest.warcs,
+                scheduled_sites=harvest.scheduled_sites,
+            )
         return
     stack, _ = request.getfixturevalue("deployed_stack")
     adapters = AwsAdapters.from_env(stack.function("PageFunction").environment)
@@ -114,4 +125,5 @@ def _backend(request: pytest.FixtureRequest, name: str, tmp_path: Any) -> Iterat
         adapters.crawldb,
         adapters.warcs,
         carried,
+        scheduled_sites=adapters.scheduled_sites,
     )

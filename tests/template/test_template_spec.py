@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harvester.adapters.aws.scheduled_sites import DUE_INDEX
 from tests.tools.check_template import Template, queues_sent_to
 
 FUNCTIONS = {
@@ -61,8 +62,7 @@ def test_parameters(source_template: dict[str, Any]) -> None:
     defaults = {name: parameter.get("Default") for name, parameter in parameters.items()}
     assert defaults == {
         "AllowedNetworks": "",
-        "RecurringJobs": "[]",
-        "ScheduleExpression": "rate(15 minutes)",
+        "ScheduleExpression": "rate(5 minutes)",
         "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "PageConcurrency": 20,
         "PageBatchSize": 50,
@@ -92,10 +92,7 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     # A page batch spools its pages, their captures and its WARC object to /tmp (~2 GB at worst for 50).
     storage = 2048 if function_id.startswith("Page") else None
     assert function.get("EphemeralStorage", {}).get("Size") == storage
-    if function_id == "SchedulerFunction":
-        assert environment["HARVEST_RECURRING_JOBS"] == {"Ref": "RecurringJobs"}
-    else:
-        assert "HARVEST_RECURRING_JOBS" not in environment
+    assert not any("RECURRING" in name for name in environment)  # (the scheduled sites are in the state table)
 
 
 def test_layer(source_template: dict[str, Any]) -> None:
@@ -159,15 +156,22 @@ def test_state_table(translated_template: dict[str, Any]) -> None:
         {"AttributeName": "pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
     ]
-    (index,) = table["GlobalSecondaryIndexes"]
+    (index, due) = table["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "OpenItems"
     assert index["KeySchema"] == [
         {"AttributeName": "open_pk", "KeyType": "HASH"},
         {"AttributeName": "sk", "KeyType": "RANGE"},
     ]
     assert index["Projection"] == {"ProjectionType": "ALL"}
+    # The scheduled sites by due time (adapters/aws/scheduled_sites.py): its name and keys are what the code queries.
+    assert due["IndexName"] == DUE_INDEX
+    assert due["KeySchema"] == [
+        {"AttributeName": "due_pk", "KeyType": "HASH"},
+        {"AttributeName": "due_at", "KeyType": "RANGE"},
+    ]
+    assert due["Projection"] == {"ProjectionType": "ALL"}
     types = {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
-    assert types == {"pk": "S", "sk": "S", "open_pk": "S"}
+    assert types == {"pk": "S", "sk": "S", "open_pk": "S", "due_pk": "S", "due_at": "N"}
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert table["SSESpecification"] == {"SSEEnabled": True}

@@ -1,5 +1,6 @@
 """The ports through which the engine reaches the world: a task queue, a state store, a crawl database, a
-document store and WARC files (archive.stores), the hosts' gate (politeness.gate). Protocols only: the values
+document store and WARC files (archive.stores), the hosts' gate (politeness.gate), the registry of scheduled
+sites. Protocols only: the values
 they take and give are the model's (model.state) and the concerns'.
 
 Each has two adapters: ``harvester.adapters.aws`` (SQS, DynamoDB, S3) and ``harvester.adapters.local``
@@ -30,6 +31,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
+from harvester.model.scheduled_site import ScheduledSite
 from harvester.model.state import (
     AdoptedPart,
     Checkpoint,
@@ -54,6 +56,7 @@ __all__ = [
     "PageCounter",
     "Popped",
     "QueueUnavailable",
+    "ScheduledSites",
     "StateStore",
     "TaskQueue",
     "WarcStore",
@@ -372,6 +375,37 @@ class CrawlDatabase(Protocol):
 
     def put_site(self, record: SiteCrawl) -> bool:
         """Versioned like the URL records; False when the stored one moved on."""
+
+
+class ScheduledSites(Protocol):
+    """The scheduled sites (model.schedule), by name. What a scheduler's look costs grows with the schedules
+    due, not with those registered: ``due`` reads an index of the active schedules by due time."""
+
+    def add(self, schedules: Sequence[ScheduledSite], *, replace: bool = False) -> list[str]:
+        """Registers the schedules; returns the names already registered, which are left as they are unless
+        ``replace`` (then they are replaced, paused or not as the new one says)."""
+
+    def get(self, name: str) -> ScheduledSite | None: ...
+
+    def all(self) -> Iterator[ScheduledSite]:
+        """Every schedule, by name, read a page at a time."""
+
+    def due(self, now: datetime, *, limit: int) -> list[ScheduledSite]:
+        """Active schedules due at ``now`` (``next_due`` at or before it), at most ``limit``, earliest first
+        within each part of the index (not globally: an index part per shard)."""
+
+    def advance(self, schedule: ScheduledSite, *, job_id: str, next_due: datetime) -> bool:
+        """Moves a due schedule to its next slot and records the job it was sent; False (nothing written) when
+        the stored schedule is no longer due at ``schedule.next_due`` (another look advanced it, or it was
+        paused, replaced or removed since it was read)."""
+
+    def pause(self, name: str) -> ScheduledSite | None:
+        """Paused (no longer due); None when there is no such schedule."""
+
+    def resume(self, name: str, *, now: datetime) -> ScheduledSite | None:
+        """Active again, due at its next slot after ``now``; None when there is no such schedule."""
+
+    def remove(self, name: str) -> bool: ...
 
 
 class LeaseLost(RuntimeError):

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 from harvester import __version__
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
@@ -201,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     _region_argument(status)
     status.set_defaults(run=_command("remote", "run_status"))
 
+    _schedule_parser(commands, common)
+
     jobs = commands.add_parser(
         "jobs",
         parents=[common],
@@ -220,6 +223,70 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _schedule_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    schedule = commands.add_parser(
+        "schedule",
+        parents=[common],
+        help="sites crawled again on schedule: add, list, show, pause, resume, remove; run those due (cron)",
+        description="The registry of scheduled sites, in a state directory (default) or a deployed stack"
+        " (--stack), whose scheduler function starts each site's job when it is due. Locally, `harvest schedule"
+        " run` (from cron, say every 5 minutes) crawls the sites that are due, side by side.",
+    )
+    actions = schedule.add_subparsers(dest="action", required=True, metavar="ACTION")
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("--stack", help="a deployed stack's registry (CloudFormation stack name)")
+    _region_argument(target)
+    _state_dir_argument(target)
+
+    add = actions.add_parser(
+        "add",
+        parents=[common, target],
+        help="schedule sites: a job every period, at a slot of their own",
+        description="Each site gets a job every period (--every), at its slot: an offset into the period taken"
+        " from a hash of the schedule's name, so that many sites of one period start spread over it (or"
+        " --offset). The first job runs at the first slot to come, or at the next look with --now.",
+    )
+    add.add_argument("site", nargs="*", help="each site's home page, e.g. https://example.com/")
+    add.add_argument("--sites", type=Path, metavar="FILE", help="also the sites listed in FILE, one per line")
+    add.add_argument("--every", required=True, metavar="PERIOD", help="how often: 30m, 6h, 1d, 1w (a minute at least)")
+    add.add_argument("--name", help="the schedule's name (default: the site's host, and port if any)")
+    add.add_argument(
+        "--offset", metavar="DURATION", help="where in each period its slot falls (e.g. 2h: 02:00 UTC daily)"
+    )
+    add.add_argument("--now", action="store_true", help="its first job at the next look, not at its first slot")
+    add.add_argument("--replace", action="store_true", help="replace a schedule of the same name")
+    add.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
+    _job_arguments(add, network=False)
+
+    for name, text in (
+        ("show", "a schedule as JSON"),
+        ("pause", "stop starting a schedule's jobs (a running job goes on)"),
+        ("resume", "start a paused schedule's jobs again, from its next slot"),
+        ("remove", "forget a schedule (its jobs and the crawl database stay)"),
+    ):
+        action = actions.add_parser(name, parents=[common, target], help=text)
+        action.add_argument("name", help="the schedule's name (harvest schedule list shows them)")
+
+    listing = actions.add_parser("list", parents=[common, target], help="every schedule, by name")
+    listing.add_argument("--json", action="store_true", help="one schedule a line, as JSON")
+
+    run = actions.add_parser(
+        "run",
+        parents=[common],
+        help="crawl the scheduled sites that are due, side by side (locally; for cron)",
+    )
+    _state_dir_argument(run)
+    run.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
+    run.add_argument(
+        "--per-host", type=int, default=None, metavar="N", help="requests to one host in flight at once (default 8)"
+    )
+    _network_arguments(run)
+    run.add_argument("--json", action="store_true", help="print the SitemapIngestionResult summaries as JSON")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(memory=False, stack=None)
+    schedule.set_defaults(run=_command("schedule", "run_schedule"))
+
+
 def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The command ``name`` of ``harvester.cli.<module>``, imported when it runs (see the module docstring)."""
 
@@ -236,6 +303,10 @@ def _site_arguments(parser: argparse.ArgumentParser, *, many: bool = False) -> N
     else:
         parser.add_argument("site", help="the site's home page, e.g. https://example.com/")
     parser.add_argument("--sitemap", action="append", default=[], metavar="URL", help="start here, not discovery")
+    _network_arguments(parser)
+
+
+def _network_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-network",
         action="append",

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 
 from msgspec.structs import replace
 
-from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.adapters.local.runner import CrawlOutcome, LocalHarvest, LocalRunner
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
 from harvester.cli.jobs import announce
-from harvester.cli.options import fetch_policy, job_request
+from harvester.cli.options import fetch_policy, job_request, sites_given
 from harvester.cli.progress import ProgressLine
 from harvester.cli.reporting import dump_json, summary_text
 from harvester.cli.state import engine_failures
@@ -21,6 +22,18 @@ from harvester.settings import EngineSettings
 
 
 def run_crawl(args: argparse.Namespace) -> int:
+    return crawl_requests(args, _requests(args))
+
+
+def crawl_requests(
+    args: argparse.Namespace,
+    requests: list[JobRequest],
+    *,
+    ended: Callable[[LocalHarvest, list[CrawlOutcome]], None] | None = None,
+) -> int:
+    """Runs the jobs side by side as ``harvest crawl`` does (its ``--concurrency``, ``--per-host``,
+    ``--memory``, ``--quiet`` and ``--json``), prints their summaries and returns the exit status; ``ended``
+    is given the state directory and the outcomes once every job has ended (before anything is printed)."""
     if args.concurrency < 1:
         raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
     settings = EngineSettings.from_env()
@@ -28,7 +41,6 @@ def run_crawl(args: argparse.Namespace) -> int:
         if args.per_host < 1:
             raise UsageError(f"--per-host {args.per_host}: must be at least 1")
         settings = replace(settings, host_max_in_flight=args.per_host)
-    requests = _requests(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
     state = engine_failures(args.state_dir, resumes=True)
     with state, LocalHarvest.open(args.state_dir, memory_queue=args.memory) as harvest:
@@ -45,6 +57,8 @@ def run_crawl(args: argparse.Namespace) -> int:
         finally:
             if progress:
                 progress.close()
+        if ended is not None:
+            ended(harvest, outcomes)
     results = [outcome.result for outcome in outcomes]
     assert all(results)  # (a durable run always writes one)
     if args.json:
@@ -58,18 +72,7 @@ def run_crawl(args: argparse.Namespace) -> int:
 
 def _requests(args: argparse.Namespace) -> list[JobRequest]:
     """One job request per site: those on the command line, then those of ``--sites`` (line by line)."""
-    sites: list[tuple[str, str]] = [(site, f"site {site!r}") for site in args.site]
-    if args.sites is not None:
-        try:
-            lines = args.sites.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--sites {args.sites}: cannot be read ({exc})") from None
-        for number, line in enumerate(lines, 1):
-            site = line.split("#", 1)[0].strip()
-            if site:
-                sites.append((site, f"--sites {args.sites} line {number}"))
-    if not sites:
-        raise UsageError("give a site to crawl (harvest crawl https://example.com/), or --sites FILE")
+    sites = sites_given(args, "give a site to crawl (harvest crawl https://example.com/), or --sites FILE")
     if len(sites) > 1 and args.sitemap:
         raise UsageError("--sitemap starts one site's job: give it with a single site")
     if len(sites) > 1 and args.job_id:

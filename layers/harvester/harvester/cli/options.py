@@ -5,12 +5,31 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 from typing import Any
 
 from harvester.cli.errors import UsageError
 from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, Output, Refetch, Scope
+
+
+def sites_given(args: argparse.Namespace, none: str) -> list[tuple[str, str]]:
+    """The sites of the command line, then those of ``--sites`` (one a line, ``#`` comments), each with where
+    it was given (for a complaint about it); ``none``: what a user who gave none is told."""
+    sites: list[tuple[str, str]] = [(site, f"site {site!r}") for site in args.site]
+    if args.sites is not None:
+        try:
+            lines = Path(args.sites).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--sites {args.sites}: cannot be read ({exc})") from None
+        for number, line in enumerate(lines, 1):
+            site = line.split("#", 1)[0].strip()
+            if site:
+                sites.append((site, f"--sites {args.sites} line {number}"))
+    if not sites:
+        raise UsageError(none)
+    return sites
 
 
 def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:

@@ -18,6 +18,7 @@ from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.host_gate import DynamoHostGate
 from harvester.adapters.aws.s3 import S3DocumentStore
+from harvester.adapters.aws.scheduled_sites import DynamoScheduledSites
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import PAGES_PER_MESSAGE
@@ -91,6 +92,7 @@ class AwsAdapters(Struct):
     warcs: S3WarcStore
     crawldb: DynamoCrawlDatabase
     gate: DynamoHostGate
+    scheduled_sites: DynamoScheduledSites
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:
@@ -122,4 +124,5 @@ class AwsAdapters(Struct):
             warcs=S3WarcStore(s3, resources.document_bucket),
             crawldb=crawldb,
             gate=DynamoHostGate(dynamodb, resources.state_table),
+            scheduled_sites=DynamoScheduledSites(dynamodb, resources.state_table),
         )

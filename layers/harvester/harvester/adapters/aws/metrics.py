@@ -13,7 +13,7 @@ custom metric, billed by the hour it exists):
 * ``PageFailures`` also has ``Reason``, a class from the bounded set ``FAILURE_CLASSES`` (never the free
   text of an error message): at most 14 custom metrics;
 * the job id and the host are *not* dimensions (a metric per job, or per host of a crawl of many sites,
-  would be unbounded, and recurring jobs make a new job id every period). They go into each document as
+  would be unbounded, and scheduled sites make a new job id every slot). They go into each document as
   metadata properties (``job_id``, ``host``), which CloudWatch Logs Insights can group by, e.g.
   ``stats sum(PagesSucceeded), sum(PagesFailed) by job_id, host``. That is why a page batch is written as
   one document per (job, host) of the batch (usually one), not one per batch.

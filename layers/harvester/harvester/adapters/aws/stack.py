@@ -1,5 +1,5 @@
-"""`harvest submit`, `harvest status`, `harvest get --stack` and `harvest export --stack` against a deployed
-stack, found through its CloudFormation Outputs."""
+"""`harvest submit`, `harvest status`, `harvest get --stack`, `harvest export --stack` and `harvest schedule
+--stack` against a deployed stack, found through its CloudFormation Outputs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from harvester.adapters.aws.busy import watch
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.s3 import S3DocumentStore
+from harvester.adapters.aws.scheduled_sites import DynamoScheduledSites
 from harvester.adapters.aws.warc_objects import S3WarcStore
 from harvester.model.messages import JobRequest
 from harvester.model.records import BulkProcessingJob
@@ -90,6 +91,17 @@ def reading_stack(stack: str, *, region: str | None = None) -> Iterator[StackSto
     """The stack's stores, for reading; an AWS error while they are read is a StackError naming the stack."""
     try:
         yield stack_stores(stack, region=region)
+    except (ClientError, BotoCoreError, Busy) as exc:
+        raise StackError(f"stack {stack!r}: {exc}") from None
+
+
+@contextmanager
+def stack_scheduled_sites(stack: str, *, region: str | None = None) -> Iterator[DynamoScheduledSites]:
+    """The stack's registry of scheduled sites; an AWS error while it is used is a StackError naming the stack."""
+    try:
+        session = _session(region)
+        table = _output(stack_outputs(stack, region=region, session=session), "StateTableName", stack)
+        yield DynamoScheduledSites(watch(session.client("dynamodb")), table)
     except (ClientError, BotoCoreError, Busy) as exc:
         raise StackError(f"stack {stack!r}: {exc}") from None
 

@@ -214,6 +214,12 @@ CREATE TABLE IF NOT EXISTS hosts (
     body TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS schedules (
+    name TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    due_at REAL
+);
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (due_at) WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dead_letters (
     id INTEGER PRIMARY KEY,
     queue TEXT NOT NULL,

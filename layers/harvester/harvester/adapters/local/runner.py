@@ -31,6 +31,7 @@ from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.host_gate import SqliteHostGate
 from harvester.adapters.local.memory_queue import FallbackQueue, MemoryTaskQueue
 from harvester.adapters.local.queue import Received, SqliteTaskQueue
+from harvester.adapters.local.scheduled_sites import SqliteScheduledSites
 from harvester.adapters.local.state import SqliteStateStore
 from harvester.adapters.local.warc_files import FolderWarcStore
 from harvester.archive.results import result_key
@@ -70,6 +71,8 @@ class LocalHarvest:
     warcs: FolderWarcStore
     crawldb: SqliteCrawlDatabase
     gate: SqliteHostGate
+    #: The state directory's scheduled sites (``harvest schedule``).
+    scheduled_sites: SqliteScheduledSites
 
     #: A throwaway discovery run's state (see StepContext.ephemeral): nothing in it outlives the run.
     ephemeral: bool = False
@@ -96,6 +99,7 @@ class LocalHarvest:
                     warcs=warcs,
                     crawldb=SqliteCrawlDatabase(conn),
                     gate=SqliteHostGate(conn),
+                    scheduled_sites=SqliteScheduledSites(conn),
                 )
         finally:
             warcs.close()

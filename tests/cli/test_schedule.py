@@ -1,0 +1,82 @@
+"""`harvest schedule` on a state directory: the registry's commands, and `schedule run` crawling what is due
+(as cron would run it), resumed after a kill without losing or repeating the slot's job."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support import LOOPBACK, harvest, killed_part_way
+
+
+def test_the_sites_due_are_crawled_side_by_side_and_moved_to_their_next_slot(site_factory, tmp_path):
+    state = str(tmp_path / "state")
+    one, two, later = (site_factory(pages=n, broken=0) for n in (8, 12, 5))
+    for site in (one, two):
+        run = harvest("schedule", "add", f"{site.base_url}/", "--every", "1d", "--now", "--state-dir", state)
+        assert run.returncode == 0, run.stderr
+        assert "first job at" in run.stdout
+    assert harvest("schedule", "add", f"{later.base_url}/", "--every", "1d", "--state-dir", state).returncode == 0
+
+    run = harvest("schedule", "run", "--state-dir", state, "--allow-network", LOOPBACK, "--quiet", "--json")
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)
+    assert sorted(r["successful_processing"] for r in results) == [8, 12]
+    listed = [
+        json.loads(line) for line in harvest("schedule", "list", "--json", "--state-dir", state).stdout.splitlines()
+    ]
+    ran = {s["name"]: s["last_job_id"] for s in listed if "last_job_id" in s}
+    assert sorted(ran.values()) == sorted(r["job_id"] for r in results)
+    assert all(job_id.startswith(f"{name}-") for name, job_id in ran.items())
+
+    again = harvest("schedule", "run", "--state-dir", state, "--allow-network", LOOPBACK, "--quiet")
+    assert again.returncode == 0 and again.stdout == ""
+    assert "no scheduled site is due" in again.stderr and "the next is" in again.stderr
+    jobs = json.loads(harvest("jobs", "--state-dir", state, "--json").stdout)
+    assert len(jobs) == 2
+
+
+def test_a_run_killed_part_way_is_taken_up_by_the_next_run_as_the_same_job(site_factory, tmp_path):
+    state = tmp_path / "state"
+    site = site_factory(pages=300, broken=0)
+    added = harvest("schedule", "add", f"{site.base_url}/", "--every", "1h", "--now", "--state-dir", str(state))
+    assert added.returncode == 0, added.stderr
+    args = ("schedule", "run", "--state-dir", str(state), "--allow-network", LOOPBACK, "--quiet", "--concurrency", "2")
+    killed_part_way(args, state / "harvest.db", 40)
+    (first,) = json.loads(harvest("jobs", "--state-dir", str(state), "--json").stdout)
+    assert first["status"] != "completed"
+
+    run = harvest(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert (result["job_id"], result["successful_processing"], result["total_urls"]) == (first["job_id"], 300, 300)
+    assert "resuming job" in run.stderr
+    (shown,) = [
+        json.loads(line)
+        for line in harvest("schedule", "list", "--json", "--state-dir", str(state)).stdout.splitlines()
+    ]
+    assert shown["last_job_id"] == first["job_id"]
+
+
+def test_bad_input_is_one_line_naming_it(tmp_path):
+    state = str(tmp_path / "state")
+    cases = [
+        (("schedule", "add", "--every", "1d"), "give a site to schedule"),
+        (("schedule", "add", "https://e.example/", "--every", "30s"), "--every '30s': a site cannot be crawled"),
+        (("schedule", "add", "https://e.example/", "--every", "1d", "--name", "a b"), "--name 'a b'"),
+        (
+            ("schedule", "add", "https://a.example/", "https://b.example/", "--every", "1d", "--name", "x"),
+            "--name names one",
+        ),
+        (("schedule", "add", "ftp://e.example/", "--every", "1d"), "site 'ftp://e.example/': not an http(s) URL"),
+        (("schedule", "show", "nope"), "no harvest state there"),
+    ]
+    for args, message in cases:
+        run = harvest(*args, "--state-dir", state)
+        assert run.returncode == 2, (args, run.stderr)
+        assert message in run.stderr and "Traceback" not in run.stderr, (args, run.stderr)
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert harvest("schedule", "add", "https://e.example/", "--every", "1d", "--state-dir", state).returncode == 0
+    twice = harvest("schedule", "add", "https://e.example/", "--every", "6h", "--state-dir", state)
+    assert twice.returncode == 2 and "already in" in twice.stderr and "--replace" in twice.stderr
+    missing = harvest("schedule", "pause", "nope", "--state-dir", state)
+    assert missing.returncode == 2 and "no schedule 'nope'" in missing.stderr
