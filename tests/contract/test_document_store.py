@@ -72,3 +72,41 @@ def test_a_reader_gives_the_document_in_pieces(backend):
         pass
     with pytest.raises(FileNotFoundError):
         backend.documents.get("sites/s/sitemaps/x/missing")
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [0, 17, 3 * MIB],  # (less than a part in all: one PUT on S3)
+        [3 * MIB, 7 * MIB, 1, 6 * MIB + 5, 4 * MIB, 0, 2 * MIB],  # (heads filling gathered parts, tails gathered)
+        [12 * MIB, 5 * MIB, 5 * MIB - 1, 5 * MIB + 1],
+    ],
+    ids=["small", "mixed", "around the least part"],
+)
+def test_documents_are_joined_in_order_into_one(backend, sizes):
+    parts = [os.urandom(size) for size in sizes]
+    keys = [f"jobs/j/end/{n:03d}.jsonl" for n in range(len(parts))]
+    for key, body in zip(keys, parts, strict=True):
+        backend.documents.put(key, body)
+    calls: list[str] = []
+    if backend.name == "aws":  # (S3 copies the large runs itself: they are not read)
+        backend.documents.client.meta.events.register(
+            "before-call.s3.*", lambda event_name, **_: calls.append(event_name)
+        )
+    location = backend.documents.join("jobs/j/urls.jsonl", keys, content_type="application/x-ndjson")
+    if backend.name == "aws":
+        copied = sum(event.endswith("UploadPartCopy") for event in calls)
+        assert copied == (0 if sum(sizes) < 5 * MIB else {7: 1, 4: 3}[len(sizes)]), calls
+    assert backend.documents.get("jobs/j/urls.jsonl") == b"".join(parts)
+    assert location == backend.documents.location("jobs/j/urls.jsonl")
+    assert [backend.documents.get(key) for key in keys] == parts  # (the parts stay)
+
+
+def test_a_join_with_a_part_missing_stores_nothing(backend):
+    backend.documents.put("jobs/j/end/000.jsonl", b"x" * 10)
+    with pytest.raises(FileNotFoundError):
+        backend.documents.join("jobs/j/urls.jsonl", ["jobs/j/end/000.jsonl", "jobs/j/end/001.jsonl"])
+    assert not backend.documents.exists("jobs/j/urls.jsonl")

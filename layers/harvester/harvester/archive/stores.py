@@ -33,6 +33,11 @@ class DocumentStore(Protocol):
         ends without an error, not at all otherwise. A folder writes it in place, where a spooled copy
         handed to ``put`` would be written twice."""
 
+    def join(self, key: str, parts: Sequence[str], *, content_type: str | None = None) -> str:
+        """Stores under ``key`` the documents ``parts`` one after the other, without holding them whole (a
+        job's output made of the pieces its end wrote), and returns its location. A part that is not there
+        raises FileNotFoundError, and nothing is stored."""
+
     def get(self, key: str) -> bytes: ...
 
     def reader(self, key: str) -> AbstractContextManager[BinaryIO]:

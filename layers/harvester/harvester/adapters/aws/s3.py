@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -12,6 +12,10 @@ from botocore.exceptions import ClientError
 
 from harvester.limits import SPOOL_IN_MEMORY
 
+#: S3's least size of a multipart upload's part, but for the last one.
+MIN_PART = 5 * 1024 * 1024
+#: S3's most for one part copied (UploadPartCopy).
+MAX_COPY = 5 * 1024**3
 #: The error codes S3 answers a missing object with (GetObject: NoSuchKey; HeadObject: 404, no body).
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -62,6 +66,71 @@ class S3DocumentStore:
             yield out  # type: ignore[misc]
             out.seek(0)
             self.put(key, out, content_type=content_type)  # type: ignore[arg-type]
+
+    def join(self, key: str, parts: Sequence[str], *, content_type: str | None = None) -> str:
+        """One multipart upload: a run of a part of ``MIN_PART`` or more is copied by S3 itself
+        (UploadPartCopy of a range), smaller runs are read and gathered into parts of ``MIN_PART`` (S3's least
+        but for the last), the head of a large part filling what was gathered before it: at most one part's
+        worth is held at once, whatever the sizes. Parts that make less than ``MIN_PART`` in all are read
+        and stored with one PUT."""
+        sizes = [self._size(part) for part in parts]  # (a missing part raises before anything is written)
+        extra: dict[str, Any] = {"ContentType": content_type} if content_type else {}
+        if sum(sizes) < MIN_PART:
+            body = b"".join(self._range(part, 0, size) for part, size in zip(parts, sizes, strict=True) if size)
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+            return self.location(key)
+        upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)["UploadId"]
+        done: list[dict[str, Any]] = []
+        try:
+            gathered = bytearray()
+            for part, size in zip(parts, sizes, strict=True):
+                at = 0
+                while at < size:
+                    if not gathered and size - at >= MIN_PART:  # (a tail under MIN_PART is gathered)
+                        end = size if size - at <= MAX_COPY else at + MAX_COPY
+                        done.append(self._copy(key, upload, len(done) + 1, part, at, end))
+                        at = end
+                        continue
+                    need = MIN_PART - len(gathered)
+                    take = need if size - at - need >= MIN_PART else min(need, size - at)
+                    gathered += self._range(part, at, at + take)
+                    at += take
+                    if len(gathered) >= MIN_PART:
+                        done.append(self._send(key, upload, len(done) + 1, bytes(gathered)))
+                        gathered.clear()
+            if gathered:
+                done.append(self._send(key, upload, len(done) + 1, bytes(gathered)))
+            self.client.complete_multipart_upload(
+                Bucket=self.bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done}
+            )
+        except BaseException:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload)
+            raise
+        return self.location(key)
+
+    def _send(self, key: str, upload: str, number: int, data: bytes) -> dict[str, Any]:
+        answer = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number, Body=data)
+        return {"PartNumber": number, "ETag": answer["ETag"]}
+
+    def _copy(self, key: str, upload: str, number: int, source: str, start: int, end: int) -> dict[str, Any]:
+        answer = self.client.upload_part_copy(
+            Bucket=self.bucket,
+            Key=key,
+            UploadId=upload,
+            PartNumber=number,
+            CopySource={"Bucket": self.bucket, "Key": source},
+            CopySourceRange=f"bytes={start}-{end - 1}",
+        )
+        return {"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]}
+
+    def _size(self, key: str) -> int:
+        with missing_as_file_not_found(self.bucket, key):
+            return int(self.client.head_object(Bucket=self.bucket, Key=key)["ContentLength"])
+
+    def _range(self, key: str, start: int, end: int) -> bytes:
+        with missing_as_file_not_found(self.bucket, key):
+            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        return bytes(answer["Body"].read())
 
     def get(self, key: str) -> bytes:
         with missing_as_file_not_found(self.bucket, key):

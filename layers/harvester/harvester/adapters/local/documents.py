@@ -13,7 +13,7 @@ import itertools
 import os
 import posixpath
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -73,6 +73,14 @@ class FolderDocumentStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def join(self, key: str, parts: Sequence[str], *, content_type: str | None = None) -> str:
+        path = self._path(key)
+        with self._write(path) as out:
+            for part in parts:
+                with self._path(part).open("rb") as source:
+                    shutil.copyfileobj(source, out, 1024 * 1024)
+        return str(path)
 
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
