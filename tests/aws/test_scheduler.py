@@ -119,7 +119,7 @@ def test_a_ticks_requests_follow_the_sites_due_not_the_sites_registered(deployed
         adapters.scheduled_sites.add(later + soon)
         calls.clear()
         report = start_due(ctx, adapters.scheduled_sites, now=now)  # type: ignore[arg-type]
-        assert sorted(report.started) == sorted(s.job_id(s.slot_at_or_before(now)) for s in soon)
+        assert sorted(report.started) == sorted(s.job_id() for s in soon)
         return dict(calls)
 
     small = tick_with(100, 20)
@@ -142,7 +142,24 @@ def test_paused_and_removed_schedules_start_nothing_and_running_jobs_are_still_l
     assert "next job at" in capsys.readouterr().out
     assert poller.invoke_schedule("SchedulerFunction")["started"] == []  # (due at its next slot, not now)
     assert main(["schedule", "list", *flags]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("{")]  # (not the logs)
     assert line.startswith("a.example  every 1h  next ")
     assert main(["schedule", "list", "--stack", "not-there"]) == 2
     assert "stack 'not-there'" in capsys.readouterr().err
+
+
+def test_a_site_replaced_with_other_options_and_due_now_gets_a_job_of_its_own(deployed_stack, site_factory, capsys):
+    stack, poller = deployed_stack
+    site = site_factory(pages=6, broken=0)
+    flags = ["--stack", stack.stack_name, "--rate-limit-delay", "0.0001"]
+    add = ["schedule", "add", f"{site.base_url}/", "--every", "1d", "--now", "--name", "s", *flags]
+    assert main(add) == 0
+    (first,) = poller.invoke_schedule("SchedulerFunction")["started"]
+    poller.drain()
+    assert main([*add, "--replace", "--no-pages"]) == 0
+    (second,) = poller.invoke_schedule("SchedulerFunction")["started"]
+    poller.drain()
+
+    assert second != first and job_ids(stack) == {first, second}
+    assert adapters_of(stack).store.get_job(second).request.fetch_pages is False
+    assert result_of(stack, second)["total_urls"] == 6

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
-from tests.support import LOOPBACK, harvest, killed_part_way
+from tests.support import LOOPBACK, harvest, killed_part_way, urls_processed
 
 
 def test_the_sites_due_are_crawled_side_by_side_and_moved_to_their_next_slot(site_factory, tmp_path):
@@ -57,6 +61,53 @@ def test_a_run_killed_part_way_is_taken_up_by_the_next_run_as_the_same_job(site_
     assert shown["last_job_id"] == first["job_id"]
 
 
+def test_two_schedules_of_one_site_interrupted_are_taken_up_by_the_next_run(site_factory, tmp_path):
+    state = tmp_path / "state"
+    site = site_factory(pages=300, broken=0)
+    for name in ("a", "b"):
+        add = harvest(
+            "schedule", "add", f"{site.base_url}/", "--every", "1h", "--now", "--name", name, "--state-dir", str(state)
+        )
+        assert add.returncode == 0, add.stderr
+    args = ("schedule", "run", "--state-dir", str(state), "--allow-network", LOOPBACK, "--quiet", "--concurrency", "2")
+    process = subprocess.Popen([sys.executable, "-m", "harvester", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while urls_processed(state / "harvest.db") < 40 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)  # (Ctrl-C)
+    _, err = process.communicate()
+    assert "interrupted; run the same command again to resume" in err and "Traceback" not in err
+
+    run = harvest(*args, "--json")
+    assert run.returncode == 0, run.stderr
+    results = json.loads(run.stdout)
+    assert sorted(r["job_id"].split("-")[0] for r in results) == ["a", "b"]
+    assert all(r["successful_processing"] == 300 for r in results)
+    assert len(json.loads(harvest("jobs", "--state-dir", str(state), "--json").stdout)) == 2
+
+
+def test_a_site_replaced_with_other_options_and_due_now_gets_a_job_of_its_own(site_factory, tmp_path):
+    state = str(tmp_path / "state")
+    site, other = site_factory(pages=5, broken=0), site_factory(pages=4, broken=0)
+    run = ("schedule", "run", "--state-dir", state, "--allow-network", LOOPBACK, "--quiet", "--json")
+    add = ("schedule", "add", f"{site.base_url}/", "--every", "1d", "--now", "--name", "s", "--state-dir", state)
+    assert harvest(*add).returncode == 0
+    (first,) = [json.loads(harvest(*run).stdout)]
+    assert harvest(*add, "--replace", "--no-pages").returncode == 0
+    assert (
+        harvest("schedule", "add", f"{other.base_url}/", "--every", "1d", "--now", "--state-dir", state).returncode == 0
+    )
+
+    after = harvest(*run)
+    assert after.returncode == 0, after.stderr
+    results = {r["job_id"]: r for r in json.loads(after.stdout)}
+    assert first["job_id"] not in results and len(results) == 2
+    jobs = {j["job_id"]: j for j in json.loads(harvest("jobs", "--state-dir", state, "--json").stdout)}
+    (replaced,) = [job_id for job_id in results if job_id.startswith("s-")]
+    assert len(jobs) == 3 and "--no-pages" in jobs[replaced]["options"]
+    assert "--no-pages" not in jobs[first["job_id"]]["options"]
+
+
 def test_bad_input_is_one_line_naming_it(tmp_path):
     state = str(tmp_path / "state")
     cases = [
@@ -68,6 +119,8 @@ def test_bad_input_is_one_line_naming_it(tmp_path):
             "--name names one",
         ),
         (("schedule", "add", "ftp://e.example/", "--every", "1d"), "site 'ftp://e.example/': not an http(s) URL"),
+        (("schedule", "add", "https://e.example/", "--every", "1000000w"), "longer than 366 days"),
+        (("schedule", "add", "https://e.example/", "--every", "99999999999999w"), "not a duration"),
         (("schedule", "show", "nope"), "no harvest state there"),
     ]
     for args, message in cases:

@@ -16,15 +16,16 @@ NOW = datetime(2026, 11, 30, 13, 10, tzinfo=UTC)
 
 def test_one_job_id_per_slot_at_the_schedules_offset():
     schedule = ScheduledSite.new(REQUEST, timedelta(hours=6), now=NOW, name="news", offset=3600)
-    assert schedule.slot_at_or_before(datetime(2026, 11, 30, 7, 0, tzinfo=UTC)) == datetime(
-        2026, 11, 30, 7, 0, tzinfo=UTC
-    )
-    a = schedule.job_id(schedule.slot_at_or_before(datetime(2026, 11, 30, 7, 0, tzinfo=UTC)))
-    b = schedule.job_id(schedule.slot_at_or_before(datetime(2026, 11, 30, 12, 59, 59, tzinfo=UTC)))
-    c = schedule.job_id(schedule.slot_at_or_before(datetime(2026, 11, 30, 13, 0, tzinfo=UTC)))
-    assert a == b == "news-20261130T070000Z" and c == "news-20261130T130000Z"
+    at = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
+    assert schedule.slot_at_or_before(at) == at
+    assert schedule.slot_at_or_before(datetime(2026, 11, 30, 12, 59, 59, tzinfo=UTC)) == at
+    assert schedule.slot_after(at) == datetime(2026, 11, 30, 13, 0, tzinfo=UTC)
     assert schedule.next_due == datetime(2026, 11, 30, 19, 0, tzinfo=UTC)  # (the first slot after it was added)
-    assert ScheduledSite.new(REQUEST, timedelta(hours=6), now=NOW, at_once=True).next_due == NOW
+    assert schedule.job_id() == "news-20261130T190000Z"
+    moved = schedule.model_copy(update={"next_due": schedule.slot_after(datetime(2026, 12, 3, 9, 0, tzinfo=UTC))})
+    assert moved.job_id() == "news-20261203T130000Z"
+    at_once = ScheduledSite.new(REQUEST, timedelta(hours=6), now=NOW.replace(microsecond=250), name="n", at_once=True)
+    assert at_once.next_due == NOW.replace(microsecond=250) and at_once.job_id() == "n-20261130T131000.000250Z"
 
 
 def test_offsets_spread_the_schedules_of_a_period_over_it():
@@ -66,6 +67,10 @@ def test_durations_and_names():
     assert parse_duration("1d") == timedelta(days=1)
     assert parse_duration(" 90 m ") == timedelta(minutes=90)
     assert parse_duration(3600) == timedelta(hours=1)
+    assert parse_duration("90") == timedelta(seconds=90) and parse_duration("0", period=False) == timedelta(0)
+    for bad, why in (("367d", "longer than 366 days"), ("99999999999999w", "not a duration"), ("5", "once a minute")):
+        with pytest.raises(ValueError, match=why):
+            parse_duration(bad)
     assert [duration_text(parse_duration(t)) for t in ("2w", "1d", "36h", "90m", "61s")] == [
         "2w",
         "1d",

@@ -48,8 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"harvest: {exc}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
-        # Only a crawl keeps state to resume from; a discovery or a report simply stopped.
-        again = "; run the same command again to resume" if args.command == "crawl" else ""
+        # Only a crawl (or a run of the scheduled sites) keeps state to resume from; a discovery or a report
+        # simply stopped.
+        resumes = args.command == "crawl" or (args.command == "schedule" and args.action == "run")
+        again = "; run the same command again to resume" if resumes else ""
         print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
 

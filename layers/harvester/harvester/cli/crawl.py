@@ -34,13 +34,7 @@ def crawl_requests(
     """Runs the jobs side by side as ``harvest crawl`` does (its ``--concurrency``, ``--per-host``,
     ``--memory``, ``--quiet`` and ``--json``), prints their summaries and returns the exit status; ``ended``
     is given the state directory and the outcomes once every job has ended (before anything is printed)."""
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
-    settings = EngineSettings.from_env()
-    if args.per_host is not None:
-        if args.per_host < 1:
-            raise UsageError(f"--per-host {args.per_host}: must be at least 1")
-        settings = replace(settings, host_max_in_flight=args.per_host)
+    settings = run_settings(args)
     progress = None if args.quiet else ProgressLine(sys.stderr)
     state = engine_failures(args.state_dir, resumes=True)
     with state, LocalHarvest.open(args.state_dir, memory_queue=args.memory) as harvest:
@@ -68,6 +62,18 @@ def crawl_requests(
         print("\n\n".join(summary_text(o.result, resumed=o.resumed) for o in outcomes if o.result))
     completed = all(outcome.job.status is JobStatus.COMPLETED for outcome in outcomes)
     return EXIT_OK if completed else EXIT_FAILED
+
+
+def run_settings(args: argparse.Namespace) -> EngineSettings:
+    """The engine's settings with the run's ``--per-host``, its ``--concurrency`` checked."""
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
+    settings = EngineSettings.from_env()
+    if args.per_host is not None:
+        if args.per_host < 1:
+            raise UsageError(f"--per-host {args.per_host}: must be at least 1")
+        settings = replace(settings, host_max_in_flight=args.per_host)
+    return settings
 
 
 def _requests(args: argparse.Namespace) -> list[JobRequest]:

@@ -182,22 +182,17 @@ def _list(args: argparse.Namespace, registry: ScheduledSites) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """Crawls the due sites side by side, then moves each schedule to its next slot. A run that stops before
-    the end moves none: the next run takes their jobs up again (the same ids while in the same slot; an
-    unfinished job of the same request otherwise, as ``harvest crawl`` resumes one)."""
+    the end moves none: the next run takes the same jobs up again (a due schedule's job id is its due time's,
+    ``ScheduledSite.job_id``, until it moves on)."""
     from harvester.adapters.local.runner import CrawlOutcome, LocalHarvest
-    from harvester.cli.crawl import crawl_requests
+    from harvester.cli.crawl import crawl_requests, run_settings
     from harvester.cli.state import engine_failures
 
+    run_settings(args)  # (its options checked whether or not a site is due)
     now = utcnow()
     with engine_failures(args.state_dir), LocalHarvest.open(args.state_dir) as harvest:
         due = harvest.scheduled_sites.due(now, limit=MOST_RUN)
-        requests = []
-        for schedule in due:
-            request = schedule.request
-            latest = harvest.store.latest_job(request.fingerprint())
-            if latest is None or latest[1]:  # (none unfinished: the slot's own job)
-                request = request.model_copy(update={"job_id": schedule.job_id(schedule.slot_at_or_before(now))})
-            requests.append(request)
+        requests = [schedule.request.model_copy(update={"job_id": schedule.job_id()}) for schedule in due]
         # (the earliest of every active schedule: the registry's index, read for the first row)
         upcoming = (
             None if due else next(iter(harvest.scheduled_sites.due(datetime.max.replace(tzinfo=UTC), limit=1)), None)

@@ -3,9 +3,10 @@
 
 A schedule's periods are its *slots*: the instants ``k * every + offset`` (seconds since the epoch). The
 offset is taken from a hash of the schedule's name unless given, so that 100,000 daily sites added at once
-start spread over the day, not all at midnight. A slot's job has the id ``<name>-<slot>`` (the slot in UTC,
-``20261130T141500Z``): however often the scheduler looks, and however many times a tick runs, a slot starts
-one job (a job id is recorded once: ``pipeline.jobs.start_job``).
+start spread over the day, not all at midnight. The job due has the id ``<name>-<next_due>`` (in UTC,
+``20261130T141500Z``): however often the scheduler looks, and however many times a tick runs, until the
+schedule is moved on to its next slot every look sends that one job (a job id is recorded once:
+``pipeline.jobs.start_job``).
 """
 
 from __future__ import annotations
@@ -22,22 +23,22 @@ from harvester.model.base import Model, ValidationError, invalid
 from harvester.model.messages import JobRequest
 from harvester.urls import origin_of
 
-#: A schedule's name: it starts its jobs' ids (``<name>-<slot>``), which must stay valid job ids.
+#: A schedule's name: it starts its jobs' ids (``<name>-<due time>``), which must stay valid job ids.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z"
 #: The shortest period: a job is not started more often than this.
 SHORTEST = timedelta(minutes=1)
+#: The longest period.
+LONGEST = timedelta(days=366)
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d{1,12})\s*([smhdw]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_duration(value: str | int, *, period: bool = True) -> timedelta:
-    """``30m``, ``6h``, ``1d``, ``1w`` (or whole seconds): a period, of a minute at least, or (not ``period``)
+    """``30m``, ``6h``, ``1d``, ``1w`` or whole seconds: a period (a minute to 366 days), or (not ``period``)
     an offset into one, ``0`` included."""
     if isinstance(value, int):
         seconds = value
-    elif not period and value.strip() == "0":
-        seconds = 0
     else:
         match = _DURATION.match(value)
         if not match:
@@ -45,6 +46,8 @@ def parse_duration(value: str | int, *, period: bool = True) -> timedelta:
         seconds = int(match.group(1)) * _UNITS[match.group(2)]
     if period and seconds < SHORTEST.total_seconds():
         raise ValueError(f"{value!r}: a site cannot be crawled on schedule more often than once a minute")
+    if seconds > LONGEST.total_seconds():
+        raise ValueError(f"{value!r}: longer than {LONGEST.days} days")
     return timedelta(seconds=seconds)
 
 
@@ -71,7 +74,8 @@ def spread_offset(name: str, every: timedelta) -> int:
 
 
 def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    """``20261130T141500Z``; a moment within a second (``--now``'s) with its microseconds."""
+    return moment.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ" if moment.microsecond else "%Y%m%dT%H%M%SZ")
 
 
 class ScheduledSite(Model, kw_only=True, frozen=True):
@@ -91,8 +95,10 @@ class ScheduledSite(Model, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if self.request.job_id:
             raise invalid("request", "a schedule's request must not carry a job_id: each run gets its own")
-        if self.every < SHORTEST:
-            raise invalid("every", "a site cannot be crawled on schedule more often than once a minute")
+        if not SHORTEST <= self.every <= LONGEST:
+            raise invalid(
+                "every", f"a site is crawled on schedule once a minute at most, every {LONGEST.days} days at least"
+            )
         if self.offset >= self.every.total_seconds():
             raise invalid("offset", f"must be less than the period ({duration_text(self.every)})")
 
@@ -146,8 +152,11 @@ class ScheduledSite(Model, kw_only=True, frozen=True):
         """The first slot later than ``moment``."""
         return self.slot_at_or_before(moment) + self.every
 
-    def job_id(self, slot: datetime) -> str:
-        return f"{self.name}-{_stamp(slot)}"
+    def job_id(self) -> str:
+        """The id of the job due now: ``<name>-<next_due>`` (a slot, or the moment ``--now`` asked for), so that
+        every look until the schedule moves on sends the same job, whatever time it is."""
+        assert self.next_due is not None, f"schedule {self.name} is paused: no job is due"
+        return f"{self.name}-{_stamp(self.next_due)}"
 
     def paused_now(self) -> Self:
         return self.model_copy(update={"paused": True, "next_due": None})
@@ -165,3 +174,10 @@ class ScheduledSite(Model, kw_only=True, frozen=True):
             self.request.model_dump_json(exclude_defaults=True)
         )
         return body
+
+
+def replaced(old: ScheduledSite, new: ScheduledSite) -> ScheduledSite:
+    """``new`` in the place of ``old``: paused if ``old`` was (``resume`` makes it due at its next slot), and
+    with the last job ``old`` sent."""
+    kept = new.model_copy(update={"last_job_id": old.last_job_id})
+    return kept.paused_now() if old.paused else kept

@@ -1,10 +1,11 @@
 """The scheduler's tick: start the jobs of the scheduled sites that are due, and resume or finish stalled jobs.
 
 A due schedule's job is sent first, then the schedule is moved to its next slot (``ScheduledSites.advance``):
-a tick that dies between the two sends the same job again at the next tick, under the same id (the slot's:
-``ScheduledSite.job_id``), which the job's start records once. Several ticks at once (a schedule event delivered
-twice) send the same ids; one of them moves the schedule. A schedule whose slots were missed (the scheduler
-stopped for a while) starts one job, for its latest slot, and moves on to the slot after now.
+a tick that dies between the two sends the same job again at the next tick, under the same id (its due
+time's: ``ScheduledSite.job_id``), which the job's start records once. Several ticks at once (a schedule
+event delivered twice) send the same ids; one of them moves the schedule. A schedule whose slots were missed
+(the scheduler stopped for a while) starts one job, named by the slot it was due at, and moves on to the
+first slot after now.
 
 A tick starts at most ``limit`` jobs (the registry's index gives the due schedules earliest first): what is
 left is due at the next tick, so a tick's time and requests follow the schedules due, never the number
@@ -41,8 +42,7 @@ def start_due(ctx: StepContext, registry: ScheduledSites, *, now: datetime, limi
     report = Tick()
     due = registry.due(now, limit=limit)
     report.more_due = len(due) >= limit
-    slots = [(schedule, schedule.slot_at_or_before(now)) for schedule in due]
-    requests = [schedule.request.model_copy(update={"job_id": schedule.job_id(slot)}) for schedule, slot in slots]
+    requests = [schedule.request.model_copy(update={"job_id": schedule.job_id()}) for schedule in due]
     ctx.queue.push(requests)
     for schedule, request in zip(due, requests, strict=True):
         assert request.job_id is not None

@@ -18,7 +18,7 @@ from typing import Any
 from harvester.adapters.aws.state_table import batch_get, batch_put, conditional, query
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
-from harvester.model.scheduled_site import ScheduledSite
+from harvester.model.scheduled_site import ScheduledSite, replaced
 
 #: The index of the active schedules by due time (template.yaml, StateTable).
 DUE_INDEX = "DueSites"
@@ -52,8 +52,15 @@ class DynamoScheduledSites:
         others (a bulk add of 100,000 sites costs 1,000 + 4,000 requests, not 100,000). Not atomic per name
         against another add of the same name at the same moment: the later write wins."""
         keys = [_key(schedule.name) for schedule in schedules]
-        there = {item["sk"]["S"] for item in batch_get(self.client, self.table, keys, projection="sk")}
-        written = [_item(schedule) for schedule in schedules if replace or schedule.name not in there]
+        there = {
+            item["sk"]["S"]: ScheduledSite.stored(item["body"]["S"])
+            for item in batch_get(self.client, self.table, keys, projection="sk, body")
+        }
+        written = [
+            _item(replaced(there[schedule.name], schedule) if schedule.name in there else schedule)
+            for schedule in schedules
+            if replace or schedule.name not in there
+        ]
         batch_put(self.client, self.table, written)
         return [schedule.name for schedule in schedules if schedule.name in there]
 
@@ -104,11 +111,12 @@ class DynamoScheduledSites:
                 TableName=self.table,
                 Key=_key(schedule.name),
                 UpdateExpression="SET body = :b, due_at = :n",
-                ConditionExpression="due_at = :old",
+                # (as read, from an index that may lag: not paused, replaced or moved on since)
+                ConditionExpression="body = :old AND attribute_exists(due_at)",
                 ExpressionAttributeValues={
                     ":b": _s(moved.stored_json()),
                     ":n": _n(next_due.timestamp()),
-                    ":old": _n(schedule.next_due.timestamp()),
+                    ":old": _s(schedule.stored_json()),
                 },
             )
         )

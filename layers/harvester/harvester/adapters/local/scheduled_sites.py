@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from harvester.adapters.local.database import Transaction
-from harvester.model.scheduled_site import ScheduledSite
+from harvester.model.scheduled_site import ScheduledSite, replaced
 
 #: Schedules read a page at a time when every one is listed.
 PAGE = 500
@@ -26,10 +26,12 @@ class SqliteScheduledSites:
         there: list[str] = []
         with Transaction(self.conn) as db:
             for schedule in schedules:
-                if db.execute("SELECT 1 FROM schedules WHERE name = ?", (schedule.name,)).fetchone():
+                row = db.execute("SELECT body FROM schedules WHERE name = ?", (schedule.name,)).fetchone()
+                if row is not None:
                     there.append(schedule.name)
                     if not replace:
                         continue
+                    schedule = replaced(ScheduledSite.stored(row[0]), schedule)
                 db.execute(
                     "INSERT OR REPLACE INTO schedules (name, body, due_at) VALUES (?, ?, ?)",
                     (schedule.name, schedule.stored_json(), _due_at(schedule)),
@@ -63,9 +65,9 @@ class SqliteScheduledSites:
             return False
         moved = schedule.model_copy(update={"next_due": next_due, "last_job_id": job_id})
         with Transaction(self.conn) as db:
-            cursor = db.execute(
-                "UPDATE schedules SET body = ?, due_at = ? WHERE name = ? AND due_at = ?",
-                (moved.stored_json(), _due_at(moved), schedule.name, schedule.next_due.timestamp()),
+            cursor = db.execute(  # (as read: not paused, replaced or moved on since)
+                "UPDATE schedules SET body = ?, due_at = ? WHERE name = ? AND body = ?",
+                (moved.stored_json(), _due_at(moved), schedule.name, schedule.stored_json()),
             )
         return cursor.rowcount == 1
 
