@@ -11,7 +11,7 @@ import pytest
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.model.base import ValidationError
-from harvester.model.messages import JobRequest, PageBatchTask, PageTask, SitemapTask
+from harvester.model.messages import JobEnd, JobRequest, PageBatchTask, PageTask, SitemapTask
 from harvester.model.records import JobStatus
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -20,6 +20,7 @@ MODELS = {
     "sitemap_task.json": SitemapTask,
     "page_tasks.json": PageTask,
     "page_batch.json": PageBatchTask,
+    "job_end.json": JobEnd,
 }
 
 
@@ -72,6 +73,11 @@ def test_the_handlers_take_the_sample_events(deployed_stack, site_factory):
     assert snapshot.counts.urls_total == 0 and snapshot.counts.sitemaps_ok == 5
     dropped = sum(s.dropped.get("not_included", 0) for s in adapters.store.sitemaps("example-blog"))
     assert dropped == 30
+    # Its end, written by the job-end function (drained above); the sample end event finds it written.
+    result_key = snapshot.job.result_key
+    assert result_key == "jobs/example-blog/result.json"
+    assert poller.invoke("JobEndFunction", load("job_end.json")) == {"batchItemFailures": []}
+    assert adapters.store.get_job("example-blog").result_key == result_key
 
 
 def test_the_invalid_sample_goes_to_the_dead_letter_queue(deployed_stack):

@@ -172,9 +172,12 @@ def test_stack_has_the_resources_and_outputs(deployed_stack: Deployment) -> None
         "JobDeadLetterQueue": "AWS::SQS::Queue",
         "SitemapDeadLetterQueue": "AWS::SQS::Queue",
         "PageDeadLetterQueue": "AWS::SQS::Queue",
+        "JobEndQueue": "AWS::SQS::Queue",
+        "JobEndDeadLetterQueue": "AWS::SQS::Queue",
         "StateTable": "AWS::DynamoDB::Table",
         "DocumentBucket": "AWS::S3::Bucket",
         "JobFunction": "AWS::Lambda::Function",
+        "JobEndFunction": "AWS::Lambda::Function",
         "SitemapFunction": "AWS::Lambda::Function",
         "PageFunction": "AWS::Lambda::Function",
         "SchedulerFunction": "AWS::Lambda::Function",
@@ -188,6 +191,7 @@ def test_stack_has_the_resources_and_outputs(deployed_stack: Deployment) -> None
     assert set(stack.skipped) <= {
         "DocumentBucketPolicy",
         "JobDeadLetterQueueAlarm",
+        "JobEndDeadLetterQueueAlarm",
         "SitemapDeadLetterQueueAlarm",
         "PageDeadLetterQueueAlarm",
         "PagesStalledAlarm",
@@ -221,6 +225,7 @@ def test_functions_as_deployed(deployed_stack: Deployment) -> None:
     }
     assert shapes == {
         "JobFunction": ("app.handler", "python3.11", 60, 512, repo / "functions/job"),
+        "JobEndFunction": ("app.handler", "python3.11", 900, 2048, repo / "functions/job_end"),
         "SitemapFunction": ("app.handler", "python3.11", 300, 1024, repo / "functions/sitemap"),
         "PageFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
         "PagePriorityFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
@@ -243,6 +248,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
     }
     assert sources == {
         "JobFunction": ("JobQueue", 1, None, 2, ("ReportBatchItemFailures",)),
+        "JobEndFunction": ("JobEndQueue", 1, None, 5, ("ReportBatchItemFailures",)),
         "SitemapFunction": ("SitemapQueue", 1, None, 5, ("ReportBatchItemFailures",)),
         "PageFunction": ("PageQueue", 1, None, 20, ("ReportBatchItemFailures",)),
         "PagePriorityFunction": ("PagePriorityQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
@@ -288,6 +294,8 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_JOB_DLQ_URL": outputs["JobDeadLetterQueueUrl"],
         "HARVEST_SITEMAP_DLQ_URL": outputs["SitemapDeadLetterQueueUrl"],
         "HARVEST_PAGE_DLQ_URL": outputs["PageDeadLetterQueueUrl"],
+        "HARVEST_JOB_END_QUEUE_URL": stack.physical_ids["JobEndQueue"],
+        "HARVEST_JOB_END_DLQ_URL": stack.physical_ids["JobEndDeadLetterQueue"],
         "HARVEST_STATE_TABLE": outputs["StateTableName"],
         "HARVEST_DOCUMENT_BUCKET": outputs["DocumentBucketName"],
         "HARVEST_ALLOW_NETWORKS": "127.0.0.0/8",

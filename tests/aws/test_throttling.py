@@ -45,7 +45,13 @@ pytestmark = pytest.mark.time_budget
 
 PAGES = 300
 BROKEN = 10
-CONTAINERS = {"JobFunction": 1, "SitemapFunction": 2, "PageFunction": 3, "PagePriorityFunction": 1}
+CONTAINERS = {
+    "JobFunction": 1,
+    "SitemapFunction": 2,
+    "PageFunction": 3,
+    "PagePriorityFunction": 1,
+    "JobEndFunction": 1,
+}
 #: The product's waits, compressed (see the module's docstring).
 COMPRESSED = {
     "HARVEST_BUSY_BACKOFF_BASE": "0.005",
@@ -112,8 +118,8 @@ def crawl(faults: Faults | None, *, timeouts: dict[str, int] | None = None) -> C
         runs = run_side_by_side(stack, endpoint, CONTAINERS, until=done, timeout=240)
         sqs = boto3.client("sqs", region_name=stack.region)
         dead = 0
-        for name in ("JobDeadLetterQueueUrl", "SitemapDeadLetterQueueUrl", "PageDeadLetterQueueUrl"):
-            attributes = sqs.get_queue_attributes(QueueUrl=stack.outputs[name], AttributeNames=["All"])["Attributes"]
+        for name in ("JobDeadLetterQueue", "SitemapDeadLetterQueue", "PageDeadLetterQueue", "JobEndDeadLetterQueue"):
+            attributes = sqs.get_queue_attributes(QueueUrl=stack.queue_url(name), AttributeNames=["All"])["Attributes"]
             dead += int(attributes["ApproximateNumberOfMessages"]) + int(
                 attributes["ApproximateNumberOfMessagesNotVisible"]
             )

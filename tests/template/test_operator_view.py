@@ -87,7 +87,7 @@ def test_dashboard_shows_every_queue_dead_letter_queue_function_and_alarm(transl
     alarms = {
         lid: props(translated_template, lid) for lid, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"
     }
-    assert len(alarms) == 5
+    assert len(alarms) == 6
     shown = {arn.rsplit(":alarm:", 1)[1] for arn in alarm_widget["properties"]["alarms"]}
     assert shown == {
         alarm["AlarmName"]["Fn::Sub"].replace("${AWS::StackName}", "<AWS::StackName>") for alarm in alarms.values()

@@ -17,6 +17,7 @@ FUNCTIONS = {
     # logical id: (code dir, timeout, memory, queue, batch size); a page function takes one message, a page
     # batch of up to PageBatchSize pages (HARVEST_PAGE_BATCH_SIZE, packed by the sender)
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
+    "JobEndFunction": ("functions/job_end/", 900, 2048, "JobEndQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
     "PageFunction": ("functions/page/", 120, 512, "PageQueue", 1),
     "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
@@ -32,6 +33,8 @@ GLOBAL_ENV = {
     "HARVEST_JOB_DLQ_URL": {"Ref": "JobDeadLetterQueue"},
     "HARVEST_SITEMAP_DLQ_URL": {"Ref": "SitemapDeadLetterQueue"},
     "HARVEST_PAGE_DLQ_URL": {"Ref": "PageDeadLetterQueue"},
+    "HARVEST_JOB_END_QUEUE_URL": {"Ref": "JobEndQueue"},
+    "HARVEST_JOB_END_DLQ_URL": {"Ref": "JobEndDeadLetterQueue"},
     "HARVEST_STATE_TABLE": {"Ref": "StateTable"},
     "HARVEST_DOCUMENT_BUCKET": {"Ref": "DocumentBucket"},
     "HARVEST_ALLOW_NETWORKS": {"Ref": "AllowedNetworks"},
@@ -90,7 +93,8 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     environment = function["Environment"]["Variables"]
     assert {k: environment[k] for k in GLOBAL_ENV} == GLOBAL_ENV
     # A page batch spools its pages, their captures and its WARC object to /tmp (~2 GB at worst for 50).
-    storage = 2048 if function_id.startswith("Page") else None
+    # The job's end spools its records, their index and the parts it makes to /tmp.
+    storage = 2048 if function_id.startswith("Page") else 4096 if function_id == "JobEndFunction" else None
     assert function.get("EphemeralStorage", {}).get("Size") == storage
     assert not any("RECURRING" in name for name in environment)  # (the scheduled sites are in the state table)
 
@@ -136,6 +140,7 @@ def test_recursive_loop(translated_template: dict[str, Any]) -> None:
     loops = {f: props(translated_template, f).get("RecursiveLoop") for f in FUNCTIONS}
     assert loops == {
         "JobFunction": None,
+        "JobEndFunction": None,
         "SitemapFunction": "Allow",
         "PageFunction": "Allow",
         "PagePriorityFunction": "Allow",
@@ -190,7 +195,7 @@ def test_alarms_notify_the_topic_only_when_given(translated_template: dict[str, 
     assert translated_template["Conditions"]["HasAlarmTopic"] == {
         "Fn::Not": [{"Fn::Equals": [{"Ref": "AlarmTopicArn"}, ""]}]
     }
-    for queue in ("Job", "Sitemap", "Page"):
+    for queue in ("Job", "JobEnd", "Sitemap", "Page"):
         alarm = props(translated_template, f"{queue}DeadLetterQueueAlarm")
         assert alarm["AlarmActions"] == {
             "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]
@@ -203,11 +208,12 @@ def test_alarms_notify_the_topic_only_when_given(translated_template: dict[str, 
 def test_least_privilege_sends(translated_template: dict[str, Any]) -> None:
     """Each function may send exactly to the queues the design says, and no more."""
     expected = {
-        "JobFunction": {"SitemapQueue", "JobDeadLetterQueue"},
-        "SitemapFunction": {"SitemapQueue", "PageQueue", "PagePriorityQueue", "SitemapDeadLetterQueue"},
-        "PageFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue"},
-        "PagePriorityFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue"},
-        "SchedulerFunction": {"JobQueue", "SitemapQueue", "PageQueue", "PagePriorityQueue"},
+        "JobFunction": {"SitemapQueue", "JobDeadLetterQueue", "JobEndQueue"},
+        "JobEndFunction": {"JobEndDeadLetterQueue"},
+        "SitemapFunction": {"SitemapQueue", "PageQueue", "PagePriorityQueue", "SitemapDeadLetterQueue", "JobEndQueue"},
+        "PageFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue", "JobEndQueue"},
+        "PagePriorityFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue", "JobEndQueue"},
+        "SchedulerFunction": {"JobQueue", "SitemapQueue", "PageQueue", "PagePriorityQueue", "JobEndQueue"},
     }
     template = Template(translated_template)
     assert {f: queues_sent_to(template, f) for f in expected} == expected
@@ -225,6 +231,7 @@ def test_outputs(translated_template: dict[str, Any]) -> None:
         "StateTableName",
         "DocumentBucketName",
         "JobFunctionName",
+        "JobEndFunctionName",
         "SitemapFunctionName",
         "PageFunctionName",
         "PagePriorityFunctionName",

@@ -2,7 +2,8 @@
 
 The Lambda handlers and the local runner both build an :class:`Engine` from their adapters and call the
 same steps: ``start_job`` (a job request), ``process_sitemap`` (a sitemap task), ``process_pages`` (page
-tasks), ``maybe_complete`` and ``resume`` (the scheduler). Nothing here imports boto3 or sqlite3.
+tasks), ``maybe_complete``, ``finish`` (a job's end written apart) and ``resume`` (the scheduler). Nothing
+here imports boto3 or sqlite3.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Engine(StepContext):
 
     def write_result(self, job_id: str) -> SitemapIngestionResult:
         return completion.write_result(self, job_id)
+
+    def finish(self, job_id: str) -> SitemapIngestionResult | None:
+        return completion.finish(self, job_id)
 
     def resume(self, job_id: str, *, force: bool = False) -> recovery.Resumed:
         return recovery.resume(self, job_id, force=force)

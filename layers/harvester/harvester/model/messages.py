@@ -175,6 +175,14 @@ Task = SitemapTask | PageTask
 PAGES_PER_MESSAGE = 50
 
 
+class JobEnd(Model, kw_only=True, frozen=True):
+    """Write the result of a job that ended (on AWS the job's end runs in a function of its own, with the
+    time and memory a large site's end needs; the step that ended the job sends this)."""
+
+    kind: Literal["end"] = "end"
+    job_id: JobId
+
+
 class PageBatchTask(Model, kw_only=True, frozen=True):
     """Pages of one job that travel as one message: on SQS one send, one delivery and one deletion for a
     batch of pages rather than for each page, and the unit a page function takes at once.

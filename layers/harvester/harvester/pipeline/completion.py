@@ -93,7 +93,7 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
         return False
     snapshot = ctx.store.snapshot(job_id)
     if snapshot is not None and _unwritten(ctx, snapshot.job):
-        write_result(ctx, job_id)
+        end(ctx, job_id)
     if snapshot is None or snapshot.job.status is not JobStatus.IN_PROGRESS or not snapshot.counts.done:
         return False
     job, counts = snapshot.job, snapshot.counts
@@ -106,10 +106,27 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     log.info("job ended", extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total})
     if not ctx.ephemeral:  # (a throwaway run has handed its pages out already, and keeps nothing)
         try:
-            write_result(ctx, job_id)
+            end(ctx, job_id)
         except Busy as busy:
             raise ResultUnwritten(busy, after=ctx.settings.result_grace_seconds) from busy
     return True
+
+
+def end(ctx: StepContext, job_id: str) -> None:
+    """Writes the result of a job that ended, here or apart (``StepContext.end_apart``)."""
+    if ctx.end_apart is not None:
+        ctx.end_apart(job_id)
+    else:
+        write_result(ctx, job_id)
+
+
+def finish(ctx: StepContext, job_id: str) -> SitemapIngestionResult | None:
+    """A job end's own step (``end``'s, apart): writes the result of the job if it ended without one (a
+    message delivered twice, or sent again by a resume, finds it written and does nothing)."""
+    job = ctx.store.get_job(job_id)
+    if job is None or not job.status.final or job.result_key is not None or job.status is JobStatus.CANCELLED:
+        return None
+    return write_result(ctx, job_id)
 
 
 class ResultUnwritten(Busy):

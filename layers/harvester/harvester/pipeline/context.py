@@ -58,6 +58,9 @@ class StepContext:
     #: The per-host gate every request passes, shared through the state store (``gate``: this, or one in
     #: memory when none is given).
     host_gate: HostGate | None = None
+    #: Where the result of a job that ended is written: None here, by the step that ended it; or handed to
+    #: this (the job's id), which has it written apart (AWS: a JobEnd message to the job-end function).
+    end_apart: Callable[[str], None] | None = None
     gate: HostGate = field(init=False)
     robots: RobotsRules = field(init=False)
     #: Held while a sitemap's body is read (``settings.sitemaps_read_at_once``).

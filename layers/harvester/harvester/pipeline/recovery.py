@@ -18,7 +18,7 @@ from msgspec.structs import asdict
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
-from harvester.pipeline.completion import maybe_complete, write_result
+from harvester.pipeline.completion import end, maybe_complete
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
 from harvester.pipeline.jobs import seed
@@ -47,7 +47,7 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
     job = snapshot.job
     if job.status.final:
         if job.result_key is None and not ctx.ephemeral and job.status is not JobStatus.CANCELLED:
-            write_result(ctx, job_id)
+            end(ctx, job_id)
             report.result_written = True
         return report
     idle = (ctx.clock() - snapshot.last_update).total_seconds()

@@ -6,7 +6,7 @@ The only part of Harvester that imports boto3; the engine reaches AWS through th
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import boto3
@@ -21,7 +21,7 @@ from harvester.adapters.aws.s3 import S3DocumentStore
 from harvester.adapters.aws.scheduled_sites import DynamoScheduledSites
 from harvester.adapters.aws.sqs import SqsTaskQueue
 from harvester.adapters.aws.warc_objects import S3WarcStore
-from harvester.model.messages import PAGES_PER_MESSAGE
+from harvester.model.messages import PAGES_PER_MESSAGE, JobEnd
 
 # Standard retry mode tries a request that was not answered (a 5xx, no answer within the connect or read
 # timeout: botocore's default read timeout, 60 s, is a page function's whole invocation) again; what a busy
@@ -53,6 +53,10 @@ class AwsResources(Struct, frozen=True):
     retention_days: int = 30
     #: The page tasks' priority lane (None: a stack without one, every page task to page_queue_url).
     page_priority_queue_url: str | None = None
+    #: Where a job's end is sent to be written apart (the job-end function's queue; None: a stack without
+    #: one, the step that ends a job writes its result).
+    job_end_queue_url: str | None = None
+    job_end_dlq_url: str | None = None
     #: Pages a page message carries at most (``PageBatchSize``): what a page function takes at once.
     page_batch_size: int = PAGES_PER_MESSAGE
     #: Settled records whose snapshot is their listed record's stored as that (``HARVEST_SNAPSHOT_REFS``, on
@@ -78,6 +82,8 @@ class AwsResources(Struct, frozen=True):
             document_bucket=need("HARVEST_DOCUMENT_BUCKET"),
             retention_days=int(environ.get("HARVEST_RETENTION_DAYS") or 30),
             page_priority_queue_url=environ.get("HARVEST_PAGE_PRIORITY_QUEUE_URL") or None,
+            job_end_queue_url=environ.get("HARVEST_JOB_END_QUEUE_URL") or None,
+            job_end_dlq_url=environ.get("HARVEST_JOB_END_DLQ_URL") or None,
             page_batch_size=int(environ.get("HARVEST_PAGE_BATCH_SIZE") or PAGES_PER_MESSAGE),
             snapshot_refs=environ.get("HARVEST_SNAPSHOT_REFS", "1") != "0",
         )
@@ -93,6 +99,17 @@ class AwsAdapters(Struct):
     crawldb: DynamoCrawlDatabase
     gate: DynamoHostGate
     scheduled_sites: DynamoScheduledSites
+
+    def end_apart(self) -> Callable[[str], None] | None:
+        """What sends a job's end to the job-end function's queue (None: a stack without one)."""
+        url = self.resources.job_end_queue_url
+        if url is None:
+            return None
+
+        def send(job_id: str) -> None:
+            self.sqs.send_message(QueueUrl=url, MessageBody=JobEnd(job_id=job_id).model_dump_json())
+
+        return send
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ, session: Any = None) -> AwsAdapters:

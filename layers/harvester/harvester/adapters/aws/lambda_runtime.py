@@ -110,6 +110,7 @@ class LambdaRuntime(Struct):
                 crawldb=self.adapters.crawldb,
                 settings=self.settings,
                 host_gate=self.adapters.gate,
+                end_apart=self.adapters.end_apart(),
             )
             if previous is not None:  # what the container learnt of robots.txt outlives the loop
                 self._engine.robots = previous.robots.rebound(self._engine.fetcher)
