@@ -64,6 +64,17 @@ def test_the_result_is_written_by_the_job_end_function_once(deployed_stack, site
     assert again["ETag"] == written["ETag"] and again["LastModified"] == written["LastModified"]
 
 
+def test_an_end_still_running_is_not_sent_again(deployed_stack, site_factory):
+    stack, poller = deployed_stack
+    site = site_factory(pages=8, broken=0)
+    job_id = ended_without_its_result(stack, poller, f"{site.base_url}/")
+    for _ in range(3):  # (the scheduler's looks while the job-end function may still be writing it)
+        assert poller.invoke_schedule("SchedulerFunction")["resumed"] == []
+    assert end_messages(stack) == "1"
+    assert poller.poll_once("JobEndFunction") == 1
+    assert adapters_of(stack).store.get_job(job_id).result_key is not None
+
+
 def test_a_lost_job_end_is_sent_again_by_the_scheduler(deployed_stack, site_factory):
     stack, poller = deployed_stack
     site = site_factory(pages=12, broken=0)
@@ -72,7 +83,8 @@ def test_a_lost_job_end_is_sent_again_by_the_scheduler(deployed_stack, site_fact
     (lost,) = sqs.receive_message(QueueUrl=url)["Messages"]
     sqs.delete_message(QueueUrl=url, ReceiptHandle=lost["ReceiptHandle"])  # (the message lost)
 
-    with mock.patch.dict(os.environ, {"HARVEST_RESULT_GRACE_SECONDS": "0"}):
+    assert poller.invoke_schedule("SchedulerFunction")["resumed"] == []  # (within the grace an end may run)
+    with mock.patch.dict(os.environ, {"HARVEST_END_APART_GRACE_SECONDS": "0"}):
         summary = poller.invoke_schedule("SchedulerFunction")
     assert summary["resumed"] == [job_id]
     poller.drain()

@@ -58,6 +58,7 @@ COMPRESSED = {
     "HARVEST_BUSY_BACKOFF_MAX": "0.05",
     "HARVEST_BUSY_GIVE_BACK_SECONDS": "1",
     "HARVEST_RESULT_GRACE_SECONDS": "3",
+    "HARVEST_END_APART_GRACE_SECONDS": "3",
 }
 #: (tests.aws.conftest's credentials, for a fixture that outlives one test)
 FAKE_AWS = {

@@ -119,6 +119,29 @@ def test_a_url_still_listed_by_a_sitemap_that_failed_this_time_is_not_orphaned(l
     assert removed(crawl(tmp_path, request(site))) == [site.url(shared)]
 
 
+def test_a_job_that_did_not_read_the_whole_tree_reads_no_crawl_record_for_orphans(live_site, tmp_path):
+    site = live_site(pages=6, sitemaps=2)
+    crawl(tmp_path, request(site))
+    site.unlist("/pages/0.html")
+    site.break_document("/sitemaps/1.xml", 500)
+    passes: list[str] = []
+
+    def counted(harvest: LocalHarvest) -> None:
+        every = harvest.crawldb.site_urls
+
+        def site_urls(origin: str, **options: Any) -> Any:
+            passes.append(origin)
+            return every(origin, **options)
+
+        harvest.crawldb.site_urls = site_urls  # type: ignore[method-assign]
+
+    failing = crawl(tmp_path, request(site), counted)
+    assert failing.changes.removed == 0 and passes == []  # (no URL can be its orphan: none is read)
+    site.break_document("/sitemaps/1.xml", None)
+    passes.clear()
+    assert removed(crawl(tmp_path, request(site), counted)) == [site.url("/pages/0.html")] and passes
+
+
 def test_a_sitemap_missing_once_is_a_glitch_and_missing_twice_is_gone(live_site, tmp_path):
     site = live_site(pages=6, sitemaps=1)
     crawl(tmp_path, request(site))

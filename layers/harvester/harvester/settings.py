@@ -54,6 +54,10 @@ class EngineSettings(Struct, frozen=True):
     #: A job that ended this long ago without its result is the next step's to write: the longest a
     #: function that can end a job runs (template.yaml: SitemapFunction's and SchedulerFunction's Timeout).
     result_grace_seconds: float = 300.0
+    #: A job's end sent apart (on AWS to the job-end function, whose Timeout is 900 s) that has not written
+    #: the result this long after the job ended is sent again (by the next step or the scheduler's tick): it
+    #: is lost or failed, not still running.
+    end_apart_grace_seconds: float = 1000.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
     #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30

@@ -92,7 +92,7 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     if not ctx.store.counts(job_id).done:
         return False
     snapshot = ctx.store.snapshot(job_id)
-    if snapshot is not None and _unwritten(ctx, snapshot.job):
+    if snapshot is not None and unwritten(ctx, snapshot.job):
         end(ctx, job_id)
     if snapshot is None or snapshot.job.status is not JobStatus.IN_PROGRESS or not snapshot.counts.done:
         return False
@@ -140,14 +140,16 @@ class ResultUnwritten(Busy):
         self.after = after
 
 
-def _unwritten(ctx: StepContext, job: JobRecord) -> bool:
-    """A job that ended without its result long enough ago (``result_grace_seconds``: the longest a function
-    that ends a job runs) that whoever ended it is gone: the result is this caller's to write."""
+def unwritten(ctx: StepContext, job: JobRecord) -> bool:
+    """A job that ended without its result long enough ago that whoever ended it, or the end it sent apart,
+    is gone (``result_grace_seconds``: the longest a function that ends a job runs; ``end_apart_grace_seconds``
+    for an end sent apart: the job-end function's): the result is this caller's to write, or to send."""
     if not job.status.final or job.result_key is not None or job.end_time is None or ctx.ephemeral:
         return False
     if job.status is JobStatus.CANCELLED:
         return False
-    return (ctx.clock() - job.end_time).total_seconds() >= ctx.settings.result_grace_seconds
+    grace = ctx.settings.result_grace_seconds if ctx.end_apart is None else ctx.settings.end_apart_grace_seconds
+    return (ctx.clock() - job.end_time).total_seconds() >= grace
 
 
 def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
@@ -420,6 +422,8 @@ def _mark_orphans(
         s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
     ]
     rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
+    if not rule.whole_tree:
+        return  # (no URL can be this job's orphan, nor was one marked by an earlier run of this end: no pass)
     batch: list[CrawlRecord] = []
     for record in ctx.crawldb.site_urls(site, unless_listed_by=job.job_id):
         if record.state is CrawlState.ORPHAN and record.orphaned_job == job.job_id:

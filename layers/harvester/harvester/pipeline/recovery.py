@@ -18,7 +18,7 @@ from msgspec.structs import asdict
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
-from harvester.pipeline.completion import end, maybe_complete
+from harvester.pipeline.completion import end, maybe_complete, unwritten, write_result
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
 from harvester.pipeline.jobs import seed
@@ -36,6 +36,8 @@ class Resumed(Struct):
     pages_resent: int = 0
     ended: bool = False
     result_written: bool = False
+    #: The job's end was sent apart again (``StepContext.end_apart``): the one sent before is lost.
+    end_sent: bool = False
 
 
 def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
@@ -47,8 +49,12 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
     job = snapshot.job
     if job.status.final:
         if job.result_key is None and not ctx.ephemeral and job.status is not JobStatus.CANCELLED:
-            end(ctx, job_id)
-            report.result_written = True
+            if ctx.end_apart is None:
+                write_result(ctx, job_id)
+                report.result_written = True
+            elif unwritten(ctx, job):  # (an end sent apart that is still running is not sent again)
+                end(ctx, job_id)
+                report.end_sent = True
         return report
     idle = (ctx.clock() - snapshot.last_update).total_seconds()
     if not force and idle < ctx.settings.stall_after_seconds:

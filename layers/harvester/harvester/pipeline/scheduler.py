@@ -68,6 +68,6 @@ def tick(ctx: StepContext, registry: ScheduledSites | None, *, now: datetime | N
             log.exception("resuming a job failed", extra={"job_id": job.job_id})
             report.errors.append(f"{job.job_id}: {exc}")
             continue
-        if outcome.stalled or outcome.result_written or outcome.ended:
+        if outcome.stalled or outcome.result_written or outcome.end_sent or outcome.ended:
             report.resumed.append(outcome)
     return report

@@ -14,8 +14,9 @@ from harvester.limits import SPOOL_IN_MEMORY
 
 #: S3's least size of a multipart upload's part, but for the last one.
 MIN_PART = 5 * 1024 * 1024
-#: S3's most for one part copied (UploadPartCopy).
+#: S3's most for one part copied (UploadPartCopy), and its most parts in an upload.
 MAX_COPY = 5 * 1024**3
+MAX_PARTS = 10_000
 #: The error codes S3 answers a missing object with (GetObject: NoSuchKey; HeadObject: 404, no body).
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -72,28 +73,34 @@ class S3DocumentStore:
         (UploadPartCopy of a range), smaller runs are read and gathered into parts of ``MIN_PART`` (S3's least
         but for the last), the head of a large part filling what was gathered before it: at most one part's
         worth is held at once, whatever the sizes. Parts that make less than ``MIN_PART`` in all are read
-        and stored with one PUT."""
-        sizes = [self._size(part) for part in parts]  # (a missing part raises before anything is written)
+        and stored with one PUT. Every read and copy is of the version of a part its size was read from (its
+        ETag): a part written again meanwhile fails the join rather than mixing two versions."""
+        heads = [self._head(part) for part in parts]  # (a missing part raises before anything is written)
+        total = sum(size for size, _ in heads)
+        if total // MIN_PART + 1 > MAX_PARTS:
+            raise ValueError(f"{key}: {len(parts)} documents of {total:,} bytes make too many parts to join")
         extra: dict[str, Any] = {"ContentType": content_type} if content_type else {}
-        if sum(sizes) < MIN_PART:
-            body = b"".join(self._range(part, 0, size) for part, size in zip(parts, sizes, strict=True) if size)
+        if total < MIN_PART:
+            body = b"".join(
+                self._range(part, 0, size, etag) for part, (size, etag) in zip(parts, heads, strict=True) if size
+            )
             self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
             return self.location(key)
         upload = self.client.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)["UploadId"]
         done: list[dict[str, Any]] = []
         try:
             gathered = bytearray()
-            for part, size in zip(parts, sizes, strict=True):
+            for part, (size, etag) in zip(parts, heads, strict=True):
                 at = 0
                 while at < size:
                     if not gathered and size - at >= MIN_PART:  # (a tail under MIN_PART is gathered)
                         end = size if size - at <= MAX_COPY else at + MAX_COPY
-                        done.append(self._copy(key, upload, len(done) + 1, part, at, end))
+                        done.append(self._copy(key, upload, len(done) + 1, part, etag, at, end))
                         at = end
                         continue
                     need = MIN_PART - len(gathered)
                     take = need if size - at - need >= MIN_PART else min(need, size - at)
-                    gathered += self._range(part, at, at + take)
+                    gathered += self._range(part, at, at + take, etag)
                     at += take
                     if len(gathered) >= MIN_PART:
                         done.append(self._send(key, upload, len(done) + 1, bytes(gathered)))
@@ -112,24 +119,26 @@ class S3DocumentStore:
         answer = self.client.upload_part(Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number, Body=data)
         return {"PartNumber": number, "ETag": answer["ETag"]}
 
-    def _copy(self, key: str, upload: str, number: int, source: str, start: int, end: int) -> dict[str, Any]:
+    def _copy(self, key: str, upload: str, number: int, source: str, etag: str, start: int, end: int) -> dict[str, Any]:
         answer = self.client.upload_part_copy(
             Bucket=self.bucket,
             Key=key,
             UploadId=upload,
             PartNumber=number,
             CopySource={"Bucket": self.bucket, "Key": source},
+            CopySourceIfMatch=etag,
             CopySourceRange=f"bytes={start}-{end - 1}",
         )
         return {"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]}
 
-    def _size(self, key: str) -> int:
+    def _head(self, key: str) -> tuple[int, str]:
         with missing_as_file_not_found(self.bucket, key):
-            return int(self.client.head_object(Bucket=self.bucket, Key=key)["ContentLength"])
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+        return int(head["ContentLength"]), str(head["ETag"])
 
-    def _range(self, key: str, start: int, end: int) -> bytes:
+    def _range(self, key: str, start: int, end: int, etag: str) -> bytes:
         with missing_as_file_not_found(self.bucket, key):
-            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}", IfMatch=etag)
         return bytes(answer["Body"].read())
 
     def get(self, key: str) -> bytes:
