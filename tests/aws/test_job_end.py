@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 from unittest import mock
 
@@ -91,3 +92,22 @@ def test_a_lost_job_end_is_sent_again_by_the_scheduler(deployed_stack, site_fact
 
     result = json.loads(adapters_of(stack).documents.get(f"jobs/{job_id}/result.json"))
     assert result["successful_processing"] == 12
+
+
+def test_an_end_delivered_while_another_writes_it_does_nothing_and_a_dead_writers_claim_lapses(
+    deployed_stack, site_factory
+):
+    stack, poller = deployed_stack
+    site = site_factory(pages=10, broken=0)
+    job_id = ended_without_its_result(stack, poller, f"{site.base_url}/")
+    store = adapters_of(stack).store
+    assert store.claim_end(job_id, until=time.time() + 1.5, now=time.time())  # (a first delivery writing it)
+
+    assert poller.poll_once("JobEndFunction") == 1  # (a second delivery, at the same time)
+    assert store.get_job(job_id).result_key is None
+
+    time.sleep(1.6)  # (the first writer died: its claim lapses, and the end sent again writes the result)
+    with mock.patch.dict(os.environ, {"HARVEST_END_APART_GRACE_SECONDS": "0"}):
+        assert poller.invoke_schedule("SchedulerFunction")["resumed"] == [job_id]
+    poller.drain()
+    assert store.get_job(job_id).result_key == f"jobs/{job_id}/result.json"

@@ -445,3 +445,12 @@ def test_a_job_record_the_previous_version_stored_is_read_with_todays_names(back
     for record in (backend.store.get_page(job_id, url), *backend.store.pages(job_id)):
         assert record is not None and record.http_last_modified == HEADER
         assert record.known == expected_crawl()
+
+
+def test_one_writer_at_a_time_claims_a_jobs_end(backend):
+    new_job(backend, "job-1")
+    assert backend.store.claim_end("job-1", until=1000.0, now=100.0)
+    assert not backend.store.claim_end("job-1", until=1500.0, now=500.0)  # (held until 1000)
+    assert backend.store.claim_end("job-1", until=2500.0, now=1001.0)  # (lapsed: its writer is gone)
+    assert not backend.store.claim_end("job-1", until=3000.0, now=2000.0)
+    assert not backend.store.claim_end("no-such-job", until=1000.0, now=0.0)

@@ -140,6 +140,10 @@ class StateStore(Protocol):
 
     def set_result(self, job_id: str, result_key: str) -> None: ...
 
+    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+        """Takes the writing of an ended job's result until ``until`` (epoch seconds); False while another
+        writer's claim holds (``now`` before its ``until``), so that one end at a time writes it."""
+
     def active_jobs(self) -> list[JobRecord]:
         """Jobs not yet ended (pending or in progress)."""
 

@@ -121,11 +121,16 @@ def end(ctx: StepContext, job_id: str) -> None:
 
 
 def finish(ctx: StepContext, job_id: str) -> SitemapIngestionResult | None:
-    """A job end's own step (``end``'s, apart): writes the result of the job if it ended without one (a
-    message delivered twice, or sent again by a resume, finds it written and does nothing)."""
+    """A job end's own step (``end``'s, apart): writes the result of the job if it ended without one, one
+    writer at a time (``StateStore.claim_end``, for ``end_apart_grace_seconds``): a message delivered twice, at
+    once or later, or sent again by a resume, finds it claimed or written and does nothing."""
     job = ctx.store.get_job(job_id)
     if job is None or not job.status.final or job.result_key is not None or job.status is JobStatus.CANCELLED:
         return None
+    now = ctx.clock().timestamp()
+    if not ctx.store.claim_end(job_id, until=now + ctx.settings.end_apart_grace_seconds, now=now):
+        log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
+        return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
     return write_result(ctx, job_id)
 
 

@@ -92,6 +92,9 @@ class DynamoStateStore:
     def set_result(self, job_id: str, result_key: str) -> None:
         self.jobs.set_result(job_id, result_key)
 
+    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+        return self.jobs.claim_end(job_id, until=until, now=now)
+
     def active_jobs(self) -> list[JobRecord]:
         return self.jobs.active_jobs()
 

@@ -323,6 +323,21 @@ class JobItems:
         if job is not None:
             self._move_job(job.model_copy(update={"result_key": result_key}), expected=job.status, still_open=False)
 
+    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+        """``ending_until`` on the job's item (beside its body: the body's writes leave it), set if absent or
+        lapsed."""
+        return conditional(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=self.key(job_id, "JOB"),
+                UpdateExpression="SET ending_until = :until",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND (attribute_not_exists(ending_until) OR ending_until < :now)"
+                ),
+                ExpressionAttributeValues={":until": _n(until), ":now": _n(now)},
+            )
+        )
+
     def active_jobs(self) -> list[JobRecord]:
         """The jobs still open; a job of an earlier version's page layout is left out (its steps refuse it)."""
         items = self.query(

@@ -214,6 +214,10 @@ CREATE TABLE IF NOT EXISTS hosts (
     body TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS job_ends (
+    job_id TEXT PRIMARY KEY,
+    until REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS schedules (
     name TEXT PRIMARY KEY,
     body TEXT NOT NULL,

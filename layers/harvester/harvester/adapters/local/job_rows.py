@@ -20,6 +20,10 @@ from harvester.model.state import JobSnapshot
 _COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 
 
+#: The tables with a job's rows beside ``jobs``.
+JOB_TABLES = ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "job_parts", "messages", "job_ends")
+
+
 class JobRows:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -60,6 +64,17 @@ class JobRows:
             update = {"status": status, "end_time": end_time, "error_message": error_message}
             self._update_job(db, job.model_copy(update=update))
             return True
+
+    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+        with Transaction(self.conn) as db:
+            if db.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
+                return False
+            cursor = db.execute(
+                "INSERT INTO job_ends (job_id, until) VALUES (?, ?)"
+                " ON CONFLICT (job_id) DO UPDATE SET until = excluded.until WHERE job_ends.until < ?",
+                (job_id, until, now),
+            )
+            return cursor.rowcount == 1
 
     def set_result(self, job_id: str, result_key: str) -> None:
         with Transaction(self.conn) as db:
@@ -110,7 +125,17 @@ class JobRows:
         with Transaction(self.conn) as db:
             if db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount == 0:
                 return False
-            for table in ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "job_parts", "messages"):
+            tables = (
+                "counters",
+                "sitemaps",
+                "urls",
+                "url_batches",
+                "url_extensions",
+                "job_parts",
+                "messages",
+                "job_ends",
+            )
+            for table in tables:
                 db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
         return True
 
@@ -138,6 +163,7 @@ class JobRows:
                 db.execute("DELETE FROM url_extensions WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
                 db.execute("DELETE FROM job_parts WHERE job_id = ?", (job_id,))
+                db.execute("DELETE FROM job_ends WHERE job_id = ?", (job_id,))
         return expired
 
     def all_jobs(self) -> list[JobRecord]:

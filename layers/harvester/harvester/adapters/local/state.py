@@ -75,6 +75,9 @@ class SqliteStateStore:
     def set_result(self, job_id: str, result_key: str) -> None:
         self.job_rows.set_result(job_id, result_key)
 
+    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+        return self.job_rows.claim_end(job_id, until=until, now=now)
+
     def active_jobs(self) -> list[JobRecord]:
         return self.job_rows.active_jobs()
 
