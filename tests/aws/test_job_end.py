@@ -13,6 +13,7 @@ from unittest import mock
 import boto3
 
 from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.crawl import DynamoCrawlDatabase
 from harvester.adapters.aws.stack import submit_job
 from harvester.model.messages import JobEnd, JobRequest
 from harvester.model.records import JobStatus
@@ -111,3 +112,27 @@ def test_an_end_delivered_while_another_writes_it_does_nothing_and_a_dead_writer
         assert poller.invoke_schedule("SchedulerFunction")["resumed"] == [job_id]
     poller.drain()
     assert store.get_job(job_id).result_key == f"jobs/{job_id}/result.json"
+
+
+def test_a_first_crawls_end_reads_no_pointer_for_orphans_and_a_later_ones_does(
+    deployed_stack, site_factory, monkeypatch
+):
+    stack, poller = deployed_stack
+    site = site_factory(pages=10, broken=0)
+    passes: list[str] = []
+    every = DynamoCrawlDatabase.site_urls
+
+    def site_urls(self: DynamoCrawlDatabase, site: str, **options: Any) -> Any:
+        passes.append(site)
+        return every(self, site, **options)
+
+    monkeypatch.setattr(DynamoCrawlDatabase, "site_urls", site_urls)
+    first = ended_without_its_result(stack, poller, f"{site.base_url}/")
+    store = adapters_of(stack).store
+    assert store.get_job(first).empty_site
+    poller.drain()
+    assert passes == [] and store.get_job(first).result_key is not None  # (no record can be its orphan)
+
+    second = ended_without_its_result(stack, poller, f"{site.base_url}/")
+    poller.drain()
+    assert not store.get_job(second).empty_site and passes  # (the site had records: the pass runs)

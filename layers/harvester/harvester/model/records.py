@@ -293,6 +293,8 @@ class JobRecord(Model, kw_only=True):
     seeded: bool = False
     result_key: str | None = None
     error_message: str | None = None
+    #: The site's crawl database held no URL record when the job started: no record can be its orphan.
+    empty_site: bool = False
 
     @property
     def site(self) -> str:

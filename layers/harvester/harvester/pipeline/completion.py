@@ -420,6 +420,11 @@ def _mark_orphans(
     each to ``removed``, with those an earlier run of this same end already marked. ``listed``: the job's
     URLs, each with its record in the site's crawl database, listed by this job."""
     site = job.request.origin
+    if job.empty_site:
+        # No URL record existed at the job's start (read after its start time): every record was listed
+        # since, so none was last listed before the job started, which the rule asks of an orphan. (A record
+        # another job listed just before and wrote just after that read is left to the next job to judge.)
+        return
     known = ctx.crawldb.count_urls(site)
     if known is not None and known <= listed:
         return  # every record of the site is one this job listed: none is unlisted (a first crawl's case)

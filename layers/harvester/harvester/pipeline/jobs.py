@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> JobRecord:
     now = ctx.clock()
     request = request.validated().model_copy(update={"job_id": job_id})
-    stored = ctx.store.create_job(JobRecord(job_id=job_id, request=request, start_time=now))
+    empty = not ctx.ephemeral and ctx.crawldb.count_urls(request.origin) == 0  # (read after its start time)
+    stored = ctx.store.create_job(JobRecord(job_id=job_id, request=request, start_time=now, empty_site=empty))
     if stored.request.fingerprint() != request.fingerprint():
         raise Unprocessable(conflict(job_id, stored.request, request))
     if stored.status is not JobStatus.PENDING:
