@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
-from harvester.model.records import BulkProcessingJob, JobRecord, SitemapIngestionResult, SitemapRecord
+from harvester.model.records import BulkProcessingJob, SitemapIngestionResult, SitemapRecord
 from harvester.pipeline import completion, jobs, page_worker, recovery, sitemap_step
 from harvester.pipeline.context import StepContext
 
 
 @dataclass
 class Engine(StepContext):
-    def start_job(self, request: JobRequest, *, job_id: str) -> JobRecord:
-        return jobs.start_job(self, request, job_id=job_id)
+    def start_job(self, request: JobRequest, *, job_id: str) -> None:
+        jobs.start_job(self, request, job_id=job_id)
 
     async def process_sitemap(self, task: SitemapTask) -> SitemapRecord | None:
         return await sitemap_step.process_sitemap(self, task)

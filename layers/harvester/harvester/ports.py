@@ -348,6 +348,9 @@ class CrawlDatabase(Protocol):
     #: Whether a job may adopt a part of this database in part (``StateStore.adopt_part``'s ``excluded``).
     adopts_partly: bool
 
+    #: Whether ``count_urls`` tells how many URL records a site has (not only whether it has none).
+    counts_urls: bool
+
     #: Whether this database keeps sitemap parts (``put_part`` can keep one): where it does not, a job's end
     #: makes none and every reading lists its URLs one by one.
     keeps_parts: bool

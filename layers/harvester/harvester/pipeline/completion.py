@@ -131,7 +131,7 @@ def finish(ctx: StepContext, job_id: str) -> SitemapIngestionResult | None:
     if not ctx.store.claim_end(job_id, until=now + ctx.settings.end_apart_grace_seconds, now=now):
         log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
         return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
-    return write_result(ctx, job_id)
+    return write_result(ctx, job_id, job=job)
 
 
 class ResultUnwritten(Busy):
@@ -157,7 +157,7 @@ def unwritten(ctx: StepContext, job: JobRecord) -> bool:
     return (ctx.clock() - job.end_time).total_seconds() >= grace
 
 
-def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
+def write_result(ctx: StepContext, job_id: str, *, job: JobRecord | None = None) -> SitemapIngestionResult:
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
     In order: the URLs the site stopped listing become orphan, the job's lastmod evidence is counted in the
@@ -165,10 +165,11 @@ def write_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
     summary are written. Every
     step may run again (the writer may die before the result is stored; ``recovery.resume`` then calls
     this again): orphans are marked with the job that orphaned them, and a site remembers the jobs whose
-    evidence it counted, so a second run reports the same and changes nothing twice.
+    evidence it counted, so a second run reports the same and changes nothing twice. ``job``: its record,
+    ended, when the caller has just read it.
     """
     store, documents = ctx.store, ctx.documents
-    job = store.get_job(job_id)
+    job = job if job is not None and job.end_time is not None else store.get_job(job_id)
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
     succeeded = failed = excluded = omitted = listed = adopted = 0
@@ -425,7 +426,7 @@ def _mark_orphans(
         # since, so none was last listed before the job started, which the rule asks of an orphan. (A record
         # another job listed just before and wrote just after that read is left to the next job to judge.)
         return
-    known = ctx.crawldb.count_urls(site)
+    known = ctx.crawldb.count_urls(site) if ctx.crawldb.counts_urls else None
     if known is not None and known <= listed:
         return  # every record of the site is one this job listed: none is unlisted (a first crawl's case)
     read_before = [

@@ -17,7 +17,7 @@ from harvester.pipeline.discovery import seed_sitemaps, task_for
 log = logging.getLogger(__name__)
 
 
-def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> JobRecord:
+def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> None:
     now = ctx.clock()
     request = request.validated().model_copy(update={"job_id": job_id})
     empty = not ctx.ephemeral and ctx.crawldb.count_urls(request.origin) == 0  # (read after its start time)
@@ -26,9 +26,8 @@ def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> JobRecor
         raise Unprocessable(conflict(job_id, stored.request, request))
     if stored.status is not JobStatus.PENDING:
         log.info("job already started", extra={"job_id": job_id, "status": stored.status.value})
-        return stored
+        return
     seed(ctx, stored)
-    return ctx.store.get_job(job_id) or stored
 
 
 def conflict(job_id: str, stored: JobRequest, given: JobRequest) -> str:

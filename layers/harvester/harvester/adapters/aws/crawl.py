@@ -202,6 +202,7 @@ class DynamoCrawlDatabase:
 
     keeps_parts = True
     adopts_partly = True
+    counts_urls = False  # (only whether a site has none: count_urls)
 
     def sitemap_part(self, site: str, sitemap: str) -> tuple[SitemapPart | None, int]:
         return self.pointers.parts.get(site, sitemap)

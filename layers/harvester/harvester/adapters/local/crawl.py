@@ -79,6 +79,7 @@ def write_listed(
 class SqliteCrawlDatabase:
     keeps_parts = True
     adopts_partly = True
+    counts_urls = True
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
