@@ -96,8 +96,9 @@ class StepContext:
         not new to it) or one another job wrote meanwhile (whose insert is then refused as stale, and the
         batch is decided again with lookups). False when the backend cannot tell cheaply."""
         first = self._first_crawls.get(job.job_id)
-        if first is None:
-            first = self._first_crawls[job.job_id] = self.crawldb.count_urls(job.request.origin) == 0
+        if first is None:  # (a site with records when the job started has them still: no need to ask)
+            first = job.empty_site and self.crawldb.count_urls(job.request.origin) == 0
+            self._first_crawls[job.job_id] = first
         return first
 
     def job(self, job_id: str) -> JobRecord | None:
