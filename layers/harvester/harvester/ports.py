@@ -385,12 +385,12 @@ class CrawlDatabase(Protocol):
 
 
 class ScheduledSites(Protocol):
-    """The scheduled sites (model.schedule), by name. What a scheduler's look costs grows with the schedules
+    """The scheduled sites (model.scheduled_site), by name. What a scheduler's look costs grows with the schedules
     due, not with those registered: ``due`` reads an index of the active schedules by due time."""
 
     def add(self, schedules: Sequence[ScheduledSite], *, replace: bool = False) -> list[str]:
         """Registers the schedules; returns the names already registered, which are left as they are unless
-        ``replace`` (then they are replaced, paused or not as the new one says)."""
+        ``replace`` (then replaced, kept paused if they were: ``scheduled_site.replaced``)."""
 
     def get(self, name: str) -> ScheduledSite | None: ...
 
@@ -403,11 +403,11 @@ class ScheduledSites(Protocol):
 
     def advance(self, schedule: ScheduledSite, *, job_id: str, next_due: datetime) -> bool:
         """Moves a due schedule to its next slot and records the job it was sent; False (nothing written) when
-        the stored schedule is no longer due at ``schedule.next_due`` (another look advanced it, or it was
-        paused, replaced or removed since it was read)."""
+        the stored schedule differs from ``schedule`` as it was read (another look moved it on, or it was
+        paused, replaced or removed)."""
 
     def pause(self, name: str) -> ScheduledSite | None:
-        """Paused (no longer due); None when there is no such schedule."""
+        """The schedule paused (not due until resumed); None when there is no such schedule."""
 
     def resume(self, name: str, *, now: datetime) -> ScheduledSite | None:
         """Active again, due at its next slot after ``now``; None when there is no such schedule."""

@@ -12,7 +12,7 @@ from msgspec.structs import replace
 from harvester.adapters.local.runner import CrawlOutcome, LocalHarvest, LocalRunner
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
 from harvester.cli.jobs import announce
-from harvester.cli.options import fetch_policy, job_request, sites_given
+from harvester.cli.options import fetch_policy, site_request, sites_given
 from harvester.cli.progress import ProgressLine
 from harvester.cli.reporting import dump_json, summary_text
 from harvester.cli.state import engine_failures
@@ -86,11 +86,7 @@ def _requests(args: argparse.Namespace) -> list[JobRequest]:
     requests: list[JobRequest] = []
     seen: dict[str, str] = {}
     for site, where in sites:
-        try:
-            request = job_request(args, site=site)
-        except UsageError as exc:
-            message = str(exc)
-            raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
+        request = site_request(args, site, where)
         if request.origin in seen:
             raise UsageError(f"{where}: {request.origin} is given twice (first as {seen[request.origin]})")
         seen[request.origin] = where

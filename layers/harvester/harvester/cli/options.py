@@ -32,6 +32,15 @@ def sites_given(args: argparse.Namespace, none: str) -> list[tuple[str, str]]:
     return sites
 
 
+def site_request(args: argparse.Namespace, site: str, where: str) -> JobRequest:
+    """``job_request`` for one of several sites, its complaint naming where the site was given (``sites_given``)."""
+    try:
+        return job_request(args, site=site)
+    except UsageError as exc:
+        message = str(exc)
+        raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
+
+
 def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:
     fields = {
         "site": site or args.site,

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from harvester.cli.errors import EXIT_OK, UsageError
-from harvester.cli.options import job_request, sites_given
+from harvester.cli.options import site_request, sites_given
 from harvester.cli.reporting import dump_json
 from harvester.model.base import ValidationError
-from harvester.model.messages import JobRequest
 from harvester.model.records import utcnow
 from harvester.model.scheduled_site import ScheduledSite, duration_text, parse_duration
 from harvester.ports import ScheduledSites
@@ -108,7 +107,7 @@ def _schedules(args: argparse.Namespace) -> list[ScheduledSite]:
     schedules: list[ScheduledSite] = []
     names: dict[str, str] = {}
     for site, where in sites:
-        request = _request(args, site, where)
+        request = site_request(args, site, where)
         try:
             schedule = ScheduledSite.new(request, every, now=now, name=args.name, offset=offset, at_once=args.now)
         except ValidationError as exc:
@@ -152,14 +151,6 @@ def _reason(exc: ValidationError, name: str | None, where: str) -> str:
     return f"--name {name!r}: {rule}" if name else f"{where}: its host makes no schedule name ({rule}): give --name"
 
 
-def _request(args: argparse.Namespace, site: str, where: str) -> JobRequest:
-    try:
-        return job_request(args, site=site)
-    except UsageError as exc:
-        message = str(exc)
-        raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
-
-
 def _when(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
@@ -171,7 +162,7 @@ def _list(args: argparse.Namespace, registry: ScheduledSites) -> int:
         return EXIT_OK
     count = 0
     for schedule in registry.all():
-        due = "paused" if schedule.paused or schedule.next_due is None else f"next {_when(schedule.next_due)}"
+        due = "paused" if schedule.next_due is None else f"next {_when(schedule.next_due)}"
         last = f"  last job {schedule.last_job_id}" if schedule.last_job_id else ""
         print(f"{schedule.name}  every {duration_text(schedule.every)}  {due}  {schedule.request.site}{last}")
         count += 1
@@ -192,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
     now = utcnow()
     with engine_failures(args.state_dir), LocalHarvest.open(args.state_dir) as harvest:
         due = harvest.scheduled_sites.due(now, limit=MOST_RUN)
-        requests = [schedule.request.model_copy(update={"job_id": schedule.job_id()}) for schedule in due]
+        requests = [schedule.job_request() for schedule in due]
         # (the earliest of every active schedule: the registry's index, read for the first row)
         upcoming = (
             None if due else next(iter(harvest.scheduled_sites.due(datetime.max.replace(tzinfo=UTC), limit=1)), None)

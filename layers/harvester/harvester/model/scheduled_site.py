@@ -80,15 +80,14 @@ def _stamp(moment: datetime) -> str:
 
 class ScheduledSite(Model, kw_only=True, frozen=True):
     """One scheduled site: its job request (without a job id: each slot's job gets its own), its period and
-    its offset in seconds into each period; whether it is paused, when it is next due (None while paused)
-    and the id of the last job the scheduler sent."""
+    its offset in seconds into each period; when it is next due (None: paused) and the id of the last job
+    the scheduler sent."""
 
     name: Annotated[str, Meta(pattern=NAME_PATTERN)]
     every: timedelta
     offset: Annotated[int, Meta(ge=0)] = 0
     request: JobRequest
     added_at: datetime
-    paused: bool = False
     next_due: datetime | None = None
     last_job_id: str | None = None
 
@@ -152,24 +151,34 @@ class ScheduledSite(Model, kw_only=True, frozen=True):
         """The first slot later than ``moment``."""
         return self.slot_at_or_before(moment) + self.every
 
+    @property
+    def paused(self) -> bool:
+        return self.next_due is None
+
     def job_id(self) -> str:
         """The id of the job due now: ``<name>-<next_due>`` (a slot, or the moment ``--now`` asked for), so that
         every look until the schedule moves on sends the same job, whatever time it is."""
         assert self.next_due is not None, f"schedule {self.name} is paused: no job is due"
         return f"{self.name}-{_stamp(self.next_due)}"
 
+    def job_request(self) -> JobRequest:
+        """The request of the job due now, with its id (``job_id``)."""
+        return self.request.model_copy(update={"job_id": self.job_id()})
+
     def paused_now(self) -> Self:
-        return self.model_copy(update={"paused": True, "next_due": None})
+        return self.model_copy(update={"next_due": None})
 
     def resumed(self, now: datetime) -> Self:
-        """Active again, due at its next slot (a slot missed while paused is not made up)."""
-        return self.model_copy(update={"paused": False, "next_due": self.slot_after(now)})
+        """Active again, due at its next slot (a slot missed while paused is not made up); an active one as
+        it is."""
+        return self if not self.paused else self.model_copy(update={"next_due": self.slot_after(now)})
 
     def as_json(self) -> dict[str, Any]:
         """The schedule as ``harvest schedule show`` prints it (the period as ``1d``, the request's options
         that differ from their defaults)."""
         body = orjson.loads(self.stored_json())
         body["every"] = duration_text(self.every)
+        body["paused"] = self.paused
         body["request"] = {"site": self.request.site} | orjson.loads(
             self.request.model_dump_json(exclude_defaults=True)
         )

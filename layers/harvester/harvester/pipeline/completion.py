@@ -125,7 +125,7 @@ def finish(ctx: StepContext, job_id: str) -> SitemapIngestionResult | None:
     writer at a time (``StateStore.claim_end``, for ``end_apart_grace_seconds``): a message delivered twice, at
     once or later, or sent again by a resume, finds it claimed or written and does nothing."""
     job = ctx.store.get_job(job_id)
-    if job is None or not job.status.final or job.result_key is not None or job.status is JobStatus.CANCELLED:
+    if job is None or not result_owed(ctx, job):
         return None
     now = ctx.clock().timestamp()
     if not ctx.store.claim_end(job_id, until=now + ctx.settings.end_apart_grace_seconds, now=now):
@@ -145,13 +145,17 @@ class ResultUnwritten(Busy):
         self.after = after
 
 
+def result_owed(ctx: StepContext, job: JobRecord) -> bool:
+    """A job that ended without its result, and is owed one (not cancelled, not a throwaway run's)."""
+    final = job.status.final and job.status is not JobStatus.CANCELLED
+    return final and job.result_key is None and not ctx.ephemeral
+
+
 def unwritten(ctx: StepContext, job: JobRecord) -> bool:
     """A job that ended without its result long enough ago that whoever ended it, or the end it sent apart,
     is gone (``result_grace_seconds``: the longest a function that ends a job runs; ``end_apart_grace_seconds``
     for an end sent apart: the job-end function's): the result is this caller's to write, or to send."""
-    if not job.status.final or job.result_key is not None or job.end_time is None or ctx.ephemeral:
-        return False
-    if job.status is JobStatus.CANCELLED:
+    if not result_owed(ctx, job) or job.end_time is None:
         return False
     grace = ctx.settings.result_grace_seconds if ctx.end_apart is None else ctx.settings.end_apart_grace_seconds
     return (ctx.clock() - job.end_time).total_seconds() >= grace

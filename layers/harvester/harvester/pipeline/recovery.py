@@ -18,7 +18,7 @@ from msgspec.structs import asdict
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
-from harvester.pipeline.completion import end, maybe_complete, unwritten, write_result
+from harvester.pipeline.completion import end, maybe_complete, result_owed, unwritten, write_result
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
 from harvester.pipeline.jobs import seed
@@ -48,13 +48,12 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
         raise KeyError(f"no job {job_id!r}")
     job = snapshot.job
     if job.status.final:
-        if job.result_key is None and not ctx.ephemeral and job.status is not JobStatus.CANCELLED:
-            if ctx.end_apart is None:
-                write_result(ctx, job_id)
-                report.result_written = True
-            elif unwritten(ctx, job):  # (an end sent apart that is still running is not sent again)
-                end(ctx, job_id)
-                report.end_sent = True
+        if result_owed(ctx, job) and ctx.end_apart is None:
+            write_result(ctx, job_id)
+            report.result_written = True
+        elif unwritten(ctx, job):  # (an end sent apart that is still running is not sent again)
+            end(ctx, job_id)
+            report.end_sent = True
         return report
     idle = (ctx.clock() - snapshot.last_update).total_seconds()
     if not force and idle < ctx.settings.stall_after_seconds:

@@ -42,7 +42,7 @@ def start_due(ctx: StepContext, registry: ScheduledSites, *, now: datetime, limi
     report = Tick()
     due = registry.due(now, limit=limit)
     report.more_due = len(due) >= limit
-    requests = [schedule.request.model_copy(update={"job_id": schedule.job_id()}) for schedule in due]
+    requests = [schedule.job_request() for schedule in due]
     ctx.queue.push(requests)
     for schedule, request in zip(due, requests, strict=True):
         assert request.job_id is not None

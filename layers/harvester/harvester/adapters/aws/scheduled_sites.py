@@ -37,7 +37,7 @@ def _key(name: str) -> dict[str, Any]:
 
 def _item(schedule: ScheduledSite) -> dict[str, Any]:
     item = {**_key(schedule.name), "body": _s(schedule.stored_json())}
-    if not schedule.paused and schedule.next_due is not None:
+    if schedule.next_due is not None:
         item["due_pk"] = _s(f"DUE#{_shard(schedule.name)}")
         item["due_at"] = _n(schedule.next_due.timestamp())
     return item
@@ -125,7 +125,7 @@ class DynamoScheduledSites:
         return self._change(name, lambda schedule: schedule.paused_now())
 
     def resume(self, name: str, *, now: datetime) -> ScheduledSite | None:
-        return self._change(name, lambda schedule: schedule if not schedule.paused else schedule.resumed(now))
+        return self._change(name, lambda schedule: schedule.resumed(now))
 
     def remove(self, name: str) -> bool:
         response = self.client.delete_item(TableName=self.table, Key=_key(name), ReturnValues="ALL_OLD")

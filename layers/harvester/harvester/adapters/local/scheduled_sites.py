@@ -15,7 +15,7 @@ PAGE = 500
 
 
 def _due_at(schedule: ScheduledSite) -> float | None:
-    return None if schedule.paused or schedule.next_due is None else schedule.next_due.timestamp()
+    return None if schedule.next_due is None else schedule.next_due.timestamp()
 
 
 class SqliteScheduledSites:
@@ -75,7 +75,7 @@ class SqliteScheduledSites:
         return self._change(name, lambda schedule: schedule.paused_now())
 
     def resume(self, name: str, *, now: datetime) -> ScheduledSite | None:
-        return self._change(name, lambda schedule: schedule if not schedule.paused else schedule.resumed(now))
+        return self._change(name, lambda schedule: schedule.resumed(now))
 
     def remove(self, name: str) -> bool:
         with Transaction(self.conn) as db:
