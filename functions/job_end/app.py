@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # (the engine is imported when the first message builds it, n
 
 
 async def finish(engine: Engine, end: JobEnd, record: SQSRecord) -> None:
-    engine.finish(end.job_id)
+    engine.finish(end.job_id, claim=end.claim)
 
 
 handler = sqs_handler(JobEnd, finish, dead_letter="job_end")

@@ -120,13 +120,13 @@ def test_a_first_crawls_end_reads_no_pointer_for_orphans_and_a_later_ones_does(
     stack, poller = deployed_stack
     site = site_factory(pages=10, broken=0)
     passes: list[str] = []
-    every = DynamoCrawlDatabase.site_urls
+    every = DynamoCrawlDatabase.url_pages
 
-    def site_urls(self: DynamoCrawlDatabase, site: str, **options: Any) -> Any:
+    def url_pages(self: DynamoCrawlDatabase, site: str, **options: Any) -> Any:
         passes.append(site)
         return every(self, site, **options)
 
-    monkeypatch.setattr(DynamoCrawlDatabase, "site_urls", site_urls)
+    monkeypatch.setattr(DynamoCrawlDatabase, "url_pages", url_pages)
     first = ended_without_its_result(stack, poller, f"{site.base_url}/")
     store = adapters_of(stack).store
     assert store.get_job(first).empty_site

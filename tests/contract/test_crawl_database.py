@@ -189,3 +189,19 @@ def test_a_crawl_record_the_previous_version_stored_is_read_with_todays_names(ba
     )
     assert db.put_urls(ORIGIN, [again]) == []
     assert db.get_urls(ORIGIN, [url])[url] == again and again.http_last_modified == stored.http_last_modified
+
+
+def test_a_pass_over_a_sites_records_resumes_after_any_page(backend):
+    db = backend.crawldb
+    urls = sorted(f"{SITE}page-{n}" for n in range(2300))  # (more than a local page of records: 1,000)
+    for start in range(0, len(urls), 100):
+        assert db.put_urls(ORIGIN, [crawl_record(u) for u in urls[start : start + 100]]) == []
+    pages = list(db.url_pages(ORIGIN))
+    assert len(pages) > 2
+    seen = [r.url for page in pages for r in page.records]
+    assert sorted(seen) == urls and len(seen) == len(set(seen))
+    assert sorted(r.url for r in db.site_urls(ORIGIN)) == urls
+    for n, one in enumerate(pages):  # (resumed after each page: exactly the records of the pages after it)
+        after = [r.url for later in db.url_pages(ORIGIN, after=one.after) for r in later.records]
+        assert after == [r.url for later in pages[n + 1 :] for r in later.records], n
+    assert all(not p.records for p in db.url_pages("https://other.example"))

@@ -20,7 +20,7 @@ from harvester.model.records import (
     UrlStatus,
     body_of,
 )
-from harvester.model.state import Checkpoint, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
+from harvester.model.state import Checkpoint, EndProgress, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
 from harvester.pipeline.listed_rows import first_listings
 from harvester.ports import LeaseLost
 from harvester.sitemap import PageEntry
@@ -454,3 +454,17 @@ def test_one_writer_at_a_time_claims_a_jobs_end(backend):
     assert backend.store.claim_end("job-1", until=2500.0, now=1001.0)  # (lapsed: its writer is gone)
     assert not backend.store.claim_end("job-1", until=3000.0, now=2000.0)
     assert not backend.store.claim_end("no-such-job", until=1000.0, now=0.0)
+
+
+def test_a_jobs_end_keeps_its_progress_and_hands_its_claim_to_its_next_step(backend):
+    store = backend.store
+    new_job(backend, "job-1")
+    assert store.claim_end("job-1", until=1000.0, now=100.0) == EndProgress()  # (nothing done yet)
+    half = EndProgress(orphans_at="position", removed_lines=("jobs/job-1/end/removed-0.jsonl",), removed=3)
+    assert not store.save_end("job-1", half, held=999.0, handed=1200.0)  # (not this writer's claim)
+    assert store.save_end("job-1", half, held=1000.0, handed=1200.0)
+    assert store.claim_end("job-1", until=1300.0, now=300.0) is None  # (a delivery without the claim handed on)
+    assert store.claim_end("job-1", until=1300.0, now=300.0, handed=1200.0) == half  # (the next step)
+    assert store.claim_end("job-1", until=1400.0, now=301.0, handed=1200.0) is None  # (that message again)
+    assert not store.save_end("job-1", EndProgress(), held=1200.0, handed=1500.0)  # (its claim was taken on)
+    assert store.claim_end("job-1", until=2000.0, now=1301.0) == half  # (lapsed: a resume goes on from there)

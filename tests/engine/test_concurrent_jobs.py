@@ -153,9 +153,9 @@ class RaceOnFirstCrawl:
         self.lookups += 1
         return self._inner.get_urls(site, urls)
 
-    def site_urls(self, site: str, **kwargs: Any) -> Any:
+    def url_pages(self, site: str, **kwargs: Any) -> Any:
         self.scans += 1
-        return self._inner.site_urls(site, **kwargs)
+        return self._inner.url_pages(site, **kwargs)
 
 
 def test_a_first_crawl_looks_up_no_record_and_a_job_that_listed_them_all_scans_none(tmp_path):

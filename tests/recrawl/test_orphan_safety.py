@@ -24,6 +24,8 @@ from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.crawl import CrawlRecord, HostTrust, SiteCrawl
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapIngestionResult
+from harvester.model.state import EndProgress
+from harvester.pipeline import completion
 from harvester.pipeline.completion import write_result
 from harvester.pipeline.context import StepContext
 from harvester.settings import EngineSettings
@@ -127,13 +129,13 @@ def test_a_job_that_did_not_read_the_whole_tree_reads_no_crawl_record_for_orphan
     passes: list[str] = []
 
     def counted(harvest: LocalHarvest) -> None:
-        every = harvest.crawldb.site_urls
+        every = harvest.crawldb.url_pages
 
-        def site_urls(origin: str, **options: Any) -> Any:
+        def url_pages(origin: str, **options: Any) -> Any:
             passes.append(origin)
             return every(origin, **options)
 
-        harvest.crawldb.site_urls = site_urls  # type: ignore[method-assign]
+        harvest.crawldb.url_pages = url_pages  # type: ignore[method-assign]
 
     failing = crawl(tmp_path, request(site), counted)
     assert failing.changes.removed == 0 and passes == []  # (no URL can be its orphan: none is read)
@@ -237,3 +239,47 @@ def test_an_unchanged_sitemap_under_new_validators_is_asked_with_the_new_ones(li
         crawl(tmp_path, request(site))
         statuses.append({h.status for h in site.hits if h.path in ("/sitemap_index.xml", "/sitemaps/0.xml")})
     assert statuses == [{200}, {304}]
+
+
+def test_an_end_in_steps_marks_and_reports_the_same_orphans_as_one_step(live_site, tmp_path, monkeypatch):
+    site = live_site(pages=30, sitemaps=2)
+    crawl(tmp_path, request(site))
+    gone = [site.url(f"/pages/{n}.html") for n in (2, 9, 21)]
+    for url in gone:
+        site.unlist(url.removeprefix(site.base))
+
+    def dies(ctx: StepContext, job_id: str, **_: Any) -> None:
+        ended.append(job_id)
+        raise Killed("the job's end")
+
+    ended: list[str] = []
+    monkeypatch.setattr(completion, "write_result", dies)  # (the job ends; its end is left to its steps)
+    with pytest.raises(Killed):
+        crawl(tmp_path, request(site))
+    monkeypatch.undo()
+    (job_id,) = ended
+    with LocalHarvest.open(tmp_path) as harvest:
+        assert harvest.store.get_job(job_id).result_key is None
+        saved: list[EndProgress] = []
+        inner = harvest.store
+
+        class Saving:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+            def save_end(self, job_id: str, progress: EndProgress, **claims: float) -> bool:
+                saved.append(progress)
+                return inner.save_end(job_id, progress, **claims)
+
+        ctx = StepContext(
+            store=Saving(),  # type: ignore[arg-type]
+            queue=harvest.queue,
+            documents=harvest.documents,
+            fetcher=None,  # type: ignore[arg-type]  # the end fetches nothing
+            crawldb=harvest.crawldb,
+            settings=replace(SETTINGS, end_step_seconds=0),
+        )
+        result = completion.finish(ctx, job_id)
+    assert result is not None and removed(result) == sorted(gone) and result.changes.removed == 3
+    assert len(saved) >= 2 and saved[-1].removed == 3  # (a step a page of records, each stored)
+    assert all(r.orphaned_job == job_id for url, r in crawl_records(tmp_path, site).items() if url in gone)

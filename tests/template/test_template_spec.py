@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harvester.adapters.aws.scheduled_sites import DUE_INDEX
+from harvester.archive.results import removed_key
 from tests.tools.check_template import Template, queues_sent_to
 
 FUNCTIONS = {
@@ -140,7 +141,7 @@ def test_recursive_loop(translated_template: dict[str, Any]) -> None:
     loops = {f: props(translated_template, f).get("RecursiveLoop") for f in FUNCTIONS}
     assert loops == {
         "JobFunction": None,
-        "JobEndFunction": None,
+        "JobEndFunction": "Allow",
         "SitemapFunction": "Allow",
         "PageFunction": "Allow",
         "PagePriorityFunction": "Allow",
@@ -186,6 +187,9 @@ def test_document_bucket(translated_template: dict[str, Any]) -> None:
     bucket = props(translated_template, "DocumentBucket")
     assert bucket["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
     assert bucket["LifecycleConfiguration"]["Rules"][0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    # (what a step of a job's end keeps for the next one: harvester.archive.results.removed_key)
+    steps = bucket["LifecycleConfiguration"]["Rules"][1]
+    assert (steps["Prefix"], steps["ExpirationInDays"]) == (removed_key("job", 0).partition("/")[0] + "/", 7)
     policy = props(translated_template, "DocumentBucketPolicy")["PolicyDocument"]["Statement"][0]
     assert policy["Effect"] == "Deny"
     assert policy["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
@@ -209,7 +213,7 @@ def test_least_privilege_sends(translated_template: dict[str, Any]) -> None:
     """Each function may send exactly to the queues the design says, and no more."""
     expected = {
         "JobFunction": {"SitemapQueue", "JobDeadLetterQueue", "JobEndQueue"},
-        "JobEndFunction": {"JobEndDeadLetterQueue"},
+        "JobEndFunction": {"JobEndQueue", "JobEndDeadLetterQueue"},
         "SitemapFunction": {"SitemapQueue", "PageQueue", "PagePriorityQueue", "SitemapDeadLetterQueue", "JobEndQueue"},
         "PageFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue", "JobEndQueue"},
         "PagePriorityFunction": {"PageQueue", "PagePriorityQueue", "PageDeadLetterQueue", "JobEndQueue"},

@@ -36,8 +36,8 @@ class Engine(StepContext):
     def write_result(self, job_id: str) -> SitemapIngestionResult:
         return completion.write_result(self, job_id)
 
-    def finish(self, job_id: str) -> SitemapIngestionResult | None:
-        return completion.finish(self, job_id)
+    def finish(self, job_id: str, *, claim: float | None = None) -> SitemapIngestionResult | None:
+        return completion.finish(self, job_id, claim=claim)
 
     def resume(self, job_id: str, *, force: bool = False) -> recovery.Resumed:
         return recovery.resume(self, job_id, force=force)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from harvester.archive.stores import DocumentStore, WarcStore
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.model.records import (
     CrawlWrite,
@@ -35,6 +35,7 @@ from harvester.model.scheduled_site import ScheduledSite
 from harvester.model.state import (
     AdoptedPart,
     Checkpoint,
+    EndProgress,
     JobSnapshot,
     Lease,
     ListedBatch,
@@ -140,9 +141,15 @@ class StateStore(Protocol):
 
     def set_result(self, job_id: str, result_key: str) -> None: ...
 
-    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
-        """Takes the writing of an ended job's result until ``until`` (epoch seconds); False while another
-        writer's claim holds (``now`` before its ``until``), so that one end at a time writes it."""
+    def claim_end(self, job_id: str, *, until: float, now: float, handed: float | None = None) -> EndProgress | None:
+        """Takes the writing of an ended job's result until ``until`` (epoch seconds) and returns how far it
+        has got (``save_end``'s; an empty ``EndProgress`` at first); None while another writer's claim holds
+        (``now`` before its ``until``), so that one end at a time writes it, unless that claim is ``handed``:
+        the one a writer handed on with its progress (``save_end``) to the end's next step."""
+
+    def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
+        """Stores how far the job's end has got, and hands the claim ``held`` on as ``handed`` (for the end's
+        next step to take: ``claim_end``); False when the claim held is no longer this writer's."""
 
     def active_jobs(self) -> list[JobRecord]:
         """Jobs not yet ended (pending or in progress)."""
@@ -324,6 +331,13 @@ class CrawlDatabase(Protocol):
         """Every URL record of the site (in no particular order), a page at a time; with
         ``unless_listed_by``, without those that job listed last (the orphan pass needs none of them, and
         on a site's first crawl they are all of them)."""
+
+    def url_pages(
+        self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
+    ) -> Iterator[UrlPage]:
+        """``site_urls`` a page at a time, each page with the position after it: given as ``after``, the
+        pages after that position (a pass over a large site in pieces: the orphan pass at a job's end). A page
+        may be empty; the pass is over when the pages are."""
 
     def count_urls(self, site: str) -> int | None:
         """How many URL records the site has, when the backend can tell without reading them all (None

@@ -58,6 +58,10 @@ class EngineSettings(Struct, frozen=True):
     #: the result this long after the job ended is sent again (by the next step or the scheduler's tick): it
     #: is lost or failed, not still running.
     end_apart_grace_seconds: float = 1000.0
+    #: The time a step of a job's end gives its orphan pass (a pass over the site's URL records) before the
+    #: pass goes on in a step of its own (on AWS a JobEnd message to the job-end function, whose 900 s leave
+    #: the rest of the end 600 s); 0 passes one page of records a step.
+    end_step_seconds: float = 300.0
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
     #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30

@@ -279,6 +279,14 @@ class TrustChange(Model, kw_only=True):
         self.went = went
 
 
+class UrlPage(Struct, frozen=True):
+    """A page of a site's URL records (``CrawlDatabase.url_pages``) and the position after it, from which a
+    pass over the site resumes (opaque: the crawl database's own)."""
+
+    records: list[CrawlRecord]
+    after: str
+
+
 class SiteCrawl(Model, kw_only=True):
     """A site as a whole: lastmod trust per host, what the latest jobs' evidence did to it, and the
     well-known paths found absent.

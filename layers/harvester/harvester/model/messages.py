@@ -181,6 +181,9 @@ class JobEnd(Model, kw_only=True, frozen=True):
 
     kind: Literal["end"] = "end"
     job_id: JobId
+    #: The claim on the job's end a step that wrote part of it handed on to this one (``StateStore.save_end``):
+    #: None for the first step, or for one sent again by a resume (it waits for a claim to lapse).
+    claim: float | None = None
 
 
 class PageBatchTask(Model, kw_only=True, frozen=True):

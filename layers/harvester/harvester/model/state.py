@@ -114,6 +114,17 @@ class AdoptedPart(Struct, frozen=True):
         return self.part.urls - len(self.excluded)
 
 
+class EndProgress(Struct, frozen=True):
+    """How far the end of a job has got between the invocations that write it (``StateStore.save_end``): the
+    orphan pass over the site's URL records is done up to ``orphans_at`` (a ``CrawlDatabase.url_pages``
+    position; None: not begun), and the feed lines of the URLs it found no longer listed, ``removed`` of
+    them, are in the documents ``removed_lines``, in order."""
+
+    orphans_at: str | None = None
+    removed_lines: tuple[str, ...] = ()
+    removed: int = 0
+
+
 class SitemapOutcome(Struct):
     status: SitemapStatus
     kind: str | None = None

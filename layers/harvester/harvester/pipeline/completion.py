@@ -3,14 +3,16 @@
 A job is done when discovery is finished (every sitemap it registered is final, so no new URL can
 appear) and every URL it registered has an outcome. The check reads the job and its counters as one
 snapshot; the end is one conditional write that only one caller can win; the winner closes the crawl
-cycle in the crawl database (orphans, lastmod trust) and writes the result. If the winner dies before the
-result is written, ``recovery.resume`` writes it.
+cycle in the crawl database (orphans, lastmod trust) and writes the result, or has it written apart (on
+AWS by the job-end function, in steps of bounded time: ``finish``). If the winner dies before the result is
+written, ``recovery.resume`` writes it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from datetime import timedelta
@@ -26,17 +28,16 @@ from harvester.archive.results import (
     index_key,
     record_line,
     records_key,
+    removed_key,
     result_key,
     stored_record,
 )
 from harvester.crawldb import parts
-from harvester.crawldb.changes import ChangeTally, feed_line, kind_of, removed_line
-from harvester.crawldb.crawl_state import orphaned
-from harvester.crawldb.orphans import OrphanRule
+from harvester.crawldb.changes import ChangeTally, feed_line, kind_of
 from harvester.crawldb.trust import UNFETCHED, EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
-from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState, SiteCrawl, TrustChange
-from harvester.model.messages import SitemapOrigin
+from harvester.model.crawl import ChangeKind, SiteCrawl, TrustChange
+from harvester.model.messages import JobEnd, SitemapOrigin
 from harvester.model.records import (
     BulkProcessingJob,
     ErrorDetail,
@@ -49,16 +50,14 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.model.state import AdoptedPart, ListedBatch
+from harvester.model.state import AdoptedPart, EndProgress, ListedBatch
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_orphans
 from harvester.pipeline.parts import PartMaker, PartRows, adopted_lines, keep_parts_index, parts_index_key
 
 log = logging.getLogger(__name__)
 
-#: Times a write to the crawl database is judged again when other jobs keep changing its record.
-STALE_ATTEMPTS = 8
-ORPHAN_BATCH = 100
 _FINAL = frozenset(s.value for s in UrlStatus if s.final)
 
 
@@ -115,23 +114,45 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
 def end(ctx: StepContext, job_id: str) -> None:
     """Writes the result of a job that ended, here or apart (``StepContext.end_apart``)."""
     if ctx.end_apart is not None:
-        ctx.end_apart(job_id)
+        ctx.end_apart(JobEnd(job_id=job_id))
     else:
         write_result(ctx, job_id)
 
 
-def finish(ctx: StepContext, job_id: str) -> SitemapIngestionResult | None:
+def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> SitemapIngestionResult | None:
     """A job end's own step (``end``'s, apart): writes the result of the job if it ended without one, one
     writer at a time (``StateStore.claim_end``, for ``end_apart_grace_seconds``): a message delivered twice, at
-    once or later, or sent again by a resume, finds it claimed or written and does nothing."""
+    once or later, or sent again by a resume, finds it claimed or written and does nothing.
+
+    A step that runs out of its time (``end_step_seconds``) in the orphan pass stores how far it got and
+    hands its claim on (``claim``) to the next step: apart, a JobEnd message; here, the next turn of the loop."""
     job = ctx.store.get_job(job_id)
     if job is None or not result_owed(ctx, job):
         return None
-    now = ctx.clock().timestamp()
-    if not ctx.store.claim_end(job_id, until=now + ctx.settings.end_apart_grace_seconds, now=now):
-        log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
-        return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
-    return write_result(ctx, job_id, job=job)
+    grace = ctx.settings.end_apart_grace_seconds
+    while True:
+        now = ctx.clock().timestamp()
+        progress = ctx.store.claim_end(job_id, until=now + grace, now=now, handed=claim)
+        if progress is None:
+            log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
+            return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
+        written = end_step(ctx, job_id, job=job, progress=progress, pause=_time_up(ctx.settings.end_step_seconds))
+        if not isinstance(written, EndProgress):
+            return written
+        held, claim = now + grace, ctx.clock().timestamp() + grace
+        if not ctx.store.save_end(job_id, written, held=held, handed=claim):
+            log.warning("the job's end was taken over by another delivery", extra={"job_id": job_id})
+            return None
+        log.info("the job's end goes on in a step of its own", extra={"job_id": job_id, "removed": written.removed})
+        if ctx.end_apart is not None:
+            ctx.end_apart(JobEnd(job_id=job_id, claim=claim))
+            return None
+
+
+def _time_up(seconds: float) -> Callable[[], bool]:
+    """Whether ``seconds`` have gone by since this was made."""
+    deadline = time.monotonic() + seconds
+    return lambda: time.monotonic() >= deadline
 
 
 class ResultUnwritten(Busy):
@@ -162,24 +183,75 @@ def unwritten(ctx: StepContext, job: JobRecord) -> bool:
 
 
 def write_result(ctx: StepContext, job_id: str, *, job: JobRecord | None = None) -> SitemapIngestionResult:
+    """The job's end in one step (``end_step``, never paused)."""
+    written = end_step(ctx, job_id, job=job)
+    assert isinstance(written, SitemapIngestionResult)
+    return written
+
+
+def end_step(
+    ctx: StepContext,
+    job_id: str,
+    *,
+    job: JobRecord | None = None,
+    progress: EndProgress | None = None,
+    pause: Callable[[], bool] | None = None,
+) -> SitemapIngestionResult | EndProgress:
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
-    In order: the URLs the site stopped listing become orphan, the job's lastmod evidence is counted in the
-    site's trust, then the per-URL records (JSON Lines), their Parquet index, the change feed and the
-    summary are written. Every
-    step may run again (the writer may die before the result is stored; ``recovery.resume`` then calls
-    this again): orphans are marked with the job that orphaned them, and a site remembers the jobs whose
-    evidence it counted, so a second run reports the same and changes nothing twice. ``job``: its record,
-    ended, when the caller has just read it.
+    In order: the URLs the site stopped listing become orphan (``orphan_pass``), then the per-URL records
+    (JSON Lines), their Parquet index and the change feed are written, the job's lastmod evidence is counted
+    in the site's trust, and the summary is written. Every step may run again (the writer may die before the
+    result is stored; ``recovery.resume`` then calls this again): orphans are marked with the job that
+    orphaned them, and a site remembers the jobs whose evidence it counted, so a second run reports the same
+    and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
+
+    ``progress``: how far earlier steps of the end got; when ``pause`` says the step's time is up during the
+    orphan pass, the pass stops after a page and this returns how far it got instead of a result.
     """
-    store, documents = ctx.store, ctx.documents
+    store = ctx.store
     job = job if job is not None and job.end_time is not None else store.get_job(job_id)
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
+    progress = progress or EndProgress()
+    sitemaps = list(store.sitemaps(job_id))
+    with RemovedLines() as gone:
+        if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
+            at = mark_orphans(
+                ctx,
+                job,
+                sitemaps,
+                gone.add,
+                listed=lambda: store.counts(job_id).urls_total,
+                after=progress.orphans_at,
+                pause=pause,
+            )
+            if at is not None:
+                return _paused(ctx, job_id, progress, at, gone)
+        return _write_result(ctx, job, sitemaps, progress, gone)
+
+
+def _paused(ctx: StepContext, job_id: str, progress: EndProgress, at: str, gone: RemovedLines) -> EndProgress:
+    """How far the end got: the orphan pass at ``at``, the lines of the URLs it found removed in this step
+    stored as a document of their own."""
+    documents = progress.removed_lines
+    if gone.count:
+        key = removed_key(job_id, len(documents))
+        ctx.documents.put(key, gone.rewound(), content_type="application/x-ndjson")
+        documents = (*documents, key)
+    return EndProgress(orphans_at=at, removed_lines=documents, removed=progress.removed + gone.count)
+
+
+def _write_result(
+    ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], progress: EndProgress, gone: RemovedLines
+) -> SitemapIngestionResult:
+    """The records, their index, the change feed (with the orphan pass's lines: ``progress``'s, ``gone``'s),
+    the parts, the site's trust and the summary of the ended ``job``."""
+    store, documents, job_id = ctx.store, ctx.documents, job.job_id
+    assert job.end_time is not None
     succeeded = failed = excluded = omitted = listed = adopted = 0
     exclusions = ReasonTally()
     errors: list[ErrorDetail] = []
-    sitemaps = list(store.sitemaps(job_id))
     dropped, warnings = ReasonTally(), ReasonTally()
     for sitemap in sitemaps:
         dropped.add_counts(sitemap.dropped)
@@ -263,14 +335,12 @@ def write_result(ctx: StepContext, job_id: str, *, job: JobRecord | None = None)
             if line is not None:
                 changed.add(json_bytes(line))
 
-        def removed(record: CrawlRecord) -> None:
-            changes.add(ChangeKind.REMOVED)
-            changed.add(json_bytes(removed_line(record)))
-
-        if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
-            _mark_orphans(ctx, job, sitemaps, removed, listed=listed)
         out.flush()
         changed.flush()
+        for key in progress.removed_lines:  # (the orphan pass's lines, after the job's own)
+            feed_lines.write(documents.get(key))
+        gone.copy_to(feed_lines)
+        changes.add_counts({ChangeKind.REMOVED.value: progress.removed + gone.count})
         url_index = write_index(
             ctx,
             job_id,
@@ -323,6 +393,8 @@ def write_result(ctx: StepContext, job_id: str, *, job: JobRecord | None = None)
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
+    for key in progress.removed_lines:  # (in the feed now)
+        documents.delete(key)
     collect(ctx, job, relisted=result.total_urls - adopted, urls=result.total_urls)
     return result
 
@@ -411,67 +483,6 @@ def write_index(
         return None
     log.info("URL index written", extra={"job_id": job_id, "rows": rows})
     return ctx.documents.location(index_key(job_id))
-
-
-def _mark_orphans(
-    ctx: StepContext,
-    job: JobRecord,
-    sitemaps: list[SitemapRecord],
-    removed: Callable[[CrawlRecord], None],
-    *,
-    listed: int,
-) -> None:
-    """Marks orphan the site's URLs this job shows are no longer listed (see crawldb.orphans), reporting
-    each to ``removed``, with those an earlier run of this same end already marked. ``listed``: the job's
-    URLs, each with its record in the site's crawl database, listed by this job."""
-    site = job.request.origin
-    if job.empty_site:
-        # No URL record existed at the job's start (read after its start time): every record was listed
-        # since, so none was last listed before the job started, which the rule asks of an orphan. (A record
-        # another job listed just before and wrote just after that read is left to the next job to judge.)
-        return
-    known = ctx.crawldb.count_urls(site) if ctx.crawldb.counts_urls else None
-    if known is not None and known <= listed:
-        return  # every record of the site is one this job listed: none is unlisted (a first crawl's case)
-    read_before = [
-        s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
-    ]
-    rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
-    if not rule.whole_tree:
-        return  # (no URL can be this job's orphan, nor was one marked by an earlier run of this end: no pass)
-    batch: list[CrawlRecord] = []
-    for record in ctx.crawldb.site_urls(site, unless_listed_by=job.job_id):
-        if record.state is CrawlState.ORPHAN and record.orphaned_job == job.job_id:
-            removed(record)
-        elif rule.orphan(record):
-            batch.append(orphaned(record, job_id=job.job_id))
-            if len(batch) >= ORPHAN_BATCH:
-                _put_orphans(ctx, site, batch, rule, removed)
-                batch = []
-    _put_orphans(ctx, site, batch, rule, removed)
-
-
-def _put_orphans(
-    ctx: StepContext, site: str, batch: list[CrawlRecord], rule: OrphanRule, removed: Callable[[CrawlRecord], None]
-) -> None:
-    for _ in range(STALE_ATTEMPTS):
-        if not batch:
-            return
-        stale = set(ctx.crawldb.put_urls(site, batch))
-        for record in batch:
-            if record.url not in stale:
-                removed(record)
-        if not stale:
-            return
-        # Another job wrote them meanwhile (it may have listed them), or another run of this same end
-        # orphaned them: judged again on what was written.
-        batch = []
-        for record in ctx.crawldb.get_urls(site, list(stale)).values():
-            if record.state is CrawlState.ORPHAN and record.orphaned_job == rule.job.job_id:
-                removed(record)
-            elif rule.orphan(record):
-                batch.append(orphaned(record, job_id=rule.job.job_id))
-    log.warning("orphans left unmarked: their records kept changing", extra={"urls": len(batch)})
 
 
 def _update_site(

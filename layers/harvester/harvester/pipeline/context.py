@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import partial
 
 from harvester.fetch import Fetcher, RobotsRules
-from harvester.model.messages import DEFAULT_RATE_LIMIT_DELAY
+from harvester.model.messages import DEFAULT_RATE_LIMIT_DELAY, JobEnd
 from harvester.model.records import JobRecord, utcnow
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.politeness import MemoryHostGate
@@ -59,8 +59,8 @@ class StepContext:
     #: memory when none is given).
     host_gate: HostGate | None = None
     #: Where the result of a job that ended is written: None here, by the step that ended it; or handed to
-    #: this (the job's id), which has it written apart (AWS: a JobEnd message to the job-end function).
-    end_apart: Callable[[str], None] | None = None
+    #: this, which has it written apart (AWS: the JobEnd message sent to the job-end function).
+    end_apart: Callable[[JobEnd], None] | None = None
     gate: HostGate = field(init=False)
     robots: RobotsRules = field(init=False)
     #: Held while a sitemap's body is read (``settings.sitemaps_read_at_once``).

@@ -100,14 +100,14 @@ class AwsAdapters(Struct):
     gate: DynamoHostGate
     scheduled_sites: DynamoScheduledSites
 
-    def end_apart(self) -> Callable[[str], None] | None:
+    def end_apart(self) -> Callable[[JobEnd], None] | None:
         """What sends a job's end to the job-end function's queue (None: a stack without one)."""
         url = self.resources.job_end_queue_url
         if url is None:
             return None
 
-        def send(job_id: str) -> None:
-            self.sqs.send_message(QueueUrl=url, MessageBody=JobEnd(job_id=job_id).model_dump_json())
+        def send(end: JobEnd) -> None:
+            self.sqs.send_message(QueueUrl=url, MessageBody=end.model_dump_json())
 
         return send
 

@@ -29,7 +29,7 @@ from harvester.adapters.aws.pointer_items import URL_SHARDS, Pointer, url_shard,
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.records import body_of, url_key
 
 #: The URLs of a job ``job_urls`` reads through their pointers before it reads the job's crawl batches whole
@@ -165,10 +165,17 @@ class DynamoCrawlDatabase:
         return put_whole(self.client, self.table, self.pointers, site, records, writer=writer)
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
-        # (read consistently: the orphan pass must see every listing written before it)
-        for pointer in self.pointers.site_pointers(site, unless_listed_by=unless_listed_by):
-            assert pointer.record is not None
-            yield pointer.record
+        for page in self.url_pages(site, unless_listed_by=unless_listed_by):
+            yield from page.records
+
+    def url_pages(
+        self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
+    ) -> Iterator[UrlPage]:
+        """A query page of pointers at a time, shard after shard; a position is the shard and the last sort
+        key read. (Read consistently: the orphan pass must see every listing written before it.)"""
+        pages = self.pointers.pointer_pages(site, unless_listed_by=unless_listed_by, after=after)
+        for position, pointers in pages:
+            yield UrlPage([p.record for p in pointers if p.record is not None], position)
 
     def collect(
         self,

@@ -244,22 +244,37 @@ class Pointers:
             _add_outcomes(batches[ref].outcomes, item)
 
     def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
-        """Every pointer of the site, resolved a query page at a time (with the batches of the last pages
-        kept); with ``unless_listed_by``, without those whose last committed listing is that job's, or that of
-        a part it adopted (left out before their batches are read: a pointer naming a batch of the job that
+        """Every pointer of the site (see ``pointer_pages``)."""
+        for _, pointers in self.pointer_pages(site, unless_listed_by=unless_listed_by):
+            yield from pointers
+
+    def pointer_pages(
+        self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
+    ) -> Iterator[tuple[str, list[Pointer]]]:
+        """The site's pointers resolved a query page at a time (with the batches of the last pages kept),
+        each page with the position after it (``position``: its shard and last sort key; ``after`` resumes
+        there); with ``unless_listed_by``, without those whose last committed listing is that job's, or that
+        of a part it adopted (left out before their batches are read: a pointer naming a batch of the job that
         its states item shows committed, or a part's the job adopted)."""
         batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
         adoptions = self.parts.adoptions(site)
         own: set[str] | None = None  # (the job's committed batches, read when a pointer names one of its)
-        for shard in URL_SHARDS:
+        first, start = _resumed(after)
+        for shard in URL_SHARDS[first:]:
             paginator = self.client.get_paginator("query")
+            resume = {"ExclusiveStartKey": {"pk": url_shard(site, shard), "sk": _s(start)}} if start else {}
             for page in paginator.paginate(
                 TableName=self.table,
                 KeyConditionExpression="pk = :pk AND begins_with(sk, :url)",
                 ExpressionAttributeValues={":pk": url_shard(site, shard), ":url": _s("URL#")},
                 ConsistentRead=True,
+                **resume,
             ):
-                pointers = [parse_pointer(item) for item in page.get("Items", [])]
+                items = page.get("Items", [])
+                last = page.get("LastEvaluatedKey")
+                position = f"{shard}{last['sk']['S']}" if last else _next_shard(shard)
+                start = None
+                pointers = [parse_pointer(item) for item in items]
                 if unless_listed_by is not None and adoptions:
                     pointers = [p for p in pointers if not _adopted_by(p, adoptions, unless_listed_by)]
                 if unless_listed_by is not None and any(_names_batch_of(p, unless_listed_by) for p in pointers):
@@ -272,12 +287,14 @@ class Pointers:
                     batches.move_to_end(ref)
                 while len(batches) > _BATCHES_KEPT:
                     batches.popitem(last=False)
+                kept = []
                 for p in pointers:
                     if p.record is None:
                         continue
                     if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
                         continue
-                    yield p
+                    kept.append(p)
+                yield position, kept
 
     def _committed(self, job_id: str) -> set[str]:
         """The job's batches whose listing committed: those its states items show (listed_batch.py), read
@@ -477,3 +494,24 @@ def _add_outcomes(outcomes: dict[int, str] | None, item: Mapping[str, Any]) -> N
     for line in body_text(item).split("\n"):
         i, _, record = line.partition("\t")
         outcomes[int(i)] = record
+
+
+#: The position after a site's last pointer page (``pointer_pages``): no shard follows.
+_PASSED = "~"
+
+
+def _next_shard(shard: str) -> str:
+    """The position at the start of the shard after ``shard``."""
+    index = URL_SHARDS.index(shard) + 1
+    return URL_SHARDS[index] if index < len(URL_SHARDS) else _PASSED
+
+
+def _resumed(after: str | None) -> tuple[int, str | None]:
+    """The shard (its index) and the sort key a pass resumed at ``after`` starts from."""
+    if after is None:
+        return 0, None
+    if after == _PASSED:
+        return len(URL_SHARDS), None
+    if after[:1] not in URL_SHARDS or (len(after) > 1 and not after[1:].startswith("URL#")):
+        raise ValueError(f"not a position in a site's pointers: {after!r}")
+    return URL_SHARDS.index(after[0]), after[1:] or None

@@ -41,6 +41,7 @@ from harvester.model.records import (
 from harvester.model.state import (
     AdoptedPart,
     Checkpoint,
+    EndProgress,
     JobSnapshot,
     Lease,
     ListedBatch,
@@ -92,8 +93,11 @@ class DynamoStateStore:
     def set_result(self, job_id: str, result_key: str) -> None:
         self.jobs.set_result(job_id, result_key)
 
-    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
-        return self.jobs.claim_end(job_id, until=until, now=now)
+    def claim_end(self, job_id: str, *, until: float, now: float, handed: float | None = None) -> EndProgress | None:
+        return self.jobs.claim_end(job_id, until=until, now=now, handed=handed)
+
+    def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
+        return self.jobs.save_end(job_id, progress, held=held, handed=handed)
 
     def active_jobs(self) -> list[JobRecord]:
         return self.jobs.active_jobs()

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 
 from harvester.adapters.aws.item_body import body_text, stored_body
@@ -46,7 +47,7 @@ from harvester.model.records import (
     body_of,
     url_key,
 )
-from harvester.model.state import JobSnapshot, Lease
+from harvester.model.state import EndProgress, JobSnapshot, Lease
 from harvester.urls import origin_of
 
 SHARDS = 16
@@ -323,18 +324,44 @@ class JobItems:
         if job is not None:
             self._move_job(job.model_copy(update={"result_key": result_key}), expected=job.status, still_open=False)
 
-    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
-        """``ending_until`` on the job's item (beside its body: the body's writes leave it), set if absent or
-        lapsed."""
+    def claim_end(self, job_id: str, *, until: float, now: float, handed: float | None = None) -> EndProgress | None:
+        """``ending_until`` on the job's item (beside its body: the body's writes leave it), set if absent,
+        lapsed or ``handed``; the item's ``end_progress`` read back by the same write."""
+        condition = "attribute_not_exists(ending_until) OR ending_until < :now"
+        values = {":until": _n(until), ":now": _n(now)}
+        if handed is not None:
+            condition += " OR ending_until = :handed"
+            values[":handed"] = _n(handed)
+        found: dict[str, Any] = {}
+        landed = conditional(
+            lambda: found.update(
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=self.key(job_id, "JOB"),
+                    UpdateExpression="SET ending_until = :until",
+                    ConditionExpression=f"attribute_exists(pk) AND ({condition})",
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_NEW",
+                )
+            )
+        )
+        if not landed:
+            return None
+        stored = found.get("Attributes", {}).get("end_progress")
+        return msgspec.json.decode(stored["S"], type=EndProgress) if stored else EndProgress()
+
+    def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
         return conditional(
             lambda: self.client.update_item(
                 TableName=self.table,
                 Key=self.key(job_id, "JOB"),
-                UpdateExpression="SET ending_until = :until",
-                ConditionExpression=(
-                    "attribute_exists(pk) AND (attribute_not_exists(ending_until) OR ending_until < :now)"
-                ),
-                ExpressionAttributeValues={":until": _n(until), ":now": _n(now)},
+                UpdateExpression="SET ending_until = :handed, end_progress = :progress",
+                ConditionExpression="ending_until = :held",
+                ExpressionAttributeValues={
+                    ":handed": _n(handed),
+                    ":held": _n(held),
+                    ":progress": _s(msgspec.json.encode(progress).decode()),
+                },
             )
         )
 

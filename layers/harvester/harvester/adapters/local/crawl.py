@@ -14,10 +14,12 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction, select_in
 from harvester.crawldb.parts import Adoptions, Lineage, sitemap_of, writer_of
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart
+from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.records import CrawlWrite, body_of, url_key
 
 _PAGE_SIZE = 1000
+#: The position after the last page of ``url_pages``.
+_PASSED = "~"
 
 
 def write_url(db: sqlite3.Connection, site: str, record: CrawlWrite) -> bool:
@@ -112,7 +114,20 @@ class SqliteCrawlDatabase:
             return refused
 
     def site_urls(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[CrawlRecord]:
-        last = ""
+        for page in self.url_pages(site, unless_listed_by=unless_listed_by):
+            yield from page.records
+
+    def url_pages(
+        self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
+    ) -> Iterator[UrlPage]:
+        """Pages in URL order (a position is ``u`` and the page's last URL), then, with ``unless_listed_by``,
+        one page of the records left out as of the parts the job adopted that it left URLs out of (``_left_out``:
+        as many as those parts' changed entries); the position after that page is ``_PASSED``."""
+        if after == _PASSED:
+            return
+        if after is not None and not after.startswith("u"):
+            raise ValueError(f"not a position in a site's URL records: {after!r}")
+        last = after[1:] if after else ""
         # Left out in SQL, so that the records are not parsed only to be skipped: those the job listed, and
         # those of the parts it adopted (still as their makers listed them), the URLs it left out of them
         # put back after.
@@ -131,11 +146,10 @@ class SqliteCrawlDatabase:
             rows = self.conn.execute(sql, params).fetchall()
             if not rows:
                 break
-            for url, body in rows:
-                last = url
-                yield adoptions.resolve(CrawlRecord.model_validate_json(body))
+            last = rows[-1][0]
+            yield UrlPage([adoptions.resolve(CrawlRecord.model_validate_json(body)) for _, body in rows], f"u{last}")
         if unless_listed_by:
-            yield from self._left_out(site, unless_listed_by, adoptions)
+            yield UrlPage(list(self._left_out(site, unless_listed_by, adoptions)), _PASSED)
 
     def _left_out(self, site: str, job_id: str, adoptions: Adoptions) -> Iterator[CrawlRecord]:
         """The records ``site_urls`` left out as of a part the job adopted whose URLs the job left out of it."""

@@ -72,6 +72,7 @@ _HOST_COLUMN = "ALTER TABLE messages ADD COLUMN host TEXT NOT NULL DEFAULT ''"
 
 #: Since version 10 a job counts the URLs it did not fetch by rule (robots.txt, the address policy) apart
 #: from its failures.
+_PROGRESS_COLUMN = "ALTER TABLE job_ends ADD COLUMN progress TEXT"
 _EXCLUDED_COLUMN = "ALTER TABLE counters ADD COLUMN urls_excluded INTEGER NOT NULL DEFAULT 0"
 
 _SUMMARY_COLUMNS = """
@@ -216,7 +217,8 @@ CREATE TABLE IF NOT EXISTS hosts (
 );
 CREATE TABLE IF NOT EXISTS job_ends (
     job_id TEXT PRIMARY KEY,
-    until REAL NOT NULL
+    until REAL NOT NULL,
+    progress TEXT
 );
 CREATE TABLE IF NOT EXISTS schedules (
     name TEXT PRIMARY KEY,
@@ -337,6 +339,9 @@ def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
         parts = _table(conn, "crawl_parts")
         if parts is not None and "adopted_except" not in parts:
             _script(conn, _EXCEPT_COLUMNS)
+        ends = _table(conn, "job_ends")
+        if ends is not None and "progress TEXT" not in ends:
+            conn.execute(_PROGRESS_COLUMN)
         if rebuild:
             _script(conn, _REBUILD_URLS)
         if rebuild_crawl:

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 
 from harvester.adapters.local.database import Transaction
 from harvester.model.records import JobCounts, JobRecord, JobStatus, body_of
-from harvester.model.state import JobSnapshot
+from harvester.model.state import EndProgress, JobSnapshot
 
 _COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 
@@ -65,14 +66,25 @@ class JobRows:
             self._update_job(db, job.model_copy(update=update))
             return True
 
-    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
+    def claim_end(self, job_id: str, *, until: float, now: float, handed: float | None = None) -> EndProgress | None:
         with Transaction(self.conn) as db:
             if db.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
-                return False
+                return None
             cursor = db.execute(
-                "INSERT INTO job_ends (job_id, until) VALUES (?, ?)"
-                " ON CONFLICT (job_id) DO UPDATE SET until = excluded.until WHERE job_ends.until < ?",
-                (job_id, until, now),
+                "INSERT INTO job_ends (job_id, until) VALUES (?, ?) ON CONFLICT (job_id)"
+                " DO UPDATE SET until = excluded.until WHERE job_ends.until < ? OR job_ends.until = ?",
+                (job_id, until, now, handed),
+            )
+            if cursor.rowcount != 1:
+                return None
+            (stored,) = db.execute("SELECT progress FROM job_ends WHERE job_id = ?", (job_id,)).fetchone()
+            return msgspec.json.decode(stored, type=EndProgress) if stored else EndProgress()
+
+    def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
+        with Transaction(self.conn) as db:
+            cursor = db.execute(
+                "UPDATE job_ends SET until = ?, progress = ? WHERE job_id = ? AND until = ?",
+                (handed, msgspec.json.encode(progress).decode(), job_id, held),
             )
             return cursor.rowcount == 1
 

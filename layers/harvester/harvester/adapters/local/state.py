@@ -32,6 +32,7 @@ from harvester.model.records import (
 from harvester.model.state import (
     AdoptedPart,
     Checkpoint,
+    EndProgress,
     JobSnapshot,
     Lease,
     ListedBatch,
@@ -75,8 +76,11 @@ class SqliteStateStore:
     def set_result(self, job_id: str, result_key: str) -> None:
         self.job_rows.set_result(job_id, result_key)
 
-    def claim_end(self, job_id: str, *, until: float, now: float) -> bool:
-        return self.job_rows.claim_end(job_id, until=until, now=now)
+    def claim_end(self, job_id: str, *, until: float, now: float, handed: float | None = None) -> EndProgress | None:
+        return self.job_rows.claim_end(job_id, until=until, now=now, handed=handed)
+
+    def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
+        return self.job_rows.save_end(job_id, progress, held=held, handed=handed)
 
     def active_jobs(self) -> list[JobRecord]:
         return self.job_rows.active_jobs()
