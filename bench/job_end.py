@@ -1,4 +1,4 @@
-"""Where a job's end (``pipeline/completion.write_result``) spends its time, memory and AWS requests, by
+"""Where a job's end (``pipeline/completion.end_step``) spends its time, memory and AWS requests, by
 phase, as the site grows: the measure the job's end in bounded steps (issue 40) is held to.
 
 For each site size: a first crawl, an unchanged crawl and a crawl with 10 % of the entries changed
@@ -105,14 +105,14 @@ def phased(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    """The wrappers, once: completion's module attributes (write_result calls them by name) and PartMaker's."""
-    original_write_result = completion.write_result
+    """The wrappers, once: completion's module attributes (end_step calls them by name) and PartMaker's."""
+    original_end_step = completion.end_step
 
-    def write_result(ctx: Any, job_id: str) -> Any:
-        return measured_end(original_write_result, ctx, job_id)
+    def end_step(ctx: Any, job_id: str, **options: Any) -> Any:
+        return measured_end(original_end_step, ctx, job_id, **options)
 
-    completion.write_result = write_result
-    completion._mark_orphans = phased("_mark_orphans", completion._mark_orphans)
+    completion.end_step = end_step
+    completion.mark_orphans = phased("mark_orphans", completion.mark_orphans)
     completion.write_index = phased("write_index (S3 get/put, rest)", completion.write_index)
     completion.build_index = phased("build_index (DuckDB)", completion.build_index)
     completion._update_site = phased("_update_site", completion._update_site)
@@ -148,11 +148,11 @@ def install_api_counter() -> None:
     BaseClient._make_api_call = counted
 
 
-def measured_end(original: Callable[..., Any], ctx: Any, job_id: str) -> Any:
+def measured_end(original: Callable[..., Any], ctx: Any, job_id: str, **options: Any) -> Any:
     store_cls, crawldb_cls, docs_cls = type(ctx.store), type(ctx.crawldb), type(ctx.documents)
     saved = {
         (store_cls, "job_records"): store_cls.job_records,
-        (crawldb_cls, "site_urls"): crawldb_cls.site_urls,
+        (crawldb_cls, "url_pages"): crawldb_cls.url_pages,
         (docs_cls, "writer"): docs_cls.writer,
     }
     call: dict[str, Any] = {
@@ -186,10 +186,10 @@ def measured_end(original: Callable[..., Any], ctx: Any, job_id: str) -> Any:
             call["loop_s"] = time.perf_counter() - start
             P.region = "after loop"
 
-    def site_urls(self: Any, site: str, **kw: Any) -> Iterator[Any]:
-        for record in saved[(crawldb_cls, "site_urls")](self, site, **kw):
-            call["crawl_records_read"] += 1
-            yield record
+    def url_pages(self: Any, site: str, **kw: Any) -> Iterator[Any]:
+        for page in saved[(crawldb_cls, "url_pages")](self, site, **kw):
+            call["crawl_records_read"] += len(page.records)
+            yield page
 
     @contextmanager
     def writer(self: Any, key: str, **kw: Any) -> Iterator[Any]:
@@ -204,7 +204,7 @@ def measured_end(original: Callable[..., Any], ctx: Any, job_id: str) -> Any:
             with P.phase("records/feed upload (writer exit)"):
                 cm.__exit__(None, None, None)
 
-    store_cls.job_records, crawldb_cls.site_urls, docs_cls.writer = job_records, site_urls, writer
+    store_cls.job_records, crawldb_cls.url_pages, docs_cls.writer = job_records, url_pages, writer
     peak = [rss()]
     stop = threading.Event()
 
@@ -353,7 +353,7 @@ GROUPS = {
     "store reads": ["job_records (store reads)"],
     "loop body": None,  # the records loop less its store reads and PartMaker calls
     "maker/rec": ["PartMaker per record (in loop)"],
-    "orphans": ["_mark_orphans"],
+    "orphans": ["mark_orphans"],
     "index": ["write_index (S3 get/put, rest)", "build_index (DuckDB)"],
     "parts": ["PartMaker.finish"],
     "upload": ["records/feed upload (writer exit)"],

@@ -21,6 +21,9 @@ from harvester.model.messages import PageTask, Unprocessable
 from harvester.model.records import UrlStatus, body_of
 from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import PATIENCE, Busy
+from harvester.pipeline import recovery
+from harvester.pipeline.context import StepContext
+from harvester.settings import EngineSettings
 from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, in_process
 from tests.contract.test_crawl_database import crawl_record
 from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
@@ -268,3 +271,45 @@ def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_wit
     calls.clear()
     assert crawldb.count_urls("https://known.example") is None
     assert len(calls) == URL_SHARDS.index(shard) + 1
+
+
+class Sent:
+    """A task queue that keeps what is pushed."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Any] = []
+
+    def push(self, tasks: Any) -> None:
+        self.tasks.extend(tasks)
+
+
+def test_a_resume_reads_a_bounded_number_of_batches_and_the_next_goes_on_from_there(aws):
+    """A stalled job's resume sends the open pages of at most ``resume_batches`` of its batches, whatever the
+    job's size, and stores where it stopped: the next resume goes on from there, and one that reached the end
+    has the next start over. Every open page is sent once a round."""
+    job_id, urls = recorded(aws, 60, per_batch=5)  # (12 batches)
+    sent = Sent()
+    ctx = StepContext(
+        store=aws.store,
+        queue=sent,  # type: ignore[arg-type]
+        documents=None,  # type: ignore[arg-type]  # (nothing is written)
+        fetcher=None,  # type: ignore[arg-type]
+        crawldb=None,  # type: ignore[arg-type]
+        settings=EngineSettings(resume_batches=5),
+    )
+    rounds: list[list[str]] = []
+    for _ in range(3):
+        aws.calls.clear()
+        report = recovery.resume(ctx, job_id, force=True)
+        rounds.append([task.url for task in sent.tasks if isinstance(task, PageTask)])
+        sent.tasks.clear()
+        assert report.pages_resent == len(rounds[-1]) <= 25
+        # (the sitemaps' leases, those pending and in processing, the counters, and a page of the batches from
+        # where the last resume stopped, and one from the start when that reached the end: for a job of any size)
+        assert aws.calls.get("Query", 0) <= 6
+    # (the third goes on to the end, then from the start: the open pages of 15 batches, each page at least once)
+    assert [len(r) for r in rounds] == [25, 25, 25]
+    assert sorted({url for one in rounds for url in one}) == sorted(urls)
+    assert rounds[2][10:] == rounds[0][:15]
+    assert recovery.resume(ctx, job_id, force=True).pages_resent == 25
+    assert [task.url for task in sent.tasks if isinstance(task, PageTask)] == rounds[0][15:] + rounds[1][:15]

@@ -468,3 +468,25 @@ def test_a_jobs_end_keeps_its_progress_and_hands_its_claim_to_its_next_step(back
     assert store.claim_end("job-1", until=1400.0, now=301.0, handed=1200.0) is None  # (that message again)
     assert not store.save_end("job-1", EndProgress(), held=1200.0, handed=1500.0)  # (its claim was taken on)
     assert store.claim_end("job-1", until=2000.0, now=1301.0) == half  # (lapsed: a resume goes on from there)
+
+
+def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(backend):
+    job_id = new_job(backend)
+    recorded(backend, job_id, 250)
+    urls = [page(n).url for n in range(250)]
+    claimed = backend.store.claim_pages(job_id, urls[:7], lease("dead", 3600), now=NOW)
+    done = PageOutcome(claimed[0].model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200}))
+    assert backend.store.finish_pages(job_id, [done], lease("dead", 3600)).applied == [urls[0]]
+    batches = list(backend.store.open_pages(job_id))
+    assert len(batches) >= 2  # (AWS: batches of 50 pages; locally the pending, then those in processing)
+    seen = [p.url for b in batches for p in b.pages]
+    assert sorted(seen) == sorted(urls[1:]) and len(seen) == len(set(seen))
+    assert len(backend.store.claim_pages(job_id, urls[1:7], lease("alive"), now=NOW)) == 6  # (leases let go)
+    for n, batch in enumerate(batches):  # (resumed after each: exactly the pages of the batches after it)
+        after = [p.url for later in backend.store.open_pages(job_id, after=batch.after) for p in later.pages]
+        assert after == [p.url for later in batches[n + 1 :] for p in later.pages], n
+    assert backend.store.resume_position(job_id) is None
+    backend.store.save_resume(job_id, batches[0].after)
+    assert backend.store.resume_position(job_id) == batches[0].after
+    backend.store.save_resume(job_id, None)
+    assert backend.store.resume_position(job_id) is None

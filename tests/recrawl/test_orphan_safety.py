@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
+from harvester.adapters.local import crawl as local_crawl
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
@@ -241,23 +242,45 @@ def test_an_unchanged_sitemap_under_new_validators_is_asked_with_the_new_ones(li
     assert statuses == [{200}, {304}]
 
 
-def test_an_end_in_steps_marks_and_reports_the_same_orphans_as_one_step(live_site, tmp_path, monkeypatch):
+def ended_without_its_result(live_site: Any, tmp_path: Path, monkeypatch: Any) -> tuple[LiveSite, list[str], str]:
+    """A site crawled, then crawled again with three pages no longer listed by a job that ends and dies before
+    its end is written: the site, those pages, the job."""
     site = live_site(pages=30, sitemaps=2)
     crawl(tmp_path, request(site))
-    gone = [site.url(f"/pages/{n}.html") for n in (2, 9, 21)]
+    gone = [site.url(f"/pages/{n}.html") for n in (1, 14, 21)]
     for url in gone:
         site.unlist(url.removeprefix(site.base))
+    ended: list[str] = []
 
     def dies(ctx: StepContext, job_id: str, **_: Any) -> None:
         ended.append(job_id)
         raise Killed("the job's end")
 
-    ended: list[str] = []
-    monkeypatch.setattr(completion, "write_result", dies)  # (the job ends; its end is left to its steps)
+    monkeypatch.setattr(completion, "write_result", dies)
     with pytest.raises(Killed):
         crawl(tmp_path, request(site))
     monkeypatch.undo()
-    (job_id,) = ended
+    return site, gone, ended[0]
+
+
+def end_context(harvest: LocalHarvest, store: Any = None, **settings: Any) -> StepContext:
+    return StepContext(
+        store=store or harvest.store,
+        queue=harvest.queue,
+        documents=harvest.documents,
+        fetcher=None,  # type: ignore[arg-type]  # the end fetches nothing
+        crawldb=harvest.crawldb,
+        settings=replace(SETTINGS, **settings),
+    )
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["kept", "lost"])
+def test_an_end_in_steps_marks_and_reports_the_same_orphans_as_one_step(live_site, tmp_path, monkeypatch, lost):
+    """A step a page of records (one URL a page), each step's progress stored; with ``lost``, the documents of
+    the first steps' lines are gone (expired) when the last step needs them: the pass starts over, and finds
+    the URLs it marked marked by this job."""
+    site, gone, job_id = ended_without_its_result(live_site, tmp_path, monkeypatch)
+    monkeypatch.setattr(local_crawl, "_PAGE_SIZE", 1)
     with LocalHarvest.open(tmp_path) as harvest:
         assert harvest.store.get_job(job_id).result_key is None
         saved: list[EndProgress] = []
@@ -269,17 +292,46 @@ def test_an_end_in_steps_marks_and_reports_the_same_orphans_as_one_step(live_sit
 
             def save_end(self, job_id: str, progress: EndProgress, **claims: float) -> bool:
                 saved.append(progress)
+                if lost and len(saved) == 3:
+                    for key in progress.removed_lines:
+                        harvest.documents.delete(key)
                 return inner.save_end(job_id, progress, **claims)
 
-        ctx = StepContext(
-            store=Saving(),  # type: ignore[arg-type]
-            queue=harvest.queue,
-            documents=harvest.documents,
-            fetcher=None,  # type: ignore[arg-type]  # the end fetches nothing
-            crawldb=harvest.crawldb,
-            settings=replace(SETTINGS, end_step_seconds=0),
-        )
-        result = completion.finish(ctx, job_id)
+        result = completion.finish(end_context(harvest, Saving(), end_step_seconds=0), job_id)
     assert result is not None and removed(result) == sorted(gone) and result.changes.removed == 3
-    assert len(saved) >= 2 and saved[-1].removed == 3  # (a step a page of records, each stored)
+    assert [p.removed for p in saved][:3] == [1, 2, 3]  # (a step a page of records, each stored)
+    assert (EndProgress() in saved) is lost  # (started over)
     assert all(r.orphaned_job == job_id for url, r in crawl_records(tmp_path, site).items() if url in gone)
+
+
+def test_a_step_that_outlived_its_claim_changes_nothing_its_successor_wrote(live_site, tmp_path, monkeypatch):
+    """A step whose claim lapsed (it ran past the grace) while another took the end over writes its lines to a
+    document of its own: the progress its successor stored names the successor's, and each URL is removed
+    once."""
+    _, gone, job_id = ended_without_its_result(live_site, tmp_path, monkeypatch)
+    monkeypatch.setattr(local_crawl, "_PAGE_SIZE", 1)  # (a page of records a URL: a step can stop after any)
+
+    def after_pages(n: int) -> Callable[[], bool]:
+        seen = [0]
+
+        def pause() -> bool:
+            seen[0] += 1
+            return seen[0] >= n
+
+        return pause
+
+    with LocalHarvest.open(tmp_path) as harvest:
+        ctx = end_context(harvest)
+        store = harvest.store
+        assert store.claim_end(job_id, until=10.0, now=0.0) == EndProgress()  # (A)
+        assert store.claim_end(job_id, until=21.0, now=11.0) == EndProgress()  # (B: A's claim lapsed)
+        taken = completion.end_step(ctx, job_id, progress=EndProgress(), pause=after_pages(1), claim=21.0)
+        assert isinstance(taken, EndProgress) and store.save_end(job_id, taken, held=21.0, handed=30.0)
+        late = completion.end_step(ctx, job_id, progress=EndProgress(), pause=after_pages(2), claim=10.0)
+        assert isinstance(late, EndProgress) and late.removed > taken.removed  # (A went further, and wrote)
+        assert not store.save_end(job_id, late, held=10.0, handed=40.0)
+        progress = store.claim_end(job_id, until=50.0, now=31.0, handed=30.0)
+        assert progress == taken
+        result = completion.end_step(ctx, job_id, progress=progress)
+    assert isinstance(result, SitemapIngestionResult)
+    assert removed(result) == sorted(gone) and result.changes.removed == 3

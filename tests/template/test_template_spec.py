@@ -189,7 +189,7 @@ def test_document_bucket(translated_template: dict[str, Any]) -> None:
     assert bucket["LifecycleConfiguration"]["Rules"][0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
     # (what a step of a job's end keeps for the next one: harvester.archive.results.removed_key)
     steps = bucket["LifecycleConfiguration"]["Rules"][1]
-    assert (steps["Prefix"], steps["ExpirationInDays"]) == (removed_key("job", 0).partition("/")[0] + "/", 7)
+    assert (steps["Prefix"], steps["ExpirationInDays"]) == (removed_key("job", 0, 1.0).partition("/")[0] + "/", 7)
     policy = props(translated_template, "DocumentBucketPolicy")["PolicyDocument"]["Statement"][0]
     assert policy["Effect"] == "Deny"
     assert policy["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}

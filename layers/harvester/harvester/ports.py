@@ -39,6 +39,7 @@ from harvester.model.state import (
     JobSnapshot,
     Lease,
     ListedBatch,
+    OpenPages,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -277,8 +278,20 @@ class StateStore(Protocol):
         ...
 
     # recovery -------------------------------------------------------------------------------------
-    def release_leases(self, job_id: str) -> int:
-        """Lets every lease of the job lapse now (used when nothing else can be working on it)."""
+    def release_leases(self, job_id: str, *, pages: bool = True) -> int:
+        """Lets every lease of the job lapse now (used when nothing else can be working on it): its sitemaps',
+        and with ``pages`` its pages' (else ``open_pages`` lets them go as it reads them)."""
+
+    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+        """The job's pending and processing pages, the leases of the latter let go, a batch of its records at a
+        time, each with the position after it: given as ``after``, the batches after that position (a resume
+        in steps of bounded size)."""
+
+    def resume_position(self, job_id: str) -> str | None:
+        """Where the last resume of the job stopped (``save_resume``); None: at the start."""
+
+    def save_resume(self, job_id: str, after: str | None) -> None:
+        """Keeps where a resume of the job stopped, for the next one to go on from (None: start over)."""
 
     def recount(self, job_id: str) -> JobCounts:
         """The counts recomputed from the records themselves: what the counters must always equal."""

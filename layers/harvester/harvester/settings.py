@@ -45,6 +45,10 @@ class EngineSettings(Struct, frozen=True):
     sitemaps_read_at_once: int = 2
     #: A job without progress for this long is resumed by the scheduler.
     stall_after_seconds: float = 900.0
+    #: Batches of a job's records (50 pages each on AWS, 1,000 rows locally) a resume reads at most to send
+    #: its open pages again (0: all): a resume of a job of any size is bounded, and the job's next stall
+    #: goes on from where it stopped.
+    resume_batches: int = 2000
     #: The back-off of a request our own infrastructure refused (throttled, a conflicting transaction,
     #: SlowDown): the first wait's bound and the longest wait, full jitter between (harvester.patience).
     busy_backoff_base: float = BACKOFF_BASE

@@ -26,10 +26,12 @@ def changes_key(job_id: str) -> str:
     return f"jobs/{job_id}/changes.jsonl"
 
 
-def removed_key(job_id: str, piece: int) -> str:
-    """The change feed's lines of the URLs a step of the job's end found removed, until the feed holds them
-    (``steps/``: what a function left there when it died after the result expires: template.yaml)."""
-    return f"steps/{job_id}/removed-{piece}.jsonl"
+def removed_key(job_id: str, piece: int, claim: float) -> str:
+    """The change feed's lines of the URLs a step of the job's end found removed, until the feed holds them:
+    the ``piece``-th, written under the claim ``claim`` (a writer whose claim lapsed writes a document of its
+    own, never the one its successor's progress names). ``steps/``: what a function left there when it died
+    after the result expires (template.yaml)."""
+    return f"steps/{job_id}/removed-{piece}-{round(claim * 1000)}.jsonl"
 
 
 def index_key(job_id: str) -> str:

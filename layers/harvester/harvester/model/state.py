@@ -114,6 +114,14 @@ class AdoptedPart(Struct, frozen=True):
         return self.part.urls - len(self.excluded)
 
 
+class OpenPages(Struct, frozen=True):
+    """Pages of a job still open (pending, or processing with their leases let go), a batch of its records'
+    worth (``StateStore.open_pages``), and the position after that batch, where a resume goes on."""
+
+    pages: list[SitemapURL]
+    after: str
+
+
 class EndProgress(Struct, frozen=True):
     """How far the end of a job has got between the invocations that write it (``StateStore.save_end``): the
     orphan pass over the site's URL records is done up to ``orphans_at`` (a ``CrawlDatabase.url_pages``

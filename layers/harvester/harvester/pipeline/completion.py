@@ -136,10 +136,16 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
         if progress is None:
             log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
             return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
-        written = end_step(ctx, job_id, job=job, progress=progress, pause=_time_up(ctx.settings.end_step_seconds))
+        held = now + grace
+        pause = _time_up(ctx.settings.end_step_seconds)
+        try:
+            written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)
+        except StepsLost as lost:  # (the pass starts over: what it marked already is found marked by this job)
+            log.warning("the job's end starts its orphan pass again", extra={"job_id": job_id, "lost": str(lost)})
+            written = EndProgress()
         if not isinstance(written, EndProgress):
             return written
-        held, claim = now + grace, ctx.clock().timestamp() + grace
+        claim = ctx.clock().timestamp() + grace
         if not ctx.store.save_end(job_id, written, held=held, handed=claim):
             log.warning("the job's end was taken over by another delivery", extra={"job_id": job_id})
             return None
@@ -147,6 +153,10 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
         if ctx.end_apart is not None:
             ctx.end_apart(JobEnd(job_id=job_id, claim=claim))
             return None
+
+
+class StepsLost(Exception):
+    """A document an earlier step of the job's end stored is gone (a chain stalled past its expiry)."""
 
 
 def _time_up(seconds: float) -> Callable[[], bool]:
@@ -196,6 +206,7 @@ def end_step(
     job: JobRecord | None = None,
     progress: EndProgress | None = None,
     pause: Callable[[], bool] | None = None,
+    claim: float = 0.0,
 ) -> SitemapIngestionResult | EndProgress:
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
@@ -207,7 +218,8 @@ def end_step(
     and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
 
     ``progress``: how far earlier steps of the end got; when ``pause`` says the step's time is up during the
-    orphan pass, the pass stops after a page and this returns how far it got instead of a result.
+    orphan pass, the pass stops after a page and this returns how far it got (its lines stored under the step's
+    ``claim``) instead of a result. ``StepsLost`` when a document of the earlier steps is gone.
     """
     store = ctx.store
     job = job if job is not None and job.end_time is not None else store.get_job(job_id)
@@ -227,16 +239,18 @@ def end_step(
                 pause=pause,
             )
             if at is not None:
-                return _paused(ctx, job_id, progress, at, gone)
+                return _paused(ctx, job_id, progress, at, gone, claim)
         return _write_result(ctx, job, sitemaps, progress, gone)
 
 
-def _paused(ctx: StepContext, job_id: str, progress: EndProgress, at: str, gone: RemovedLines) -> EndProgress:
+def _paused(
+    ctx: StepContext, job_id: str, progress: EndProgress, at: str, gone: RemovedLines, claim: float
+) -> EndProgress:
     """How far the end got: the orphan pass at ``at``, the lines of the URLs it found removed in this step
     stored as a document of their own."""
     documents = progress.removed_lines
     if gone.count:
-        key = removed_key(job_id, len(documents))
+        key = removed_key(job_id, len(documents), claim)
         ctx.documents.put(key, gone.rewound(), content_type="application/x-ndjson")
         documents = (*documents, key)
     return EndProgress(orphans_at=at, removed_lines=documents, removed=progress.removed + gone.count)
@@ -338,7 +352,10 @@ def _write_result(
         out.flush()
         changed.flush()
         for key in progress.removed_lines:  # (the orphan pass's lines, after the job's own)
-            feed_lines.write(documents.get(key))
+            try:
+                feed_lines.write(documents.get(key))
+            except FileNotFoundError:
+                raise StepsLost(key) from None
         gone.copy_to(feed_lines)
         changes.add_counts({ChangeKind.REMOVED.value: progress.removed + gone.count})
         url_index = write_index(

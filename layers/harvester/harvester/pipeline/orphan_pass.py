@@ -77,9 +77,15 @@ def mark_orphans(
     site = job.request.origin
     if after is None and _nothing_unlisted(ctx, job, listed):
         return None
-    read_before = [
-        s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
-    ]
+    # (a pass resumed found the tree whole when it began: judged again without the earlier jobs' sitemaps,
+    # which a later job may have changed since, the job's own sitemaps say the same)
+    read_before = (
+        []
+        if after is not None
+        else [
+            s.url for s in ctx.crawldb.site_sitemaps(site) if s.absent_since is None or s.absent_since >= job.start_time
+        ]
+    )
     rule = OrphanRule.of(job, sitemaps, read_before=read_before, callbacks=ctx.callbacks is not None)
     if not rule.whole_tree:
         return None  # (no URL can be this job's orphan, nor was one marked by an earlier run of this end: no pass)

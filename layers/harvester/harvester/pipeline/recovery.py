@@ -12,12 +12,14 @@ being retried for ever.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from msgspec import Struct
 from msgspec.structs import asdict
 
 from harvester.model.messages import PageTask
-from harvester.model.records import JobStatus, SitemapStatus, UrlStatus
+from harvester.model.records import JobStatus, SitemapStatus
+from harvester.model.state import OpenPages
 from harvester.pipeline.completion import end, maybe_complete, result_owed, unwritten, write_result
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import task_for
@@ -59,7 +61,7 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
     if not force and idle < ctx.settings.stall_after_seconds:
         return report
     report.stalled = True
-    store.release_leases(job_id)
+    store.release_leases(job_id, pages=False)  # (the pages' as they are read)
     if job.status is JobStatus.PENDING or not job.seeded:
         seed(ctx, job)
     for status in (SitemapStatus.PENDING, SitemapStatus.PROCESSING):
@@ -68,17 +70,37 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
             ctx.queue.push(tasks[i : i + _SEND_CHUNK])
         report.sitemaps_resent += len(tasks)
     if job.request.fetch_pages:
-        now = ctx.clock()
-        for status in (UrlStatus.PENDING, UrlStatus.PROCESSING):
-            chunk: list[PageTask] = []
-            for page in store.pages(job_id, status=status):
-                chunk.append(page.task(job_id, rank=rank_of(page, now, ctx.settings)))
-                if len(chunk) >= _SEND_CHUNK:
-                    ctx.queue.push(chunk)
-                    report.pages_resent += len(chunk)
-                    chunk = []
-            ctx.queue.push(chunk)
-            report.pages_resent += len(chunk)
+        report.pages_resent = _send_open_pages(ctx, job_id)
     report.ended = maybe_complete(ctx, job_id)
     log.info("job resumed", extra={"job_id": job_id, **asdict(report)})
     return report
+
+
+def _send_open_pages(ctx: StepContext, job_id: str) -> int:
+    """Sends a task again for each open page of the job, from where the last resume stopped (and round to the
+    start), reading at most ``resume_batches`` batches of its records: a resume's size whatever the job's,
+    the job's next stall going on from where it stopped; how many were sent."""
+    most = ctx.settings.resume_batches
+    after = ctx.store.resume_position(job_id) if most else None
+    now, sent, stopped = ctx.clock(), 0, None
+    chunk: list[PageTask] = []
+    for read, batch in enumerate(_round(ctx, job_id, after), 1):
+        chunk.extend(page.task(job_id, rank=rank_of(page, now, ctx.settings)) for page in batch.pages)
+        if len(chunk) >= _SEND_CHUNK:
+            ctx.queue.push(chunk)
+            sent, chunk = sent + len(chunk), []
+        if most and read >= most:
+            stopped = batch.after
+            break
+    ctx.queue.push(chunk)
+    if most and (stopped is not None or after is not None):
+        ctx.store.save_resume(job_id, stopped)
+    return sent + len(chunk)
+
+
+def _round(ctx: StepContext, job_id: str, after: str | None) -> Iterator[OpenPages]:
+    """The job's open pages from ``after`` to the end, then from the start (a page before ``after`` may be
+    open: its message lost since)."""
+    yield from ctx.store.open_pages(job_id, after=after)
+    if after is not None:
+        yield from ctx.store.open_pages(job_id)

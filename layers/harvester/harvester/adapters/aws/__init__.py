@@ -107,7 +107,8 @@ class AwsAdapters(Struct):
             return None
 
         def send(end: JobEnd) -> None:
-            self.sqs.send_message(QueueUrl=url, MessageBody=end.model_dump_json())
+            # (without a claim, as a function of the version before reads it: a deployment's old containers)
+            self.sqs.send_message(QueueUrl=url, MessageBody=end.model_dump_json(exclude_none=True))
 
         return send
 

@@ -39,8 +39,16 @@ def read_outcomes(jobs: JobItems, job_id: str, batch: StoredBatch) -> None:
 
 def folded(jobs: JobItems, job_id: str) -> Iterator[tuple[StoredBatch, int]]:
     """Every page of the job, a batch at a time (its items come together: the query's order)."""
+    for batch in folded_batches(jobs, job_id):
+        yield from ((batch, i) for i in range(len(batch.records)))
+
+
+def folded_batches(jobs: JobItems, job_id: str, *, after: str | None = None) -> Iterator[StoredBatch]:
+    """The job's batches with their states and outcomes, in the order of their ids; after the batch ``after``
+    when given (its items sort before ``BATCH#<after>#~``)."""
     batch: StoredBatch | None = None
-    for item in jobs.partition(job_id, "BATCH#"):
+    start = {"ExclusiveStartKey": jobs.key(job_id, f"{batch_sk(after)}#~")} if after is not None else {}
+    for item in jobs.partition(job_id, "BATCH#", **start):
         bid, _, rest = item["sk"]["S"].removeprefix("BATCH#").partition("#")
         if not rest:
             batch = StoredBatch(bid, body_text(item).split("\n"))
@@ -54,7 +62,7 @@ def folded(jobs: JobItems, job_id: str) -> Iterator[tuple[StoredBatch, int]]:
                 # A settlement committed between the query's reading of the outcomes and of the states (a
                 # query is no snapshot of a transaction): its outcomes are read now.
                 read_outcomes(jobs, job_id, batch)
-            yield from ((batch, i) for i in range(len(batch.records)))
+            yield batch
             batch = None
 
 

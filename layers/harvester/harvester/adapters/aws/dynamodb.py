@@ -45,6 +45,7 @@ from harvester.model.state import (
     JobSnapshot,
     Lease,
     ListedBatch,
+    OpenPages,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -263,8 +264,18 @@ class DynamoStateStore:
 
     # recovery -------------------------------------------------------------------------------------
 
-    def release_leases(self, job_id: str) -> int:
-        return self.sitemap_items.release_sitemap_leases(job_id) + self.batches.release_leases(job_id)
+    def release_leases(self, job_id: str, *, pages: bool = True) -> int:
+        released = self.sitemap_items.release_sitemap_leases(job_id)
+        return released + (self.batches.release_leases(job_id) if pages else 0)
+
+    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+        return self.batches.open_pages(job_id, after=after)
+
+    def resume_position(self, job_id: str) -> str | None:
+        return self.jobs.resume_position(job_id)
+
+    def save_resume(self, job_id: str, after: str | None) -> None:
+        self.jobs.save_resume(job_id, after)
 
     def recount(self, job_id: str) -> JobCounts:
         adopted = sum(item.urls for item in self.adopted(job_id))

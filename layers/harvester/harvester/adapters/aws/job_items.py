@@ -128,12 +128,14 @@ class JobItems:
     def query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
         return query(self.client, self.table, **kwargs)
 
-    def partition(self, job_id: str, prefix: str) -> Iterator[dict[str, Any]]:
-        """The job's items whose sort key starts with ``prefix``, in order, read consistently."""
+    def partition(self, job_id: str, prefix: str, **options: Any) -> Iterator[dict[str, Any]]:
+        """The job's items whose sort key starts with ``prefix``, in order, read consistently (``options``:
+        the query's others, an ``ExclusiveStartKey``)."""
         return self.query(
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={":pk": _s(_job_pk(job_id)), ":prefix": _s(prefix)},
             ConsistentRead=True,
+            **options,
         )
 
     def apart_item(self, job_id: str, sk: str, body: str) -> dict[str, Any]:
@@ -362,6 +364,25 @@ class JobItems:
                     ":held": _n(held),
                     ":progress": _s(msgspec.json.encode(progress).decode()),
                 },
+            )
+        )
+
+    def resume_position(self, job_id: str) -> str | None:
+        """``resume_at`` on the job's item (beside its body, as ``ending_until``)."""
+        item = self.client.get_item(
+            TableName=self.table, Key=self.key(job_id, "JOB"), ProjectionExpression="resume_at", ConsistentRead=True
+        ).get("Item", {})
+        return item["resume_at"]["S"] if "resume_at" in item else None
+
+    def save_resume(self, job_id: str, after: str | None) -> None:
+        update = "SET resume_at = :after" if after is not None else "REMOVE resume_at"
+        conditional(
+            lambda: self.client.update_item(
+                TableName=self.table,
+                Key=self.key(job_id, "JOB"),
+                UpdateExpression=update,
+                ConditionExpression="attribute_exists(pk)",
+                **({"ExpressionAttributeValues": {":after": _s(after)}} if after is not None else {}),
             )
         )
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from harvester.adapters.aws.batch_reads import read_batches
+from harvester.adapters.aws.batch_reads import folded_batches, read_batches
 from harvester.adapters.aws.crawl_parts import touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
@@ -49,12 +49,16 @@ from harvester.adapters.aws.state_table import TransactionFailed, conflict_pause
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
 from harvester.model.records import JobCounts, SitemapURL, body_of, url_key
-from harvester.model.state import Lease, PageOutcome, PageRetry, Settled
+from harvester.model.state import Lease, OpenPages, PageOutcome, PageRetry, Settled
 
 #: Leases whose claims a store keeps in memory for their settlement (see ``_leases``).
 _LEASES_KEPT = 64
 #: Tries of a write to a batch's states that other workers of the batch keep moving.
 _STATE_RETRIES = 25
+
+
+#: The statuses a resume sends a page's task again for.
+_OPEN = frozenset({"pending", "processing"})
 
 
 class PageBatches:
@@ -483,26 +487,33 @@ class PageBatches:
         """Lets the leases of the job's processing pages lapse now (a resume); how many."""
         released = 0
         for item in self.jobs.partition(job_id, "BATCH#"):
-            if not item["sk"]["S"].endswith("#S"):
-                continue
-            bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
-            read: tuple[dict[str, dict[str, Any]], int] | None = states_of(item)
-            for attempt in range(_STATE_RETRIES):
-                if read is None:
-                    break
-                states, version = read
-                leased = [
-                    i
-                    for i, s in states.items()
-                    if i != MOVED and s.get("s") == "processing" and float(s.get("u", 0)) > 0
-                ]
-                if not leased:
-                    break
-                for i in leased:
-                    states[i] = {**states[i], "u": 0}
-                if self.jobs.conditional(self._state_update(job_id, bid, states, version)):
-                    released += len(leased)
-                    break
-                conflict_pause(min(attempt, 4))
-                read = self._state(job_id, bid)
+            if item["sk"]["S"].endswith("#S"):
+                bid = item["sk"]["S"].removeprefix("BATCH#").removesuffix("#S")
+                released += self._let_go(job_id, bid, states_of(item))
         return released
+
+    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+        """The job's pending and processing pages a batch at a time, in the order of the batches' ids, each
+        batch's leases let go; the position after a batch is its id."""
+        for batch in folded_batches(self.jobs, job_id, after=after):
+            self._let_go(job_id, batch.bid, (batch.states, batch.version))
+            pages = [batch.record(i, job_id) for i in range(len(batch.records)) if batch.status(i) in _OPEN]
+            yield OpenPages(pages, batch.bid)
+
+    def _let_go(self, job_id: str, bid: str, read: tuple[dict[str, dict[str, Any]], int] | None) -> int:
+        """Lets the leases of the batch's processing pages (its states as ``read``) lapse; how many."""
+        for attempt in range(_STATE_RETRIES):
+            if read is None:
+                return 0
+            states, version = read
+            leased = [
+                i for i, s in states.items() if i != MOVED and s.get("s") == "processing" and float(s.get("u", 0)) > 0
+            ]
+            if not leased:
+                return 0
+            released = {**states, **{i: {**states[i], "u": 0} for i in leased}}
+            if self.jobs.conditional(self._state_update(job_id, bid, released, version)):
+                return len(leased)
+            conflict_pause(min(attempt, 4))
+            read = self._state(job_id, bid)
+        return 0

@@ -72,8 +72,10 @@ _HOST_COLUMN = "ALTER TABLE messages ADD COLUMN host TEXT NOT NULL DEFAULT ''"
 
 #: Since version 10 a job counts the URLs it did not fetch by rule (robots.txt, the address policy) apart
 #: from its failures.
-_PROGRESS_COLUMN = "ALTER TABLE job_ends ADD COLUMN progress TEXT"
 _EXCLUDED_COLUMN = "ALTER TABLE counters ADD COLUMN urls_excluded INTEGER NOT NULL DEFAULT 0"
+
+#: A job's end in steps keeps how far it got beside its claim (``EndProgress``).
+_PROGRESS_COLUMN = "ALTER TABLE job_ends ADD COLUMN progress TEXT"
 
 _SUMMARY_COLUMNS = """
 ALTER TABLE url_batches ADD COLUMN feed BLOB;
@@ -219,6 +221,10 @@ CREATE TABLE IF NOT EXISTS job_ends (
     job_id TEXT PRIMARY KEY,
     until REAL NOT NULL,
     progress TEXT
+);
+CREATE TABLE IF NOT EXISTS job_resumes (
+    job_id TEXT PRIMARY KEY,
+    after TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS schedules (
     name TEXT PRIMARY KEY,

@@ -22,7 +22,17 @@ _COUNTER_FIELDS = tuple(JobCounts.__struct_fields__)
 
 
 #: The tables with a job's rows beside ``jobs``.
-JOB_TABLES = ("counters", "sitemaps", "urls", "url_batches", "url_extensions", "job_parts", "messages", "job_ends")
+JOB_TABLES = (
+    "counters",
+    "sitemaps",
+    "urls",
+    "url_batches",
+    "url_extensions",
+    "job_parts",
+    "messages",
+    "job_ends",
+    "job_resumes",
+)
 
 
 class JobRows:
@@ -137,17 +147,7 @@ class JobRows:
         with Transaction(self.conn) as db:
             if db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount == 0:
                 return False
-            tables = (
-                "counters",
-                "sitemaps",
-                "urls",
-                "url_batches",
-                "url_extensions",
-                "job_parts",
-                "messages",
-                "job_ends",
-            )
-            for table in tables:
+            for table in JOB_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
         return True
 
@@ -209,13 +209,25 @@ class JobRows:
             (*(getattr(delta, f) for f in _COUNTER_FIELDS), time.time(), job_id),
         )
 
-    def release_leases(self, job_id: str) -> int:
-        """Makes the job's sitemaps and pages in processing claimable at once; how many there were."""
+    def release_leases(self, job_id: str, *, pages: bool = True) -> int:
+        """Makes the job's sitemaps (and with ``pages`` its pages) in processing claimable at once; how many
+        there were."""
         with Transaction(self.conn) as db:
             released = 0
-            for table in ("sitemaps", "urls"):
+            for table in ("sitemaps", "urls") if pages else ("sitemaps",):
                 released += db.execute(
                     f"UPDATE {table} SET lease_until = 0 WHERE job_id = ? AND status = 'processing'",
                     (job_id,),
                 ).rowcount
             return released
+
+    def resume_position(self, job_id: str) -> str | None:
+        row = self.conn.execute("SELECT after FROM job_resumes WHERE job_id = ?", (job_id,)).fetchone()
+        return row[0] if row else None
+
+    def save_resume(self, job_id: str, after: str | None) -> None:
+        with Transaction(self.conn) as db:
+            if after is None:
+                db.execute("DELETE FROM job_resumes WHERE job_id = ?", (job_id,))
+            else:
+                db.execute("INSERT OR REPLACE INTO job_resumes (job_id, after) VALUES (?, ?)", (job_id, after))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
+from harvester.adapters.local.database import Transaction
 from harvester.model.records import SitemapRecord, SitemapURL, body_of
-from harvester.model.state import Lease
+from harvester.model.state import Lease, OpenPages
 
 _PAGE_SIZE = 1000
 
@@ -58,3 +59,31 @@ def job_bodies(conn: sqlite3.Connection, table: str, job_id: str, status: str | 
         for rowid, body in rows:
             last = rowid
             yield body
+
+
+#: The statuses of a job's open pages, in the order ``open_rows`` reads them.
+_OPEN = ("pending", "processing")
+
+
+def open_rows(conn: sqlite3.Connection, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+    """The job's open pages a page of rows at a time (the pending, then the processing, each by rowid), the
+    leases of the processing ones let go; a position is the status's place and the last rowid read."""
+    place, last = (0, 0) if after is None else _open_position(after)
+    for index in range(place, len(_OPEN)):
+        sql = "SELECT rowid, body FROM urls WHERE job_id = ? AND status = ? AND rowid > ?"
+        sql += f" ORDER BY rowid LIMIT {_PAGE_SIZE}"
+        while rows := conn.execute(sql, (job_id, _OPEN[index], last)).fetchall():
+            last = rows[-1][0]
+            if _OPEN[index] == "processing":
+                with Transaction(conn) as db:
+                    marks = ", ".join("?" * len(rows))
+                    db.execute(f"UPDATE urls SET lease_until = 0 WHERE rowid IN ({marks})", [r for r, _ in rows])
+            yield OpenPages([SitemapURL.model_validate_json(body) for _, body in rows], f"{index}:{last}")
+        last = 0
+
+
+def _open_position(after: str) -> tuple[int, int]:
+    place, _, rowid = after.partition(":")
+    if not (place.isdigit() and rowid.isdigit()):
+        raise ValueError(f"not a position in a job's open pages: {after!r}")
+    return int(place), int(rowid)

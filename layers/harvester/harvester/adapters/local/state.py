@@ -15,6 +15,7 @@ from typing import Any
 
 from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.page_rows import PageRows
+from harvester.adapters.local.record_rows import open_rows
 from harvester.adapters.local.sitemap_rows import SitemapRows
 from harvester.model import accounting
 from harvester.model.crawl import SitemapPart
@@ -36,6 +37,7 @@ from harvester.model.state import (
     JobSnapshot,
     Lease,
     ListedBatch,
+    OpenPages,
     PageOutcome,
     PageRetry,
     Recorded,
@@ -251,8 +253,17 @@ class SqliteStateStore:
 
     # recovery -------------------------------------------------------------------------------------
 
-    def release_leases(self, job_id: str) -> int:
-        return self.job_rows.release_leases(job_id)
+    def release_leases(self, job_id: str, *, pages: bool = True) -> int:
+        return self.job_rows.release_leases(job_id, pages=pages)
+
+    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+        return open_rows(self.conn, job_id, after=after)
+
+    def resume_position(self, job_id: str) -> str | None:
+        return self.job_rows.resume_position(job_id)
+
+    def save_resume(self, job_id: str, after: str | None) -> None:
+        self.job_rows.save_resume(job_id, after)
 
     def recount(self, job_id: str) -> JobCounts:
         adopted = sum(item.urls for item in self.page_rows.adopted(job_id))
