@@ -223,7 +223,7 @@ def measured_end(original: Callable[..., Any], ctx: Any, job_id: str, **options:
     sampler.start()
     start = time.perf_counter()
     try:
-        return original(ctx, job_id)
+        return original(ctx, job_id, **options)
     finally:
         wall = time.perf_counter() - start
         stop.set()
