@@ -95,7 +95,7 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     assert {k: environment[k] for k in GLOBAL_ENV} == GLOBAL_ENV
     # A page batch spools its pages, their captures and its WARC object to /tmp (~2 GB at worst for 50).
     # The job's end spools its records, their index and the parts it makes to /tmp.
-    storage = 2048 if function_id.startswith("Page") else 4096 if function_id == "JobEndFunction" else None
+    storage = 2048 if function_id.startswith("Page") else 10240 if function_id == "JobEndFunction" else None
     assert function.get("EphemeralStorage", {}).get("Size") == storage
     assert not any("RECURRING" in name for name in environment)  # (the scheduled sites are in the state table)
 
