@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from harvester.adapters.local import record_rows
 from harvester.crawldb.crawl_state import listed
 from harvester.crawldb.schedule import Schedule
-from harvester.model.messages import JobRequest, SitemapOrigin
+from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.model.records import (
     JobCounts,
     JobRecord,
@@ -21,8 +23,11 @@ from harvester.model.records import (
     body_of,
 )
 from harvester.model.state import Checkpoint, EndProgress, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
+from harvester.pipeline import recovery
+from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings
 from harvester.ports import LeaseLost
+from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -485,8 +490,39 @@ def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(b
     for n, batch in enumerate(batches):  # (resumed after each: exactly the pages of the batches after it)
         after = [p.url for later in backend.store.open_pages(job_id, after=batch.after) for p in later.pages]
         assert after == [p.url for later in batches[n + 1 :] for p in later.pages], n
+        # (and from the start up to it: those before, each once)
+        before = [p.url for b in backend.store.open_pages(job_id, until=batch.after) for p in b.pages]
+        assert before == [p.url for b in batches[: n + 1] for p in b.pages], n
     assert backend.store.resume_position(job_id) is None
     backend.store.save_resume(job_id, batches[0].after)
     assert backend.store.resume_position(job_id) == batches[0].after
     backend.store.save_resume(job_id, None)
     assert backend.store.resume_position(job_id) is None
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_resume_that_goes_round_to_the_start_sends_no_page_twice(backend, monkeypatch):
+    """A resume that reads to the end of the job's open pages goes on from the start only up to where it began:
+    with fewer open pages than it may read (15 of 30 settled since the last resume), none is sent twice."""
+    monkeypatch.setattr(record_rows, "_PAGE_SIZE", 10)
+    job_id = new_job(backend)
+    recorded(backend, job_id, 30)
+    urls = [page(n).url for n in range(30)]
+    tasks: list[Any] = []
+    queue = type("Sent", (), {"push": lambda self, pushed: tasks.extend(pushed)})()
+    ctx = StepContext(
+        store=backend.store,
+        queue=queue,  # type: ignore[arg-type]
+        documents=None,  # type: ignore[arg-type]  # (nothing is written)
+        fetcher=None,  # type: ignore[arg-type]
+        crawldb=None,  # type: ignore[arg-type]
+        settings=EngineSettings(resume_batches=2),
+    )
+    assert recovery.resume(ctx, job_id, force=True).pages_resent == 20
+    claimed = backend.store.claim_pages(job_id, urls[:15], lease("w", 3600), now=NOW)
+    done = [PageOutcome(p.model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})) for p in claimed]
+    backend.store.finish_pages(job_id, done, lease("w", 3600))
+    tasks.clear()
+    assert recovery.resume(ctx, job_id, force=True).pages_resent == 15
+    sent = [task.url for task in tasks if isinstance(task, PageTask)]
+    assert sorted(sent) == sorted(urls[15:])

@@ -282,10 +282,10 @@ class StateStore(Protocol):
         """Lets every lease of the job lapse now (used when nothing else can be working on it): its sitemaps',
         and with ``pages`` its pages' (else ``open_pages`` lets them go as it reads them)."""
 
-    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+    def open_pages(self, job_id: str, *, after: str | None = None, until: str | None = None) -> Iterator[OpenPages]:
         """The job's pending and processing pages, the leases of the latter let go, a batch of its records at a
         time, each with the position after it: given as ``after``, the batches after that position (a resume
-        in steps of bounded size)."""
+        in steps of bounded size); given ``until``, none past that position."""
 
     def resume_position(self, job_id: str) -> str | None:
         """Where the last resume of the job stopped (``save_resume``); None: at the start."""

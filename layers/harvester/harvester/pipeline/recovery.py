@@ -99,8 +99,8 @@ def _send_open_pages(ctx: StepContext, job_id: str) -> int:
 
 
 def _round(ctx: StepContext, job_id: str, after: str | None) -> Iterator[OpenPages]:
-    """The job's open pages from ``after`` to the end, then from the start (a page before ``after`` may be
-    open: its message lost since)."""
+    """The job's open pages from ``after`` to the end, then from the start up to ``after`` (a page before it
+    may be open: its message lost since)."""
     yield from ctx.store.open_pages(job_id, after=after)
     if after is not None:
-        yield from ctx.store.open_pages(job_id)
+        yield from ctx.store.open_pages(job_id, until=after)

@@ -268,8 +268,8 @@ class DynamoStateStore:
         released = self.sitemap_items.release_sitemap_leases(job_id)
         return released + (self.batches.release_leases(job_id) if pages else 0)
 
-    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
-        return self.batches.open_pages(job_id, after=after)
+    def open_pages(self, job_id: str, *, after: str | None = None, until: str | None = None) -> Iterator[OpenPages]:
+        return self.batches.open_pages(job_id, after=after, until=until)
 
     def resume_position(self, job_id: str) -> str | None:
         return self.jobs.resume_position(job_id)

@@ -492,10 +492,12 @@ class PageBatches:
                 released += self._let_go(job_id, bid, states_of(item))
         return released
 
-    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
-        """The job's pending and processing pages a batch at a time, in the order of the batches' ids, each
-        batch's leases let go; the position after a batch is its id."""
+    def open_pages(self, job_id: str, *, after: str | None = None, until: str | None = None) -> Iterator[OpenPages]:
+        """The job's pending and processing pages a batch at a time, in the order of the batches' ids (all of
+        one length), each batch's leases let go; the position after a batch is its id."""
         for batch in folded_batches(self.jobs, job_id, after=after):
+            if until is not None and batch.bid > until:
+                return
             self._let_go(job_id, batch.bid, (batch.states, batch.version))
             pages = [batch.record(i, job_id) for i in range(len(batch.records)) if batch.status(i) in _OPEN]
             yield OpenPages(pages, batch.bid)

@@ -65,12 +65,18 @@ def job_bodies(conn: sqlite3.Connection, table: str, job_id: str, status: str | 
 _OPEN = ("pending", "processing")
 
 
-def open_rows(conn: sqlite3.Connection, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
+def open_rows(
+    conn: sqlite3.Connection, job_id: str, *, after: str | None = None, until: str | None = None
+) -> Iterator[OpenPages]:
     """The job's open pages a page of rows at a time (the pending, then the processing, each by rowid), the
-    leases of the processing ones let go; a position is the status's place and the last rowid read."""
+    leases of the processing ones let go; a position is the status's place and the last rowid read (rows up to
+    ``until``'s only, when given)."""
     place, last = (0, 0) if after is None else _open_position(after)
-    for index in range(place, len(_OPEN)):
+    end = (len(_OPEN), 0) if until is None else _open_position(until)
+    for index in range(place, min(end[0] + 1, len(_OPEN))):
         sql = "SELECT rowid, body FROM urls WHERE job_id = ? AND status = ? AND rowid > ?"
+        if index == end[0]:
+            sql += f" AND rowid <= {end[1]}"
         sql += f" ORDER BY rowid LIMIT {_PAGE_SIZE}"
         while rows := conn.execute(sql, (job_id, _OPEN[index], last)).fetchall():
             last = rows[-1][0]

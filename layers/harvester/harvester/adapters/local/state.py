@@ -256,8 +256,8 @@ class SqliteStateStore:
     def release_leases(self, job_id: str, *, pages: bool = True) -> int:
         return self.job_rows.release_leases(job_id, pages=pages)
 
-    def open_pages(self, job_id: str, *, after: str | None = None) -> Iterator[OpenPages]:
-        return open_rows(self.conn, job_id, after=after)
+    def open_pages(self, job_id: str, *, after: str | None = None, until: str | None = None) -> Iterator[OpenPages]:
+        return open_rows(self.conn, job_id, after=after, until=until)
 
     def resume_position(self, job_id: str) -> str | None:
         return self.job_rows.resume_position(job_id)
