@@ -22,11 +22,19 @@ from harvester.model.records import UrlStatus, body_of
 from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import PATIENCE, Busy
 from harvester.pipeline import recovery
-from harvester.pipeline.context import StepContext
-from harvester.settings import EngineSettings
 from tests.aws.faults import BOTOCORE_ATTEMPTS, Call, Faults, in_process
 from tests.contract.test_crawl_database import crawl_record
-from tests.contract.test_state_store import NOW, T0, claimed_sitemap, counts, lease, new_job, page, sitemap
+from tests.contract.test_state_store import (
+    NOW,
+    T0,
+    claimed_sitemap,
+    counts,
+    lease,
+    new_job,
+    page,
+    resuming,
+    sitemap,
+)
 
 
 class Store:
@@ -273,30 +281,12 @@ def test_a_site_with_no_url_record_is_told_by_one_small_read_a_shard_and_one_wit
     assert len(calls) == URL_SHARDS.index(shard) + 1
 
 
-class Sent:
-    """A task queue that keeps what is pushed."""
-
-    def __init__(self) -> None:
-        self.tasks: list[Any] = []
-
-    def push(self, tasks: Any) -> None:
-        self.tasks.extend(tasks)
-
-
 def test_a_resume_reads_a_bounded_number_of_batches_and_the_next_goes_on_from_there(aws):
     """A stalled job's resume sends the open pages of at most ``resume_batches`` of its batches, whatever the
     job's size, and stores where it stopped: the next resume goes on from there, and one that reached the end
     has the next start over. Every open page is sent once a round."""
     job_id, urls = recorded(aws, 60, per_batch=5)  # (12 batches)
-    sent = Sent()
-    ctx = StepContext(
-        store=aws.store,
-        queue=sent,  # type: ignore[arg-type]
-        documents=None,  # type: ignore[arg-type]  # (nothing is written)
-        fetcher=None,  # type: ignore[arg-type]
-        crawldb=None,  # type: ignore[arg-type]
-        settings=EngineSettings(resume_batches=5),
-    )
+    ctx, sent = resuming(aws.store, resume_batches=5)
     rounds: list[list[str]] = []
     for _ in range(3):
         aws.calls.clear()

@@ -500,6 +500,31 @@ def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(b
     assert backend.store.resume_position(job_id) is None
 
 
+class Sent:
+    """A task queue that keeps what is pushed."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Any] = []
+
+    def push(self, tasks: Any) -> None:
+        self.tasks.extend(tasks)
+
+
+def resuming(store: Any, *, resume_batches: int) -> tuple[StepContext, Sent]:
+    """What a resume of a job in ``store`` needs (it writes no document and reads no crawl record), and the
+    queue it sends its tasks to."""
+    sent = Sent()
+    ctx = StepContext(
+        store=store,
+        queue=sent,  # type: ignore[arg-type]
+        documents=None,  # type: ignore[arg-type]
+        fetcher=None,  # type: ignore[arg-type]
+        crawldb=None,  # type: ignore[arg-type]
+        settings=EngineSettings(resume_batches=resume_batches),
+    )
+    return ctx, sent
+
+
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_resume_that_goes_round_to_the_start_sends_no_page_twice(backend, monkeypatch):
     """A resume that reads to the end of the job's open pages goes on from the start only up to where it began:
@@ -508,21 +533,11 @@ def test_a_resume_that_goes_round_to_the_start_sends_no_page_twice(backend, monk
     job_id = new_job(backend)
     recorded(backend, job_id, 30)
     urls = [page(n).url for n in range(30)]
-    tasks: list[Any] = []
-    queue = type("Sent", (), {"push": lambda self, pushed: tasks.extend(pushed)})()
-    ctx = StepContext(
-        store=backend.store,
-        queue=queue,  # type: ignore[arg-type]
-        documents=None,  # type: ignore[arg-type]  # (nothing is written)
-        fetcher=None,  # type: ignore[arg-type]
-        crawldb=None,  # type: ignore[arg-type]
-        settings=EngineSettings(resume_batches=2),
-    )
+    ctx, sent = resuming(backend.store, resume_batches=2)
     assert recovery.resume(ctx, job_id, force=True).pages_resent == 20
     claimed = backend.store.claim_pages(job_id, urls[:15], lease("w", 3600), now=NOW)
     done = [PageOutcome(p.model_copy(update={"status": UrlStatus.COMPLETED, "http_status": 200})) for p in claimed]
     backend.store.finish_pages(job_id, done, lease("w", 3600))
-    tasks.clear()
+    sent.tasks.clear()
     assert recovery.resume(ctx, job_id, force=True).pages_resent == 15
-    sent = [task.url for task in tasks if isinstance(task, PageTask)]
-    assert sorted(sent) == sorted(urls[15:])
+    assert sorted(task.url for task in sent.tasks if isinstance(task, PageTask)) == sorted(urls[15:])
