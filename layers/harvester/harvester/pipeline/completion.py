@@ -132,11 +132,11 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
     grace = ctx.settings.end_apart_grace_seconds
     while True:
         now = ctx.clock().timestamp()
-        progress = ctx.store.claim_end(job_id, until=now + grace, now=now, handed=claim)
+        held = now + grace
+        progress = ctx.store.claim_end(job_id, until=held, now=now, handed=claim)
         if progress is None:
             log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
             return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
-        held = now + grace
         pause = _time_up(ctx.settings.end_step_seconds)
         try:
             written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)

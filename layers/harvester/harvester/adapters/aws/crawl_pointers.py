@@ -243,11 +243,6 @@ class Pointers:
         ):
             _add_outcomes(batches[ref].outcomes, item)
 
-    def site_pointers(self, site: str, *, unless_listed_by: str | None = None) -> Iterator[Pointer]:
-        """Every pointer of the site (see ``pointer_pages``)."""
-        for _, pointers in self.pointer_pages(site, unless_listed_by=unless_listed_by):
-            yield from pointers
-
     def pointer_pages(
         self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
     ) -> Iterator[tuple[str, list[Pointer]]]:

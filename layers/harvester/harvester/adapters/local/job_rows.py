@@ -33,6 +33,9 @@ JOB_TABLES = (
     "job_ends",
     "job_resumes",
 )
+#: The tables an expired job's rows are dropped from (it keeps its record and its counters; its messages
+#: are the queue's).
+_EXPIRED_TABLES = tuple(t for t in JOB_TABLES if t not in ("counters", "messages"))
 
 
 class JobRows:
@@ -170,12 +173,8 @@ class JobRows:
                 ).fetchall()
             ]
             for job_id in expired:
-                db.execute("DELETE FROM urls WHERE job_id = ?", (job_id,))
-                db.execute("DELETE FROM url_batches WHERE job_id = ?", (job_id,))
-                db.execute("DELETE FROM url_extensions WHERE job_id = ?", (job_id,))
-                db.execute("DELETE FROM sitemaps WHERE job_id = ?", (job_id,))
-                db.execute("DELETE FROM job_parts WHERE job_id = ?", (job_id,))
-                db.execute("DELETE FROM job_ends WHERE job_id = ?", (job_id,))
+                for table in _EXPIRED_TABLES:
+                    db.execute(f"DELETE FROM {table} WHERE job_id = ?", (job_id,))
         return expired
 
     def all_jobs(self) -> list[JobRecord]:
