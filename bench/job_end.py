@@ -9,7 +9,7 @@ per-record calls), the orphan pass, the index (DuckDB), the parts, the site's tr
 uploads; memory is the process's RSS sampled every 5 ms (on AWS moto's own objects are in it too). Printed:
 one block per end, and with ``--report FILE`` a table of a run's JSON Lines (``--out``).
 
-    python bench/job_end.py [--aws 20000,100000] [--local 100000,400000] [--out end.jsonl]
+    python bench/job_end.py [--aws 20000,100000] [--local 100000,400000] [--step-seconds S] [--out end.jsonl]
     python bench/job_end.py --report end.jsonl
 """
 
@@ -36,6 +36,7 @@ from recrawl import alter, built
 from harvester.demo.live import LiveSite
 from harvester.pipeline import completion
 from harvester.pipeline import parts as pipeline_parts
+from harvester.pipeline.records_pass import RecordsPass
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 CYCLES = ("first crawl", "unchanged", "10% changed")
@@ -149,11 +150,11 @@ def install_api_counter() -> None:
 
 
 def measured_end(original: Callable[..., Any], ctx: Any, job_id: str, **options: Any) -> Any:
-    store_cls, crawldb_cls, docs_cls = type(ctx.store), type(ctx.crawldb), type(ctx.documents)
+    store_cls, crawldb_cls = type(ctx.store), type(ctx.crawldb)
     saved = {
-        (store_cls, "job_records"): store_cls.job_records,
+        (store_cls, "job_record_pages"): store_cls.job_record_pages,
         (crawldb_cls, "url_pages"): crawldb_cls.url_pages,
-        (docs_cls, "writer"): docs_cls.writer,
+        (RecordsPass, "join"): RecordsPass.join,
     }
     call: dict[str, Any] = {
         **P.label,
@@ -167,21 +168,22 @@ def measured_end(original: Callable[..., Any], ctx: Any, job_id: str, **options:
     }
     P.call, P.thread, P.stack, P.region, P.top = call, threading.get_ident(), [], "before loop", 0.0
 
-    def job_records(self: Any, jid: str) -> Iterator[Any]:
-        inner = saved[(store_cls, "job_records")](self, jid)
+    def job_record_pages(self: Any, jid: str, **kw: Any) -> Iterator[Any]:
+        inner = saved[(store_cls, "job_record_pages")](self, jid, **kw)
         P.region = "records loop body"
         start = time.perf_counter()
         try:
             while True:
                 with P.phase("job_records (store reads)"):
                     try:
-                        item = next(inner)
+                        page = next(inner)
                     except StopIteration:
                         return
-                call["job_items"] += 1
-                count = getattr(item, "count", None) or getattr(item, "urls", 0)
-                call["job_urls"] += 1 if isinstance(item, str | bytes) else int(count)
-                yield item
+                for item in page.items:
+                    call["job_items"] += 1
+                    count = getattr(item, "count", None) or getattr(item, "urls", 0)
+                    call["job_urls"] += 1 if isinstance(item, str | bytes) else int(count)
+                yield page
         finally:
             call["loop_s"] = time.perf_counter() - start
             P.region = "after loop"
@@ -191,20 +193,11 @@ def measured_end(original: Callable[..., Any], ctx: Any, job_id: str, **options:
             call["crawl_records_read"] += len(page.records)
             yield page
 
-    @contextmanager
-    def writer(self: Any, key: str, **kw: Any) -> Iterator[Any]:
-        cm = saved[(docs_cls, "writer")](self, key, **kw)
-        out = cm.__enter__()
-        try:
-            yield out
-        except BaseException:
-            if not cm.__exit__(*sys.exc_info()):
-                raise
-        else:
-            with P.phase("records/feed upload (writer exit)"):
-                cm.__exit__(None, None, None)
+    def join(self: Any, *args: Any, **kw: Any) -> None:
+        with P.phase("records/feed upload (writer exit)"):
+            saved[(RecordsPass, "join")](self, *args, **kw)
 
-    store_cls.job_records, crawldb_cls.url_pages, docs_cls.writer = job_records, url_pages, writer
+    store_cls.job_record_pages, crawldb_cls.url_pages, RecordsPass.join = job_record_pages, url_pages, join
     peak = [rss()]
     stop = threading.Event()
 
@@ -275,7 +268,7 @@ def emit(call: dict[str, Any]) -> None:
             f.write(json.dumps(call) + "\n")
 
 
-def aws_sizes(sizes: list[int], cycles: tuple[str, ...]) -> None:
+def aws_sizes(sizes: list[int], cycles: tuple[str, ...], *, step_seconds: float | None = None) -> None:
     from harvester.model.messages import JobRequest
 
     for pages in sizes:
@@ -283,6 +276,8 @@ def aws_sizes(sizes: list[int], cycles: tuple[str, ...]) -> None:
         site = LiveSite(pages=pages, sitemaps=max(1, pages // 5000))
         with site.serving(), aws_path() as aws:
             install_api_counter()
+            if step_seconds is not None:  # (each step of the end measured as a call of its own)
+                aws.stack.function("JobEndFunction").environment["HARVEST_END_STEP_SECONDS"] = str(step_seconds)
             for cycle in cycles:
                 alter(site, cycle, rng)
                 built(site)
@@ -408,6 +403,7 @@ def main() -> None:
     parser.add_argument("--local", type=ints, default=[100_000, 400_000], help="local site sizes")
     parser.add_argument("--out", type=Path, help="also append each end's figures to this JSON Lines file")
     parser.add_argument("--report", type=Path, help="summarise a JSON Lines file of a run instead")
+    parser.add_argument("--step-seconds", type=float, help="AWS: the job-end function's end_step_seconds")
     args = parser.parse_args()
     if args.report:
         report(args.report)
@@ -415,7 +411,7 @@ def main() -> None:
     OUT = args.out
     install()
     local_sizes(args.local, CYCLES)
-    aws_sizes(args.aws, CYCLES)
+    aws_sizes(args.aws, CYCLES, step_seconds=args.step_seconds)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""A job's end in steps on the stack from template.yaml (moto): its orphan pass stops when its step's time is
-up (``HARVEST_END_STEP_SECONDS=0``: after every page of the site's URL records, 16 shards and more), stores
-how far it got and hands its claim to the next JobEnd message, which goes on from there. The result and the
-change feed are those of an end in one step, whatever is delivered twice or killed after any write."""
+"""A job's end in steps on the stack from template.yaml (moto): its orphan pass and its records pass stop when
+the step's time is up (``HARVEST_END_STEP_SECONDS=0``: after every page of the site's URL records, 16 shards
+and more, and after every batch of the job's records), store how far they got and hand the claim to the next
+JobEnd message, which goes on from there. The result, the records and the change feed are those of an end in
+one step, whatever is delivered twice or killed after any write."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import boto3
+import duckdb
 import pytest
 from botocore.client import BaseClient
 
@@ -96,7 +99,7 @@ def ends(poller: Any) -> int:
     return handled
 
 
-def check(stack: DeployedStack, site: LiveSite, job_id: str) -> None:
+def check(stack: DeployedStack, site: LiveSite, job_id: str, tmp: Path) -> None:
     """The second job's result and feed: the unlisted pages removed, each once, and the rest as listed."""
     adapters = adapters_of(stack)
     job = adapters.store.get_job(job_id)
@@ -107,8 +110,11 @@ def check(stack: DeployedStack, site: LiveSite, job_id: str) -> None:
     assert result["total_urls"] == pages - UNLISTED
     feed = [json.loads(line) for line in adapters.documents.get(f"jobs/{job_id}/changes.jsonl").splitlines()]
     assert sorted(line["url"] for line in feed if line["change"] == "removed") == gone
-    records = adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()
-    assert len(records) == pages - UNLISTED
+    records = [json.loads(line)["url"] for line in adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
+    assert sorted(records) == sorted(site.url(path) for path in site.page_paths()) and len(records) == pages - UNLISTED
+    index = tmp / f"{job_id}.parquet"
+    index.write_bytes(adapters.documents.get(f"jobs/{job_id}/index.parquet"))
+    assert sorted(records) == [url for (url,) in duckdb.sql(f"SELECT url FROM '{index}' ORDER BY url").fetchall()]
     crawled = {r.url: r for r in adapters.crawldb.site_urls(site.url("/").rstrip("/"))}
     assert sorted(url for url, r in crawled.items() if r.state is CrawlState.ORPHAN) == gone
     assert {crawled[url].orphaned_job for url in gone} == {job_id}
@@ -125,17 +131,21 @@ def live_site() -> Iterator[LiveSite]:
         yield shaped(site)
 
 
-def test_an_end_in_steps_writes_what_an_end_in_one_step_does(deployed_stack, live_site):
+def test_an_end_in_steps_writes_what_an_end_in_one_step_does(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
     in_steps(stack)
     handled = ends(poller)
-    assert handled > 16  # (a step a page of pointers: at least one a shard, and the last writes the result)
-    check(stack, live_site, job_id)
+    record_pages = len(list(adapters_of(stack).store.job_record_pages(job_id)))
+    assert record_pages > 1
+    # (a step a page of pointers: at least one a shard, then a step a page of the job's records, each stored as
+    # a piece that the last step joins)
+    assert handled > 16 + record_pages
+    check(stack, live_site, job_id, tmp_path)
     assert end_documents(stack, job_id) == []  # (the steps' lines are in the feed, and let go)
 
 
-def test_an_end_step_delivered_twice_or_sent_again_changes_nothing(deployed_stack, live_site):
+def test_an_end_step_delivered_twice_or_sent_again_changes_nothing(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
     in_steps(stack)
@@ -156,7 +166,7 @@ def test_an_end_step_delivered_twice_or_sent_again_changes_nothing(deployed_stac
         handled = ends(poller)
     assert len(handed) >= 16 and None not in handed  # (each step handed its claim on: a shard a step)
     assert handled > 2 * len(handed)
-    check(stack, live_site, job_id)
+    check(stack, live_site, job_id, tmp_path)
 
 
 @contextmanager
@@ -189,7 +199,7 @@ def pass_over(stack: DeployedStack, job_id: str) -> bool:
     return "end_progress" in item and json.loads(item["end_progress"]["S"])["orphans_at"] == "~"
 
 
-def test_an_end_killed_after_any_write_of_any_step_writes_the_same(deployed_stack, live_site):
+def test_an_end_killed_after_any_write_of_any_step_writes_the_same(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
     in_steps(stack)
@@ -219,4 +229,4 @@ def test_an_end_killed_after_any_write_of_any_step_writes_the_same(deployed_stac
     killed_after = {k.partition("(")[2].rstrip(")") for k in kills}
     assert {"UpdateItem", "TransactWriteItems", "PutObject", "SendMessage"} <= killed_after, killed_after
     assert len(kills) > 16
-    check(stack, live_site, job_id)
+    check(stack, live_site, job_id, tmp_path)

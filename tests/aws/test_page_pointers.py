@@ -593,9 +593,7 @@ def test_a_jobs_few_records_are_read_by_key_and_as_its_batches_hold_them(aws: Aw
     job_id = new_job(c, "job-one")
     urls = list_pages(c, job_id, list(range(60)))
     assert settle(c, job_id, urls[:30], "sig-1")[0] == urls[:30]
-    whole = {
-        url: CrawlRecord.model_validate_json(text) for url, text in c.crawldb.pointers.job_records(SITE, job_id).items()
-    }
+    whole = {url: CrawlRecord.model_validate_json(text) for url, text in c.crawldb.pointers.job_records(SITE, job_id)}
     asked = urls[25:35]  # (settled and not)
     with Calls(aws.store.client) as calls:
         found = Container(aws).crawldb.job_urls(SITE, job_id, asked)

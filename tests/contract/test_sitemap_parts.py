@@ -19,7 +19,16 @@ from harvester.model.crawl import SitemapPart
 from harvester.model.records import JobStatus, SitemapURL, key_of
 from harvester.model.state import AdoptedPart, Checkpoint
 from tests.contract.test_crawl_database import ORIGIN, crawl_record, fetched
-from tests.contract.test_state_store import SITE, T0, claimed_sitemap, counts, lease, new_job, page
+from tests.contract.test_state_store import (
+    SITE,
+    T0,
+    claimed_sitemap,
+    counts,
+    lease,
+    new_job,
+    page,
+    read_on_after_any_page,
+)
 
 SITEMAP = f"{SITE}sitemap-1.xml"
 
@@ -187,6 +196,7 @@ def test_a_part_adopted_in_part_leaves_out_urls_that_read_as_they_did(parts):
     assert parts.store.recount(third).urls_total == 1
     taken = [item for item in parts.store.job_records(third) if isinstance(item, AdoptedPart)]
     assert [(a.urls, a.excluded, a.partly) for a in taken] == [(1, frozenset({pages[1].url}), True)]
+    assert read_on_after_any_page(parts.store, third)[-1].items == taken  # (a part a page, after the records)
     records = db.get_urls(ORIGIN, [p.url for p in pages])
     assert (records[pages[0].url].last_listed_job, records[pages[0].url].last_listed) == (third, at3)
     assert (records[pages[1].url].last_listed_job, records[pages[1].url].last_listed) == (second, at2)

@@ -259,6 +259,18 @@ def test_records_written_straight_as_json_are_recorded_and_read_like_the_others(
         else:
             flat.append(item)
     assert sorted(flat) == sorted(bodies)
+    read_on_after_any_page(backend.store, job_id)  # (one batch on AWS; locally the records kept a row, then it)
+
+
+def read_on_after_any_page(store: Any, job_id: str) -> list[Any]:
+    """Checks that the job's record pages hold what ``job_records`` gives, in its order, and that a pass
+    resumed after any page reads exactly the pages after it; the pages."""
+    pages = list(store.job_record_pages(job_id))
+    assert [item for p in pages for item in p.items] == list(store.job_records(job_id))
+    for n, one in enumerate(pages):
+        rest = [item for later in store.job_record_pages(job_id, after=one.after) for item in later.items]
+        assert rest == [item for later in pages[n + 1 :] for item in later.items], n
+    return pages
 
 
 def test_a_sitemap_finishes_exactly_once(backend):
@@ -475,7 +487,8 @@ def test_a_jobs_end_keeps_its_progress_and_hands_its_claim_to_its_next_step(back
     assert store.claim_end("job-1", until=2000.0, now=1301.0) == half  # (lapsed: a resume goes on from there)
 
 
-def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(backend):
+def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(backend, monkeypatch):
+    monkeypatch.setattr(record_rows, "_PAGE_SIZE", 40)  # (the local store's records in pages, as AWS's batches)
     job_id = new_job(backend)
     recorded(backend, job_id, 250)
     urls = [page(n).url for n in range(250)]
@@ -484,6 +497,7 @@ def test_a_resume_reads_the_open_pages_a_batch_at_a_time_and_goes_on_after_any(b
     assert backend.store.finish_pages(job_id, [done], lease("dead", 3600)).applied == [urls[0]]
     batches = list(backend.store.open_pages(job_id))
     assert len(batches) >= 2  # (AWS: batches of 50 pages; locally the pending, then those in processing)
+    assert len(read_on_after_any_page(backend.store, job_id)) >= 2
     seen = [p.url for b in batches for p in b.pages]
     assert sorted(seen) == sorted(urls[1:]) and len(seen) == len(set(seen))
     assert len(backend.store.claim_pages(job_id, urls[1:7], lease("alive"), now=NOW)) == 6  # (leases let go)

@@ -1,4 +1,5 @@
-"""The engine is pure: only the AWS adapters import boto3/botocore, only the local adapter sqlite3."""
+"""The engine is pure: only the AWS adapters import boto3/botocore, only the adapters sqlite3 (the local
+backend's state file; the AWS crawl database's scratch copy of a job's records in /tmp)."""
 
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ def test_only_the_aws_adapters_touch_aws():
     assert offenders == []
 
 
-def test_only_the_local_adapter_touches_sqlite():
+def test_only_the_adapters_touch_sqlite():
     offenders = [
         str(p.relative_to(PACKAGE))
         for p in PACKAGE.rglob("*.py")
-        if "sqlite3" in imports(p) and "adapters/local" not in p.as_posix()
+        if "sqlite3" in imports(p) and "adapters/" not in p.as_posix()
     ]
     assert offenders == []
 

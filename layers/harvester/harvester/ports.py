@@ -43,6 +43,7 @@ from harvester.model.state import (
     PageOutcome,
     PageRetry,
     Recorded,
+    RecordPage,
     Settled,
     SitemapOutcome,
 )
@@ -264,6 +265,12 @@ class StateStore(Protocol):
         """What ``page_bodies`` gives, and the parts the job adopted, for the job's end (which writes the
         records from these without serialising each again): a store that keeps the records written straight
         as JSON a batch at a time hands those over as such (their bodies are in no other item)."""
+        ...
+
+    def job_record_pages(self, job_id: str, *, after: str | None = None) -> Iterator[RecordPage]:
+        """What ``job_records`` yields, a stored batch's worth at a time, each with the position after it:
+        given as ``after``, the pages after that position (the job's end reads its records in steps). An
+        ended job's positions are stable: nothing is added to its records."""
         ...
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None: ...

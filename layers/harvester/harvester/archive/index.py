@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
 
 if TYPE_CHECKING:
     import duckdb
@@ -119,6 +119,14 @@ class IndexLines:
         self._file.write(self._gzip.compress(data))
         self.written += len(data)
         return len(data)
+
+    def add_member(self, source: BinaryIO, *, lines: int) -> None:
+        """Adds a gzipped copy another ``IndexLines`` made (``finish``'s file, holding ``lines`` bytes of lines)
+        as members of this one's (a gzip file is its members one after another; the index is sorted anyway)."""
+        self._file.write(self._gzip.flush())
+        shutil.copyfileobj(source, self._file, 1024 * 1024)
+        self._gzip = zlib.compressobj(1, zlib.DEFLATED, 31)
+        self.written += lines
 
     def finish(self) -> Path:
         """The file, complete."""

@@ -34,6 +34,12 @@ def removed_key(job_id: str, piece: int, claim: float) -> str:
     return f"steps/{job_id}/removed-{piece}-{round(claim * 1000)}.jsonl"
 
 
+def piece_key(job_id: str, piece: int, claim: float) -> str:
+    """What the ``piece``-th step of the job's end wrote of its records pass, written under the claim ``claim``
+    (as ``removed_key``): the stem of its documents, ``<stem>.<kind>`` each."""
+    return f"steps/{job_id}/piece-{piece}-{round(claim * 1000)}"
+
+
 def index_key(job_id: str) -> str:
     """The job's columnar URL index (harvester.archive.index)."""
     return f"jobs/{job_id}/index.parquet"

@@ -20,7 +20,7 @@ from harvester.cli.reporting import (
 )
 from harvester.cli.state import open_state
 from harvester.model.records import LoaderState, utcnow
-from harvester.pipeline.parts import job_pages
+from harvester.pipeline.part_documents import job_pages
 from harvester.ports import DocumentStore, StateStore
 from harvester.urls import normalize, origin_of, require_http_url
 

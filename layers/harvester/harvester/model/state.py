@@ -122,15 +122,29 @@ class OpenPages(Struct, frozen=True):
     after: str
 
 
+class RecordPage(Struct, frozen=True):
+    """Records of an ended job, a stored batch's worth (``StateStore.job_record_pages``: what ``job_records``
+    yields, in its order), and the position after them, where a pass over the job's records resumes."""
+
+    items: list[str | ListedBatch | AdoptedPart]
+    after: str
+
+
 class EndProgress(Struct, frozen=True):
     """How far the end of a job has got between the invocations that write it (``StateStore.save_end``): the
     orphan pass over the site's URL records is done up to ``orphans_at`` (a ``CrawlDatabase.url_pages``
     position; None: not begun), and the feed lines of the URLs it found no longer listed, ``removed`` of
-    them, are in the documents ``removed_lines``, in order."""
+    them, are in the documents ``removed_lines``, in order.
+
+    Once the orphan pass is over, the pass over the job's records is done up to ``records_at`` (a
+    ``StateStore.job_record_pages`` position; None: not begun), what each earlier step of it wrote in the
+    documents named by ``pieces`` (``pipeline.records_pass``), in order."""
 
     orphans_at: str | None = None
     removed_lines: tuple[str, ...] = ()
     removed: int = 0
+    records_at: str | None = None
+    pieces: tuple[str, ...] = ()
 
 
 class SitemapOutcome(Struct):

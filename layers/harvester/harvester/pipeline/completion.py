@@ -12,29 +12,24 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
-from harvester.archive.index import IndexLines, MadeRows, Tee, build_index
-from harvester.archive.lines import LineWriter, json_bytes
+from harvester.archive.index import IndexLines, MadeRows, build_index
 from harvester.archive.results import (
     PARQUET_TYPE,
     changes_key,
-    enriched_block,
-    enriched_line,
     index_key,
-    record_line,
+    piece_key,
     records_key,
     removed_key,
     result_key,
-    stored_record,
 )
-from harvester.crawldb import parts
-from harvester.crawldb.changes import ChangeTally, feed_line, kind_of
-from harvester.crawldb.trust import UNFETCHED, EvidenceTally
+from harvester.crawldb.trust import EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
 from harvester.model.crawl import ChangeKind, SiteCrawl, TrustChange
 from harvester.model.messages import JobEnd, SitemapOrigin
@@ -47,38 +42,16 @@ from harvester.model.records import (
     SitemapIngestionResult,
     SitemapRecord,
     SitemapStatus,
-    SitemapURL,
-    UrlStatus,
 )
-from harvester.model.state import AdoptedPart, EndProgress, ListedBatch
+from harvester.model.state import EndProgress
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_orphans
-from harvester.pipeline.parts import PartMaker, PartRows, adopted_lines, keep_parts_index, parts_index_key
+from harvester.pipeline.part_documents import PartRows, keep_parts_index, parts_index_key
+from harvester.pipeline.parts import PartMaker
+from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsPass, piece_documents
 
 log = logging.getLogger(__name__)
-
-_FINAL = frozenset(s.value for s in UrlStatus if s.final)
-
-
-class ReasonTally:
-    """Counts by reason for the job's result. Reasons that name an address or a URL could be many: past
-    ``REASONS_KEPT`` distinct ones, the rest are counted under ``other``."""
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def add(self, reason: str, count: int = 1) -> None:
-        if reason not in self.counts and len(self.counts) >= REASONS_KEPT:
-            reason = "other"
-        self.counts[reason] = self.counts.get(reason, 0) + count
-
-    def add_counts(self, counts: dict[str, int]) -> None:
-        for reason, count in counts.items():
-            self.add(reason, count)
-
-
-REASONS_KEPT = 50
 
 
 def maybe_complete(ctx: StepContext, job_id: str) -> bool:
@@ -211,15 +184,16 @@ def end_step(
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
     In order: the URLs the site stopped listing become orphan (``orphan_pass``), then the per-URL records
-    (JSON Lines), their Parquet index and the change feed are written, the job's lastmod evidence is counted
-    in the site's trust, and the summary is written. Every step may run again (the writer may die before the
-    result is stored; ``recovery.resume`` then calls this again): orphans are marked with the job that
-    orphaned them, and a site remembers the jobs whose evidence it counted, so a second run reports the same
-    and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
+    (JSON Lines), their Parquet index and the change feed are written (``records_pass``), the job's lastmod
+    evidence is counted in the site's trust, and the summary is written. Every step may run again (the writer
+    may die before the result is stored; ``recovery.resume`` then calls this again): orphans are marked with
+    the job that orphaned them, and a site remembers the jobs whose evidence it counted, so a second run
+    reports the same and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
 
     ``progress``: how far earlier steps of the end got; when ``pause`` says the step's time is up during the
-    orphan pass, the pass stops after a page and this returns how far it got (its lines stored under the step's
-    ``claim``) instead of a result. ``StepsLost`` when a document of the earlier steps is gone.
+    orphan pass or the records pass, the pass stops after a page and this returns how far it got (what it
+    wrote stored under the step's ``claim``) instead of a result. ``StepsLost`` when a document of the earlier
+    steps is gone.
     """
     store = ctx.store
     job = job if job is not None and job.end_time is not None else store.get_job(job_id)
@@ -228,7 +202,8 @@ def end_step(
     progress = progress or EndProgress()
     sitemaps = list(store.sitemaps(job_id))
     with RemovedLines() as gone:
-        if job.status is JobStatus.COMPLETED:  # a job that read no sitemap says nothing of what is listed
+        # (a job that read no sitemap says nothing of what is listed; a records pass begun follows the orphans')
+        if job.status is JobStatus.COMPLETED and progress.records_at is None:
             at = mark_orphans(
                 ctx,
                 job,
@@ -239,32 +214,53 @@ def end_step(
                 pause=pause,
             )
             if at is not None:
-                return _paused(ctx, job_id, progress, at, gone, claim)
-        return _write_result(ctx, job, sitemaps, progress, gone)
+                return _paused(ctx, job_id, progress, gone, claim, orphans_at=at)
+        return _write_result(ctx, job, sitemaps, progress, gone, pause=pause, claim=claim)
 
 
 def _paused(
-    ctx: StepContext, job_id: str, progress: EndProgress, at: str, gone: RemovedLines, claim: float
+    ctx: StepContext,
+    job_id: str,
+    progress: EndProgress,
+    gone: RemovedLines,
+    claim: float,
+    *,
+    orphans_at: str | None = None,
+    records_at: str | None = None,
+    piece: str | None = None,
 ) -> EndProgress:
-    """How far the end got: the orphan pass at ``at``, the lines of the URLs it found removed in this step
-    stored as a document of their own."""
+    """How far the end got: the orphan pass at ``orphans_at``, or the records pass at ``records_at`` with what
+    this step wrote of it in the documents ``piece``; the lines of the URLs the orphan pass found removed in
+    this step stored as a document of their own."""
     documents = progress.removed_lines
     if gone.count:
         key = removed_key(job_id, len(documents), claim)
         ctx.documents.put(key, gone.rewound(), content_type="application/x-ndjson")
         documents = (*documents, key)
-    return EndProgress(orphans_at=at, removed_lines=documents, removed=progress.removed + gone.count)
+    return EndProgress(
+        orphans_at=orphans_at or progress.orphans_at,
+        removed_lines=documents,
+        removed=progress.removed + gone.count,
+        records_at=records_at,
+        pieces=(*progress.pieces, piece) if piece else progress.pieces,
+    )
 
 
 def _write_result(
-    ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], progress: EndProgress, gone: RemovedLines
-) -> SitemapIngestionResult:
+    ctx: StepContext,
+    job: JobRecord,
+    sitemaps: list[SitemapRecord],
+    progress: EndProgress,
+    gone: RemovedLines,
+    *,
+    pause: Callable[[], bool] | None = None,
+    claim: float = 0.0,
+) -> SitemapIngestionResult | EndProgress:
     """The records, their index, the change feed (with the orphan pass's lines: ``progress``'s, ``gone``'s),
-    the parts, the site's trust and the summary of the ended ``job``."""
+    the parts, the site's trust and the summary of the ended ``job``; or, when ``pause`` says so after a page
+    of the job's records, how far the records pass got."""
     store, documents, job_id = ctx.store, ctx.documents, job.job_id
     assert job.end_time is not None
-    succeeded = failed = excluded = omitted = listed = adopted = 0
-    exclusions = ReasonTally()
     errors: list[ErrorDetail] = []
     dropped, warnings = ReasonTally(), ReasonTally()
     for sitemap in sitemaps:
@@ -272,97 +268,36 @@ def _write_result(
         warnings.add_counts(sitemap.warnings)
         if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
             errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
-    changes, evidence = ChangeTally(), EvidenceTally()
     extras = store.extensions(job_id)  # (what later listings of a URL added: few)
-    records = documents.writer(records_key(job_id), content_type="application/x-ndjson")
-    feed = documents.writer(changes_key(job_id), content_type="application/x-ndjson")
     maker = _part_maker(ctx, job, sitemaps, verbatim=not extras)
-    # (each stored when the block ends well; the parts' spool let go whichever way it ends)
-    with records as lines, feed as feed_lines, IndexLines() as copy, maker or nullcontext():
-        out, changed = LineWriter(Tee(lines, copy)), LineWriter(feed_lines)  # type: ignore[arg-type]
-        made_rows: list[PartRows] = []  # adopted parts' index rows
-        for item in store.job_records(job_id):
-            if isinstance(item, AdoptedPart):  # (a sitemap's part: its lines with the job's tail)
-                count, kind = item.urls, parts.reason_of(job.request)
-                listed += count
-                adopted += count
-                succeeded += count
-                changes.add_counts({kind.value: count})
-                block = adopted_lines(documents, job.request, item, extras) if count else b""
-                rows = item.part.index if not extras else None  # (else its index rows made with the job's)
-                if maker is not None:
-                    maker.adopted(item, block, rows=rows)
-                if not count:
-                    continue
-                if rows is None:
-                    out.add_block(block[:-1])
-                else:  # (its index rows are the part's, but the excluded URLs': the lines go to the records only)
-                    out.flush()
-                    lines.write(block)
-                    made_rows.append(PartRows(rows, kind.value, item.excluded))
-                continue
-            if isinstance(item, ListedBatch):  # (written straight as JSON, summarised then: copied now)
-                count = item.count
-                listed += count
-                succeeded += count
-                changes.add_counts(item.kinds)
-                block = enriched_block(item.bodies, extras) if extras else item.bodies.encode()
-                out.add_block(block)
-                if maker is not None:
-                    maker.listed_block(block, item.keys)
-                if item.feed:
-                    changed.add_block(item.feed)
-                continue
-            body = item
-            stored = stored_record(body)
-            listed += 1
-            more = extras.get(stored["url"]) if extras else None
-            line = enriched_line(record_line(body), more) if more else record_line(body)
-            out.add(line)
-            if maker is not None:
-                if stored.get("fetch_reason") in UNFETCHED and stored.get("status") == UrlStatus.COMPLETED.value:
-                    maker.listed_line(line, stored)
-                else:
-                    maker.fetched_line(line, stored)
-            status = stored.get("status")
-            if status not in _FINAL:
-                log.error("job ended with an open URL", extra={"job_id": job_id, "url": stored.get("url")})
-                continue
-            if status == UrlStatus.COMPLETED.value:
-                succeeded += 1
-            elif status == UrlStatus.EXCLUDED.value:
-                excluded += 1
-                exclusions.add(stored.get("error_message") or "unknown")
-            else:
-                failed += 1
-                if len(errors) < ctx.settings.max_error_details:
-                    error = stored.get("error_message") or "unknown"
-                    errors.append(ErrorDetail(url=stored["url"], kind="page", error=error))
-                else:
-                    omitted += 1
-            kind = kind_of(stored)
-            changes.add(kind)
-            reason = stored.get("fetch_reason")
-            if reason is not None and reason not in UNFETCHED:  # (a URL the job did not fetch is no evidence)
-                evidence.add(SitemapURL.model_validate_json(body))
-            line = feed_line(stored, kind)
-            if line is not None:
-                changed.add(json_bytes(line))
-
-        out.flush()
-        changed.flush()
-        for key in progress.removed_lines:  # (the orphan pass's lines, after the job's own)
-            try:
-                feed_lines.write(documents.get(key))
-            except FileNotFoundError:
-                raise StepsLost(key) from None
-        gone.copy_to(feed_lines)
+    stem, pieces = piece_key(job_id, len(progress.pieces), claim), progress.pieces
+    # (the parts' spool let go whichever way it ends)
+    with RecordsPass(ctx, job, extras=extras, maker=maker) as records, maker or nullcontext():
+        for page in store.job_record_pages(job_id, after=progress.records_at):
+            records.read(page.items)
+            if pause is not None and pause():
+                records.store_piece(stem)
+                return _paused(ctx, job_id, progress, gone, claim, records_at=page.after, piece=stem)
+        records.flush()
+        try:
+            records.take_in(pieces)
+            for key in progress.removed_lines:  # (the orphan pass's lines, after the job's own)
+                with documents.reader(key) as lines:
+                    shutil.copyfileobj(lines, records.feed, 1024 * 1024)
+            gone.copy_to(records.feed)
+            ndjson = "application/x-ndjson"
+            records.join(records_key(job_id), RECORDS, records.records, pieces, stem, content_type=ndjson)
+            records.join(changes_key(job_id), FEED, records.feed, pieces, stem, content_type=ndjson)
+        except FileNotFoundError as lost:
+            raise StepsLost(str(lost)) from None
+        counts = records.counts
+        changes = records.changes
         changes.add_counts({ChangeKind.REMOVED.value: progress.removed + gone.count})
         url_index = write_index(
             ctx,
             job_id,
-            copy,
-            made_rows,
+            records.copy,
+            records.made_rows,
             keep=maker.job_rows if maker else None,
             site=job.request.origin,
             fetch=maker.rows_file if maker else None,
@@ -370,18 +305,19 @@ def _write_result(
         if maker is not None:  # (for the next jobs: its documents are the site's, not the job's)
             made = maker.finish()
             log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made)})
-            if url_index is not None and made and maker.listed_only and sum(p.urls for p in made) == listed:
+            if url_index is not None and made and maker.listed_only and sum(p.urls for p in made) == counts.listed:
                 # (the job's index is made of these parts' rows alone: sorted, for the next job that adopts them)
-                cached = Path(copy.folder) / "index.parquet"
+                cached = Path(records.copy.folder) / "index.parquet"
                 site = job.request.origin
                 keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
-    trust = _update_site(ctx, job, evidence, sitemaps)
+    trust = _update_site(ctx, job, records.evidence, sitemaps)
     snapshot = store.snapshot(job_id)
-    counts = snapshot.counts if snapshot else JobCounts()
-    if (counts.urls_succeeded, counts.urls_failed, counts.urls_excluded) != (succeeded, failed, excluded):
+    now = snapshot.counts if snapshot else JobCounts()
+    succeeded, failed, excluded = counts.succeeded, counts.failed, counts.excluded
+    if (now.urls_succeeded, now.urls_failed, now.urls_excluded) != (succeeded, failed, excluded):
         log.error(
             "counters disagree with a recount of the records; the result uses the recount",
-            extra={"job_id": job_id, "counters": counts.model_dump(), "recount": [succeeded, failed, excluded]},
+            extra={"job_id": job_id, "counters": now.model_dump(), "recount": [succeeded, failed, excluded]},
         )
     result = SitemapIngestionResult(
         job_id=job_id,
@@ -391,17 +327,17 @@ def _write_result(
         successful_processing=succeeded,
         failed_processing=failed,
         excluded_processing=excluded,
-        exclusions=exclusions.counts,
+        exclusions=records.exclusions.counts,
         entries_dropped=dropped.counts,
         entry_warnings=warnings.counts,
         processed_urls=documents.location(records_key(job_id)),
         start_time=job.start_time,
         end_time=job.end_time,
         total_duration=(job.end_time - job.start_time).total_seconds(),
-        error_details=errors,
-        errors_omitted=omitted,
-        sitemaps_total=counts.sitemaps_total,
-        sitemaps_ok=counts.sitemaps_ok,
+        error_details=[*errors, *counts.errors],
+        errors_omitted=counts.omitted,
+        sitemaps_total=now.sitemaps_total,
+        sitemaps_ok=now.sitemaps_ok,
         changes=changes.result(),
         changes_location=documents.location(changes_key(job_id)),
         lastmod_trust=trust,
@@ -410,9 +346,9 @@ def _write_result(
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
-    for key in progress.removed_lines:  # (in the feed now)
-        documents.delete(key)
-    collect(ctx, job, relisted=result.total_urls - adopted, urls=result.total_urls)
+    for key in [*progress.removed_lines, *(d for s in (*pieces, stem) if pieces for d in piece_documents(s))]:
+        documents.delete(key)  # (in the outputs now)
+    collect(ctx, job, relisted=result.total_urls - counts.adopted, urls=result.total_urls)
     return result
 
 

@@ -15,30 +15,28 @@ than making and adopting a part.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TypeGuard
+from typing import IO, Any, TypeGuard
 
 import orjson
+from msgspec import Struct
 
 from harvester.archive.index import RowMaker
-from harvester.archive.results import PARQUET_TYPE, with_later_kinds
+from harvester.archive.results import PARQUET_TYPE
 from harvester.crawldb import parts
-from harvester.crawldb.documents import site_slug
 from harvester.crawldb.schedule import lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SitemapPart
-from harvester.model.messages import JobRequest
 from harvester.model.records import JobRecord, SitemapRecord, SitemapStatus, SitemapURL, body_of, key_of, url_key
-from harvester.model.state import AdoptedPart, ListedBatch
+from harvester.model.state import AdoptedPart
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import unfetched
-from harvester.ports import DocumentStore, StateStore
+from harvester.pipeline.part_documents import part_folder, part_key
 
 log = logging.getLogger(__name__)
 
@@ -46,82 +44,28 @@ log = logging.getLogger(__name__)
 _ANY_TIME = datetime.fromisoformat("2000-01-01T00:00:00+00:00")
 #: The documents of a part (``part_key``'s kinds).
 _PART_DOCUMENTS = ("lines", "parquet")
-#: Lines of a sitemap held back before they are written to the spool at once.
+#: Lines of a sitemap held back before they are written to the spool at once, and lines of all sitemaps.
 _PENDING_LINES = 1000
+_PENDING_ALL = 20_000
 #: URLs whose crawl records are read at once to write their lines.
 _READ_BATCH = 500
 
 
-def part_folder(origin: str, sitemap: str) -> str:
-    """Where a sitemap's parts' documents are: ``sites/<site>/parts/<sitemap key>/``."""
-    return f"sites/{site_slug(origin)}/parts/{url_key(sitemap)}/"
+class MakerState(Struct):
+    """What a ``PartMaker`` took in but its spool's lines (``PartMaker.pause``): the places of each sitemap's
+    lines, keys and fetched lines in its spool, and its tallies."""
 
-
-def part_key(origin: str, sitemap: str, job_id: str, kind: str) -> str:
-    """A part's document: ``<part_folder>/<job>.<kind>``."""
-    return f"{part_folder(origin, sitemap)}{job_id}.{kind}"
-
-
-def parts_index_key(origin: str, rows: Iterable[str]) -> str:
-    """Where the sorted index of exactly these parts' rows (their documents) is kept for the site."""
-    digest = hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()[:32]
-    return f"sites/{site_slug(origin)}/parts/index-{digest}.parquet"
-
-
-def keep_parts_index(documents: DocumentStore, origin: str, key: str, built: Path) -> None:
-    """Keeps a job's index made of parts only as the site's (the one kept before is let go)."""
-    with built.open("rb") as body:
-        documents.put(key, body, content_type=PARQUET_TYPE)
-    for older in documents.keys(f"sites/{site_slug(origin)}/parts/index-"):
-        if older != key:
-            documents.delete(older)
-
-
-class PartRows(NamedTuple):
-    """The index rows of a part a job adopted, as its index takes them: the part's Parquet document, the
-    ``change`` its records have in the job, and the URLs the job did not take from it."""
-
-    key: str
-    change: str
-    excluded: frozenset[str] = frozenset()
-
-
-def adopted_lines(
-    documents: DocumentStore, request: JobRequest, adopted: AdoptedPart, extras: dict[str, dict[str, Any]]
-) -> bytes:
-    """The job's record lines of a part it adopted (each ending with a newline), with what later listings
-    of a URL added to its extensions."""
-    stripped = documents.get(adopted.part.lines)
-    if adopted.excluded:
-        left_out = adopted.excluded
-        urls = parts.block_urls(stripped)
-        kept = (line for line, url in zip(stripped.splitlines(keepends=True), urls, strict=True) if url not in left_out)
-        stripped = b"".join(kept)
-    lines = parts.render(stripped, adopted.at, parts.reason_of(request))
-    if not extras:
-        return lines
-    out = []
-    for line in lines.splitlines():
-        record = orjson.loads(line)
-        more = extras.get(record["url"])
-        if more:
-            record["extensions"] = with_later_kinds(record.get("extensions") or {}, more)
-            line = orjson.dumps(record)
-        out.append(line + b"\n")
-    return b"".join(out)
-
-
-def job_pages(store: StateStore, documents: DocumentStore, job: JobRecord) -> Iterator[SitemapURL]:
-    """Every URL record of the job, those of the parts it adopted included (``harvest report``, ``export``)."""
-    for item in store.job_records(job.job_id):
-        if isinstance(item, AdoptedPart):
-            for line in adopted_lines(documents, job.request, item, {}).splitlines():
-                yield SitemapURL.model_validate_json(line)
-        elif isinstance(item, ListedBatch):
-            for body in item.bodies.split("\n"):
-                yield SitemapURL.model_validate_json(body)
-        else:
-            yield SitemapURL.model_validate_json(item)
+    lines: dict[str, list[tuple[int, int]]]
+    keys: dict[str, list[tuple[int, int]]]
+    fetched: dict[str, list[tuple[int, int]]]
+    due: dict[str, datetime]
+    held: dict[str, int]
+    counts: dict[str, int]
+    refused: list[str]
+    inheriting: dict[str, AdoptedPart]
+    rows_taken: list[str]
+    kept_lines: dict[str, int]
+    taken: list[str]
 
 
 class PartMaker:
@@ -168,8 +112,10 @@ class PartMaker:
         self.inheriting: dict[str, AdoptedPart] = {}  # per sitemap: the part the job adopted in part
         self.rows_taken: set[str] = set()  # sitemaps whose part, adopted in part, gave the job's index its rows
         self.kept_lines: dict[str, int] = {}  # per sitemap: the lines it kept of that part
+        self.taken: set[str] = set()  # sitemaps whose part the job adopted whole: it stays theirs
         self._row_files: dict[str, Path] = {}  # (``rows_file``'s)
         self._pending: dict[str, tuple[list[bytes], list[bytes]]] = {}  # per sitemap: lines and keys to keep
+        self._held = 0  # (lines in ``_pending``)
         self._tail = b""
         self.folder = Path(tempfile.mkdtemp(prefix="harvest-parts-"))
         #: Where the job's index leaves its records' rows (``build_index``'s ``keep``): the parts' rows of
@@ -184,6 +130,7 @@ class PartMaker:
         sitemap = adopted.part.sitemap
         if not adopted.partly:
             self.sitemaps.pop(sitemap, None)
+            self.taken.add(sitemap)
             return
         self.inheriting[sitemap] = adopted
         if rows is not None:
@@ -214,6 +161,7 @@ class PartMaker:
             for line in block.split(b"\n"):  # (not one tail: line by line)
                 self.listed_line(line, orjson.loads(line))
             return
+        self._flush(sitemap)  # (the sitemap's lines in the order the job's records give them)
         self._keep(self.lines, sitemap, block.replace(tail + b"\n", b"\n")[: -len(tail)])
         self._count(sitemap, count)
         self._keep(self.keys, sitemap, keys.encode())
@@ -237,14 +185,18 @@ class PartMaker:
         pending[0].append(stripped)  # type: ignore[arg-type]
         self._count(sitemap, 1)
         pending[1].append(url_key(record["url"]).encode())
+        self._held += 1
         if len(pending[0]) >= _PENDING_LINES:
             self._flush(sitemap)
+        elif self._held >= _PENDING_ALL:  # (many sitemaps, each with few lines held: all of them written)
+            self._flush()
         self._due(sitemap, record.get("next_fetch_time"))
 
     def _flush(self, sitemap: str | None = None) -> None:
         """Writes the lines (and keys) held back, of one sitemap or of all."""
         for url in [sitemap] if sitemap else list(self._pending):
             lines, keys = self._pending.pop(url, ([], []))
+            self._held -= len(lines)
             if lines:
                 self._keep(self.lines, url, b"\n".join(lines))
                 self._keep(self.keys, url, b"\n".join(keys))
@@ -308,6 +260,51 @@ class PartMaker:
                 continue
             kept[n] = (path, held.excluded)
         return kept
+
+    def pause(self) -> tuple[MakerState, IO[bytes]]:
+        """What the maker took in, for the last step of a job's end that is written in steps (``resume``): its
+        places and tallies, and its spool, rewound."""
+        self._flush()
+        state = MakerState(
+            lines=self.lines,
+            keys=self.keys,
+            fetched=self.fetched,
+            due=self.due,
+            held=self.held,
+            counts=self.counts,
+            refused=sorted(self.refused),
+            inheriting=self.inheriting,
+            rows_taken=sorted(self.rows_taken),
+            kept_lines=self.kept_lines,
+            taken=sorted(self.taken),
+        )
+        self.spool.seek(0)
+        return state, self.spool
+
+    def resume(self, state: MakerState, spool: IO[bytes]) -> None:
+        """Takes in what the maker of an earlier step of the job's end took in (``pause``: its ``state``, and
+        its ``spool``, copied after this one's lines) as if it had been given those lines before its own: the
+        earlier steps' makers resumed from the last to the first, this one holds what one maker of all the
+        lines holds."""
+        self._flush()
+        base = self.spool.tell()
+        shutil.copyfileobj(spool, self.spool, 1024 * 1024)
+        for mine, theirs in ((self.lines, state.lines), (self.keys, state.keys), (self.fetched, state.fetched)):
+            for sitemap, runs in theirs.items():
+                mine[sitemap] = [(offset + base, length) for offset, length in runs] + mine.get(sitemap, [])
+        for sitemap, when in state.due.items():
+            self._due(sitemap, when)
+        for sitemap, count in state.held.items():
+            self.held[sitemap] = self.held.get(sitemap, 0) + count
+        for sitemap, count in state.counts.items():
+            self._count(sitemap, count)
+        self.refused.update(state.refused)
+        self.inheriting.update(state.inheriting)
+        self.rows_taken.update(state.rows_taken)
+        self.kept_lines.update(state.kept_lines)
+        for sitemap in state.taken:
+            self.sitemaps.pop(sitemap, None)
+            self.taken.add(sitemap)
 
     def rows_file(self, key: str) -> Path:
         """A part's index rows (its document ``key``) as a file of the maker's, read once for the job's index
@@ -397,7 +394,7 @@ class PartMaker:
 
     def _keys(self, sitemap: str) -> list[str]:
         """The keys of the sitemap's URLs the job listed and did not fetch."""
-        return [key.decode() for run in self._read(self.keys.get(sitemap, ())) for key in run[:-1].split(b"\n")]
+        return [key.decode() for key in self._lines(self.keys.get(sitemap, ()))]
 
     def _settle(self, before: SitemapPart, keys: Iterable[str]) -> bool:
         """Writes the records of the URLs ``before`` (the part this job's replaces) holds and the job did not
@@ -406,7 +403,7 @@ class PartMaker:
         part is replaced. (A record the job's orphan pass wrote, or one that reads as stored, is written as
         it is: one write more.) False when one of them moved meanwhile: no part is made, ``before`` stays."""
         listed = set(keys)
-        fetched = self._read(self.fetched.get(before.sitemap, ()), newline=False)
+        fetched = self._lines(self.fetched.get(before.sitemap, ()))
         listed.update(url_key(parts.line_url(body)) for body in fetched)
         held = parts.block_urls(self.ctx.documents.get(before.lines))
         gone = [url for url in held if url_key(url) not in listed]
@@ -437,7 +434,7 @@ class PartMaker:
 
     def _fetched_lines(self, sitemap: str) -> Iterator[tuple[bytes, str] | None]:
         pending: list[SitemapURL] = []
-        for body in self._read(self.fetched.get(sitemap, ()), newline=False):
+        for body in self._lines(self.fetched.get(sitemap, ())):
             pending.append(SitemapURL.model_validate_json(body))
             if len(pending) >= _READ_BATCH:
                 yield from self._rendered(sitemap, pending)
@@ -462,19 +459,30 @@ class PartMaker:
             yield None if stripped is None else (stripped + b"\n", page.key)
 
     def _keep(self, runs: dict[str, list[tuple[int, int]]], sitemap: str, data: bytes) -> None:
+        """Spools ``data`` as lines of the sitemap's ``runs``: a run that ends where these begin grows (the
+        lines of one sitemap come together: memory holds a place per run, not per line)."""
         data += b"\n"
-        runs.setdefault(sitemap, []).append((self.spool.tell(), len(data)))
+        at, held = self.spool.tell(), runs.setdefault(sitemap, [])
+        if held and sum(held[-1]) == at:
+            held[-1] = (held[-1][0], held[-1][1] + len(data))
+        else:
+            held.append((at, len(data)))
         self.spool.write(data)
 
-    def _read(self, runs: Iterable[tuple[int, int]], *, newline: bool = True) -> Iterator[bytes]:
+    def _read(self, runs: Iterable[tuple[int, int]]) -> Iterator[bytes]:
+        """Each run's lines, at once."""
         end = self.spool.tell()
         try:
             for offset, length in runs:
                 self.spool.seek(offset)
-                data = self.spool.read(length)
-                yield data if newline else data[:-1]
+                yield self.spool.read(length)
         finally:
             self.spool.seek(end)
+
+    def _lines(self, runs: Iterable[tuple[int, int]]) -> Iterator[bytes]:
+        """The runs' lines one by one, without their newline."""
+        for data in self._read(runs):
+            yield from data[:-1].split(b"\n")
 
     def _due(self, sitemap: str, when: str | datetime | None) -> None:
         if when is None:

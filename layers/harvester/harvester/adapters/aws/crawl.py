@@ -26,6 +26,7 @@ from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.pointer_items import URL_SHARDS, Pointer, url_shard, whole_write
+from harvester.adapters.aws.record_shelf import RecordShelf
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
@@ -126,7 +127,7 @@ class DynamoCrawlDatabase:
         self.table = table
         self.pointers = Pointers(client, table)
         self._jobs: JobItems | None = None
-        self._job_records: tuple[tuple[str, str], dict[str, str]] | None = None
+        self._job_records: tuple[tuple[str, str], RecordShelf] | None = None
         self._asked_by_pointer: dict[tuple[str, str], int] = {}  # (``job_urls``)
 
     def _conditional_put(self, request: dict[str, Any]) -> bool:
@@ -148,14 +149,10 @@ class DynamoCrawlDatabase:
             if few is not None:
                 self._asked_by_pointer[(site, job_id)] = asked
                 return {url: CrawlRecord.model_validate_json(text) for url, text in few.items()}
-            self._job_records = ((site, job_id), self.pointers.job_records(site, job_id))
-        texts = self._job_records[1]
-        found = {}
-        for url in urls:
-            text = texts.get(url)
-            if text is not None:
-                found[url] = CrawlRecord.model_validate_json(text)
-        return found
+            if self._job_records is not None:
+                self._job_records[1].close()
+            self._job_records = ((site, job_id), RecordShelf(self.pointers.job_records(site, job_id)))
+        return {url: CrawlRecord.model_validate_json(text) for url, text in self._job_records[1].get(urls).items()}
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         """Each record written whole on its pointer, in one transaction with the moves of the epochs of the

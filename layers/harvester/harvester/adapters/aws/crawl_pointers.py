@@ -328,36 +328,19 @@ class Pointers:
                 return None
         return found
 
-    def job_records(self, site: str, job_id: str) -> dict[str, str]:
+    def job_records(self, site: str, job_id: str) -> Iterator[tuple[str, str]]:
         """The records (JSON) of the URLs the job's committed crawl batches hold, each as the batch's last
-        settlement left it, else as listed: by URL."""
-        lines: dict[str, list[str]] = {}
-        apart: dict[str, Any] = {}
-        outcomes: dict[str, dict[int, str]] = {}
-        committed: dict[str, Any] = {}
+        settlement left it, else as listed, with their URLs: a batch at a time (a batch's items are together
+        in its partition's order), so that memory holds one batch whatever the job's size. A URL in two of
+        the job's batches comes twice: the later one is the record."""
+        held: list[dict[str, Any]] = []
         projection = f"sk, body, tomb, {APART}"
         for item in site_items(self.client, self.table, site, f"CB#{job_id}#", projection, consistent=True):
-            sk = item["sk"]["S"]
-            bid = sk.split("#")[2]
-            if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
-                _add_outcomes(outcomes.setdefault(bid, {}), item)
-            elif sk.endswith(LINES):
-                apart[bid] = item
-            else:
-                committed[bid] = item
-        for bid, item in committed.items():
-            if APART not in item or bid in apart:  # (lines gone: collected as they were read)
-                found_lines = lines_of(item, apart.get(bid))
-                if found_lines is not None:
-                    lines[bid] = found_lines
-        found: dict[str, str] = {}
-        for bid, batch in lines.items():
-            settled = outcomes.get(bid, {})
-            for i, line in enumerate(batch):
-                text = settled.get(i) or line[2:]
-                if text:
-                    found[str(orjson.loads(text)["url"])] = text
-        return found
+            if held and _batch_of(held[0]) != _batch_of(item):
+                yield from _batch_records(held)
+                held = []
+            held.append(item)
+        yield from _batch_records(held)
 
     # remembering --------------------------------------------------------------------------------------
 
@@ -510,3 +493,29 @@ def _resumed(after: str | None) -> tuple[int, str | None]:
     if after[:1] not in URL_SHARDS or (len(after) > 1 and not after[1:].startswith("URL#")):
         raise ValueError(f"not a position in a site's pointers: {after!r}")
     return URL_SHARDS.index(after[0]), after[1:] or None
+
+
+def _batch_of(item: dict[str, Any]) -> str:
+    """The id of the crawl batch a ``CB#<job>#<bid>...`` item is of."""
+    return str(item["sk"]["S"].split("#")[2])
+
+
+def _batch_records(items: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """The URLs and records of one crawl batch's items (``job_records``)."""
+    committed = apart = None
+    outcomes: dict[int, str] = {}
+    for item in items:
+        sk = item["sk"]["S"]
+        if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
+            _add_outcomes(outcomes, item)
+        elif sk.endswith(LINES):
+            apart = item
+        else:
+            committed = item
+    if committed is None or (APART in committed and apart is None):  # (lines gone: collected as they were read)
+        return
+    lines = lines_of(committed, apart)
+    for i, line in enumerate(lines or ()):
+        text = outcomes.get(i) or line[2:]
+        if text:
+            yield str(orjson.loads(text)["url"]), text

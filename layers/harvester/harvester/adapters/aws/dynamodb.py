@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from harvester.adapters.aws.batch_reads import job_pages, page_bodies
+from harvester.adapters.aws.batch_reads import folded_batches, job_pages, page_bodies
 from harvester.adapters.aws.crawl import settle
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.item_body import body_text
@@ -49,6 +49,7 @@ from harvester.model.state import (
     PageOutcome,
     PageRetry,
     Recorded,
+    RecordPage,
     Settled,
     SitemapOutcome,
 )
@@ -176,8 +177,18 @@ class DynamoStateStore:
         return page_bodies(self.jobs, job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
-        yield from page_bodies(self.jobs, job_id)
-        yield from self.adopted(job_id)
+        for page in self.job_record_pages(job_id):
+            yield from page.items
+
+    def job_record_pages(self, job_id: str, *, after: str | None = None) -> Iterator[RecordPage]:
+        """A batch's records a page (``b<bid>`` after it), then an adopted part a page (``p<n>`` after the n-th)."""
+        if after is None or after.startswith("b"):
+            for batch in folded_batches(self.jobs, job_id, after=after[1:] if after else None):
+                yield RecordPage([batch.body(i, job_id) for i in range(len(batch.records))], f"b{batch.bid}")
+            after = "p0"
+        adopted = self.adopted(job_id)
+        for n in range(int(after[1:]), len(adopted)):
+            yield RecordPage([adopted[n]], f"p{n + 1}")
 
     def adopted(self, job_id: str) -> list[AdoptedPart]:
         """The parts the job adopted, in the order it adopted them."""

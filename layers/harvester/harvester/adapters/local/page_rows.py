@@ -19,7 +19,7 @@ from harvester.adapters.local import part_rows
 from harvester.adapters.local.adopted_keys import AdoptedKeys
 from harvester.adapters.local.database import Transaction
 from harvester.adapters.local.job_rows import JobRows
-from harvester.adapters.local.record_rows import job_bodies, put_record
+from harvester.adapters.local.record_rows import body_pages, job_bodies, put_record
 from harvester.adapters.local.sitemap_rows import SitemapRows
 from harvester.crawldb import parts
 from harvester.keyset import KeySet, bits_of
@@ -43,6 +43,7 @@ from harvester.model.state import (
     PageOutcome,
     PageRetry,
     Recorded,
+    RecordPage,
     Settled,
 )
 
@@ -335,29 +336,45 @@ class PageRows:
         yield from self._batched_bodies(job_id)
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
-        yield from job_bodies(self.conn, "urls", job_id, None)
-        for keys, bodies, feed, kinds in self._batches(job_id):
-            if kinds is None:
-                yield from bodies.split("\n")
-            else:
-                yield ListedBatch(bodies=bodies, feed=feed, kinds=json.loads(kinds), keys=keys)
-        yield from self.adopted(job_id)
+        for page in self.job_record_pages(job_id):
+            yield from page.items
+
+    def job_record_pages(self, job_id: str, *, after: str | None = None) -> Iterator[RecordPage]:
+        """The records kept one a row, a query page a page (``u<rowid>`` after it), then a batch a page
+        (``b<rowid>``), then an adopted part a page (``p<n>`` after the n-th)."""
+        kind, at = (after[0], int(after[1:])) if after else ("u", 0)
+        if kind == "u":
+            for last, bodies in body_pages(self.conn, "urls", job_id, after=at):
+                yield RecordPage(list(bodies), f"u{last}")
+            kind, at = "b", 0
+        if kind == "b":
+            for rowid, keys, bodies, feed, kinds in self._batches(job_id, after=at):
+                items: list[str | ListedBatch | AdoptedPart]
+                if kinds is None:
+                    items = list(bodies.split("\n"))
+                else:
+                    items = [ListedBatch(bodies=bodies, feed=feed, kinds=json.loads(kinds), keys=keys)]
+                yield RecordPage(items, f"b{rowid}")
+            kind, at = "p", 0
+        adopted = self.adopted(job_id)
+        for n in range(at, len(adopted)):
+            yield RecordPage([adopted[n]], f"p{n + 1}")
 
     def _batched_bodies(self, job_id: str) -> Iterator[str]:
-        for _, bodies, _, _ in self._batches(job_id):
+        for _, _, bodies, _, _ in self._batches(job_id):
             yield from bodies.split("\n")
 
-    def _batches(self, job_id: str) -> Iterator[tuple[str, str, bytes, str | None]]:
-        """The records batches made final at once (their keys, bodies and summary, if any), in the order
-        they were listed: a batch at a time."""
-        last = 0
+    def _batches(self, job_id: str, *, after: int = 0) -> Iterator[tuple[int, str, str, bytes, str | None]]:
+        """The records batches made final at once (their rowid, keys, bodies and summary, if any), in the
+        order they were listed, after the row ``after``: a batch at a time."""
+        last = after
         sql = (
             "SELECT rowid, keys, bodies, feed, kinds FROM url_batches WHERE job_id = ? AND rowid > ?"
             " ORDER BY rowid LIMIT 1"
         )
         while (row := self.conn.execute(sql, (job_id, last)).fetchone()) is not None:
             last = row[0]
-            yield row[1], row[2], row[3], row[4]
+            yield row
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         """An open record through the key index; a final one by reading the job's final records (no

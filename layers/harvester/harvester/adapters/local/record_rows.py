@@ -45,20 +45,23 @@ def job_bodies(conn: sqlite3.Connection, table: str, job_id: str, status: str | 
 
     Each page is one index range: by (job_id, status, rowid) with a status, else by rowid itself (NOT
     INDEXED: through the job_id index SQLite would sort all of the job's rows again for every page)."""
+    if not status:
+        for _, bodies in body_pages(conn, table, job_id):
+            yield from bodies
+        return
     last = 0
-    if status:
-        sql = f"SELECT rowid, body FROM {table} WHERE job_id = ? AND status = ? AND rowid > ?"
-    else:
-        sql = f"SELECT rowid, body FROM {table} NOT INDEXED WHERE rowid > ? AND job_id = ?"
-    sql += f" ORDER BY rowid LIMIT {_PAGE_SIZE}"
-    while True:
-        params: tuple[object, ...] = (job_id, status, last) if status else (last, job_id)
-        rows = conn.execute(sql, params).fetchall()
-        if not rows:
-            return
-        for rowid, body in rows:
-            last = rowid
-            yield body
+    sql = f"SELECT rowid, body FROM {table} WHERE job_id = ? AND status = ? AND rowid > ? ORDER BY rowid"
+    while rows := conn.execute(f"{sql} LIMIT {_PAGE_SIZE}", (job_id, status, last)).fetchall():
+        last = rows[-1][0]
+        yield from (body for _, body in rows)
+
+
+def body_pages(conn: sqlite3.Connection, table: str, job_id: str, *, after: int = 0) -> Iterator[tuple[int, list[str]]]:
+    """A job's bodies in a table a page at a time after the row ``after``, each page with its last rowid."""
+    sql = f"SELECT rowid, body FROM {table} NOT INDEXED WHERE rowid > ? AND job_id = ? ORDER BY rowid"
+    while rows := conn.execute(f"{sql} LIMIT {_PAGE_SIZE}", (after, job_id)).fetchall():
+        after = rows[-1][0]
+        yield after, [body for _, body in rows]
 
 
 #: The statuses of a job's open pages, in the order ``open_rows`` reads them.

@@ -41,6 +41,7 @@ from harvester.model.state import (
     PageOutcome,
     PageRetry,
     Recorded,
+    RecordPage,
     Settled,
     SitemapOutcome,
 )
@@ -247,6 +248,9 @@ class SqliteStateStore:
 
     def job_records(self, job_id: str) -> Iterator[str | ListedBatch | AdoptedPart]:
         return self.page_rows.job_records(job_id)
+
+    def job_record_pages(self, job_id: str, *, after: str | None = None) -> Iterator[RecordPage]:
+        return self.page_rows.job_record_pages(job_id, after=after)
 
     def get_page(self, job_id: str, url: str) -> SitemapURL | None:
         return self.page_rows.get_page(job_id, url)

@@ -1,0 +1,135 @@
+"""A job's end whose records pass runs in steps (a step a few records, each stored as a piece, the last step
+joining them) writes what an end in one step writes: the same records, change feed, index rows, summary and
+sitemap parts, cycle after cycle (a first crawl with pages fetched and some failing, a re-crawl with pages
+changed, failing and no longer listed, an unchanged re-crawl that adopts the parts the stepped ends made).
+
+Two state folders crawl the same live site (127.0.0.1) in each cycle; one ends its jobs in one step, the
+other in steps of ``end_step_seconds=0`` over record pages of ``PAGE`` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from msgspec.structs import replace
+
+from harvester.adapters.local import record_rows
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.demo.live import LiveSite
+from harvester.fetch import FetchPolicy, parse_networks
+from harvester.model.messages import JobRequest
+from harvester.model.records import SitemapIngestionResult
+from harvester.pipeline import completion
+from harvester.pipeline.records_pass import RecordsPass
+from harvester.settings import EngineSettings
+
+POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]), retries=0)
+SETTINGS = EngineSettings(retry_backoff_seconds=0.01, retry_backoff_max_seconds=0.01, max_error_details=4)
+#: Records a page of the local store's records in the stepped runs.
+PAGE = 7
+
+
+def crawl(state: Path, site: LiveSite, *, settings: EngineSettings = SETTINGS) -> SitemapIngestionResult:
+    with LocalHarvest.open(state) as harvest:
+        runner = LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1)
+        outcome = asyncio.run(runner.crawl(JobRequest(site=site.url("/"), rate_limit_delay=0.0001)))
+        assert outcome.result is not None
+        return outcome.result
+
+
+def crawl_in_steps(state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch) -> tuple[SitemapIngestionResult, int]:
+    """A crawl whose end runs in steps (``completion.finish``, a step a record page); the pieces stored."""
+    pieces = []
+    store_piece = RecordsPass.store_piece
+
+    def counted(self: RecordsPass, stem: str) -> None:
+        pieces.append(stem)
+        store_piece(self, stem)
+
+    def in_steps(ctx: Any, job_id: str, **_: Any) -> SitemapIngestionResult:
+        result = completion.finish(ctx, job_id)
+        assert result is not None
+        return result
+
+    with monkeypatch.context() as patched:
+        patched.setattr(record_rows, "_PAGE_SIZE", PAGE)
+        patched.setattr(RecordsPass, "store_piece", counted)
+        patched.setattr(completion, "write_result", in_steps)
+        result = crawl(state, site, settings=replace(SETTINGS, end_step_seconds=0))
+    return result, len(pieces)
+
+
+def outputs(state: Path, site: LiveSite, result: SitemapIngestionResult) -> dict[str, Any]:
+    """What a job's end wrote, without what differs between two runs (job ids, times)."""
+    with LocalHarvest.open(state) as harvest:
+        documents = harvest.documents
+        job = result.job_id
+        records = [json.loads(line) for line in documents.get(f"jobs/{job}/urls.jsonl").splitlines()]
+        feed = [json.loads(line) for line in documents.get(f"jobs/{job}/changes.jsonl").splitlines()]
+        assert result.url_index is not None
+        rows = duckdb.sql(
+            f"SELECT url, change, status, fetch_status, sitemap FROM read_parquet('{result.url_index}') ORDER BY url"
+        ).fetchall()
+        parts = {}
+        for sitemap in site.sitemap_urls:
+            part, _ = harvest.crawldb.sitemap_part(site.base, sitemap)
+            if part is not None:
+                lines = documents.get(part.lines).splitlines()
+                parts[sitemap] = (part.urls, [json.loads(line + b"}")["url"] for line in lines], part.due_at is None)
+        steps = list(documents.keys("steps/"))
+    summary = result.model_dump(
+        mode="json",
+        include={
+            "status",
+            "total_urls",
+            "successful_processing",
+            "failed_processing",
+            "excluded_processing",
+            "exclusions",
+            "entries_dropped",
+            "changes",
+            "errors_omitted",
+            "sitemaps_total",
+            "sitemaps_ok",
+        },
+    )
+    return {
+        "summary": summary,
+        "errors": [(e.url, e.kind, e.error) for e in result.error_details],
+        "trust": {host: (c.went, c.confirmed, c.refuted) for host, c in result.lastmod_trust.items()},
+        "records": [(r["url"], r["status"], r.get("change"), r.get("sitemap"), r.get("http_status")) for r in records],
+        "feed": [(line["url"], line["change"]) for line in feed],
+        "index": rows,
+        "parts": parts,
+        "steps left": steps,
+    }
+
+
+def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(live_site, tmp_path, monkeypatch):
+    site = live_site(pages=240, sitemaps=2)
+    for n in (3, 50, 130, 201, 222, 239):  # (more failures than the summary lists: the rest are counted)
+        site.fail(f"/pages/{n}.html")
+    one, stepped = tmp_path / "one", tmp_path / "stepped"
+
+    def cycle() -> int:
+        alone = crawl(one, site)
+        result, pieces = crawl_in_steps(stepped, site, monkeypatch)
+        assert outputs(stepped, site, result) == outputs(one, site, alone)
+        return pieces
+
+    assert cycle() > 240 // PAGE  # (a first crawl, pages fetched: a step a record page)
+    for n in range(0, 240, 9):
+        site.change(f"/pages/{n}.html")
+    for n in (3, 50):
+        site.fail(f"/pages/{n}.html", 200)  # (back)
+    for n in (7, 100, 180):
+        site.fail(f"/pages/{n}.html", 410)
+    for n in (11, 12, 150):
+        site.unlist(f"/pages/{n}.html")
+    assert cycle() > 1
+    assert cycle() >= 1  # (unchanged: the parts the stepped ends made, adopted)
