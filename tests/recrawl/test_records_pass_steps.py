@@ -133,3 +133,20 @@ def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(liv
         site.unlist(f"/pages/{n}.html")
     assert cycle() > 1
     assert cycle() >= 1  # (unchanged: the parts the stepped ends made, adopted)
+
+
+def test_the_summary_lists_the_sitemaps_errors_then_pages_up_to_the_cap_in_one_step_or_in_steps(
+    live_site, tmp_path, monkeypatch
+):
+    """``max_error_details`` caps the errors listed, the failed sitemaps' first: the rest are counted."""
+    site = live_site(pages=60, sitemaps=3)
+    site.break_document("/sitemaps/2.xml", 500)
+    for n in range(0, 60, 5):
+        site.fail(f"/pages/{n}.html")
+    alone = crawl(tmp_path / "one", site)
+    stepped, _ = crawl_in_steps(tmp_path / "stepped", site, monkeypatch)
+    for result in (alone, stepped):
+        kinds = [e.kind for e in result.error_details]
+        assert kinds == ["sitemap", "page", "page", "page"] and result.failed_processing > 3
+        assert result.errors_omitted == result.failed_processing - 3
+    assert outputs(tmp_path / "stepped", site, stepped) == outputs(tmp_path / "one", site, alone)

@@ -342,6 +342,10 @@ class CrawlDatabase(Protocol):
         are made from them at the job's end: a record another job wrote since may be left as the job left it,
         since a part whose sitemap another job wrote is not kept)."""
 
+    def release_job_urls(self) -> None:
+        """Lets go of what ``job_urls`` kept to answer the next calls (a job's end calls it once its parts are
+        made)."""
+
     def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         """Writes each record whose stored version is ``version - 1`` (or that is new, for version 1);
         returns the URLs refused because their record had moved on. ``writer``: the job making the writes

@@ -97,8 +97,9 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
     writer at a time (``StateStore.claim_end``, for ``end_apart_grace_seconds``): a message delivered twice, at
     once or later, or sent again by a resume, finds it claimed or written and does nothing.
 
-    A step that runs out of its time (``end_step_seconds``) in the orphan pass stores how far it got and
-    hands its claim on (``claim``) to the next step: apart, a JobEnd message; here, the next turn of the loop."""
+    A step that runs out of its time (``end_step_seconds``) in the orphan pass or the records pass stores how
+    far it got and hands its claim on (``claim``) to the next step: apart, a JobEnd message; here, the next turn
+    of the loop."""
     job = ctx.store.get_job(job_id)
     if job is None or not result_owed(ctx, job):
         return None
@@ -114,7 +115,7 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
         try:
             written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)
         except StepsLost as lost:  # (the pass starts over: what it marked already is found marked by this job)
-            log.warning("the job's end starts its orphan pass again", extra={"job_id": job_id, "lost": str(lost)})
+            log.warning("the job's end starts over", extra={"job_id": job_id, "lost": str(lost)})
             written = EndProgress()
         if not isinstance(written, EndProgress):
             return written
@@ -273,6 +274,10 @@ def _write_result(
     stem, pieces = piece_key(job_id, len(progress.pieces), claim), progress.pieces
     # (the parts' spool let go whichever way it ends)
     with RecordsPass(ctx, job, extras=extras, maker=maker) as records, maker or nullcontext():
+        try:
+            records.carry_on(pieces)
+        except FileNotFoundError as lost:
+            raise StepsLost(str(lost)) from None
         for page in store.job_record_pages(job_id, after=progress.records_at):
             records.read(page.items)
             if pause is not None and pause():
@@ -310,6 +315,7 @@ def _write_result(
                 cached = Path(records.copy.folder) / "index.parquet"
                 site = job.request.origin
                 keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
+    room = max(0, ctx.settings.max_error_details - len(errors))  # (the sitemaps' errors first, all of them)
     trust = _update_site(ctx, job, records.evidence, sitemaps)
     snapshot = store.snapshot(job_id)
     now = snapshot.counts if snapshot else JobCounts()
@@ -334,8 +340,8 @@ def _write_result(
         start_time=job.start_time,
         end_time=job.end_time,
         total_duration=(job.end_time - job.start_time).total_seconds(),
-        error_details=[*errors, *counts.errors],
-        errors_omitted=counts.omitted,
+        error_details=[*errors, *counts.errors[:room]],
+        errors_omitted=counts.omitted + len(counts.errors[room:]),
         sitemaps_total=now.sitemaps_total,
         sitemaps_ok=now.sitemaps_ok,
         changes=changes.result(),

@@ -234,6 +234,7 @@ class PartMaker:
         finally:
             rows.close()
             self.close()
+            self.ctx.crawldb.release_job_urls()
         return made
 
     def _kept_rows(self, split: dict[str, int], *, listed_rows: bool) -> dict[int, tuple[Path, frozenset[str]]]:

@@ -61,7 +61,8 @@ class ReasonTally:
 
 
 class RecordsTally(Struct, kw_only=True):
-    """What a records pass counted, as a piece keeps it (``tally.json``)."""
+    """What a step of the records pass counted, as its piece keeps it (``tally.json``): its own counts, errors,
+    changes and evidence, the exclusions of every step up to it (``carry_on``)."""
 
     succeeded: int = 0
     failed: int = 0
@@ -212,6 +213,14 @@ class RecordsPass:
             put(f"{stem}.{SPOOL}", spool, content_type="application/octet-stream")
         put(f"{stem}.{TALLY}", msgspec.json.encode(tally), content_type="application/json")
 
+    def carry_on(self, stems: Sequence[str]) -> None:
+        """Goes on counting the exclusions from the last of the pieces earlier steps stored (``stems``), as one
+        tally would: which reasons it names and which go under ``other`` depends on what came before.
+        ``FileNotFoundError`` when that piece's tally is gone."""
+        if stems:
+            tally = msgspec.json.decode(self.ctx.documents.get(f"{stems[-1]}.{TALLY}"), type=RecordsTally)
+            self.exclusions.counts = dict(tally.exclusions)
+
     def take_in(self, stems: Sequence[str]) -> None:
         """Takes in the pieces earlier steps stored (``stems``, in order) as if this step had read their records
         before its own: their index copies, tallies and part maker's state (their lines are joined with this
@@ -229,14 +238,13 @@ class RecordsPass:
                 if tally.maker is not None:
                     with documents.reader(f"{stem}.{SPOOL}") as spool:
                         self.maker.resume(tally.maker, spool)
-        merged, exclusions, changes, evidence = RecordsTally(), ReasonTally(), ChangeTally(), EvidenceTally()
+        merged, changes, evidence = RecordsTally(), ChangeTally(), EvidenceTally()
         errors: list[ErrorDetail] = []
         made_rows: list[PartRows] = []
         for tally in [*tallies, self.tally()]:
             for name in _SUMMED:
                 setattr(merged, name, getattr(merged, name) + getattr(tally, name))
             errors += tally.errors
-            exclusions.add_counts(tally.exclusions)
             changes.add_counts(tally.changes)
             for host, found in tally.evidence.items():
                 held = evidence.hosts.setdefault(host, Evidence())
@@ -245,7 +253,7 @@ class RecordsPass:
             made_rows += [PartRows(key, change, frozenset(left)) for key, change, left in tally.made_rows]
         kept = self.ctx.settings.max_error_details
         merged.errors, merged.omitted = errors[:kept], merged.omitted + len(errors[kept:])
-        self.counts, self.exclusions, self.changes, self.evidence = merged, exclusions, changes, evidence
+        self.counts, self.changes, self.evidence = merged, changes, evidence  # (the exclusions carried on)
         self.made_rows = made_rows
 
     def join(self, key: str, kind: str, own: IO[bytes], stems: Iterable[str], stem: str, *, content_type: str) -> None:

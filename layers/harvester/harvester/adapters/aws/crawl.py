@@ -149,10 +149,17 @@ class DynamoCrawlDatabase:
             if few is not None:
                 self._asked_by_pointer[(site, job_id)] = asked
                 return {url: CrawlRecord.model_validate_json(text) for url, text in few.items()}
-            if self._job_records is not None:
-                self._job_records[1].close()
-            self._job_records = ((site, job_id), RecordShelf(self.pointers.job_records(site, job_id)))
+            shelf = RecordShelf(self.pointers.job_records(site, job_id))
+            self.release_job_urls()
+            self._job_records = ((site, job_id), shelf)
         return {url: CrawlRecord.model_validate_json(text) for url, text in self._job_records[1].get(urls).items()}
+
+    def release_job_urls(self) -> None:
+        """Removes the scratch file of the job's records ``job_urls`` read whole (gigabytes for a job that
+        fetched millions of pages, in the /tmp the next job's end needs)."""
+        if self._job_records is not None:
+            self._job_records[1].close()
+            self._job_records = None
 
     def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         """Each record written whole on its pointer, in one transaction with the moves of the epochs of the

@@ -9,6 +9,7 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
+from pathlib import Path
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -23,13 +24,17 @@ class RecordShelf:
         handle, self.path = tempfile.mkstemp(prefix="harvest-records-", suffix=".sqlite")
         os.close(handle)
         self.conn = sqlite3.connect(self.path, check_same_thread=False)
-        self.conn.executescript(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
-            " CREATE TABLE records (url TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID;"
-        )
-        for chunk in _chunks(records):
-            self.conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?)", chunk)
-        self.conn.commit()
+        try:
+            self.conn.executescript(
+                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
+                " CREATE TABLE records (url TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID;"
+            )
+            for chunk in _chunks(records):
+                self.conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?)", chunk)
+            self.conn.commit()
+        except BaseException:  # (a read that failed part way: nothing of it is kept)
+            self.close()
+            raise
 
     def get(self, urls: Sequence[str]) -> dict[str, str]:
         """The records of those of ``urls`` the job holds."""
@@ -40,8 +45,9 @@ class RecordShelf:
         return found
 
     def close(self) -> None:
+        """Removes the file (again: nothing)."""
         self.conn.close()
-        os.unlink(self.path)
+        Path(self.path).unlink(missing_ok=True)
 
 
 def _chunks(items: Iterable[_T]) -> Iterator[list[_T]]:

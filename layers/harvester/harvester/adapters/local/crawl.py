@@ -99,6 +99,9 @@ class SqliteCrawlDatabase:
     def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
         return self.get_urls(site, urls)  # (as cheap as any other reading here)
 
+    def release_job_urls(self) -> None:
+        """Nothing is kept here."""
+
     def put_urls(self, site: str, records: Sequence[CrawlRecord], *, writer: str | None = None) -> list[str]:
         with Transaction(self.conn) as db:
             refused: list[str] = []
