@@ -212,3 +212,37 @@ def test_an_index_of_records_and_many_parts_rows_with_urls_left_out_is_built_und
     ).fetchone() == (1,)
     assert con.execute(f"SELECT DISTINCT change FROM '{parquet}' ORDER BY 1").fetchall() == [("listed",), ("new",)]
     copy.close()
+
+
+def test_a_jobs_rows_split_by_hundreds_of_sitemaps_under_the_memory_limit_lose_no_row(tmp_path, monkeypatch):
+    """The parts of a job's end take their index rows from the job's, split by sitemap: 300 sitemaps of
+    1,000 rows each, under a memory limit a write partitioned by sitemap ran out of (a row group's buffer for
+    each sitemap), each sitemap's rows taken whole, and those of a sitemap not asked for left out."""
+    import duckdb
+
+    from harvester.archive.index import RowMaker
+
+    monkeypatch.setattr("harvester.archive.index.MEMORY_LIMIT", "64MB")
+    sitemaps, per = 300, 1000
+    lines = tmp_path / "rows.jsonl"
+    with lines.open("wb") as out:
+        for i in range(sitemaps * per):  # (interleaved, as a job's records are)
+            record = {
+                "url": f"https://www.example.com/p-{i}.html",
+                "sitemap": f"https://www.example.com/s-{i % sitemaps}.xml",
+            }
+            out.write(orjson.dumps({**record, "status": "completed", "crawl_state": "fetched"}) + b"\n")
+    maker = RowMaker(tmp_path)
+    rows = tmp_path / "rows.parquet"
+    maker.make(lines, rows)
+    groups = {f"https://www.example.com/s-{n}.xml": n for n in range(sitemaps - 1)}  # (the last one not asked)
+    split = maker.split(rows, groups, tmp_path / "split.parquet")
+    assert split is not None
+    for n in (0, 7, 150, sitemaps - 2):
+        taken = tmp_path / f"taken-{n}.parquet"
+        assert maker.take(split, n, taken) == per
+        urls = sorted(u for (u,) in duckdb.sql(f"SELECT url FROM '{taken}'").fetchall())
+        assert urls == sorted(f"https://www.example.com/p-{i}.html" for i in range(n, sitemaps * per, sitemaps))
+    assert maker.take(split, sitemaps - 1, tmp_path / "none.parquet") == 0
+    assert not (tmp_path / "none.parquet").exists()
+    maker.close()

@@ -253,11 +253,14 @@ class RowMaker:
         out: Path,
         *,
         kept: Mapping[int, tuple[Path, Collection[str]]] | None = None,
-    ) -> None:
+    ) -> Path | None:
         """The rows of ``rows`` (``build_index``'s unsorted rows, kept; None: none) whose ``sitemap`` is in
-        ``groups``, without their job's columns, one file per group: ``out/part=<n>/data_0.parquet``; with,
-        for a group in ``kept``, the rows of that file (a part's) but those of the URLs given (the part a job
-        makes of one it adopted in part). One query for them all."""
+        ``groups``, without their job's columns, in one file ``out`` sorted by group (a ``part`` column: each
+        group's rows are then read with ``take``, its row groups found by their statistics); with, for a group
+        in ``kept``, the rows of that file (a part's) but those of the URLs given (the part a job makes of one
+        it adopted in part). One query for them all, its sort spilled to disk past the memory limit (a write
+        partitioned by group holds a row group's buffer for each group: more than the limit for a few hundred
+        sitemaps). ``out``, or None when there is nothing to split."""
         sources = []
         if rows is not None:
             values = ", ".join(f"({_literal(sitemap)}, {n})" for sitemap, n in groups.items())
@@ -274,11 +277,27 @@ class RowMaker:
                 f" JOIN (VALUES {numbers}) m(file, n) ON k.filename = m.file"
             )
         if not sources:
-            return
+            return None
         self._connection().execute(
-            f"COPY ({' UNION ALL BY NAME '.join(sources)}) TO {_literal(str(out))}"
-            f" (FORMAT PARQUET, PARTITION_BY (part), ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+            f"COPY ({' UNION ALL BY NAME '.join(sources)} ORDER BY part) TO {_literal(str(out))}"
+            f" (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
         )
+        return out
+
+    def take(self, split: Path, group: int, out: Path) -> int:
+        """The rows of one group of a ``split`` file, without its ``part`` column, written to ``out``; their
+        count (none: no file)."""
+        (count,) = (
+            self._connection()
+            .execute(  # type: ignore[misc]
+                f"COPY (SELECT * EXCLUDE (part) FROM read_parquet({_literal(str(split))}) WHERE part = {int(group)})"
+                f" TO {_literal(str(out))} (FORMAT PARQUET, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+            )
+            .fetchone()
+        )
+        if not count:
+            out.unlink(missing_ok=True)
+        return int(count)
 
     def close(self) -> None:
         if self._con is not None:

@@ -220,11 +220,16 @@ class PartMaker:
             split = {url: n for n, url in enumerate(wanted) if url not in self.fetched}
             job_rows = self.job_rows if self.job_rows.exists() else None
             kept = self._kept_rows(split, listed_rows=job_rows is not None)
+            grouped = None
             if split and (job_rows is not None or kept):
-                rows.split(job_rows, split, self.folder / "split", kept=kept)
+                try:
+                    grouped = rows.split(job_rows, split, self.folder / "split.parquet", kept=kept)
+                except Exception:  # (the parts' rows are then made of their lines)
+                    log.exception("index rows not split by sitemap", extra={"job_id": self.job.job_id})
             for url in wanted:
                 try:
-                    part = self._make(self.sitemaps[url], rows, self.folder / f"split/part={split.get(url)}")
+                    taken = (grouped, split[url]) if grouped is not None and url in split else None
+                    part = self._make(self.sitemaps[url], rows, taken)
                     if part is not None:
                         made.append(part)
                 except Busy:
@@ -333,8 +338,9 @@ class PartMaker:
     def _wanted(self, sitemap: str | None) -> TypeGuard[str]:
         return sitemap in self.sitemaps and sitemap not in self.refused
 
-    def _make(self, sitemap: SitemapRecord, rows: RowMaker, split: Path) -> SitemapPart | None:
-        """Stores the sitemap's part (``split``: the folder of its rows split from the job's, if any)."""
+    def _make(self, sitemap: SitemapRecord, rows: RowMaker, split: tuple[Path, int] | None) -> SitemapPart | None:
+        """Stores the sitemap's part (``split``: the file of the rows split from the job's and its group there,
+        if any)."""
         url = sitemap.url
         known = self.ctx.crawldb.get_sitemap(self.site, url)
         if known is None or known.document_key != sitemap.document_key:
@@ -359,9 +365,9 @@ class PartMaker:
         self.ctx.documents.put(key, lines, content_type="application/x-ndjson")
         # Its index rows: the job's rows of its URLs (with those of the part it inherits that it kept), or
         # made now from its lines closed where their tail was (the job's own columns empty either way).
-        made = split / "data_0.parquet"
-        if not made.exists():
-            records, made = self.folder / "lines.jsonl", self.folder / "rows.parquet"
+        made = self.folder / "rows.parquet"
+        if split is None or not rows.take(*split, made):
+            records = self.folder / "lines.jsonl"
             records.write_bytes(lines.replace(b"\n", b"}\n"))
             rows.make(records, made)
         index = part_key(self.site, url, self.job.job_id, "parquet")
