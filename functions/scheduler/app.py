@@ -24,11 +24,16 @@ def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
 
     runtime = lambda_runtime.current()
     with lambda_runtime.patient(context):
-        report = tick(runtime.engine(), runtime.adapters.scheduled_sites)
+        report = tick(
+            runtime.engine(),
+            runtime.adapters.scheduled_sites,
+            time_left=lambda: context.get_remaining_time_in_millis() / 1000,
+        )
     summary = {
         "started": report.started,
         "more_due": report.more_due,
         "resumed": [r.job_id for r in report.resumed],
+        "not_looked_at": report.not_looked_at,
         "errors": report.errors,
     }
     logger.info("schedule tick", extra=summary | {"event_time": event.time})

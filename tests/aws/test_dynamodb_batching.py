@@ -239,7 +239,7 @@ def test_a_job_of_an_earlier_page_layout_is_refused_with_the_reason(aws):
             aws.store.get_job(job_id)
         with pytest.raises(Unprocessable, match="crawl the site again as a new job"):
             aws.store.snapshot(job_id)
-        assert job_id not in [job.job_id for job in aws.store.active_jobs()]
+        assert job_id not in aws.store.active_job_ids()
 
 
 def test_a_page_of_a_job_of_an_earlier_page_layout_is_dead_lettered_with_the_reason(deployed_stack, aws):

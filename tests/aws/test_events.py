@@ -90,4 +90,4 @@ def test_the_invalid_sample_goes_to_the_dead_letter_queue(deployed_stack):
 def test_the_schedule_event_runs_the_scheduler(deployed_stack):
     _, poller = deployed_stack
     summary = poller.invoke("SchedulerFunction", load("schedule.json"))
-    assert summary == {"started": [], "more_due": False, "resumed": [], "errors": []}
+    assert summary == {"started": [], "more_due": False, "resumed": [], "not_looked_at": 0, "errors": []}

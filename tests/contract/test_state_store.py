@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,9 +24,10 @@ from harvester.model.records import (
     body_of,
 )
 from harvester.model.state import Checkpoint, EndProgress, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
-from harvester.pipeline import recovery
+from harvester.pipeline import recovery, scheduler
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings
+from harvester.pipeline.recovery import Resumed
 from harvester.ports import LeaseLost
 from harvester.settings import EngineSettings
 from harvester.sitemap import PageEntry
@@ -100,12 +102,26 @@ def test_a_job_ends_exactly_once(backend):
 
 def test_active_jobs_until_the_result_is_written(backend):
     job_id = new_job(backend)
-    assert [j.job_id for j in backend.store.active_jobs()] == [job_id]
+    assert backend.store.active_job_ids() == [job_id]
     backend.store.end_job(job_id, JobStatus.COMPLETED, end_time=T0 + timedelta(seconds=1))
-    assert [j.job_id for j in backend.store.active_jobs()] == [job_id]  # a resume must still write its result
+    assert backend.store.active_job_ids() == [job_id]  # a resume must still write its result
     backend.store.set_result(job_id, "jobs/job-1/result.json")
-    assert backend.store.active_jobs() == []
+    assert backend.store.active_job_ids() == []
     assert backend.store.get_job(job_id).result_key == "jobs/job-1/result.json"
+
+
+def test_ticks_with_little_time_look_after_every_running_job_in_turn(backend, monkeypatch):
+    """A tick whose invocation has time for three of seven running jobs looks at three, says how many it left,
+    and the ticks of the next minutes begin further on: over seven ticks each job is looked at three times."""
+    jobs = sorted(new_job(backend, f"job-{n}") for n in range(7))
+    looked: list[str] = []
+    monkeypatch.setattr(scheduler, "resume", lambda ctx, job_id: looked.append(job_id) or Resumed(job_id))
+    ctx = SimpleNamespace(store=backend.store)
+    for minute in range(7):
+        left = iter([600.0, 300.0, 61.0, 59.0])  # (seconds left before each look: the reserve is 60)
+        report = scheduler.tick(ctx, None, now=T0 + timedelta(minutes=minute), time_left=left.__next__)
+        assert report.not_looked_at == 4
+    assert sorted(looked) == sorted(jobs * 3)
 
 
 # sitemaps ---------------------------------------------------------------------------------------------

@@ -153,8 +153,9 @@ class StateStore(Protocol):
         """Stores how far the job's end has got, and hands the claim ``held`` on as ``handed`` (for the end's
         next step to take: ``claim_end``); False when the claim held is no longer this writer's."""
 
-    def active_jobs(self) -> list[JobRecord]:
-        """Jobs not yet ended (pending or in progress)."""
+    def active_job_ids(self) -> list[str]:
+        """The jobs a scheduler looks after: not yet ended (pending or in progress), or ended and owed their
+        result; in a stable order (a tick goes on from a place in it)."""
 
     def snapshot(self, job_id: str) -> JobSnapshot | None: ...
 

@@ -9,16 +9,20 @@ first slot after now.
 
 A tick starts at most ``limit`` jobs (the registry's index gives the due schedules earliest first): what is
 left is due at the next tick, so a tick's time and requests follow the schedules due, never the number
-registered.
+registered. It then looks after the running jobs (``recovery.resume``) while its invocation has time left
+(``time_left``, past ``TICK_RESERVE``), from a place in their list that moves on with each minute: a tick
+that cannot look at them all leaves the rest to the next ticks, which begin further on.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from msgspec import Struct, field
 
+from harvester.model.messages import Unprocessable
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.recovery import Resumed, resume
 from harvester.ports import ScheduledSites
@@ -27,6 +31,9 @@ log = logging.getLogger(__name__)
 
 #: The most jobs one tick starts (sent ten a request; the rest wait for the next tick).
 MOST_STARTED = 2000
+#: Seconds of its invocation a tick keeps when it looks after running jobs: a job's resume sends at most
+#: ``resume_batches`` batches of pages (well within this), and the tick's report is written after it.
+TICK_RESERVE = 60.0
 
 
 class Tick(Struct):
@@ -35,6 +42,8 @@ class Tick(Struct):
     errors: list[str] = field(default_factory=list)
     #: Whether more schedules were due than the tick starts (``MOST_STARTED``).
     more_due: bool = False
+    #: Running jobs the tick had no time to look after (the next ticks do).
+    not_looked_at: int = 0
 
 
 def start_due(ctx: StepContext, registry: ScheduledSites, *, now: datetime, limit: int = MOST_STARTED) -> Tick:
@@ -52,7 +61,15 @@ def start_due(ctx: StepContext, registry: ScheduledSites, *, now: datetime, limi
     return report
 
 
-def tick(ctx: StepContext, registry: ScheduledSites | None, *, now: datetime | None = None) -> Tick:
+def tick(
+    ctx: StepContext,
+    registry: ScheduledSites | None,
+    *,
+    now: datetime | None = None,
+    time_left: Callable[[], float] | None = None,
+) -> Tick:
+    """Starts the due schedules' jobs, then looks after the running jobs while ``time_left()`` (seconds of the
+    invocation) stays above ``TICK_RESERVE``."""
     now = now or ctx.clock()
     report = Tick()
     if registry is not None:
@@ -61,12 +78,22 @@ def tick(ctx: StepContext, registry: ScheduledSites | None, *, now: datetime | N
         except Exception as exc:  # the registry unreadable must not keep running jobs from being looked after
             log.exception("scheduled jobs not started")
             report.errors.append(f"scheduled jobs not started: {exc}")
-    for job in ctx.store.active_jobs():
+    running = ctx.store.active_job_ids()
+    if running:  # (from a place that moves on a job a minute: each job is looked at by as many ticks)
+        start = int(now.timestamp() // 60) % len(running)
+        running = running[start:] + running[:start]
+    for n, job_id in enumerate(running):
+        if time_left is not None and time_left() < TICK_RESERVE:
+            report.not_looked_at = len(running) - n
+            log.warning("running jobs left to the next ticks", extra={"jobs": report.not_looked_at})
+            break
         try:
-            outcome = resume(ctx, job.job_id)
+            outcome = resume(ctx, job_id)
+        except Unprocessable:
+            continue  # (a job of an earlier version's layout: its steps refuse it too)
         except Exception as exc:  # one broken job must not keep the others from being looked after
-            log.exception("resuming a job failed", extra={"job_id": job.job_id})
-            report.errors.append(f"{job.job_id}: {exc}")
+            log.exception("resuming a job failed", extra={"job_id": job_id})
+            report.errors.append(f"{job_id}: {exc}")
             continue
         if outcome.stalled or outcome.result_written or outcome.end_sent or outcome.ended:
             report.resumed.append(outcome)

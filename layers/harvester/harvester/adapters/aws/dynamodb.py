@@ -101,8 +101,8 @@ class DynamoStateStore:
     def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
         return self.jobs.save_end(job_id, progress, held=held, handed=handed)
 
-    def active_jobs(self) -> list[JobRecord]:
-        return self.jobs.active_jobs()
+    def active_job_ids(self) -> list[str]:
+        return self.jobs.active_job_ids()
 
     def snapshot(self, job_id: str) -> JobSnapshot | None:
         return self.jobs.snapshot(job_id)

@@ -107,13 +107,14 @@ class JobRows:
             if job is not None:
                 self._update_job(db, job.model_copy(update={"result_key": result_key}))
 
-    def active_jobs(self) -> list[JobRecord]:
+    def active_job_ids(self) -> list[str]:
         rows = self.conn.execute(
-            "SELECT body FROM jobs"
+            "SELECT job_id FROM jobs"
             " WHERE status IN ('pending', 'in_progress')"
             " OR (json_extract(body, '$.result_key') IS NULL AND status != 'cancelled')"
+            " ORDER BY job_id"
         ).fetchall()
-        return [JobRecord.model_validate_json(r[0]) for r in rows]
+        return [r[0] for r in rows]
 
     def latest_job(self, fingerprint: str) -> tuple[JobRecord, bool] | None:
         """The newest job with this fingerprint, and whether a local run closed it (see ``close_job``)."""

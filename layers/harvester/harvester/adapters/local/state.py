@@ -85,8 +85,8 @@ class SqliteStateStore:
     def save_end(self, job_id: str, progress: EndProgress, *, held: float, handed: float) -> bool:
         return self.job_rows.save_end(job_id, progress, held=held, handed=handed)
 
-    def active_jobs(self) -> list[JobRecord]:
-        return self.job_rows.active_jobs()
+    def active_job_ids(self) -> list[str]:
+        return self.job_rows.active_job_ids()
 
     def latest_job(self, fingerprint: str) -> tuple[JobRecord, bool] | None:
         """The newest job with this fingerprint, and whether a local run closed it (see ``close_job``)."""
