@@ -111,17 +111,19 @@ def test_active_jobs_until_the_result_is_written(backend):
 
 
 def test_ticks_with_little_time_look_after_every_running_job_in_turn(backend, monkeypatch):
-    """A tick whose invocation has time for three of seven running jobs looks at three, says how many it left,
-    and the ticks of the next minutes begin further on: over seven ticks each job is looked at three times."""
-    jobs = sorted(new_job(backend, f"job-{n}") for n in range(7))
+    """Ticks every five minutes whose invocation has time for three of ten running jobs each look at three,
+    say how many they left, and begin elsewhere: over 70 ticks every job is looked at, about as often (a
+    place moved on with the minutes would begin at two places only)."""
+    jobs = sorted(new_job(backend, f"job-{n}") for n in range(10))
     looked: list[str] = []
     monkeypatch.setattr(scheduler, "resume", lambda ctx, job_id: looked.append(job_id) or Resumed(job_id))
     ctx = SimpleNamespace(store=backend.store)
-    for minute in range(7):
-        left = iter([600.0, 300.0, 61.0, 59.0])  # (seconds left before each look: the reserve is 60)
-        report = scheduler.tick(ctx, None, now=T0 + timedelta(minutes=minute), time_left=left.__next__)
-        assert report.not_looked_at == 4
-    assert sorted(looked) == sorted(jobs * 3)
+    reserve = scheduler.TICK_RESERVE
+    for n in range(70):
+        left = iter([reserve + 300, reserve + 100, reserve + 1, reserve - 1])  # (seconds left before each look)
+        report = scheduler.tick(ctx, None, now=T0 + timedelta(minutes=5 * n), time_left=left.__next__)
+        assert report.not_looked_at == 7
+    assert len(looked) == 210 and {looked.count(job) for job in jobs} <= set(range(10, 35))
 
 
 # sitemaps ---------------------------------------------------------------------------------------------

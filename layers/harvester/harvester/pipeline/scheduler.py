@@ -10,12 +10,13 @@ first slot after now.
 A tick starts at most ``limit`` jobs (the registry's index gives the due schedules earliest first): what is
 left is due at the next tick, so a tick's time and requests follow the schedules due, never the number
 registered. It then looks after the running jobs (``recovery.resume``) while its invocation has time left
-(``time_left``, past ``TICK_RESERVE``), from a place in their list that moves on with each minute: a tick
-that cannot look at them all leaves the rest to the next ticks, which begin further on.
+(``time_left``, past ``TICK_RESERVE``), from a place in their list drawn from the tick's time: a tick that
+cannot look at them all leaves the rest to the next ticks, which begin elsewhere (``start_place``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -31,9 +32,9 @@ log = logging.getLogger(__name__)
 
 #: The most jobs one tick starts (sent ten a request; the rest wait for the next tick).
 MOST_STARTED = 2000
-#: Seconds of its invocation a tick keeps when it looks after running jobs: a job's resume sends at most
-#: ``resume_batches`` batches of pages (well within this), and the tick's report is written after it.
-TICK_RESERVE = 60.0
+#: Seconds of its invocation a tick keeps when it looks after running jobs: the longest a job's resume is
+#: expected to take (at most ``resume_batches`` batches of pages sent again; not measured on AWS at that size).
+TICK_RESERVE = 120.0
 
 
 class Tick(Struct):
@@ -79,8 +80,8 @@ def tick(
             log.exception("scheduled jobs not started")
             report.errors.append(f"scheduled jobs not started: {exc}")
     running = ctx.store.active_job_ids()
-    if running:  # (from a place that moves on a job a minute: each job is looked at by as many ticks)
-        start = int(now.timestamp() // 60) % len(running)
+    if running:
+        start = start_place(now, len(running))
         running = running[start:] + running[:start]
     for n, job_id in enumerate(running):
         if time_left is not None and time_left() < TICK_RESERVE:
@@ -89,8 +90,8 @@ def tick(
             break
         try:
             outcome = resume(ctx, job_id)
-        except Unprocessable:
-            continue  # (a job of an earlier version's layout: its steps refuse it too)
+        except (Unprocessable, KeyError):
+            continue  # (a job of an earlier version's layout, refused by its steps too, or one deleted since)
         except Exception as exc:  # one broken job must not keep the others from being looked after
             log.exception("resuming a job failed", extra={"job_id": job_id})
             report.errors.append(f"{job_id}: {exc}")
@@ -98,3 +99,12 @@ def tick(
         if outcome.stalled or outcome.result_written or outcome.end_sent or outcome.ended:
             report.resumed.append(outcome)
     return report
+
+
+def start_place(now: datetime, count: int) -> int:
+    """Where in the list of ``count`` running jobs the tick at ``now`` begins: a place drawn from the tick's
+    time (the same for the deliveries of one tick, spread evenly whatever the ticks' rate), so that a job the
+    ticks have no time for is looked at by a share of them (with time for k of n jobs, k/n of the ticks: a
+    job waits n/k ticks on average), none left out for long."""
+    digest = hashlib.sha256(now.isoformat().encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
