@@ -307,7 +307,7 @@ class RowMaker:
         if self._con is None:
             self._con = _connect(self.folder)
             self._con.execute(SURT_SQL)
-            # (a split file's footer read once for all its groups' ``take``: a quarter of their time at 2,000)
+            # (a split file's footer read once for all the groups ``take`` copies out of it, not once a group)
             self._con.execute("SET parquet_metadata_cache = true")
         return self._con
 

@@ -352,8 +352,11 @@ def _write_result(
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
     store.set_result(job_id, result_key(job_id))
-    for key in [*progress.removed_lines, *(d for s in (*pieces, stem) if pieces for d in piece_documents(s))]:
-        documents.delete(key)  # (in the outputs now)
+    done = list(progress.removed_lines)  # (in the outputs now)
+    if pieces:  # (and this step's own lines, stored as a piece of its own to be joined)
+        done += [key for piece in (*pieces, stem) for key in piece_documents(piece)]
+    for key in done:
+        documents.delete(key)
     collect(ctx, job, relisted=result.total_urls - counts.adopted, urls=result.total_urls)
     return result
 

@@ -97,6 +97,7 @@ class RecordsPass:
         self.exclusions = ReasonTally()
         self.changes, self.evidence = ChangeTally(), EvidenceTally()
         self.made_rows: list[PartRows] = []  # the adopted parts' index rows
+        self._carried: dict[str, RecordsTally] = {}  # (the last piece's tally, read by ``carry_on``)
 
     # reading ----------------------------------------------------------------------------------------
 
@@ -218,8 +219,14 @@ class RecordsPass:
         tally would: which reasons it names and which go under ``other`` depends on what came before.
         ``FileNotFoundError`` when that piece's tally is gone."""
         if stems:
-            tally = msgspec.json.decode(self.ctx.documents.get(f"{stems[-1]}.{TALLY}"), type=RecordsTally)
-            self.exclusions.counts = dict(tally.exclusions)
+            self._carried = {stems[-1]: self._tally_of(stems[-1])}
+            self.exclusions.counts = dict(self._carried[stems[-1]].exclusions)
+
+    def _tally_of(self, stem: str) -> RecordsTally:
+        """A piece's tally (read once a step)."""
+        if stem in self._carried:
+            return self._carried[stem]
+        return msgspec.json.decode(self.ctx.documents.get(f"{stem}.{TALLY}"), type=RecordsTally)
 
     def take_in(self, stems: Sequence[str]) -> None:
         """Takes in the pieces earlier steps stored (``stems``, in order) as if this step had read their records
@@ -229,7 +236,7 @@ class RecordsPass:
         if not stems:
             return
         documents = self.ctx.documents
-        tallies = [msgspec.json.decode(documents.get(f"{stem}.{TALLY}"), type=RecordsTally) for stem in stems]
+        tallies = [self._tally_of(stem) for stem in stems]
         for stem, tally in zip(stems, tallies, strict=True):
             with documents.reader(f"{stem}.{INDEX}") as body:
                 self.copy.add_member(body, lines=tally.lines)
