@@ -9,7 +9,8 @@ per-record calls), the orphan pass, the index (DuckDB), the parts, the site's tr
 uploads; memory is the process's RSS sampled every 5 ms (on AWS moto's own objects are in it too). Printed:
 one block per end, and with ``--report FILE`` a table of a run's JSON Lines (``--out``).
 
-    python bench/job_end.py [--aws 20000,100000] [--local 100000,400000] [--step-seconds S] [--out end.jsonl]
+    python bench/job_end.py [--aws 20000,100000] [--local 100000,400000] [--step-seconds S] [--piece-urls N]
+                            [--out end.jsonl]
     python bench/job_end.py --report end.jsonl
 """
 
@@ -34,7 +35,7 @@ from _aws_path import aws_path
 from recrawl import alter, built
 
 from harvester.demo.live import LiveSite
-from harvester.pipeline import completion
+from harvester.pipeline import completion, job_index, records_pass
 from harvester.pipeline import parts as pipeline_parts
 from harvester.pipeline.records_pass import RecordsPass
 
@@ -114,8 +115,9 @@ def install() -> None:
 
     completion.end_step = end_step
     completion.mark_orphans = phased("mark_orphans", completion.mark_orphans)
-    completion.write_index = phased("write_index (S3 get/put, rest)", completion.write_index)
-    completion.build_index = phased("build_index (DuckDB)", completion.build_index)
+    records_pass.build_step_index = phased("write_index (S3 get/put, rest)", records_pass.build_step_index)
+    completion.store_index = phased("write_index (S3 get/put, rest)", completion.store_index)
+    job_index.build_index = phased("build_index (DuckDB)", job_index.build_index)
     completion._update_site = phased("_update_site", completion._update_site)
     completion.collect = phased("collect", completion.collect)
     maker = pipeline_parts.PartMaker
@@ -268,7 +270,9 @@ def emit(call: dict[str, Any]) -> None:
             f.write(json.dumps(call) + "\n")
 
 
-def aws_sizes(sizes: list[int], cycles: tuple[str, ...], *, step_seconds: float | None = None) -> None:
+def aws_sizes(
+    sizes: list[int], cycles: tuple[str, ...], *, step_seconds: float | None = None, piece_urls: int | None = None
+) -> None:
     from harvester.model.messages import JobRequest
 
     for pages in sizes:
@@ -276,8 +280,11 @@ def aws_sizes(sizes: list[int], cycles: tuple[str, ...], *, step_seconds: float 
         site = LiveSite(pages=pages, sitemaps=max(1, pages // 5000))
         with site.serving(), aws_path() as aws:
             install_api_counter()
+            environment = aws.stack.function("JobEndFunction").environment
             if step_seconds is not None:  # (each step of the end measured as a call of its own)
-                aws.stack.function("JobEndFunction").environment["HARVEST_END_STEP_SECONDS"] = str(step_seconds)
+                environment["HARVEST_END_STEP_SECONDS"] = str(step_seconds)
+            if piece_urls is not None:
+                environment["HARVEST_END_PIECE_URLS"] = str(piece_urls)
             for cycle in cycles:
                 alter(site, cycle, rng)
                 built(site)
@@ -404,6 +411,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also append each end's figures to this JSON Lines file")
     parser.add_argument("--report", type=Path, help="summarise a JSON Lines file of a run instead")
     parser.add_argument("--step-seconds", type=float, help="AWS: the job-end function's end_step_seconds")
+    parser.add_argument("--piece-urls", type=int, help="AWS: the job-end function's end_piece_urls")
     args = parser.parse_args()
     if args.report:
         report(args.report)
@@ -411,7 +419,7 @@ def main() -> None:
     OUT = args.out
     install()
     local_sizes(args.local, CYCLES)
-    aws_sizes(args.aws, CYCLES, step_seconds=args.step_seconds)
+    aws_sizes(args.aws, CYCLES, step_seconds=args.step_seconds, piece_urls=args.piece_urls)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from harvester.archive.results import index_folder
 from harvester.archive.warc import parse_record
 from harvester.demo.live import LiveSite
 
@@ -41,12 +42,19 @@ def check_warc_file(path: Path, cdxj: bytes) -> int:
 
 
 def index_rows(parquet: Path) -> list[dict[str, Any]]:
-    """The index's rows as dicts (times as text: reading them as datetimes would need pytz)."""
+    """The index's rows as dicts (times as text: reading them as datetimes would need pytz): of one file, or
+    of a job's index folder (its files in order, each file's rows in theirs)."""
+    source = f"read_parquet('{parquet}')"
+    if parquet.is_dir():
+        source = (
+            f"(SELECT * EXCLUDE (filename, file_row_number) FROM read_parquet('{parquet}/*.parquet',"
+            " filename = true, file_row_number = true) ORDER BY filename, file_row_number)"
+        )
     con = duckdb.connect()
     try:
         cursor = con.execute(
             "SELECT * REPLACE (fetch_time::VARCHAR AS fetch_time, last_modified::VARCHAR AS last_modified)"
-            f" FROM read_parquet('{parquet}')"
+            f" FROM {source}"
         )
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -109,3 +117,14 @@ def check_read_back(rows: list[dict[str, Any]], read: Callable[[str, int, int], 
         assert sent["Content-Length"] == str(len(body))
         read_back += 1
     return read_back
+
+
+def stored_index(documents: Any, job_id: str, into: Path) -> Path:
+    """The job's index folder as its end stored it (``documents``: a document store), copied into the folder
+    ``into``: each of its files, under its name."""
+    into.mkdir(parents=True, exist_ok=True)
+    keys = list(documents.keys(index_folder(job_id)))
+    assert keys, f"job {job_id} has no index"
+    for key in keys:
+        (into / key.rsplit("/", 1)[-1]).write_bytes(documents.get(key))
+    return into

@@ -16,17 +16,18 @@ from typing import Any
 from unittest import mock
 
 import boto3
-import duckdb
 import pytest
 from botocore.client import BaseClient
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.pointer_items import URL_SHARDS
 from harvester.adapters.aws.stack import submit_job
+from harvester.archive.results import index_folder
 from harvester.demo.live import LiveSite
 from harvester.model.crawl import CrawlState
 from harvester.model.messages import JobEnd, JobRequest
 from harvester.model.records import url_key
+from tests.archive.checks import index_rows, stored_index
 from tests.aws.deployed import DeployedStack
 
 PAGES = 40
@@ -112,9 +113,8 @@ def check(stack: DeployedStack, site: LiveSite, job_id: str, tmp: Path) -> None:
     assert sorted(line["url"] for line in feed if line["change"] == "removed") == gone
     records = [json.loads(line)["url"] for line in adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
     assert sorted(records) == sorted(site.url(path) for path in site.page_paths()) and len(records) == pages - UNLISTED
-    index = tmp / f"{job_id}.parquet"
-    index.write_bytes(adapters.documents.get(f"jobs/{job_id}/index.parquet"))
-    assert sorted(records) == [url for (url,) in duckdb.sql(f"SELECT url FROM '{index}' ORDER BY url").fetchall()]
+    index = stored_index(adapters.documents, job_id, tmp / job_id)
+    assert sorted(records) == sorted(row["url"] for row in index_rows(index))
     crawled = {r.url: r for r in adapters.crawldb.site_urls(site.url("/").rstrip("/"))}
     assert sorted(url for url, r in crawled.items() if r.state is CrawlState.ORPHAN) == gone
     assert {crawled[url].orphaned_job for url in gone} == {job_id}
@@ -142,6 +142,8 @@ def test_an_end_in_steps_writes_what_an_end_in_one_step_does(deployed_stack, liv
     # a piece that the last step joins)
     assert handled > 16 + record_pages
     check(stack, live_site, job_id, tmp_path)
+    # (an index file a step of the records pass: each piece's, then the last step's)
+    assert len(list(adapters_of(stack).documents.keys(index_folder(job_id)))) >= record_pages
     assert end_documents(stack, job_id) == []  # (the steps' lines are in the feed, and let go)
 
 

@@ -1,7 +1,7 @@
 """The WARC output on AWS: template.yaml created in moto, the real handlers driven as Lambda's poller drives
 them, a live site on 127.0.0.1 that sends one page gzipped and answers one with 404. Every WARC object
 passes ``warcio check`` and ``warcio index`` (its CDXJ object names its captures), the job's end writes
-``index.parquet`` to S3, whose counts DuckDB reads as the job's, and each capture it names reads back by a
+index (`jobs/<job>/index/`) to S3, whose counts DuckDB reads as the job's, and each capture it names reads back by a
 ranged GET as the server sent it, byte for byte."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
+from harvester.archive.results import index_key
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
-from tests.archive.checks import check_index_counts, check_read_back, check_warc_file, warcio
+from tests.archive.checks import check_index_counts, check_read_back, check_warc_file, stored_index, warcio
 
 GZIP_PAGE = "/pages/gz.html"
 
@@ -44,7 +45,7 @@ def test_warc_objects_and_the_parquet_index_on_s3(deployed_stack, tmp_path):
     bucket = stack.outputs["DocumentBucketName"]
     for result, kind, captures in ((first, "response", 7), (second, "revisit", 7)):  # (and the 404's answer)
         job_id = result["job_id"]
-        assert result["url_index"] == f"s3://{bucket}/jobs/{job_id}/index.parquet"
+        assert result["url_index"] == f"s3://{bucket}/jobs/{job_id}/index/"
         files = list(warcs.files(job_id))
         assert files and all(f.startswith(f"warc/{job_id}/") for f in files)
         found = 0
@@ -54,8 +55,8 @@ def test_warc_objects_and_the_parquet_index_on_s3(deployed_stack, tmp_path):
             found += check_warc_file(local, documents.get(key + ".cdxj"))
         assert found == captures
 
-        parquet = tmp_path / f"{job_id}.parquet"
-        parquet.write_bytes(documents.get(f"jobs/{job_id}/index.parquet"))
+        parquet = stored_index(documents, job_id, tmp_path / job_id)
+        assert [p.name for p in parquet.iterdir()] == ["00000.parquet"]  # (an end in one step: one file)
         records = [json.loads(line) for line in documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
         rows = check_index_counts(parquet, result, records)
         assert result["total_urls"] == 7 and result["failed_processing"] == 1
@@ -68,7 +69,7 @@ def test_warc_objects_and_the_parquet_index_on_s3(deployed_stack, tmp_path):
 
 def test_harvest_export_stack_writes_the_jobs_warc_index_and_records_as_one_file_each(deployed_stack, tmp_path):
     """`harvest export JOB --stack`: the job's WARC objects as one file that `warcio check` passes, holding
-    every capture; its index.parquet as the job's end wrote it; its records as `report` would print them."""
+    every capture; its index as the job's end wrote it; its records as `report` would print them."""
     from harvester.cli import main
 
     stack, poller = deployed_stack
@@ -88,7 +89,7 @@ def test_harvest_export_stack_writes_the_jobs_warc_index_and_records_as_one_file
     assert len(objects) > 1 and warc.read_bytes() == b"".join(documents.get(key) for key in objects)
     checked = warcio("check", warc)
     assert checked.returncode == 0, checked.stdout
-    assert parquet.read_bytes() == documents.get(f"jobs/{job_id}/index.parquet")
+    assert parquet.read_bytes() == documents.get(index_key(job_id))
     lines = [json.loads(line) for line in records.read_text().splitlines()]
     assert sorted(r["url"] for r in lines) == sorted(site.url(p) for p in site.page_paths())
     assert check_index_counts(parquet, result, lines)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
@@ -76,7 +77,7 @@ def test_every_warc_file_passes_warcio_check_and_index_and_its_cdxj_names_its_ca
 def test_the_parquet_index_counts_what_the_job_counted_and_reads_back_byte_for_byte(crawled):
     site = crawled.site
     first, second = crawled.results
-    assert first["url_index"] == str(crawled.documents / "jobs" / first["job_id"] / "index.parquet")
+    assert first["url_index"] == str(crawled.documents / "jobs" / first["job_id"] / "index")
     rows = check_index_counts(Path(first["url_index"]), first, crawled.records(first))
     assert first["failed_processing"] == 1 and {r["fetch_status"] for r in rows} == {200, 404}
 
@@ -144,15 +145,31 @@ def test_export_warc_leaves_out_a_tail_no_index_line_covers(crawled, tmp_path):
     assert len(captures_of(copy.read_bytes())) == 10
 
 
-def test_export_parquet_copies_the_index_or_builds_it_from_the_records(crawled, tmp_path):
+def test_export_parquet_copies_the_index_merges_its_files_or_builds_it_from_the_records(crawled, tmp_path):
     job = crawled.results[0]
     copied = tmp_path / "copied.parquet"
     assert export(crawled, job, "parquet", "--output", str(copied)).returncode == 0
-    assert copied.read_bytes() == Path(job["url_index"]).read_bytes()
+    assert [copied.read_bytes()] == [file.read_bytes() for file in Path(job["url_index"]).iterdir()]
 
     state = tmp_path / "state"
     shutil.copytree(crawled.state, state)
-    (state / "documents" / "jobs" / job["job_id"] / "index.parquet").unlink()
+    folder = state / "documents" / "jobs" / job["job_id"] / "index"
+    (stored,) = folder.iterdir()
+    for n, half in enumerate(("n > 5", "n <= 5")):  # (an end in two steps, the later URLs in the first)
+        duckdb.sql(
+            f"COPY (SELECT * EXCLUDE (n) FROM (SELECT *, row_number() OVER (ORDER BY url_surtkey, url) AS n"
+            f" FROM '{stored}') WHERE {half} ORDER BY url_surtkey, url) TO '{folder}/0000{n + 1}.parquet'"
+            " (FORMAT PARQUET)"
+        )
+    stored.unlink()
+    merged = tmp_path / "merged.parquet"
+    run = harvest("export", job["job_id"], "--format", "parquet", "--state-dir", str(state), "--output", str(merged))
+    assert run.returncode == 0 and "merged from 2 files: 10 rows" in run.stderr, run.stderr
+    keys = [(r["url_surtkey"], r["url"]) for r in index_rows(merged)]
+    assert keys == sorted(keys) and index_rows(merged) != index_rows(folder)  # (sorted as one file)
+    assert sorted(map(str, index_rows(merged))) == sorted(map(str, index_rows(copied)))
+
+    shutil.rmtree(folder)
     built = tmp_path / "built.parquet"
     run = harvest("export", job["job_id"], "--format", "parquet", "--state-dir", str(state), "--output", str(built))
     assert run.returncode == 0 and "built: 10 rows" in run.stderr, run.stderr

@@ -110,3 +110,16 @@ def test_a_join_with_a_part_missing_stores_nothing(backend):
     with pytest.raises(FileNotFoundError):
         backend.documents.join("jobs/j/urls.jsonl", ["jobs/j/end/000.jsonl", "jobs/j/end/001.jsonl"])
     assert not backend.documents.exists("jobs/j/urls.jsonl")
+
+
+def test_a_range_of_a_document_reads_those_bytes_only(backend):
+    body = bytes(range(256)) * 40
+    backend.documents.put("steps/j/piece-0-1.spool", body)
+    get_range = backend.documents.get_range
+    assert get_range("steps/j/piece-0-1.spool", 0, 10) == body[:10]
+    assert get_range("steps/j/piece-0-1.spool", 5000, 1234) == body[5000:6234]
+    assert get_range("steps/j/piece-0-1.spool", len(body) - 3, 3) == body[-3:]
+    assert get_range("steps/j/piece-0-1.spool", len(body) - 3, 10) == body[-3:]  # (fewer past the end)
+    assert get_range("steps/j/piece-0-1.spool", 100, 0) == b""
+    with pytest.raises(FileNotFoundError):
+        get_range("steps/j/gone.spool", 0, 10)

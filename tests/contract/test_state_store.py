@@ -116,7 +116,7 @@ def test_ticks_with_little_time_look_after_every_running_job_in_turn(backend, mo
     place moved on with the minutes would begin at two places only)."""
     jobs = sorted(new_job(backend, f"job-{n}") for n in range(10))
     looked: list[str] = []
-    monkeypatch.setattr(scheduler, "resume", lambda ctx, job_id: looked.append(job_id) or Resumed(job_id))
+    monkeypatch.setattr(scheduler, "resume", lambda ctx, job_id, **_: looked.append(job_id) or Resumed(job_id))
     ctx = SimpleNamespace(store=backend.store)
     reserve = scheduler.TICK_RESERVE
     for n in range(70):
@@ -573,3 +573,26 @@ def test_a_resume_that_goes_round_to_the_start_sends_no_page_twice(backend, monk
     sent.tasks.clear()
     assert recovery.resume(ctx, job_id, force=True).pages_resent == 15
     assert sorted(task.url for task in sent.tasks if isinstance(task, PageTask)) == sorted(urls[15:])
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_resume_short_of_time_stops_after_a_batch_and_the_next_goes_on_from_there(backend, monkeypatch):
+    """A resume given the time left to its invocation (the scheduler's tick) stops reading open pages once
+    ``RESUME_RESERVE`` of it is left, however many batches it may read, and stores where it stopped: the next
+    resume sends the pages after those."""
+    monkeypatch.setattr(record_rows, "_PAGE_SIZE", 10)
+    job_id = new_job(backend)
+    recorded(backend, job_id, 50)
+    urls = [page(n).url for n in range(50)]
+    ctx, sent = resuming(backend.store, resume_batches=100)
+    clock = iter([300.0, 100.0, recovery.RESUME_RESERVE - 1])  # (seconds left as each batch is read)
+
+    def time_left() -> float:
+        return next(clock, 0.0)
+
+    assert recovery.resume(ctx, job_id, force=True, time_left=time_left).pages_resent == 30
+    first = [task.url for task in sent.tasks if isinstance(task, PageTask)]
+    sent.tasks.clear()
+    assert recovery.resume(ctx, job_id, force=True).pages_resent == 50  # (the rest, then round to where it was)
+    again = [task.url for task in sent.tasks if isinstance(task, PageTask)]
+    assert first == urls[:30] and again == urls[30:] + urls[:30]

@@ -9,7 +9,7 @@ from pathlib import Path
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.archive.results import index_key
 from harvester.demo.live import LiveSite
-from harvester.pipeline import completion
+from harvester.pipeline import job_index
 from harvester.pipeline.completion import write_result
 from harvester.pipeline.context import StepContext
 from tests.archive.checks import check_index_counts, index_rows
@@ -40,15 +40,15 @@ def test_a_listing_only_job_has_a_row_per_url_and_a_failed_index_holds_back_no_r
     def broken(*args: object, **kwargs: object) -> int:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(completion, "build_index", broken)
+    monkeypatch.setattr(job_index, "build_index", broken)
     with LocalHarvest.open(state) as local:
         local.documents.delete_folder(f"jobs/{result['job_id']}")
-        with caplog.at_level(logging.ERROR, logger="harvester.pipeline.completion"):
+        with caplog.at_level(logging.ERROR, logger="harvester.pipeline.job_index"):
             again = write_result(context(local), str(result["job_id"]))
         assert again.url_index is None and again.total_urls == 30
         assert local.documents.exists(f"jobs/{result['job_id']}/result.json")
         assert not local.documents.exists(index_key(str(result["job_id"])))
-    assert "URL index could not be written" in caplog.text and "No space left on device" in caplog.text
+    assert "index file of the job could not be built" in caplog.text and "No space left on device" in caplog.text
     assert len(jsonl(Path(str(result["processed_urls"])))) == 30
 
 

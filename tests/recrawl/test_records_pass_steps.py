@@ -24,6 +24,7 @@ from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapIngestionResult
+from harvester.model.state import EndProgress
 from harvester.pipeline import completion
 from harvester.pipeline.records_pass import RecordsPass
 from harvester.settings import EngineSettings
@@ -42,10 +43,19 @@ def crawl(state: Path, site: LiveSite, *, settings: EngineSettings = SETTINGS) -
         return outcome.result
 
 
-def crawl_in_steps(state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch) -> tuple[SitemapIngestionResult, int]:
-    """A crawl whose end runs in steps (``completion.finish``, a step a record page); the pieces stored."""
-    pieces = []
-    store_piece = RecordsPass.store_piece
+def crawl_in_steps(
+    state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SitemapIngestionResult, int, list[int]]:
+    """A crawl whose end runs in steps (``completion.finish``, a step a record page, then a step a sitemap
+    part); the pieces stored, and where each step of the parts left off."""
+    pieces, parts_at = [], []
+    store_piece, paused = RecordsPass.store_piece, completion._paused
+
+    def noted(*args: Any, **kwargs: Any) -> EndProgress:
+        progress = paused(*args, **kwargs)
+        if progress.parts_at is not None:
+            parts_at.append(progress.parts_at)
+        return progress
 
     def counted(self: RecordsPass, stem: str) -> None:
         pieces.append(stem)
@@ -60,8 +70,9 @@ def crawl_in_steps(state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch)
         patched.setattr(record_rows, "_PAGE_SIZE", PAGE)
         patched.setattr(RecordsPass, "store_piece", counted)
         patched.setattr(completion, "write_result", in_steps)
+        patched.setattr(completion, "_paused", noted)
         result = crawl(state, site, settings=replace(SETTINGS, end_step_seconds=0))
-    return result, len(pieces)
+    return result, len(pieces), parts_at
 
 
 def outputs(state: Path, site: LiveSite, result: SitemapIngestionResult) -> dict[str, Any]:
@@ -72,8 +83,14 @@ def outputs(state: Path, site: LiveSite, result: SitemapIngestionResult) -> dict
         records = [json.loads(line) for line in documents.get(f"jobs/{job}/urls.jsonl").splitlines()]
         feed = [json.loads(line) for line in documents.get(f"jobs/{job}/changes.jsonl").splitlines()]
         assert result.url_index is not None
+        files = sorted(Path(result.url_index).glob("*.parquet"))
+        for file in files:  # (each file of the index sorted by SURT key)
+            keys = duckdb.sql(f"SELECT url_surtkey, url FROM read_parquet('{file}')").fetchall()
+            assert keys == sorted(keys), file
         rows = duckdb.sql(
-            f"SELECT url, change, status, fetch_status, sitemap FROM read_parquet('{result.url_index}') ORDER BY url"
+            "SELECT url, url_surtkey, change, status, fetch_status, sitemap, content_mime_type, content_digest,"
+            " last_modified::VARCHAR, change_frequency, priority, crawl_state, error_message"
+            f" FROM read_parquet('{result.url_index}/*.parquet') ORDER BY url"
         ).fetchall()
         parts = {}
         for sitemap in site.sitemap_urls:
@@ -116,13 +133,18 @@ def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(liv
         site.fail(f"/pages/{n}.html")
     one, stepped = tmp_path / "one", tmp_path / "stepped"
 
-    def cycle() -> int:
+    def cycle() -> tuple[int, list[int]]:
         alone = crawl(one, site)
-        result, pieces = crawl_in_steps(stepped, site, monkeypatch)
+        result, pieces, parts_at = crawl_in_steps(stepped, site, monkeypatch)
         assert outputs(stepped, site, result) == outputs(one, site, alone)
-        return pieces
+        # (the records pass over, the parts one a step: each step goes on from where the last left off; the
+        # step that finds the records pass over begins the parts at 0, or makes the first one)
+        assert parts_at == list(range(parts_at[0], parts_at[0] + len(parts_at))) if parts_at else True
+        return pieces, parts_at
 
-    assert cycle() > 240 // PAGE  # (a first crawl, pages fetched: a step a record page)
+    pieces, parts_at = cycle()
+    assert pieces > 240 // PAGE  # (a first crawl, pages fetched: a step a record page)
+    assert parts_at and parts_at[-1] == 1  # (the second sitemap's part made in a step of its own)
     for n in range(0, 240, 9):
         site.change(f"/pages/{n}.html")
     for n in (3, 50):
@@ -131,8 +153,8 @@ def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(liv
         site.fail(f"/pages/{n}.html", 410)
     for n in (11, 12, 150):
         site.unlist(f"/pages/{n}.html")
-    assert cycle() > 1
-    assert cycle() >= 1  # (unchanged: the parts the stepped ends made, adopted)
+    assert cycle()[0] > 1
+    assert cycle()[0] >= 1  # (unchanged: the parts the stepped ends made, adopted)
 
 
 def test_the_summary_lists_the_sitemaps_errors_then_pages_up_to_the_cap_in_one_step_or_in_steps(
@@ -144,7 +166,7 @@ def test_the_summary_lists_the_sitemaps_errors_then_pages_up_to_the_cap_in_one_s
     for n in range(0, 60, 5):
         site.fail(f"/pages/{n}.html")
     alone = crawl(tmp_path / "one", site)
-    stepped, _ = crawl_in_steps(tmp_path / "stepped", site, monkeypatch)
+    stepped, _, _ = crawl_in_steps(tmp_path / "stepped", site, monkeypatch)
     for result in (alone, stepped):
         kinds = [e.kind for e in result.error_details]
         assert kinds == ["sitemap", "page", "page", "page"] and result.failed_processing > 3

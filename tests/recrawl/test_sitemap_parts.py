@@ -497,7 +497,7 @@ def test_a_part_made_when_the_jobs_index_failed_has_the_rows_of_every_line(live_
     """The job's index is its records' view: when it cannot be built (a /tmp too small), the job ends all the
     same, and the parts it makes of the parts it adopted in part still get the index rows of the entries it
     listed one by one (made of their lines): a later job adopting them whole has a row for every URL."""
-    from harvester.pipeline import completion
+    from harvester.pipeline import job_index
 
     site = live_site(pages=200, sitemaps=2)
     state = tmp_path / "state"
@@ -505,15 +505,15 @@ def test_a_part_made_when_the_jobs_index_failed_has_the_rows_of_every_line(live_
     crawl(state, request.model_copy(update={"job_id": "first"}), at=START, parts=True)
     for path in site.page_paths()[:6]:
         site.change(path)
-    build = completion.build_index
+    build = job_index.build_index
 
     def broken(*args: Any, **kwargs: Any) -> int:
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(completion, "build_index", broken)
+    monkeypatch.setattr(job_index, "build_index", broken)
     second = crawl(state, request.model_copy(update={"job_id": "second"}), at=START + timedelta(days=1), parts=True)
     assert second.url_index is None and adopted(state, "second", partly=True) == 2
-    monkeypatch.setattr(completion, "build_index", build)
+    monkeypatch.setattr(job_index, "build_index", build)
     third = crawl(state, request.model_copy(update={"job_id": "third"}), at=START + timedelta(days=2), parts=True)
     assert adopted(state, "third") == 2 and adopted(state, "third", partly=True) == 0
     urls = sorted(json.loads(line)["url"] for line in Path(third.processed_urls).read_bytes().splitlines())

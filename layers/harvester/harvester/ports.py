@@ -338,10 +338,13 @@ class CrawlDatabase(Protocol):
         record a job listed in a part a later job adopted reads as listed by that job, then (``last_listed``,
         ``last_listed_job``): as it would be had that job listed it one by one. (So does ``site_urls``.)"""
 
-    def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+    def job_urls(self, site: str, job_id: str, urls: Sequence[str], *, by_key: bool = False) -> dict[str, CrawlRecord]:
         """The records of the given URLs the job listed, as its own writes left them (a sitemap part's lines
         are made from them at the job's end: a record another job wrote since may be left as the job left it,
-        since a part whose sitemap another job wrote is not kept)."""
+        since a part whose sitemap another job wrote is not kept). A backend may read the job's records whole
+        once to answer many calls; ``by_key``: the caller asks for a bounded share of them in this process (a
+        step of a job's end), read by key, and a URL whose record cannot be found so is missing from the
+        answer."""
 
     def release_job_urls(self) -> None:
         """Lets go of what ``job_urls`` kept to answer the next calls (a job's end calls it once its parts are

@@ -66,6 +66,10 @@ class EngineSettings(Struct, frozen=True):
     #: pass goes on in a step of its own (on AWS a JobEnd message to the job-end function, whose 900 s leave
     #: the rest of the end 600 s); 0 passes one page of records a step.
     end_step_seconds: float = 300.0
+    #: The URLs a step of a job's end reads in its records pass before it stores what it wrote as a piece and
+    #: the pass goes on in a step of its own, whatever time is left: a step's index file (sorted in DuckDB
+    #: after the pass) and its /tmp stay bounded by it (about 15 s and 1 GB at 2,000,000).
+    end_piece_urls: int = 2_000_000
     #: Per-job items expire this long after they were written (DynamoDB TTL); results stay in S3. Locally, a
     #: crawl drops the URL and sitemap records of closed jobs older than this (results and jobs stay).
     retention_days: int = 30

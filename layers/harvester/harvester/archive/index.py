@@ -1,6 +1,6 @@
-"""A job's columnar URL index (``jobs/<job>/index.parquet``): one row per URL record of the job, with Common
-Crawl's core column names, so the queries written for Common Crawl's columnar index (DuckDB, Athena, Spark)
-read it as they are.
+"""A file of a job's columnar URL index (the folder ``jobs/<job>/index/``: a file a step of its end,
+``pipeline.job_index``): one row per URL record, with Common Crawl's core column names, so the queries
+written for Common Crawl's columnar index (DuckDB, Athena, Spark) read it as they are.
 
 It is built at the job's end from its records as they are written (``urls.jsonl``): the lines are copied,
 gzipped, to a temporary file as they go by (:class:`IndexLines`), and DuckDB turns that file into Parquet
@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import duckdb
@@ -119,14 +119,6 @@ class IndexLines:
         self._file.write(self._gzip.compress(data))
         self.written += len(data)
         return len(data)
-
-    def add_member(self, source: BinaryIO, *, lines: int) -> None:
-        """Adds a gzipped copy another ``IndexLines`` made (``finish``'s file, holding ``lines`` bytes of lines)
-        as members of this one's (a gzip file is its members one after another; the index is sorted anyway)."""
-        self._file.write(self._gzip.flush())
-        shutil.copyfileobj(source, self._file, 1024 * 1024)
-        self._gzip = zlib.compressobj(1, zlib.DEFLATED, 31)
-        self.written += lines
 
     def finish(self) -> Path:
         """The file, complete."""
@@ -231,6 +223,21 @@ def build_index(
     finally:
         con.close()
         unsorted.unlink(missing_ok=True)
+
+
+def merge_index(files: Sequence[Path], out: Path) -> int:
+    """Writes the rows of a job's index files (each sorted: ``job_index``) to ``out`` as one file sorted by SURT
+    key, as an end in one step writes it; returns its row count. DuckDB's sort spills to disk past its limit."""
+    con = _connect(out.parent)
+    try:
+        paths = ", ".join(_literal(str(path)) for path in files)
+        (count,) = con.execute(  # type: ignore[misc]
+            f"COPY (SELECT * FROM read_parquet([{paths}]) ORDER BY url_surtkey, url)"
+            f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+        ).fetchone()
+        return int(count)
+    finally:
+        con.close()
 
 
 class RowMaker:

@@ -40,9 +40,15 @@ def piece_key(job_id: str, piece: int, claim: float) -> str:
     return f"steps/{job_id}/piece-{piece}-{round(claim * 1000)}"
 
 
-def index_key(job_id: str) -> str:
-    """The job's columnar URL index (harvester.archive.index)."""
-    return f"jobs/{job_id}/index.parquet"
+def index_folder(job_id: str) -> str:
+    """The job's columnar URL index (harvester.archive.index): a folder of Parquet files, one for each step
+    of the job's end that read records (``index_key``), each sorted by SURT key."""
+    return f"jobs/{job_id}/index/"
+
+
+def index_key(job_id: str, n: int = 0) -> str:
+    """The ``n``-th file of the job's index."""
+    return f"{index_folder(job_id)}{n:05d}.parquet"
 
 
 PARQUET_TYPE = "application/vnd.apache.parquet"

@@ -40,6 +40,10 @@ class DocumentStore(Protocol):
 
     def get(self, key: str) -> bytes: ...
 
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of the document from ``offset`` (fewer past its end). Raises as ``get`` does when the
+        key is not there."""
+
     def reader(self, key: str) -> AbstractContextManager[BinaryIO]:
         """The document as a file read in pieces (a stored sitemap parsed again may inflate to 50 MiB: no
         reader holds it whole). Raises as ``get`` does when the key is not there."""

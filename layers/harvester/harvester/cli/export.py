@@ -3,9 +3,9 @@ job's (``--state-dir``) or a deployed stack's (``--stack``: its job records in D
 index in S3).
 
 ``warc``: the job's captures as one ``.warc.gz`` (its WARC files' gzip members, one after the other: a
-concatenation of WARC files is a WARC file); ``parquet``: its columnar URL index (the one its end wrote, or
-one built now from its records); ``jsonl`` / ``csv``: its URL records, as ``harvest report JOB --format``
-prints them.
+concatenation of WARC files is a WARC file); ``parquet``: its columnar URL index in one file (the one its end
+wrote, its files merged when the end wrote several, or one built now from its records); ``jsonl`` / ``csv``:
+its URL records, as ``harvest report JOB --format`` prints them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harvester.adapters.local.warc_files import indexed_end
-from harvester.archive.results import index_key
+from harvester.archive.results import index_folder
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.report import write_job_records
 from harvester.cli.state import open_stores
@@ -56,8 +56,8 @@ def run_export(args: argparse.Namespace) -> int:
             _said(target, f"{copied:,} bytes from {len(keys)} WARC file{'s' * (len(keys) != 1)}")
         else:
             with _output(target) as out:
-                rows = _index(harvest, args.job_id, out)
-            _said(target, f"the URL index ({'copied' if rows is None else f'built: {rows:,} rows'})")
+                how = _index(harvest, args.job_id, out)
+            _said(target, f"the URL index ({how})")
     return EXIT_OK
 
 
@@ -90,24 +90,34 @@ def _concatenate(files: list[Path], out: BinaryIO) -> int:
     return copied
 
 
-def _index(harvest: Any, job_id: str, out: BinaryIO) -> int | None:
-    """The job's index.parquet (None: copied as its end wrote it), or one built now from its records (a job
-    still running, or one that ended before the index was written): its row count."""
-    key = index_key(job_id)
-    if harvest.documents.exists(key):
-        with harvest.documents.reader(key) as stored:
-            shutil.copyfileobj(stored, out, 1024 * 1024)
-        return None
-    from harvester.archive.index import build_index  # (DuckDB: only for this)
+def _index(harvest: Any, job_id: str, out: BinaryIO) -> str:
+    """The job's index in one file: copied as its end wrote it, merged from the files its end wrote in steps,
+    or built now from its records (a job still running, or one that ended before the index was written);
+    says which."""
+    stored = list(harvest.documents.keys(index_folder(job_id)))
+    if len(stored) == 1:
+        with harvest.documents.reader(stored[0]) as body:
+            shutil.copyfileobj(body, out, 1024 * 1024)
+        return "copied"
+    from harvester.archive.index import build_index, merge_index  # (DuckDB: only for this)
 
     with tempfile.TemporaryDirectory(prefix="harvest-export-") as work:
-        records, built = Path(work) / "records.jsonl", Path(work) / "index.parquet"
-        with records.open("w") as lines:
-            write_job_records(harvest, job_id, "jsonl", lines)
-        rows = build_index(records, built, job_id=job_id, gzipped=False)
+        built = Path(work) / "index.parquet"
+        if stored:
+            files = []
+            for n, key in enumerate(stored):
+                files.append(Path(work) / f"{n}.parquet")
+                with harvest.documents.reader(key) as body, files[-1].open("wb") as copy:
+                    shutil.copyfileobj(body, copy, 1024 * 1024)
+            how = f"merged from {len(files)} files: {merge_index(files, built):,} rows"
+        else:
+            records = Path(work) / "records.jsonl"
+            with records.open("w") as lines:
+                write_job_records(harvest, job_id, "jsonl", lines)
+            how = f"built: {build_index(records, built, job_id=job_id, gzipped=False):,} rows"
         with built.open("rb") as body:
             shutil.copyfileobj(body, out, 1024 * 1024)
-    return rows
+    return how
 
 
 @contextlib.contextmanager

@@ -509,8 +509,8 @@ class SitemapIngestionResult(Model, kw_only=True):
     changes_location: str | None = None
     #: Per host: what this job's evidence did to the trust in the sitemaps' lastmod.
     lastmod_trust: dict[str, TrustChange] = {}
-    #: Where the job's columnar URL index is (``index.parquet``: a row per URL, Common Crawl's columns);
-    #: None when it could not be written (the records are: see pipeline.completion.write_index).
+    #: Where the job's columnar URL index is (the folder ``index/`` of Parquet files: a row per URL, Common
+    #: Crawl's columns); None when it could not be written (the records are: see pipeline.job_index).
     url_index: str | None = None
 
     def __post_init__(self) -> None:

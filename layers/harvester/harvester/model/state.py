@@ -138,13 +138,16 @@ class EndProgress(Struct, frozen=True):
 
     Once the orphan pass is over, the pass over the job's records is done up to ``records_at`` (a
     ``StateStore.job_record_pages`` position; None: not begun), what each earlier step of it wrote in the
-    documents named by ``pieces`` (``pipeline.records_pass``), in order."""
+    documents named by ``pieces`` (``pipeline.records_pass``), in order. Once that pass is over too, in an
+    end in steps, the parts of the first ``parts_at`` sitemaps the job may make parts of are made (None: the
+    records pass is not over)."""
 
     orphans_at: str | None = None
     removed_lines: tuple[str, ...] = ()
     removed: int = 0
     records_at: str | None = None
     pieces: tuple[str, ...] = ()
+    parts_at: int | None = None
 
 
 class SitemapOutcome(Struct):

@@ -19,11 +19,8 @@ from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
-from harvester.archive.index import IndexLines, MadeRows, build_index
 from harvester.archive.results import (
-    PARQUET_TYPE,
     changes_key,
-    index_key,
     piece_key,
     records_key,
     removed_key,
@@ -46,8 +43,9 @@ from harvester.model.records import (
 from harvester.model.state import EndProgress
 from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.job_index import store_index
 from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_orphans
-from harvester.pipeline.part_documents import PartRows, keep_parts_index, parts_index_key
+from harvester.pipeline.part_documents import keep_parts_index, parts_index_key
 from harvester.pipeline.parts import PartMaker
 from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsPass, piece_documents
 
@@ -97,9 +95,9 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
     writer at a time (``StateStore.claim_end``, for ``end_apart_grace_seconds``): a message delivered twice, at
     once or later, or sent again by a resume, finds it claimed or written and does nothing.
 
-    A step that runs out of its time (``end_step_seconds``) in the orphan pass or the records pass stores how
-    far it got and hands its claim on (``claim``) to the next step: apart, a JobEnd message; here, the next turn
-    of the loop."""
+    A step that runs out of its time (``end_step_seconds``) in the orphan pass, the records pass (or has read
+    ``end_piece_urls`` records) or the parts stores how far it got and hands its claim on (``claim``) to the
+    next step: apart, a JobEnd message; here, the next turn of the loop."""
     job = ctx.store.get_job(job_id)
     if job is None or not result_owed(ctx, job):
         return None
@@ -185,16 +183,18 @@ def end_step(
     """Ends the job's crawl cycle and writes its result, from a recount of the records themselves.
 
     In order: the URLs the site stopped listing become orphan (``orphan_pass``), then the per-URL records
-    (JSON Lines), their Parquet index and the change feed are written (``records_pass``), the job's lastmod
-    evidence is counted in the site's trust, and the summary is written. Every step may run again (the writer
+    (JSON Lines), their Parquet index and the change feed are written (``records_pass``, ``job_index``) with
+    the sitemaps' parts for the next jobs (``parts``), the job's lastmod evidence is counted in the site's
+    trust, and the summary is written. Every step may run again (the writer
     may die before the result is stored; ``recovery.resume`` then calls this again): orphans are marked with
     the job that orphaned them, and a site remembers the jobs whose evidence it counted, so a second run
     reports the same and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
 
     ``progress``: how far earlier steps of the end got; when ``pause`` says the step's time is up during the
     orphan pass or the records pass, the pass stops after a page and this returns how far it got (what it
-    wrote stored under the step's ``claim``) instead of a result. ``StepsLost`` when a document of the earlier
-    steps is gone.
+    wrote stored under the step's ``claim``) instead of a result. An end that went in steps makes the parts
+    in steps too, a part at a time, after its records pass (``EndProgress.parts_at``). ``StepsLost`` when a
+    document of the earlier steps is gone.
     """
     store = ctx.store
     job = job if job is not None and job.end_time is not None else store.get_job(job_id)
@@ -204,7 +204,7 @@ def end_step(
     sitemaps = list(store.sitemaps(job_id))
     with RemovedLines() as gone:
         # (a job that read no sitemap says nothing of what is listed; a records pass begun follows the orphans')
-        if job.status is JobStatus.COMPLETED and progress.records_at is None:
+        if job.status is JobStatus.COMPLETED and progress.records_at is None and progress.parts_at is None:
             at = mark_orphans(
                 ctx,
                 job,
@@ -229,10 +229,11 @@ def _paused(
     orphans_at: str | None = None,
     records_at: str | None = None,
     piece: str | None = None,
+    parts_at: int | None = None,
 ) -> EndProgress:
     """How far the end got: the orphan pass at ``orphans_at``, or the records pass at ``records_at`` with what
-    this step wrote of it in the documents ``piece``; the lines of the URLs the orphan pass found removed in
-    this step stored as a document of their own."""
+    this step wrote of it in the documents ``piece``, or the parts at ``parts_at``; the lines of the URLs the
+    orphan pass found removed in this step stored as a document of their own."""
     documents = progress.removed_lines
     if gone.count:
         key = removed_key(job_id, len(documents), claim)
@@ -244,6 +245,7 @@ def _paused(
         removed=progress.removed + gone.count,
         records_at=records_at,
         pieces=(*progress.pieces, piece) if piece else progress.pieces,
+        parts_at=parts_at,
     )
 
 
@@ -278,14 +280,32 @@ def _write_result(
             records.carry_on(pieces)
         except FileNotFoundError as lost:
             raise StepsLost(str(lost)) from None
-        for page in store.job_record_pages(job_id, after=progress.records_at):
-            records.read(page.items)
-            if pause is not None and pause():
+        parts_at, records_at = progress.parts_at, progress.records_at
+        if parts_at is None:  # (the records pass is not over)
+            for page in store.job_record_pages(job_id, after=records_at):
+                records.read(page.items)
+                records_at = page.after
+                if pause is not None and (pause() or records.counts.listed >= ctx.settings.end_piece_urls):
+                    records.store_piece(stem)
+                    return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, piece=stem)
+            records.flush()
+            if pieces and maker is not None and records.counts.listed:
+                # (an end in steps makes its parts in steps of their own: this step's records are a piece, so
+                # that they find every line in the pieces' spools)
                 records.store_piece(stem)
-                return _paused(ctx, job_id, progress, gone, claim, records_at=page.after, piece=stem)
-        records.flush()
+                return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, piece=stem, parts_at=0)
+            parts_at = 0
+        read_any = bool(records.counts.listed)
         try:
             records.take_in(pieces)
+        except FileNotFoundError as lost:
+            raise StepsLost(str(lost)) from None
+        if maker is not None and pieces:  # (the parts a few at a time, before the outputs)
+            made, parts_at = maker.finish(start=parts_at, pause=pause)
+            log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made), "next": parts_at})
+            if parts_at is not None:
+                return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, parts_at=parts_at)
+        try:
             for key in progress.removed_lines:  # (the orphan pass's lines, after the job's own)
                 with documents.reader(key) as lines:
                     shutil.copyfileobj(lines, records.feed, 1024 * 1024)
@@ -298,23 +318,27 @@ def _write_result(
         counts = records.counts
         changes = records.changes
         changes.add_counts({ChangeKind.REMOVED.value: progress.removed + gone.count})
-        url_index = write_index(
-            ctx,
-            job_id,
-            records.copy,
-            records.made_rows,
-            keep=maker.job_rows if maker else None,
-            site=job.request.origin,
-            fetch=maker.rows_file if maker else None,
-        )
-        if maker is not None:  # (for the next jobs: its documents are the site's, not the job's)
-            made = maker.finish()
+        # (in one step, the parts take their rows from the job's, and an index of parts only is kept for the
+        # site; in steps, each step's records have a file of the index, and the parts' rows are made apart)
+        alone = not pieces
+        keep, kept_for = (maker.job_rows if maker else None, job.request.origin) if alone else (None, None)
+        files: list[Path | str | None] = list(records.index_files)
+        own = None
+        if read_any or alone:  # (a step that read no record after the pieces' has no file of its own)
+            own = records.build_index(keep=keep, site=kept_for)
+            files.append(own)
+        try:
+            url_index = store_index(ctx, job_id, files)
+        except FileNotFoundError as lost:
+            raise StepsLost(str(lost)) from None
+        if maker is not None and alone:  # (for the next jobs: its documents are the site's, not the job's)
+            made, _ = maker.finish()
             log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made)})
-            if url_index is not None and made and maker.listed_only and sum(p.urls for p in made) == counts.listed:
+            listed_only = maker.listed_only and sum(p.urls for p in made) == counts.listed
+            if own is not None and url_index and made and listed_only:
                 # (the job's index is made of these parts' rows alone: sorted, for the next job that adopts them)
-                cached = Path(records.copy.folder) / "index.parquet"
                 site = job.request.origin
-                keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), cached)
+                keep_parts_index(documents, site, parts_index_key(site, [p.index for p in made if p.index]), own)
     room = max(0, ctx.settings.max_error_details - len(errors))  # (the sitemaps' errors first, all of them)
     trust = _update_site(ctx, job, records.evidence, sitemaps)
     snapshot = store.snapshot(job_id)
@@ -391,60 +415,6 @@ def collect(ctx: StepContext, job: JobRecord, *, relisted: int | None = None, ur
     if collected:
         log.info("crawl batches collected", extra={"job_id": job.job_id, "batches": collected})
     return collected
-
-
-def write_index(
-    ctx: StepContext,
-    job_id: str,
-    copy: IndexLines,
-    made_rows: Sequence[PartRows] = (),
-    *,
-    keep: Path | None = None,
-    site: str | None = None,
-    fetch: Callable[[str], Path] | None = None,
-) -> str | None:
-    """Builds and stores the job's Parquet URL index from the copy of its record lines and the index rows of
-    the parts it adopted (``made_rows``, each read through ``fetch`` when given: the part maker's copy); its
-    location, or None
-    when it could not be made. The records are the job's output and the index only their view (it can be
-    made again from them: ``harvest export --format parquet``), so a failure here is logged and does not
-    hold back the result, which a retry would not get past either (a /tmp too small for a huge job).
-
-    An index made of parts only is kept for the site too (``parts_index_key``): the next job adopting the
-    same parts takes its rows in their order, sorted already."""
-    try:
-        folder = Path(copy.folder)
-        built = folder / "index.parquet"
-        made = []
-        for n, rows in enumerate(made_rows):
-            if fetch is not None:
-                path = fetch(rows.key)
-            else:
-                path = folder / f"rows-{n}.parquet"
-                path.write_bytes(ctx.documents.get(rows.key))
-            made.append(MadeRows(path, rows.change, rows.excluded))
-        cache = presorted = None
-        if site is not None and made_rows and not copy.written and not any(r.excluded for r in made_rows):
-            cache = parts_index_key(site, [rows.key for rows in made_rows])
-            try:
-                (folder / "sorted.parquet").write_bytes(ctx.documents.get(cache))
-                presorted = folder / "sorted.parquet"
-            except FileNotFoundError:
-                pass
-        records = copy.finish() if copy.written or not made else None  # (None: every row is a part's)
-        rows = build_index(records, built, job_id=job_id, rows=made, keep=keep, sorted_rows=presorted)
-        with built.open("rb") as body:
-            ctx.documents.put(index_key(job_id), body, content_type=PARQUET_TYPE)
-        if cache is not None and presorted is None:
-            assert site is not None
-            keep_parts_index(ctx.documents, site, cache, built)
-    except Busy:  # (our store, not the index: the result is written again, index and all)
-        raise
-    except Exception:
-        log.exception("the job's URL index could not be written (its records are)", extra={"job_id": job_id})
-        return None
-    log.info("URL index written", extra={"job_id": job_id, "rows": rows})
-    return ctx.documents.location(index_key(job_id))
 
 
 def _update_site(

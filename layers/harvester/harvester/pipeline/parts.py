@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, TypeGuard
@@ -37,6 +37,7 @@ from harvester.patience import Busy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import unfetched
 from harvester.pipeline.part_documents import part_folder, part_key
+from harvester.pipeline.part_spool import PartSpool
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ _PENDING_LINES = 1000
 _PENDING_ALL = 20_000
 #: URLs whose crawl records are read at once to write their lines.
 _READ_BATCH = 500
+#: Sitemaps whose parts take their index rows from the parts they inherit in one split, when the job's own
+#: rows are not there to be split at once (an end in steps).
+_SPLIT_GROUP = 20
 
 
 class MakerState(Struct):
@@ -99,7 +103,7 @@ class PartMaker:
             # sitemap is read entry by entry.
             and s.pages_new >= s.pages_recorded
         }
-        self.spool = tempfile.TemporaryFile()  # noqa: SIM115 (closed by finish)
+        self.spool = PartSpool(ctx.documents)
         #: Per sitemap, the places in the spool of its lines (without their tail) and their URLs' keys, and
         #: of the lines of its URLs the job fetched, each: (offset, length).
         self.lines: dict[str, list[tuple[int, int]]] = {}
@@ -162,9 +166,9 @@ class PartMaker:
                 self.listed_line(line, orjson.loads(line))
             return
         self._flush(sitemap)  # (the sitemap's lines in the order the job's records give them)
-        self._keep(self.lines, sitemap, block.replace(tail + b"\n", b"\n")[: -len(tail)])
+        self.spool.keep(self.lines, sitemap, block.replace(tail + b"\n", b"\n")[: -len(tail)])
         self._count(sitemap, count)
-        self._keep(self.keys, sitemap, keys.encode())
+        self.spool.keep(self.keys, sitemap, keys.encode())
         self._due(sitemap, record.get("next_fetch_time"))
 
     def listed_line(self, line: bytes, record: Mapping[str, Any]) -> None:
@@ -198,49 +202,63 @@ class PartMaker:
             lines, keys = self._pending.pop(url, ([], []))
             self._held -= len(lines)
             if lines:
-                self._keep(self.lines, url, b"\n".join(lines))
-                self._keep(self.keys, url, b"\n".join(keys))
+                self.spool.keep(self.lines, url, b"\n".join(lines))
+                self.spool.keep(self.keys, url, b"\n".join(keys))
 
     def fetched_line(self, line: bytes, record: Mapping[str, Any]) -> None:
         """A line of a URL the job fetched (or tried to): its part line is written from its crawl record at
         the end."""
         sitemap = record.get("sitemap")
         if self._wanted(sitemap):
-            self._keep(self.fetched, sitemap, line)
+            self.spool.keep(self.fetched, sitemap, line)
             self._count(sitemap, 1)
 
-    def finish(self) -> list[SitemapPart]:
-        """Stores each sitemap's part; returns those stored."""
+    def finish(
+        self, *, start: int = 0, pause: Callable[[], bool] | None = None
+    ) -> tuple[list[SitemapPart], int | None]:
+        """Stores the part of each sitemap it may make, from the ``start``-th; returns those stored, and where
+        the next step goes on when ``pause`` said, after a part, that this step's time is up (None: all are
+        made). The maker is closed either way."""
         made: list[SitemapPart] = []
         self._flush()
         rows = RowMaker(self.folder)
         try:
             least = self.ctx.settings.sitemap_part_min_urls
             wanted = [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
-            split = {url: n for n, url in enumerate(wanted) if url not in self.fetched}
             job_rows = self.job_rows if self.job_rows.exists() else None
-            kept = self._kept_rows(split, listed_rows=job_rows is not None)
-            grouped = None
-            if split and (job_rows is not None or kept):
-                try:
-                    grouped = rows.split(job_rows, split, self.folder / "split.parquet", kept=kept)
-                except Exception:  # (the parts' rows are then made of their lines)
-                    log.exception("index rows not split by sitemap", extra={"job_id": self.job.job_id})
-            for url in wanted:
-                try:
-                    taken = (grouped, split[url]) if grouped is not None and url in split else None
-                    part = self._make(self.sitemaps[url], rows, taken)
-                    if part is not None:
-                        made.append(part)
-                except Busy:
-                    raise
-                except Exception:  # (a part is a saving for the next jobs, never the job's outcome)
-                    log.exception("sitemap part not made", extra={"job_id": self.job.job_id, "sitemap": url})
+            # (the job's rows split at once for them all; else the inherited parts' rows, a few sitemaps at once)
+            size = len(wanted) if job_rows is not None else _SPLIT_GROUP
+            at = start
+            while at < len(wanted):
+                group = wanted[at : at + size]
+                split = {url: n for n, url in enumerate(group) if url not in self.fetched}
+                kept = self._kept_rows(split, listed_rows=job_rows is not None)
+                grouped = None
+                if split and (job_rows is not None or kept):
+                    try:
+                        grouped = rows.split(job_rows, split, self.folder / f"split-{at}.parquet", kept=kept)
+                    except Exception:  # (the parts' rows are then made of their lines)
+                        log.exception("index rows not split by sitemap", extra={"job_id": self.job.job_id})
+                for url in group:
+                    try:
+                        taken = (grouped, split[url]) if grouped is not None and url in split else None
+                        part = self._make(self.sitemaps[url], rows, taken)
+                        if part is not None:
+                            made.append(part)
+                    except Busy:
+                        raise
+                    except Exception:  # (a part is a saving for the next jobs, never the job's outcome)
+                        log.exception("sitemap part not made", extra={"job_id": self.job.job_id, "sitemap": url})
+                    at += 1
+                    if pause is not None and at < len(wanted) and pause():
+                        return made, at
+                if grouped is not None:
+                    grouped.unlink(missing_ok=True)
+            return made, None
         finally:
             rows.close()
             self.close()
             self.ctx.crawldb.release_job_urls()
-        return made
 
     def _kept_rows(self, split: dict[str, int], *, listed_rows: bool) -> dict[int, tuple[Path, frozenset[str]]]:
         """The index rows of the parts the job adopted in part and whose rows its index took, for the sitemaps
@@ -268,9 +286,11 @@ class PartMaker:
         return kept
 
     def pause(self) -> tuple[MakerState, IO[bytes]]:
-        """What the maker took in, for the last step of a job's end that is written in steps (``resume``): its
-        places and tallies, and its spool, rewound."""
+        """What the maker took in, for the step of a job's end that makes the parts (``resume``): its places and
+        tallies, and its spool, rewound, each sitemap's lines, keys and fetched lines in a run each, one after
+        the other (a later step reads a sitemap's with a request or three)."""
         self._flush()
+        self.lines, self.keys, self.fetched = self.spool.grouped((self.lines, self.keys, self.fetched))
         state = MakerState(
             lines=self.lines,
             keys=self.keys,
@@ -284,17 +304,15 @@ class PartMaker:
             kept_lines=self.kept_lines,
             taken=sorted(self.taken),
         )
-        self.spool.seek(0)
-        return state, self.spool
+        return state, self.spool.rewound()
 
-    def resume(self, state: MakerState, spool: IO[bytes]) -> None:
+    def resume(self, state: MakerState, spool: str) -> None:
         """Takes in what the maker of an earlier step of the job's end took in (``pause``: its ``state``, and
-        its ``spool``, copied after this one's lines) as if it had been given those lines before its own: the
-        earlier steps' makers resumed from the last to the first, this one holds what one maker of all the
-        lines holds."""
+        its spool, stored as the document ``spool`` and read from there a sitemap's runs at a time) as if it
+        had been given those lines before its own: the earlier steps' makers resumed from the last to the
+        first, this one holds what one maker of all the lines holds."""
         self._flush()
-        base = self.spool.tell()
-        shutil.copyfileobj(spool, self.spool, 1024 * 1024)
+        base = self.spool.add_stored(spool)
         for mine, theirs in ((self.lines, state.lines), (self.keys, state.keys), (self.fetched, state.fetched)):
             for sitemap, runs in theirs.items():
                 mine[sitemap] = [(offset + base, length) for offset, length in runs] + mine.get(sitemap, [])
@@ -359,7 +377,7 @@ class PartMaker:
             if rendered is None:
                 return None
             fetched.append(rendered)
-        lines = b"".join([*self._read(self.lines.get(url, ())), *(line for line, _ in fetched)])
+        lines = b"".join([*self.spool.read(self.lines.get(url, ())), *(line for line, _ in fetched)])
         keys = self._keys(url) + [key for _, key in fetched]
         key = part_key(self.site, url, self.job.job_id, "lines")
         self.ctx.documents.put(key, lines, content_type="application/x-ndjson")
@@ -401,7 +419,7 @@ class PartMaker:
 
     def _keys(self, sitemap: str) -> list[str]:
         """The keys of the sitemap's URLs the job listed and did not fetch."""
-        return [key.decode() for key in self._lines(self.keys.get(sitemap, ()))]
+        return [key.decode() for key in self.spool.lines(self.keys.get(sitemap, ()))]
 
     def _settle(self, before: SitemapPart, keys: Iterable[str]) -> bool:
         """Writes the records of the URLs ``before`` (the part this job's replaces) holds and the job did not
@@ -410,7 +428,7 @@ class PartMaker:
         part is replaced. (A record the job's orphan pass wrote, or one that reads as stored, is written as
         it is: one write more.) False when one of them moved meanwhile: no part is made, ``before`` stays."""
         listed = set(keys)
-        fetched = self._lines(self.fetched.get(before.sitemap, ()))
+        fetched = self.spool.lines(self.fetched.get(before.sitemap, ()))
         listed.update(url_key(parts.line_url(body)) for body in fetched)
         held = parts.block_urls(self.ctx.documents.get(before.lines))
         gone = [url for url in held if url_key(url) not in listed]
@@ -441,7 +459,7 @@ class PartMaker:
 
     def _fetched_lines(self, sitemap: str) -> Iterator[tuple[bytes, str] | None]:
         pending: list[SitemapURL] = []
-        for body in self._lines(self.fetched.get(sitemap, ())):
+        for body in self.spool.lines(self.fetched.get(sitemap, ())):
             pending.append(SitemapURL.model_validate_json(body))
             if len(pending) >= _READ_BATCH:
                 yield from self._rendered(sitemap, pending)
@@ -452,7 +470,8 @@ class PartMaker:
         """Each page's part line (with its newline) and key, or None where it is not this part's to hold."""
         if not pages:
             return
-        records = self.ctx.crawldb.job_urls(self.site, self.job.job_id, [p.url for p in pages])
+        urls = [p.url for p in pages]  # (in an end in steps, a step reads its parts' records, not the job's)
+        records = self.ctx.crawldb.job_urls(self.site, self.job.job_id, urls, by_key=bool(self.spool.stored))
         kind = parts.reason_of(self.job.request)
         for page in pages:
             crawl = records.get(page.url)
@@ -464,32 +483,6 @@ class PartMaker:
             if lastmod_advanced(crawl, page.last_modified):  # (not fetched whole: a next job would fetch it)
                 self.held[sitemap] = self.held.get(sitemap, 0) + 1
             yield None if stripped is None else (stripped + b"\n", page.key)
-
-    def _keep(self, runs: dict[str, list[tuple[int, int]]], sitemap: str, data: bytes) -> None:
-        """Spools ``data`` as lines of the sitemap's ``runs``: a run that ends where these begin grows (the
-        lines of one sitemap come together: memory holds a place per run, not per line)."""
-        data += b"\n"
-        at, held = self.spool.tell(), runs.setdefault(sitemap, [])
-        if held and sum(held[-1]) == at:
-            held[-1] = (held[-1][0], held[-1][1] + len(data))
-        else:
-            held.append((at, len(data)))
-        self.spool.write(data)
-
-    def _read(self, runs: Iterable[tuple[int, int]]) -> Iterator[bytes]:
-        """Each run's lines, at once."""
-        end = self.spool.tell()
-        try:
-            for offset, length in runs:
-                self.spool.seek(offset)
-                yield self.spool.read(length)
-        finally:
-            self.spool.seek(end)
-
-    def _lines(self, runs: Iterable[tuple[int, int]]) -> Iterator[bytes]:
-        """The runs' lines one by one, without their newline."""
-        for data in self._read(runs):
-            yield from data[:-1].split(b"\n")
 
     def _due(self, sitemap: str, when: str | datetime | None) -> None:
         if when is None:

@@ -3,11 +3,13 @@ copy for the Parquet index), its line in the change feed, and its share of the s
 lastmod evidence and the sitemap parts made for the next jobs (``PartMaker``).
 
 The pass reads the records a stored batch at a time (``StateStore.job_record_pages``) and can stop after any
-batch when its step's time is up: what it wrote so far is stored as a *piece* (its lines, feed lines, index
-copy, the part maker's spool, and its tallies, under ``steps/<job>/piece-<n>-<claim>``), and the position
-after the batch is where the end's next step goes on. The last step takes in the pieces, in order, before its
-own records: the outputs are joined from the pieces' documents (``DocumentStore.join``: S3 copies them), and
-the tallies and the maker's state are summed, so that an end in steps writes what an end in one step writes.
+batch when its step's time is up or it has read ``end_piece_urls`` URLs: what it wrote so far is stored as a
+*piece* (its lines, feed lines, its index file, the part maker's spool, and its tallies, under
+``steps/<job>/piece-<n>-<claim>``), and the position after the batch is where the end's next step goes on.
+The last step takes in the pieces, in order, before its own records: the outputs are joined from the pieces'
+documents (``DocumentStore.join``: S3 copies them), the index is the pieces' files and its own
+(``job_index``), and the tallies and the maker's state are summed, so that an end in steps writes what an end
+in one step writes (the index in as many files as steps).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import msgspec
@@ -22,13 +25,14 @@ from msgspec import Struct, field
 
 from harvester.archive.index import IndexLines, Tee
 from harvester.archive.lines import LineWriter, json_bytes
-from harvester.archive.results import enriched_block, enriched_line, record_line, stored_record
+from harvester.archive.results import PARQUET_TYPE, enriched_block, enriched_line, record_line, stored_record
 from harvester.crawldb import parts
 from harvester.crawldb.changes import ChangeTally, feed_line, kind_of
 from harvester.crawldb.trust import UNFETCHED, Evidence, EvidenceTally
 from harvester.model.records import ErrorDetail, JobRecord, SitemapURL, UrlStatus
 from harvester.model.state import AdoptedPart, ListedBatch
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.job_index import build_step_index
 from harvester.pipeline.part_documents import PartRows, adopted_lines
 from harvester.pipeline.parts import MakerState, PartMaker
 
@@ -41,7 +45,7 @@ REASONS_KEPT = 50
 #: The counts of a ``RecordsTally`` that the pieces' add up.
 _SUMMED = ("succeeded", "failed", "excluded", "omitted", "listed", "adopted")
 #: The documents of a piece, by kind: ``<stem>.<kind>``.
-RECORDS, FEED, INDEX, SPOOL, TALLY = "records.jsonl", "feed.jsonl", "index.jsonl.gz", "spool", "tally.json"
+RECORDS, FEED, INDEX, SPOOL, TALLY = "records.jsonl", "feed.jsonl", "index.parquet", "spool", "tally.json"
 
 
 class ReasonTally:
@@ -74,10 +78,8 @@ class RecordsTally(Struct, kw_only=True):
     errors: list[ErrorDetail] = field(default_factory=list)
     changes: dict[str, int] = field(default_factory=dict)
     evidence: dict[str, Evidence] = field(default_factory=dict)
-    #: The index rows of the parts the job adopted: (document, change, URLs left out).
-    made_rows: list[tuple[str, str, list[str]]] = field(default_factory=list)
-    #: Bytes of lines in the index copy.
-    lines: int = 0
+    #: Whether the piece's index file was built (``INDEX``).
+    indexed: bool = False
     maker: MakerState | None = None
 
 
@@ -98,6 +100,7 @@ class RecordsPass:
         self.changes, self.evidence = ChangeTally(), EvidenceTally()
         self.made_rows: list[PartRows] = []  # the adopted parts' index rows
         self._carried: dict[str, RecordsTally] = {}  # (the last piece's tally, read by ``carry_on``)
+        self._indexed: list[str | None] = []  # (the pieces' index files, found by ``take_in``)
 
     # reading ----------------------------------------------------------------------------------------
 
@@ -194,25 +197,31 @@ class RecordsPass:
         counts.exclusions = self.exclusions.counts
         counts.changes = self.changes.counts
         counts.evidence = self.evidence.hosts
-        counts.made_rows = [(rows.key, rows.change, sorted(rows.excluded)) for rows in self.made_rows]
-        counts.lines = self.copy.written
         return counts
 
     def store_piece(self, stem: str) -> None:
-        """Stores what this step wrote as the piece ``stem`` (its last document is the tally: a piece whose
-        tally is there is whole)."""
+        """Stores what this step wrote as the piece ``stem``: its lines, its index file (built now), the part
+        maker's spool and the tally (the last document: a piece whose tally is there is whole)."""
         self.flush()
         put = self.ctx.documents.put
         for kind, body in ((RECORDS, self.records), (FEED, self.feed)):
             body.seek(0)
             put(f"{stem}.{kind}", body, content_type="application/x-ndjson")
-        with self.copy.finish().open("rb") as body:
-            put(f"{stem}.{INDEX}", body, content_type="application/gzip")
         tally = self.tally()
+        built = self.build_index()
+        if built is not None:
+            with built.open("rb") as body:
+                put(f"{stem}.{INDEX}", body, content_type=PARQUET_TYPE)
+            tally.indexed = True
         if self.maker is not None:
             tally.maker, spool = self.maker.pause()
             put(f"{stem}.{SPOOL}", spool, content_type="application/octet-stream")
         put(f"{stem}.{TALLY}", msgspec.json.encode(tally), content_type="application/json")
+
+    def build_index(self, *, keep: Path | None = None, site: str | None = None) -> Path | None:
+        """This step's index file (``job_index.build_step_index``): its records' rows and its adopted parts'."""
+        fetch = self.maker.rows_file if self.maker is not None else None
+        return build_step_index(self.ctx, self.job.job_id, self.copy, self.made_rows, keep=keep, site=site, fetch=fetch)
 
     def carry_on(self, stems: Sequence[str]) -> None:
         """Goes on counting the exclusions from the last of the pieces earlier steps stored (``stems``), as one
@@ -230,24 +239,20 @@ class RecordsPass:
 
     def take_in(self, stems: Sequence[str]) -> None:
         """Takes in the pieces earlier steps stored (``stems``, in order) as if this step had read their records
-        before its own: their index copies, tallies and part maker's state (their lines are joined with this
-        step's at the end: ``join``). Called once this step has read its records. ``FileNotFoundError`` when
-        a document of a piece is gone."""
+        before its own: their tallies and part maker's state (their lines are joined with this step's at the
+        end: ``join``; their index files are the index's: ``index_files``). Called once this step has read its
+        records. ``FileNotFoundError`` when a document of a piece is gone."""
         if not stems:
             return
-        documents = self.ctx.documents
         tallies = [self._tally_of(stem) for stem in stems]
-        for stem, tally in zip(stems, tallies, strict=True):
-            with documents.reader(f"{stem}.{INDEX}") as body:
-                self.copy.add_member(body, lines=tally.lines)
+        pairs = list(zip(stems, tallies, strict=True))
+        self._indexed = [f"{stem}.{INDEX}" if tally.indexed else None for stem, tally in pairs]
         if self.maker is not None:  # (each goes before what the maker holds: the last piece first)
-            for stem, tally in reversed(list(zip(stems, tallies, strict=True))):
+            for stem, tally in reversed(pairs):
                 if tally.maker is not None:
-                    with documents.reader(f"{stem}.{SPOOL}") as spool:
-                        self.maker.resume(tally.maker, spool)
+                    self.maker.resume(tally.maker, f"{stem}.{SPOOL}")
         merged, changes, evidence = RecordsTally(), ChangeTally(), EvidenceTally()
         errors: list[ErrorDetail] = []
-        made_rows: list[PartRows] = []
         for tally in [*tallies, self.tally()]:
             for name in _SUMMED:
                 setattr(merged, name, getattr(merged, name) + getattr(tally, name))
@@ -257,11 +262,15 @@ class RecordsPass:
                 held = evidence.hosts.setdefault(host, Evidence())
                 held.confirmed += found.confirmed
                 held.refuted += found.refuted
-            made_rows += [PartRows(key, change, frozenset(left)) for key, change, left in tally.made_rows]
         kept = self.ctx.settings.max_error_details
         merged.errors, merged.omitted = errors[:kept], merged.omitted + len(errors[kept:])
         self.counts, self.changes, self.evidence = merged, changes, evidence  # (the exclusions carried on)
-        self.made_rows = made_rows
+
+    @property
+    def index_files(self) -> list[str | None]:
+        """The index files of the pieces taken in (``take_in``), in order: their documents' keys, None for one
+        that could not be built."""
+        return list(self._indexed)
 
     def join(self, key: str, kind: str, own: IO[bytes], stems: Iterable[str], stem: str, *, content_type: str) -> None:
         """Stores the output ``key``: the pieces' documents of ``kind``, then ``own`` (this step's), at once when

@@ -12,7 +12,7 @@ being retried for ever.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from msgspec import Struct
 from msgspec.structs import asdict
@@ -29,6 +29,9 @@ from harvester.pipeline.ranking import rank_of
 log = logging.getLogger(__name__)
 
 _SEND_CHUNK = 500
+#: Seconds of its invocation a resume given its time (``time_left``) keeps for what follows its last batch of
+#: pages: their send, where it stopped stored, the job's end looked at.
+RESUME_RESERVE = 30.0
 
 
 class Resumed(Struct):
@@ -42,7 +45,12 @@ class Resumed(Struct):
     end_sent: bool = False
 
 
-def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
+def resume(
+    ctx: StepContext, job_id: str, *, force: bool = False, time_left: Callable[[], float] | None = None
+) -> Resumed:
+    """Resumes the job if it stalled (``force``: whether or not), or writes or sends again its end if that is
+    owed. ``time_left``: the seconds left to the caller's invocation; the open pages are read until
+    ``RESUME_RESERVE`` of them is left, and the next resume goes on from where this one stopped."""
     store = ctx.store
     report = Resumed(job_id)
     snapshot = store.snapshot(job_id)
@@ -70,16 +78,17 @@ def resume(ctx: StepContext, job_id: str, *, force: bool = False) -> Resumed:
             ctx.queue.push(tasks[i : i + _SEND_CHUNK])
         report.sitemaps_resent += len(tasks)
     if job.request.fetch_pages:
-        report.pages_resent = _send_open_pages(ctx, job_id)
+        report.pages_resent = _send_open_pages(ctx, job_id, time_left)
     report.ended = maybe_complete(ctx, job_id)
     log.info("job resumed", extra={"job_id": job_id, **asdict(report)})
     return report
 
 
-def _send_open_pages(ctx: StepContext, job_id: str) -> int:
+def _send_open_pages(ctx: StepContext, job_id: str, time_left: Callable[[], float] | None = None) -> int:
     """Sends a task again for each open page of the job, from where the last resume stopped (and round to the
-    start), reading at most ``resume_batches`` batches of its records: a resume's size whatever the job's,
-    the job's next stall going on from where it stopped; how many were sent."""
+    start), reading at most ``resume_batches`` batches of its records (and no more once ``time_left`` comes
+    to ``RESUME_RESERVE``): a resume's size whatever the job's, the job's next stall going on from where it
+    stopped; how many were sent."""
     most = ctx.settings.resume_batches
     after = ctx.store.resume_position(job_id) if most else None
     now, sent, stopped = ctx.clock(), 0, None
@@ -89,7 +98,7 @@ def _send_open_pages(ctx: StepContext, job_id: str) -> int:
         if len(chunk) >= _SEND_CHUNK:
             ctx.queue.push(chunk)
             sent, chunk = sent + len(chunk), []
-        if most and read >= most:
+        if most and (read >= most or (time_left is not None and time_left() < RESUME_RESERVE)):
             stopped = batch.after
             break
     ctx.queue.push(chunk)

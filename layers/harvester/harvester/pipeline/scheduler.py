@@ -32,9 +32,11 @@ log = logging.getLogger(__name__)
 
 #: The most jobs one tick starts (sent ten a request; the rest wait for the next tick).
 MOST_STARTED = 2000
-#: Seconds of its invocation a tick keeps when it looks after running jobs: the longest a job's resume is
-#: expected to take (at most ``resume_batches`` batches of pages sent again; not measured on AWS at that size).
-TICK_RESERVE = 120.0
+#: Seconds of its invocation a tick keeps when it looks after running jobs: a job's resume is begun with more
+#: than this left, and its reading of open pages stops at ``recovery.RESUME_RESERVE`` left (the next resume
+#: goes on from there), so a resume begun has time to send some pages, store where it stopped and look at
+#: the job's end.
+TICK_RESERVE = 60.0
 
 
 class Tick(Struct):
@@ -89,7 +91,7 @@ def tick(
             log.warning("running jobs left to the next ticks", extra={"jobs": report.not_looked_at})
             break
         try:
-            outcome = resume(ctx, job_id)
+            outcome = resume(ctx, job_id, time_left=time_left)
         except (Unprocessable, KeyError):
             continue  # (a job of an earlier version's layout, refused by its steps too, or one deleted since)
         except Exception as exc:  # one broken job must not keep the others from being looked after

@@ -139,10 +139,14 @@ class DynamoCrawlDatabase:
         found = self.pointers.read(site, urls)
         return {url: p.record for url, p in found.items() if p.record is not None}
 
-    def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+    def job_urls(self, site: str, job_id: str, urls: Sequence[str], *, by_key: bool = False) -> dict[str, CrawlRecord]:
         """Read from the job's own crawl batches and their settlements: by key through the URLs' pointers for
-        a job's first ``_BY_POINTER`` URLs asked (a job that fetched few pages), else a query of each of the
-        site's partitions, once for a job (its records' bytes in read units, not a pointer read a URL)."""
+        a job's first ``_BY_POINTER`` URLs asked (a job that fetched few pages) or when asked ``by_key``, else a
+        query of each of the site's partitions, once for a job (its records' bytes in read units, not a
+        pointer read a URL)."""
+        if by_key:
+            found = self.pointers.job_batch_records(site, job_id, urls, partial=True)
+            return {url: CrawlRecord.model_validate_json(text) for url, text in (found or {}).items()}
         if self._job_records is None or self._job_records[0] != (site, job_id):
             asked = self._asked_by_pointer.get((site, job_id), 0) + len(urls)
             few = self.pointers.job_batch_records(site, job_id, urls) if asked <= _BY_POINTER else None

@@ -305,11 +305,13 @@ class Pointers:
         keys = (item["sk"]["S"] for item in items)
         return {sk.removeprefix("BATCH#").removesuffix("#S") for sk in keys if sk.endswith("#S")}
 
-    def job_batch_records(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, str] | None:
+    def job_batch_records(
+        self, site: str, job_id: str, urls: Sequence[str], *, partial: bool = False
+    ) -> dict[str, str] | None:
         """The records (JSON) of ``urls`` in the job's crawl batches, as ``job_records`` gives them, read by key
         through their pointers (a job that fetched few pages); None when a pointer names no committed batch
         of the job holding its URL (another job listed it since, or its record was written whole): the
-        job's batches are then read whole."""
+        job's batches are then read whole. ``partial``: those found, without the others."""
         pointers = self.fetch(site, urls)
         batches: dict[Ref, CrawlBatch] = {}
         refs = {ref for p in pointers.values() for ref in (p.cur, p.prev) if ref is not None and ref.job == job_id}
@@ -325,7 +327,8 @@ class Pointers:
                     found[url] = batch.record(i)[0]
                     break
             else:
-                return None
+                if not partial:
+                    return None
         return found
 
     def job_records(self, site: str, job_id: str) -> Iterator[tuple[str, str]]:

@@ -145,6 +145,13 @@ class S3DocumentStore:
         with missing_as_file_not_found(self.bucket, key):
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
 
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        with missing_as_file_not_found(self.bucket, key):
+            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
+        return bytes(answer["Body"].read())
+
     @contextmanager
     def reader(self, key: str) -> Iterator[BinaryIO]:
         """The object's body as it streams in."""

@@ -96,7 +96,7 @@ class SqliteCrawlDatabase:
             found[record.url] = record
         return found
 
-    def job_urls(self, site: str, job_id: str, urls: Sequence[str]) -> dict[str, CrawlRecord]:
+    def job_urls(self, site: str, job_id: str, urls: Sequence[str], *, by_key: bool = False) -> dict[str, CrawlRecord]:
         return self.get_urls(site, urls)  # (as cheap as any other reading here)
 
     def release_job_urls(self) -> None:

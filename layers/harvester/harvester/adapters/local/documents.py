@@ -85,6 +85,11 @@ class FolderDocumentStore:
     def get(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        with self._path(key).open("rb") as file:
+            file.seek(offset)
+            return file.read(max(0, length))
+
     @contextmanager
     def reader(self, key: str) -> Iterator[BinaryIO]:
         with self._path(key).open("rb") as file:
