@@ -170,6 +170,11 @@ def test_export_parquet_copies_the_index_merges_its_files_or_builds_it_from_the_
     assert sorted(map(str, index_rows(merged))) == sorted(map(str, index_rows(copied)))
 
     shutil.rmtree(folder)
+    (folder.parent / "index.parquet").write_bytes(copied.read_bytes())  # (the index as an older version wrote it)
+    legacy = tmp_path / "legacy.parquet"
+    run = harvest("export", job["job_id"], "--format", "parquet", "--state-dir", str(state), "--output", str(legacy))
+    assert run.returncode == 0 and "(copied)" in run.stderr and legacy.read_bytes() == copied.read_bytes()
+    (folder.parent / "index.parquet").unlink()
     built = tmp_path / "built.parquet"
     run = harvest("export", job["job_id"], "--format", "parquet", "--state-dir", str(state), "--output", str(built))
     assert run.returncode == 0 and "built: 10 rows" in run.stderr, run.stderr

@@ -575,8 +575,9 @@ def test_a_resume_that_goes_round_to_the_start_sends_no_page_twice(backend, monk
     assert sorted(task.url for task in sent.tasks if isinstance(task, PageTask)) == sorted(urls[15:])
 
 
+@pytest.mark.parametrize("most", [100, 0])  # (0: no bound on the batches a resume reads)
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
-def test_a_resume_short_of_time_stops_after_a_batch_and_the_next_goes_on_from_there(backend, monkeypatch):
+def test_a_resume_short_of_time_stops_after_a_batch_and_the_next_goes_on_from_there(backend, monkeypatch, most):
     """A resume given the time left to its invocation (the scheduler's tick) stops reading open pages once
     ``RESUME_RESERVE`` of it is left, however many batches it may read, and stores where it stopped: the next
     resume sends the pages after those."""
@@ -584,7 +585,7 @@ def test_a_resume_short_of_time_stops_after_a_batch_and_the_next_goes_on_from_th
     job_id = new_job(backend)
     recorded(backend, job_id, 50)
     urls = [page(n).url for n in range(50)]
-    ctx, sent = resuming(backend.store, resume_batches=100)
+    ctx, sent = resuming(backend.store, resume_batches=most)
     clock = iter([300.0, 100.0, recovery.RESUME_RESERVE - 1])  # (seconds left as each batch is read)
 
     def time_left() -> float:
@@ -593,6 +594,7 @@ def test_a_resume_short_of_time_stops_after_a_batch_and_the_next_goes_on_from_th
     assert recovery.resume(ctx, job_id, force=True, time_left=time_left).pages_resent == 30
     first = [task.url for task in sent.tasks if isinstance(task, PageTask)]
     sent.tasks.clear()
-    assert recovery.resume(ctx, job_id, force=True).pages_resent == 50  # (the rest, then round to where it was)
+    # (the rest, then round to where it was)
+    assert recovery.resume(ctx, job_id, force=True, time_left=lambda: 300.0).pages_resent == 50
     again = [task.url for task in sent.tasks if isinstance(task, PageTask)]
     assert first == urls[:30] and again == urls[30:] + urls[:30]

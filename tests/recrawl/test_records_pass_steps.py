@@ -44,7 +44,7 @@ def crawl(state: Path, site: LiveSite, *, settings: EngineSettings = SETTINGS) -
 
 
 def crawl_in_steps(
-    state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch
+    state: Path, site: LiveSite, monkeypatch: pytest.MonkeyPatch, *, step_seconds: float = 0
 ) -> tuple[SitemapIngestionResult, int, list[int]]:
     """A crawl whose end runs in steps (``completion.finish``, a step a record page, then a step a sitemap
     part); the pieces stored, and where each step of the parts left off."""
@@ -71,7 +71,7 @@ def crawl_in_steps(
         patched.setattr(RecordsPass, "store_piece", counted)
         patched.setattr(completion, "write_result", in_steps)
         patched.setattr(completion, "_paused", noted)
-        result = crawl(state, site, settings=replace(SETTINGS, end_step_seconds=0))
+        result = crawl(state, site, settings=replace(SETTINGS, end_step_seconds=step_seconds))
     return result, len(pieces), parts_at
 
 
@@ -172,3 +172,37 @@ def test_the_summary_lists_the_sitemaps_errors_then_pages_up_to_the_cap_in_one_s
         assert kinds == ["sitemap", "page", "page", "page"] and result.failed_processing > 3
         assert result.errors_omitted == result.failed_processing - 3
     assert outputs(tmp_path / "stepped", site, stepped) == outputs(tmp_path / "one", site, alone)
+
+
+def test_an_end_with_more_parts_than_a_step_makes_makes_them_in_steps_of_their_own(live_site, tmp_path, monkeypatch):
+    """An end whose records fit one step but whose sitemaps' parts are more than one step makes
+    (``PARTS_IN_ONE_STEP``) stores its records as a piece and makes the parts in a step of their own: the
+    outputs are an end in one step's."""
+    site = live_site(pages=330, sitemaps=3)  # (110 URLs a sitemap: each gets a part)
+    monkeypatch.setattr(completion, "PARTS_IN_ONE_STEP", 2)
+    alone = crawl(tmp_path / "one", site)
+    stepped, pieces, parts_at = crawl_in_steps(tmp_path / "stepped", site, monkeypatch, step_seconds=300)
+    assert pieces == 1 and parts_at == [0]
+    assert outputs(tmp_path / "stepped", site, stepped) == outputs(tmp_path / "one", site, alone)
+    assert len(outputs(tmp_path / "one", site, alone)["parts"]) == 3
+
+
+def test_an_end_whose_earlier_steps_kept_no_part_maker_makes_no_part(live_site, tmp_path, monkeypatch):
+    """A step of an end that kept no part maker's state (parts were off for it: a deploy in the middle of the
+    end) leaves the later steps without its lines: no part is made, rather than parts that lack them, and the
+    next job lists every URL."""
+    site = live_site(pages=240, sitemaps=2)
+    state, made = tmp_path / "state", []
+    part_maker = completion._part_maker
+
+    def off_at_first(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return None if len(made) <= 2 else part_maker(*args, **kwargs)
+
+    monkeypatch.setattr(completion, "_part_maker", off_at_first)
+    first, pieces, _ = crawl_in_steps(state, site, monkeypatch)
+    assert pieces > 2 and len(made) > 2 and first.total_urls == 240
+    assert outputs(state, site, first)["parts"] == {}
+    monkeypatch.setattr(completion, "_part_maker", part_maker)
+    again = crawl(state, site)
+    assert again.total_urls == 240 and again.changes.removed == 0

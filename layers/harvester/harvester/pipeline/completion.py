@@ -51,6 +51,10 @@ from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsP
 
 log = logging.getLogger(__name__)
 
+#: The most sitemap parts an end in one step makes after its records (a few requests each); an end with more,
+#: or whose time is up once its records are read, makes them in steps of their own.
+PARTS_IN_ONE_STEP = 100
+
 
 def maybe_complete(ctx: StepContext, job_id: str) -> bool:
     """Ends the job if it is done; True only for the one caller that ended it.
@@ -289,9 +293,11 @@ def _write_result(
                     records.store_piece(stem)
                     return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, piece=stem)
             records.flush()
-            if pieces and maker is not None and records.counts.listed:
-                # (an end in steps makes its parts in steps of their own: this step's records are a piece, so
-                # that they find every line in the pieces' spools)
+            many = maker is not None and len(maker.wanted) > PARTS_IN_ONE_STEP
+            stepped = bool(pieces) or (pause is not None and (many or pause()))
+            if maker is not None and stepped and records.counts.listed:
+                # (an end in steps, or one whose parts would not fit its step, makes its parts in steps of their
+                # own: this step's records are a piece, so that they find every line in the pieces' spools)
                 records.store_piece(stem)
                 return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, piece=stem, parts_at=0)
             parts_at = 0

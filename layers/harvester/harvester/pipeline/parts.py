@@ -223,8 +223,7 @@ class PartMaker:
         self._flush()
         rows = RowMaker(self.folder)
         try:
-            least = self.ctx.settings.sitemap_part_min_urls
-            wanted = [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
+            wanted = self.wanted
             job_rows = self.job_rows if self.job_rows.exists() else None
             # (the job's rows split at once for them all; else the inherited parts' rows, a few sitemaps at once)
             size = len(wanted) if job_rows is not None else _SPLIT_GROUP
@@ -259,6 +258,18 @@ class PartMaker:
             rows.close()
             self.close()
             self.ctx.crawldb.release_job_urls()
+
+    @property
+    def wanted(self) -> list[str]:
+        """The sitemaps it makes a part of (``finish``), in order."""
+        least = self.ctx.settings.sitemap_part_min_urls
+        return [url for url in self.sitemaps if url not in self.refused and self.counts.get(url, 0) >= least]
+
+    def forgo(self, reason: str) -> None:
+        """Makes no part (it was not given every line of the job's records: a part would lack some)."""
+        if self.sitemaps:
+            log.warning("no sitemap part made", extra={"job_id": self.job.job_id, "reason": reason})
+        self.sitemaps.clear()
 
     def _kept_rows(self, split: dict[str, int], *, listed_rows: bool) -> dict[int, tuple[Path, frozenset[str]]]:
         """The index rows of the parts the job adopted in part and whose rows its index took, for the sitemaps

@@ -247,10 +247,12 @@ class RecordsPass:
         tallies = [self._tally_of(stem) for stem in stems]
         pairs = list(zip(stems, tallies, strict=True))
         self._indexed = [f"{stem}.{INDEX}" if tally.indexed else None for stem, tally in pairs]
-        if self.maker is not None:  # (each goes before what the maker holds: the last piece first)
+        if self.maker is not None and any(tally.maker is None for tally in tallies):
+            self.maker.forgo("a step of the job's end kept no part maker's state")  # (its lines are not in one)
+        elif self.maker is not None:  # (each goes before what the maker holds: the last piece first)
             for stem, tally in reversed(pairs):
-                if tally.maker is not None:
-                    self.maker.resume(tally.maker, f"{stem}.{SPOOL}")
+                assert tally.maker is not None
+                self.maker.resume(tally.maker, f"{stem}.{SPOOL}")
         merged, changes, evidence = RecordsTally(), ChangeTally(), EvidenceTally()
         errors: list[ErrorDetail] = []
         for tally in [*tallies, self.tally()]:

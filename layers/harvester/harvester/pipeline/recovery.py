@@ -90,7 +90,7 @@ def _send_open_pages(ctx: StepContext, job_id: str, time_left: Callable[[], floa
     to ``RESUME_RESERVE``): a resume's size whatever the job's, the job's next stall going on from where it
     stopped; how many were sent."""
     most = ctx.settings.resume_batches
-    after = ctx.store.resume_position(job_id) if most else None
+    after = ctx.store.resume_position(job_id) if most or time_left is not None else None
     now, sent, stopped = ctx.clock(), 0, None
     chunk: list[PageTask] = []
     for read, batch in enumerate(_round(ctx, job_id, after), 1):
@@ -98,11 +98,11 @@ def _send_open_pages(ctx: StepContext, job_id: str, time_left: Callable[[], floa
         if len(chunk) >= _SEND_CHUNK:
             ctx.queue.push(chunk)
             sent, chunk = sent + len(chunk), []
-        if most and (read >= most or (time_left is not None and time_left() < RESUME_RESERVE)):
+        if (most and read >= most) or (time_left is not None and time_left() < RESUME_RESERVE):
             stopped = batch.after
             break
     ctx.queue.push(chunk)
-    if most and (stopped is not None or after is not None):
+    if stopped is not None or after is not None:
         ctx.store.save_resume(job_id, stopped)
     return sent + len(chunk)
 
