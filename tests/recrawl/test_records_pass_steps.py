@@ -175,14 +175,14 @@ def test_the_summary_lists_the_sitemaps_errors_then_pages_up_to_the_cap_in_one_s
 
 
 def test_an_end_with_more_parts_than_a_step_makes_makes_them_in_steps_of_their_own(live_site, tmp_path, monkeypatch):
-    """An end whose records fit one step but whose sitemaps' parts are more than one step makes
-    (``PARTS_IN_ONE_STEP``) stores its records as a piece and makes the parts in a step of their own: the
-    outputs are an end in one step's."""
+    """An end whose records fit one step but whose sitemaps' parts are more than a step makes
+    (``PARTS_IN_ONE_STEP``) stores its records as a piece and makes the parts in steps of their own, that many
+    a step: the outputs are an end in one step's."""
     site = live_site(pages=330, sitemaps=3)  # (110 URLs a sitemap: each gets a part)
     monkeypatch.setattr(completion, "PARTS_IN_ONE_STEP", 2)
     alone = crawl(tmp_path / "one", site)
     stepped, pieces, parts_at = crawl_in_steps(tmp_path / "stepped", site, monkeypatch, step_seconds=300)
-    assert pieces == 1 and parts_at == [0]
+    assert pieces == 1 and parts_at == [0, 2]  # (two parts a step: the third in a step of its own)
     assert outputs(tmp_path / "stepped", site, stepped) == outputs(tmp_path / "one", site, alone)
     assert len(outputs(tmp_path / "one", site, alone)["parts"]) == 3
 

@@ -51,8 +51,8 @@ from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsP
 
 log = logging.getLogger(__name__)
 
-#: The most sitemap parts an end in one step makes after its records (a few requests each); an end with more,
-#: or whose time is up once its records are read, makes them in steps of their own.
+#: The most sitemap parts a step of a job's end makes (about 20 requests each): an end in one step with more to
+#: make, or whose time is up once its records are read, makes them in steps of their own, this many a step.
 PARTS_IN_ONE_STEP = 100
 
 
@@ -307,7 +307,7 @@ def _write_result(
         except FileNotFoundError as lost:
             raise StepsLost(str(lost)) from None
         if maker is not None and pieces:  # (the parts a few at a time, before the outputs)
-            made, parts_at = maker.finish(start=parts_at, pause=pause)
+            made, parts_at = maker.finish(start=parts_at, pause=pause, most=PARTS_IN_ONE_STEP)
             log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made), "next": parts_at})
             if parts_at is not None:
                 return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, parts_at=parts_at)

@@ -214,11 +214,11 @@ class PartMaker:
             self._count(sitemap, 1)
 
     def finish(
-        self, *, start: int = 0, pause: Callable[[], bool] | None = None
+        self, *, start: int = 0, pause: Callable[[], bool] | None = None, most: int = 0
     ) -> tuple[list[SitemapPart], int | None]:
         """Stores the part of each sitemap it may make, from the ``start``-th; returns those stored, and where
-        the next step goes on when ``pause`` said, after a part, that this step's time is up (None: all are
-        made). The maker is closed either way."""
+        the next step goes on when ``pause`` said, after a part, that this step's time is up, or once it has
+        looked at ``most`` sitemaps (0: no bound) (None: all are made). The maker is closed either way."""
         made: list[SitemapPart] = []
         self._flush()
         rows = RowMaker(self.folder)
@@ -249,7 +249,7 @@ class PartMaker:
                     except Exception:  # (a part is a saving for the next jobs, never the job's outcome)
                         log.exception("sitemap part not made", extra={"job_id": self.job.job_id, "sitemap": url})
                     at += 1
-                    if pause is not None and at < len(wanted) and pause():
+                    if pause is not None and at < len(wanted) and (pause() or at - start == most):
                         return made, at
                 if grouped is not None:
                     grouped.unlink(missing_ok=True)
