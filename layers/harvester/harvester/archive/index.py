@@ -213,13 +213,10 @@ def build_index(
             )
         else:
             source = f"SELECT * FROM read_parquet({_literal(str(unsorted))})"
-        (count,) = con.execute(  # type: ignore[misc]
-            f"COPY ({source} ORDER BY url_surtkey, url)"
-            f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
-        ).fetchone()
+        count = _sorted_copy(con, source, out)
         if keep is not None and unsorted.exists():
             unsorted.replace(keep)
-        return int(count)
+        return count
     finally:
         con.close()
         unsorted.unlink(missing_ok=True)
@@ -231,13 +228,18 @@ def merge_index(files: Sequence[Path], out: Path) -> int:
     con = _connect(out.parent)
     try:
         paths = ", ".join(_literal(str(path)) for path in files)
-        (count,) = con.execute(  # type: ignore[misc]
-            f"COPY (SELECT * FROM read_parquet([{paths}]) ORDER BY url_surtkey, url)"
-            f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
-        ).fetchone()
-        return int(count)
+        return _sorted_copy(con, f"SELECT * FROM read_parquet([{paths}])", out)
     finally:
         con.close()
+
+
+def _sorted_copy(con: duckdb.DuckDBPyConnection, source: str, out: Path) -> int:
+    """The rows of the SQL ``source`` written to ``out`` as an index file, sorted by SURT key; their count."""
+    (count,) = con.execute(  # type: ignore[misc]
+        f"COPY ({source} ORDER BY url_surtkey, url)"
+        f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
+    ).fetchone()
+    return int(count)
 
 
 class RowMaker:

@@ -94,9 +94,9 @@ def _index(harvest: Any, job_id: str, out: BinaryIO) -> str:
     """The job's index in one file: copied as its end wrote it, merged from the files its end wrote in steps,
     or built now from its records (a job still running, or one that ended before the index was written);
     says which."""
-    stored = list(harvest.documents.keys(index_folder(job_id)))
-    if not stored and harvest.documents.exists(f"jobs/{job_id}/index.parquet"):  # (a job an older version ended)
-        stored = [f"jobs/{job_id}/index.parquet"]
+    stored, older = list(harvest.documents.keys(index_folder(job_id))), f"jobs/{job_id}/index.parquet"
+    if not stored and harvest.documents.exists(older):  # (the one file of a job an older version ended)
+        stored = [older]
     if len(stored) == 1:
         with harvest.documents.reader(stored[0]) as body:
             shutil.copyfileobj(body, out, 1024 * 1024)

@@ -100,7 +100,9 @@ class RecordsPass:
         self.changes, self.evidence = ChangeTally(), EvidenceTally()
         self.made_rows: list[PartRows] = []  # the adopted parts' index rows
         self._carried: dict[str, RecordsTally] = {}  # (the last piece's tally, read by ``carry_on``)
-        self._indexed: list[str | None] = []  # (the pieces' index files, found by ``take_in``)
+        #: The index files of the pieces taken in (``take_in``), in order: their documents' keys, None for one
+        #: that could not be built.
+        self.index_files: list[str | None] = []
 
     # reading ----------------------------------------------------------------------------------------
 
@@ -246,7 +248,7 @@ class RecordsPass:
             return
         tallies = [self._tally_of(stem) for stem in stems]
         pairs = list(zip(stems, tallies, strict=True))
-        self._indexed = [f"{stem}.{INDEX}" if tally.indexed else None for stem, tally in pairs]
+        self.index_files = [f"{stem}.{INDEX}" if tally.indexed else None for stem, tally in pairs]
         if self.maker is not None and any(tally.maker is None for tally in tallies):
             self.maker.forgo("a step of the job's end kept no part maker's state")  # (its lines are not in one)
         elif self.maker is not None:  # (each goes before what the maker holds: the last piece first)
@@ -267,12 +269,6 @@ class RecordsPass:
         kept = self.ctx.settings.max_error_details
         merged.errors, merged.omitted = errors[:kept], merged.omitted + len(errors[kept:])
         self.counts, self.changes, self.evidence = merged, changes, evidence  # (the exclusions carried on)
-
-    @property
-    def index_files(self) -> list[str | None]:
-        """The index files of the pieces taken in (``take_in``), in order: their documents' keys, None for one
-        that could not be built."""
-        return list(self._indexed)
 
     def join(self, key: str, kind: str, own: IO[bytes], stems: Iterable[str], stem: str, *, content_type: str) -> None:
         """Stores the output ``key``: the pieces' documents of ``kind``, then ``own`` (this step's), at once when
