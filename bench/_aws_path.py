@@ -3,12 +3,19 @@ poller drives them (the test harness's poller), and the AWS requests the handler
 
 Shared by bench/recrawl.py and bench/discovery.py, whose AWS figures are requests per listed URL, and by
 bench/aws_cost.py, which also weighs each request in billed units and dollars.
+
+``aws_path(apart=True)`` runs moto in a process of its own, served over HTTP on 127.0.0.1 (``AWS_ENDPOINT_URL``):
+what the handlers store in moto is then not in this process's memory, so that this process's RSS is what an
+invocation itself holds (bench/scale.py's memory figures). That process also ends the DelaySeconds of waiting
+messages as they appear (the poller's ``release_delayed`` reaches into moto's queues, which are not here).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -112,9 +119,14 @@ class AwsPath:
 
 
 @contextmanager
-def aws_path(parameters: Mapping[str, str] | None = None) -> Iterator[AwsPath]:
-    """The stack in moto, deployed with template.yaml's defaults but loopback allowed (and ``parameters``)."""
+def aws_path(parameters: Mapping[str, str] | None = None, *, apart: bool = False) -> Iterator[AwsPath]:
+    """The stack in moto, deployed with template.yaml's defaults but loopback allowed (and ``parameters``);
+    ``apart``: moto in a process of its own (module docstring)."""
     os.environ.update(_ENVIRONMENT)
+    if apart:
+        with _moto_apart(parameters) as path:
+            yield path
+        return
     from moto import mock_aws
 
     from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
@@ -131,6 +143,73 @@ def aws_path(parameters: Mapping[str, str] | None = None) -> Iterator[AwsPath]:
             yield AwsPath(stack, poller, requests)
         finally:
             poller.close()
+
+
+@contextmanager
+def _moto_apart(parameters: Mapping[str, str] | None) -> Iterator[AwsPath]:
+    from tests.aws.deployed import stack_from_json
+    from tests.aws.poller import LambdaPoller
+
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve_moto, args=(dict(parameters or {}), theirs), daemon=True)
+    process.start()
+    try:
+        if not ours.poll(300):
+            raise SystemExit("moto's process did not deploy the stack in 300 s")
+        endpoint, stack_json = ours.recv()
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        stack = stack_from_json(json.loads(stack_json))
+        requests = AwsRequests()
+        with requests.patched():
+            poller = LambdaPoller(stack)
+            requests.excluded.add(id(poller.sqs))
+
+            def released(queue_logical_id: str | None = None) -> int:
+                time.sleep(_RELEASE_EVERY * 2)  # (moto's process ends delays as it sees them)
+                return 1
+
+            poller.release_delayed = released  # type: ignore[method-assign]
+            try:
+                yield AwsPath(stack, poller, requests)
+            finally:
+                poller.close()
+    finally:
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+        ours.send("stop")
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+
+
+#: How often moto's process ends the DelaySeconds of the messages waiting in the stack's queues.
+_RELEASE_EVERY = 0.1
+
+
+def _serve_moto(parameters: dict[str, str], pipe: Any) -> None:
+    """moto's process: the stack deployed, moto served over HTTP, the endpoint and the stack sent back, delays
+    ended as they appear, until told to stop."""
+    os.environ.update(_ENVIRONMENT)
+    from moto import mock_aws
+    from moto.sqs.models import sqs_backends
+
+    from tests.aws.concurrent import moto_over_http
+    from tests.aws.deployed import stack_to_json
+    from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
+    from tests.aws.moto_speedups import moto_sqs_speedups
+    from tests.aws.stack import TEMPLATE_PATH, deploy_stack
+
+    logging.disable(logging.WARNING)
+    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups():
+        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8", **parameters})
+        queues = sqs_backends[stack.account_id][stack.region].queues
+        with moto_over_http() as endpoint:
+            pipe.send((endpoint, json.dumps(stack_to_json(stack))))
+            while not pipe.poll(_RELEASE_EVERY):
+                for queue in list(queues.values()):
+                    for message in list(queue._messages):
+                        if message.delayed:
+                            message.delayed_until = 0.0
 
 
 def by_operation(counts: dict[str, int], listed: int) -> list[str]:

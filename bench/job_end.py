@@ -35,7 +35,7 @@ from _aws_path import aws_path
 from recrawl import alter, built
 
 from harvester.demo.live import LiveSite
-from harvester.pipeline import completion, job_index, records_pass
+from harvester.pipeline import collection, completion, job_index, records_pass
 from harvester.pipeline import parts as pipeline_parts
 from harvester.pipeline.records_pass import RecordsPass
 
@@ -114,12 +114,20 @@ def install() -> None:
         return measured_end(original_end_step, ctx, job_id, **options)
 
     completion.end_step = end_step
+    original_collect_on = completion.collect_on
+
+    def collect_on(ctx: Any, job: Any, stored: str, **options: Any) -> Any:
+        """A step of the collection after the result (a step of the end of its own)."""
+        return measured_end(lambda c, _, **o: original_collect_on(c, job, stored, **o), ctx, job.job_id, **options)
+
+    completion.collect_on = collect_on
     completion.mark_orphans = phased("mark_orphans", completion.mark_orphans)
     records_pass.build_step_index = phased("write_index (S3 get/put, rest)", records_pass.build_step_index)
     completion.store_index = phased("write_index (S3 get/put, rest)", completion.store_index)
     job_index.build_index = phased("build_index (DuckDB)", job_index.build_index)
     completion._update_site = phased("_update_site", completion._update_site)
     completion.collect = phased("collect", completion.collect)
+    collection.collect = phased("collect", collection.collect)  # (what a step of the collection calls)
     maker = pipeline_parts.PartMaker
     maker.finish = phased("PartMaker.finish", maker.finish)
     for method in ("adopted", "listed_block", "listed_line", "fetched_line"):

@@ -19,8 +19,9 @@ from harvester.adapters.aws import AwsAdapters, crawl_collect
 from harvester.adapters.aws.pointer_items import LINES, Ref, batch_key
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.crawldb.crawl_state import orphaned
+from harvester.model.crawl import Collected
 from harvester.model.records import JobStatus
-from harvester.pipeline import completion
+from harvester.pipeline import collection
 from harvester.settings import EngineSettings
 from tests.aws.test_page_pointers import SITE, T0, Container, crawl_items, list_pages, new_job, settle, url
 
@@ -67,6 +68,41 @@ def records(aws: AwsAdapters) -> dict[str, str]:
     return {r.url: r.model_dump_json() for r in Container(aws).crawldb.site_urls(SITE)}
 
 
+def test_a_collection_in_steps_stops_whenever_its_time_is_up_and_goes_on_to_the_same_end(
+    aws: AwsAdapters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection given a ``pause`` that always says the time is up stops after every query page of the
+    batches and of the pointers (a shard's page each here) and every piece of deletions (one item a piece
+    here), each stop a state the next call goes on from, a fresh container each: it deletes what a collection
+    in one call does, with pointers moved between its steps (a job listing over it) changing nothing it
+    should not delete."""
+    monkeypatch.setattr(crawl_collect, "_DELETED_AT_ONCE", 1)
+    c = Container(aws)
+    pages = list(range(60))
+    for job_id in ("job-1", "job-2", "job-3"):
+        crawl_job(c, job_id, pages)
+    before = records(aws)
+    steps, state = 0, None
+    while True:
+        done = Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-3", pause=lambda: True, resume=state)
+        steps += 1
+        if done.paused is None:
+            break
+        assert done.batches == 0
+        state = done.paused
+        if steps == 20:  # (in the pointers' pass: a job lists the first half again, moving their pointers)
+            crawl_job(c, "job-4", pages[:30])
+    # (a stop after each shard's page but the last, of the batches and of the pointers; after each of job 1's
+    # four items but the last, and of its two lines items; then the call that ends it)
+    assert steps == 15 + 15 + 3 + 1 + 1
+    assert done.batches == 2
+    assert batches_by_job(aws) == Counter({"job-2": 4, "job-3": 4, "job-4": 2})
+    after = records(aws)
+    later = {url(n) for n in pages[30:]}  # (not listed again: their records read as before)
+    assert {u: r for u, r in after.items() if u in later} == {u: r for u, r in before.items() if u in later}
+    assert {r.signature for r in Container(aws).crawldb.site_urls(SITE)} == {"sig-job-3", "sig-job-4"}
+
+
 def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAdapters) -> None:
     c = Container(aws)
     pages = list(range(60))
@@ -82,7 +118,7 @@ def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAd
         asked.append(job_id)
         return job_id != "job-3"
 
-    assert Container(aws).crawldb.collect(SITE, ended) == 2
+    assert Container(aws).crawldb.collect(SITE, ended).batches == 2
     assert sorted(asked) == ["job-1", "job-2", "job-3"]  # (once a job, however many batches it has)
     assert batches_by_job(aws) == Counter({"job-2": 4, "job-3": 4})
     assert crawl_items(aws)["URL"] == 60
@@ -90,10 +126,10 @@ def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAd
     fresh = Container(aws).crawldb.get_urls(SITE, [url(n) for n in pages])
     assert {u: r.model_dump_json() for u, r in fresh.items()} == before
     # Nothing left to collect, and run again it deletes nothing.
-    assert Container(aws).crawldb.collect(SITE, ended) == 0
+    assert Container(aws).crawldb.collect(SITE, ended).batches == 0
     # A fourth job lists and fetches over what is left: job 2's batches go at the next collection.
     crawl_job(c, "job-4", pages)
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4") == 2
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4").batches == 2
     assert batches_by_job(aws) == Counter({"job-3": 4, "job-4": 4})
     assert {r.signature for r in Container(aws).crawldb.site_urls(SITE)} == {"sig-job-4"}
 
@@ -106,11 +142,11 @@ def test_a_batch_a_url_not_listed_since_still_names_is_kept(aws: AwsAdapters) ->
     crawl_job(c, "job-2", list(range(10)))
     crawl_job(c, "job-3", list(range(10)))
     before = records(aws)
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 0
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True).batches == 0
     assert batches_by_job(aws) == Counter({"job-1": 4, "job-2": 2, "job-3": 2})
     assert records(aws) == before
     crawl_job(c, "job-4", list(range(10)))
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 1  # (job 2's: named by none now)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True).batches == 1  # (job 2's: named by none now)
     assert batches_by_job(aws) == Counter({"job-1": 4, "job-3": 2, "job-4": 2})
     after = records(aws)
     unlisted = [url(n) for n in range(10, 60)]
@@ -126,9 +162,9 @@ def test_the_batches_of_a_job_not_over_are_kept(aws: AwsAdapters) -> None:
     assert k.store.listing.put_pointer(SITE, stalled, "sm", url(1), None)
     crawl_job(other, "job-l", [1])
     assert "tomb" in aws.store.client.get_item(TableName=aws.store.table, Key=batch_key(SITE, stalled))["Item"]
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job_k) == 0
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job_k).batches == 0
     assert batches_by_job(aws)[job_k] == 1
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: True) == 1
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: True).batches == 1
     assert batches_by_job(aws)[job_k] == 0
     assert Container(aws).crawldb.get_urls(SITE, [url(1)])[url(1)].signature == "sig-job-l"
 
@@ -169,7 +205,7 @@ def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -
     c = Container(aws)
     crawl_job(c, "job-1", list(range(60)))
     crawldb, spy = spied(aws)
-    assert crawldb.collect(SITE, lambda job_id: False, by="job-1") == 0
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1").batches == 0
     assert spy.calls == ["Query PART#", "get_item", *["Query CB#"] * 16, "put_item"]
 
 
@@ -182,24 +218,24 @@ def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_b
     c = Container(aws)
     crawl_job(c, "job-1", list(range(60)))
     crawldb, spy = spied(aws)
-    assert crawldb.collect(SITE, lambda job_id: False, by="job-1") == 0  # (only job 1's own batches: noted)
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1").batches == 0  # (only job 1's own batches: noted)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-2") == 0
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-2").batches == 0
     assert spy.calls == ["Query PART#", "get_item"]
     crawl_job(c, "job-2", list(range(10)))  # (moves ten pointers off job 1's first batch)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: job_id == "job-1", by="job-3") == 0
+    assert crawldb.collect(SITE, lambda job_id: job_id == "job-1", by="job-3").batches == 0
     assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]  # (noted: job 2 waiting)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3").batches == 0
     assert "Query CB#" in spy.calls and "put_item" in spy.calls
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3").batches == 0
     assert spy.calls == ["Query PART#", "get_item"]
     later = time.time() + 7 * 24 * 3600 + 1
     monkeypatch.setattr("harvester.adapters.aws.crawl_collect.time.time", lambda: later)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-3") == 0
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-3").batches == 0
     assert "Query CB#" in spy.calls
 
 
@@ -211,25 +247,27 @@ def test_a_jobs_end_that_listed_few_urls_one_by_one_notes_them_until_they_are_wo
     c = Container(aws)
     crawl_job(c, "job-1", list(range(60)))
     crawldb, spy = spied(aws)
-    assert crawldb.collect(SITE, lambda job_id: False, by="job-1", relisted=60, urls=60) == 0  # (no note yet)
+    assert crawldb.collect(SITE, lambda job_id: False, by="job-1", relisted=60, urls=60).batches == 0  # (no note yet)
     assert "Query CB#" in spy.calls
     crawl_job(c, "job-2", [0, 1])
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-2", relisted=2, urls=60) == 0  # (2 of 60: < 5 %)
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-2", relisted=2, urls=60).batches == 0  # (2 of 60: < 5 %)
     assert spy.calls == ["Query PART#", "get_item", "update_item"]
     crawl_job(c, "job-3", [2])
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=0, urls=60) == 0
+    assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=0, urls=60).batches == 0
     assert spy.calls == ["Query PART#", "get_item"]  # (nothing added: still 2)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=1, urls=60) == 0  # (3: 5 %)
+    assert (
+        crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=1, urls=60).batches == 0
+    )  # (3: 5 %)
     assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]
     crawl_job(c, "job-4", [0, 1, 2])  # (job 1's first batch still holds pages 3-48)
     spy.calls.clear()
-    assert crawldb.collect(SITE, lambda job_id: True, by="job-4", relisted=1, urls=60) == 0  # (counted anew)
+    assert crawldb.collect(SITE, lambda job_id: True, by="job-4", relisted=1, urls=60).batches == 0  # (counted anew)
     assert spy.calls == ["Query PART#", "get_item", "update_item"]
     before, spy.calls = records(aws), []
-    assert crawldb.collect(SITE, lambda job_id: job_id != "job-4", by="job-4") == 0  # (None: read now)
+    assert crawldb.collect(SITE, lambda job_id: job_id != "job-4", by="job-4").batches == 0  # (None: read now)
     assert "Query CB#" in spy.calls and records(aws) == before  # (jobs 2 and 3's batches: named as ``prev``)
 
 
@@ -246,7 +284,7 @@ def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads
     known = orphan_pass.get_urls(SITE, [url(1), url(2)])
     assert orphan_pass.put_urls(SITE, [orphaned(r, job_id="job-3") for r in known.values()]) == []
     before = records(aws)
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-3") == 2  # (job 1's and job 2's)
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-3").batches == 2  # (job 1's and job 2's)
     assert batches_by_job(aws) == Counter({"job-3": 2})
     assert records(aws) == before
     crawl_job(c, "job-4", [1, 2])
@@ -256,14 +294,14 @@ def test_the_batches_of_a_record_written_whole_go_and_its_url_listed_again_reads
         assert (record.signature, record.last_listed_job, record.state.value) == ("sig-job-4", "job-4", "fetched")
         assert record.first_listed == orphan.first_listed and record.changes == orphan.changes + 1
     assert batches_by_job(aws)["job-2"] == 1  # (the tombstone)
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4") == 1
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != "job-4").batches == 1
     assert batches_by_job(aws) == Counter({"job-3": 2, "job-4": 2})  # (page 3 reads from job 3's batch)
 
 
 def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fails_for_it(
     aws: AwsAdapters, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """What ``completion.collect`` tells the crawl database of each job: over for a job that ended at least
+    """What ``collection.collect`` tells the crawl database of each job: over for a job that ended at least
     ``collect_after_seconds`` ago or whose record is gone, not for one that ended just now or still runs; and
     a collection that fails is logged, the job's end going on."""
     c = Container(aws)
@@ -275,23 +313,23 @@ def test_a_jobs_end_collects_the_batches_of_jobs_over_long_enough_and_never_fail
     said: dict[str, bool] = {}
 
     class Recording:
-        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> int:
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> Collected:
             assert site == SITE and by == "job-running"
             said.update({job_id: ended(job_id) for job_id in ("job-long", "job-just", "job-running", "job-gone")})
-            return 3
+            return Collected(batches=3)
 
     ctx: Any = SimpleNamespace(clock=lambda: now, settings=EngineSettings(), store=c.store, crawldb=Recording())
     job = c.store.get_job("job-running")
-    assert job is not None and completion.collect(ctx, job) == 3
+    assert job is not None and collection.collect(ctx, job).batches == 3
     assert said == {"job-long": True, "job-just": False, "job-running": False, "job-gone": True}
 
     class Failing:
-        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> int:
+        def collect(self, site: str, ended: Callable[[str], bool], *, by: str | None = None, **_: Any) -> Collected:
             raise RuntimeError("throttled")
 
     ctx.crawldb = Failing()
     with caplog.at_level(logging.ERROR):
-        assert completion.collect(ctx, job) == 0
+        assert collection.collect(ctx, job).batches == 0
     assert "could not be collected" in caplog.text
 
 
@@ -343,5 +381,5 @@ def test_a_collection_cut_short_leaves_no_batch_that_blocks_a_listing(aws: AwsAd
     assert steps and batches_by_job(aws, lines_alone=True)  # (lines items left alone)
     job = new_job(c, "job-3")
     assert sorted(list_pages(c, job, [1, 2])) == [url(1), url(2)]
-    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job) > 0
+    assert Container(aws).crawldb.collect(SITE, lambda job_id: job_id != job).batches > 0
     assert not batches_by_job(aws, lines_alone=True)

@@ -51,11 +51,22 @@ def adapters_of(stack: DeployedStack) -> AwsAdapters:
     return AwsAdapters.from_env(stack.function("JobEndFunction").environment)
 
 
-def in_steps(stack: DeployedStack) -> None:
+def in_steps(stack: DeployedStack, site: LiveSite) -> None:
+    """Every step's time up at its first look; and the first job over long enough, and the note of the site's
+    last collection gone, so that the second's end collects whatever share of its URLs it listed one by one
+    (a collection that reads the site's batches and pointers: in steps too)."""
     for function in ("JobEndFunction", "SchedulerFunction"):
         stack.function(function).environment.update(
-            HARVEST_END_STEP_SECONDS="0", HARVEST_END_APART_GRACE_SECONDS=str(GRACE)
+            HARVEST_END_STEP_SECONDS="0",
+            HARVEST_END_APART_GRACE_SECONDS=str(GRACE),
+            HARVEST_COLLECT_AFTER_SECONDS="0",
         )
+    boto3.client("dynamodb").delete_item(TableName=stack.physical_ids["StateTable"], Key=collection_note(site))
+
+
+def collection_note(site: LiveSite) -> dict[str, Any]:
+    """The key of the site's note of its last collection (crawl_collect.py)."""
+    return {"pk": {"S": f"CRAWL#{site.url('/').rstrip('/')}"}, "sk": {"S": "COLLECTED"}}
 
 
 def unlisted(site: LiveSite) -> list[str]:
@@ -134,14 +145,21 @@ def live_site() -> Iterator[LiveSite]:
 def test_an_end_in_steps_writes_what_an_end_in_one_step_does(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
-    in_steps(stack)
+    in_steps(stack, live_site)
     handled = ends(poller)
     record_pages = len(list(adapters_of(stack).store.job_record_pages(job_id)))
     assert record_pages > 1
     # (a step a page of pointers: at least one a shard, then a step a page of the job's records, each stored as
-    # a piece that the last step joins)
-    assert handled > 16 + record_pages
+    # a piece that the last step joins; after the result, the collection reads the site's batches and its
+    # pointers, a step a shard's page of each)
+    assert handled > 16 + record_pages + 15
     check(stack, live_site, job_id, tmp_path)
+    assert end_progress(stack, job_id).get("collecting") is None  # (the collection is over, and noted)
+    noted = boto3.client("dynamodb").get_item(
+        TableName=stack.physical_ids["StateTable"], Key=collection_note(live_site)
+    )["Item"]
+    job = adapters_of(stack).store.get_job(job_id)
+    assert job is not None and job.end_time is not None and float(noted["at"]["N"]) > job.end_time.timestamp()
     # (an index file a step of the records pass: each piece's, then the last step's)
     assert len(list(adapters_of(stack).documents.keys(index_folder(job_id)))) >= record_pages
     assert end_documents(stack, job_id) == []  # (the steps' lines are in the feed, and let go)
@@ -150,7 +168,7 @@ def test_an_end_in_steps_writes_what_an_end_in_one_step_does(deployed_stack, liv
 def test_an_end_step_delivered_twice_or_sent_again_changes_nothing(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
-    in_steps(stack)
+    in_steps(stack, live_site)
     url = stack.physical_ids["JobEndQueue"]
     original = BaseClient._make_api_call
     handed: list[float | None] = []
@@ -193,18 +211,23 @@ def dies_after(n: int) -> Iterator[list[str]]:
         yield landed
 
 
-def pass_over(stack: DeployedStack, job_id: str) -> bool:
-    """Whether the job's end has passed over every URL record (its stored progress: the last step is next)."""
+def end_progress(stack: DeployedStack, job_id: str) -> dict[str, Any]:
+    """The job's end's stored progress ({} when none was stored)."""
     item = boto3.client("dynamodb").get_item(
         TableName=stack.physical_ids["StateTable"], Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}}
     )["Item"]
-    return "end_progress" in item and json.loads(item["end_progress"]["S"])["orphans_at"] == "~"
+    return json.loads(item["end_progress"]["S"]) if "end_progress" in item else {}
+
+
+def pass_over(stack: DeployedStack, job_id: str) -> bool:
+    """Whether the job's end has passed over every URL record (its stored progress: the last step is next)."""
+    return end_progress(stack, job_id).get("orphans_at") == "~"
 
 
 def test_an_end_killed_after_any_write_of_any_step_writes_the_same(deployed_stack, live_site, tmp_path):
     stack, poller = deployed_stack
     job_id = second_job_ended(stack, poller, live_site)
-    in_steps(stack)
+    in_steps(stack, live_site)
     store = adapters_of(stack).store
     n, kills, last = 1, [], False
     while store.get_job(job_id).result_key is None:

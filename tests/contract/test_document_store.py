@@ -123,3 +123,15 @@ def test_a_range_of_a_document_reads_those_bytes_only(backend):
     assert get_range("steps/j/piece-0-1.spool", 100, 0) == b""
     with pytest.raises(FileNotFoundError):
         get_range("steps/j/gone.spool", 0, 10)
+
+
+def test_documents_are_deleted_many_at_once_and_a_missing_one_is_no_error(backend):
+    keys = [f"steps/j/piece-{n:04d}-1.tally.json" for n in range(1003)]  # (past one DeleteObjects request's 1,000)
+    for key in keys:
+        backend.documents.put(key, b"{}")
+    backend.documents.put("steps/j/kept", b"k")
+    backend.documents.delete(*keys[:1002], "steps/j/never-written")
+    assert sorted(backend.documents.keys("steps/j/")) == ["steps/j/kept", keys[-1]]
+    backend.documents.delete(keys[-1])
+    backend.documents.delete()
+    assert list(backend.documents.keys("steps/j/")) == ["steps/j/kept"]

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from harvester.archive.stores import DocumentStore, WarcStore
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
+from harvester.model.crawl import Collected, CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.messages import JobRequest, PageTask, SitemapTask
 from harvester.model.records import (
     CrawlWrite,
@@ -380,12 +380,18 @@ class CrawlDatabase(Protocol):
         by: str | None = None,
         relisted: int | None = None,
         urls: int = 0,
-    ) -> int:
+        pause: Callable[[], bool] | None = None,
+        resume: bytes | None = None,
+    ) -> Collected:
         """Gives back the space the site's records no longer use, of the jobs ``ended`` says are over (on
-        DynamoDB, crawl batches no URL's pointer names); returns how many units went (batches; 0 where a URL's
+        DynamoDB, crawl batches no URL's pointer names); says how many units went (batches; none where a URL's
         record is one row, rewritten in place). ``by``: the job whose end collects; ``relisted``: how many of
         its ``urls`` it listed one by one (each may have left garbage), which a backend whose collection reads
-        the whole site may add up over jobs until they are worth a collection (None: collect now)."""
+        the whole site may add up over jobs until they are worth a collection (None: collect now).
+
+        ``pause``: asked between bounded pieces of work; once it says the time is up, the collection stops
+        and returns its state (``Collected.paused``), and a call given it as ``resume`` goes on from there
+        (the other arguments then unused)."""
 
     #: Whether a job may adopt a part of this database in part (``StateStore.adopt_part``'s ``excluded``).
     adopts_partly: bool

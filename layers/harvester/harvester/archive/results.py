@@ -40,6 +40,16 @@ def piece_key(job_id: str, piece: int, claim: float) -> str:
     return f"steps/{job_id}/piece-{piece}-{round(claim * 1000)}"
 
 
+def collection_key(job_id: str, claim: float) -> str:
+    """Where a step of the collection that follows the job's result (``CrawlDatabase.collect`` in steps) left
+    its state, written under the claim ``claim`` (as ``removed_key``)."""
+    return f"{collection_prefix(job_id)}{round(claim * 1000)}.state"
+
+
+def collection_prefix(job_id: str) -> str:
+    return f"steps/{job_id}/collect-"
+
+
 def index_folder(job_id: str) -> str:
     """The job's columnar URL index (harvester.archive.index): a folder of Parquet files, one for each step
     of the job's end that read records (``index_key``), each sorted by SURT key."""

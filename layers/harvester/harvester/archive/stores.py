@@ -52,8 +52,8 @@ class DocumentStore(Protocol):
 
     def keys(self, prefix: str) -> Iterator[str]: ...
 
-    def delete(self, key: str) -> None:
-        """Removes the document; one that is not there is no error."""
+    def delete(self, *keys: str) -> None:
+        """Removes the documents (S3: a thousand a request); one that is not there is no error."""
 
     def location(self, key: str) -> str:
         """Where a user finds the document (``s3://bucket/key`` or a file path)."""

@@ -287,6 +287,15 @@ class UrlPage(Struct, frozen=True):
     after: str
 
 
+class Collected(Struct, frozen=True):
+    """What a call of ``CrawlDatabase.collect`` did: ``batches`` (the database's units) went; or, when its
+    time was up before it was over, ``paused``: the state it goes on from (opaque: the crawl database's own),
+    and the units went so far."""
+
+    batches: int = 0
+    paused: bytes | None = None
+
+
 class SiteCrawl(Model, kw_only=True):
     """A site as a whole: lastmod trust per host, what the latest jobs' evidence did to it, and the
     well-known paths found absent.

@@ -140,7 +140,10 @@ class EndProgress(Struct, frozen=True):
     ``StateStore.job_record_pages`` position; None: not begun), what each earlier step of it wrote in the
     documents named by ``pieces`` (``pipeline.records_pass``), in order. Once that pass is over too, in an
     end in steps, the parts of the first ``parts_at`` sitemaps the job may make parts of are made (None: the
-    records pass is not over)."""
+    records pass is not over).
+
+    Once the result is written, the collection of the site's crawl database that follows it (``collect``) may
+    go on in steps too, from the state a step stored in the document ``collecting``."""
 
     orphans_at: str | None = None
     removed_lines: tuple[str, ...] = ()
@@ -148,6 +151,7 @@ class EndProgress(Struct, frozen=True):
     records_at: str | None = None
     pieces: tuple[str, ...] = ()
     parts_at: int | None = None
+    collecting: str | None = None
 
 
 class SitemapOutcome(Struct):

@@ -42,6 +42,7 @@ from harvester.model.records import (
 )
 from harvester.model.state import EndProgress
 from harvester.patience import Busy
+from harvester.pipeline.collection import collect, collect_on, keep_collection
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.job_index import store_index
 from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_orphans
@@ -103,7 +104,10 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
     ``end_piece_urls`` records) or the parts stores how far it got and hands its claim on (``claim``) to the
     next step: apart, a JobEnd message; here, the next turn of the loop."""
     job = ctx.store.get_job(job_id)
-    if job is None or not result_owed(ctx, job):
+    if job is None:
+        return None
+    owed = result_owed(ctx, job)
+    if not owed and (claim is None or job.result_key is None):  # (a step handed on may be the collection's)
         return None
     grace = ctx.settings.end_apart_grace_seconds
     while True:
@@ -114,13 +118,21 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
             log.info("the job's end is being written by another delivery", extra={"job_id": job_id})
             return None  # (a claim lapses: if its writer died, the end sent again after the grace writes it)
         pause = _time_up(ctx.settings.end_step_seconds)
-        try:
-            written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)
-        except StepsLost as lost:  # (the pass starts over: what it marked already is found marked by this job)
-            log.warning("the job's end starts over", extra={"job_id": job_id, "lost": str(lost)})
-            written = EndProgress()
-        if not isinstance(written, EndProgress):
-            return written
+        if progress.collecting is not None:  # (the result is written: its collection goes on)
+            written = collect_on(ctx, job, progress.collecting, pause=pause, claim=held)
+            if written is None:
+                ctx.store.save_end(job_id, EndProgress(), held=held, handed=ctx.clock().timestamp())
+                return None
+        elif not owed:
+            return None  # (a step of a collection that is over, delivered again)
+        else:
+            try:
+                written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)
+            except StepsLost as lost:  # (the pass starts over: what it marked already is found marked by this job)
+                log.warning("the job's end starts over", extra={"job_id": job_id, "lost": str(lost)})
+                written = EndProgress()
+            if not isinstance(written, EndProgress):
+                return written
         claim = ctx.clock().timestamp() + grace
         if not ctx.store.save_end(job_id, written, held=held, handed=claim):
             log.warning("the job's end was taken over by another delivery", extra={"job_id": job_id})
@@ -307,8 +319,11 @@ def _write_result(
         except FileNotFoundError as lost:
             raise StepsLost(str(lost)) from None
         if maker is not None and pieces:  # (the parts a few at a time, before the outputs)
+            looked = parts_at < len(maker.wanted)
             made, parts_at = maker.finish(start=parts_at, pause=pause, most=PARTS_IN_ONE_STEP)
             log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made), "next": parts_at})
+            if parts_at is None and looked and pause is not None:  # (the outputs in a step of their own)
+                parts_at = len(maker.wanted)
             if parts_at is not None:
                 return _paused(ctx, job_id, progress, gone, claim, records_at=records_at, parts_at=parts_at)
         try:
@@ -385,9 +400,12 @@ def _write_result(
     done = list(progress.removed_lines)  # (in the outputs now)
     if pieces:  # (and this step's own lines, stored as a piece of its own to be joined)
         done += [key for piece in (*pieces, stem) for key in piece_documents(piece)]
-    for key in done:
-        documents.delete(key)
-    collect(ctx, job, relisted=result.total_urls - counts.adopted, urls=result.total_urls)
+    documents.delete(*done)
+    # (in an end in steps, the collection's reads go on in steps of their own: this one's work follows the pieces)
+    after = (lambda: True) if pieces and pause is not None else pause
+    collected = collect(ctx, job, relisted=result.total_urls - counts.adopted, urls=result.total_urls, pause=after)
+    if collected.paused is not None:  # (a step of its own goes on with it: ``finish``)
+        return EndProgress(collecting=keep_collection(ctx, job_id, collected.paused, claim))
     return result
 
 
@@ -398,29 +416,6 @@ def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord],
     if not ctx.sitemap_parts or job.status is not JobStatus.COMPLETED:
         return None
     return PartMaker(ctx, job, sitemaps, verbatim=verbatim)
-
-
-def collect(ctx: StepContext, job: JobRecord, *, relisted: int | None = None, urls: int = 0) -> int:
-    """Gives back the space the site's crawl database no longer uses (``CrawlDatabase.collect``), of the jobs
-    that ended ``collect_after_seconds`` ago or more (a job whose record expired ended long ago). After the
-    result, and never failing the job's end: what is left is collected at the site's next job end.
-    ``relisted``: how many of the job's ``urls`` it listed one by one (not adopted with a part)."""
-    now, after = ctx.clock(), ctx.settings.collect_after_seconds
-
-    def ended(job_id: str) -> bool:
-        other = ctx.store.get_job(job_id)
-        if other is None:
-            return True
-        return other.status.final and other.end_time is not None and (now - other.end_time).total_seconds() >= after
-
-    try:
-        collected = ctx.crawldb.collect(job.request.origin, ended, by=job.job_id, relisted=relisted, urls=urls)
-    except Exception:
-        log.exception("the crawl database's unused records could not be collected", extra={"job_id": job.job_id})
-        return 0
-    if collected:
-        log.info("crawl batches collected", extra={"job_id": job.job_id, "batches": collected})
-    return collected
 
 
 def _update_site(

@@ -89,9 +89,7 @@ def store_index(ctx: StepContext, job_id: str, files: Sequence[Path | str | None
     written: set[str] = set()
 
     def clear() -> None:
-        for key in list(documents.keys(folder)):
-            if key not in written:
-                documents.delete(key)
+        documents.delete(*[key for key in documents.keys(folder) if key not in written])
 
     try:
         if files and None not in files:

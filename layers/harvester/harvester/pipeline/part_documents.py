@@ -40,9 +40,7 @@ def keep_parts_index(documents: DocumentStore, origin: str, key: str, built: Pat
     """Keeps a job's index made of parts only as the site's (the one kept before is let go)."""
     with built.open("rb") as body:
         documents.put(key, body, content_type=PARQUET_TYPE)
-    for older in documents.keys(f"sites/{site_slug(origin)}/parts/index-"):
-        if older != key:
-            documents.delete(older)
+    documents.delete(*[older for older in documents.keys(f"sites/{site_slug(origin)}/parts/index-") if older != key])
 
 
 class PartRows(NamedTuple):

@@ -459,9 +459,8 @@ class PartMaker:
         """Deletes the sitemap's part documents but those of the part made now and of the one it replaced
         (a job that adopted that one may still be writing its records from them)."""
         kept = {part_key(self.site, sitemap, job, kind) for job in keep for kind in _PART_DOCUMENTS}
-        for key in list(self.ctx.documents.keys(part_folder(self.site, sitemap))):
-            if key not in kept:
-                self.ctx.documents.delete(key)
+        folder = part_folder(self.site, sitemap)
+        self.ctx.documents.delete(*[key for key in self.ctx.documents.keys(folder) if key not in kept])
 
     @property
     def listed_only(self) -> bool:

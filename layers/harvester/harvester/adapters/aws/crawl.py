@@ -30,7 +30,7 @@ from harvester.adapters.aws.record_shelf import RecordShelf
 from harvester.adapters.aws.state_table import TransactionFailed, conditional, transact, versioned_put
 from harvester.adapters.aws.state_table import s as _s
 from harvester.crawldb.parts import Adoptions, sitemap_of, writer_of
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
+from harvester.model.crawl import Collected, CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.records import body_of, url_key
 
 #: The URLs of a job ``job_urls`` reads through their pointers before it reads the job's crawl batches whole
@@ -193,9 +193,12 @@ class DynamoCrawlDatabase:
         by: str | None = None,
         relisted: int | None = None,
         urls: int = 0,
-    ) -> int:
+        pause: Callable[[], bool] | None = None,
+        resume: bytes | None = None,
+    ) -> Collected:
         """The crawl batches no pointer names, of jobs over, deleted (crawl_collect.py)."""
-        return Collector(self.client, self.table).collect(site, ended, by=by, relisted=relisted, urls=urls)
+        collector = Collector(self.client, self.table)
+        return collector.collect(site, ended, by=by, relisted=relisted, urls=urls, pause=pause, resume=resume)
 
     def count_urls(self, site: str) -> int | None:
         """0 for a site with no URL record, told by a one-item read of each shard; None for one with some,

@@ -21,25 +21,51 @@ since. So a job's end that listed few of its URLs one by one (the rest adopted w
 adds them to the note (``pending``) instead, and the batches are read once the URLs listed one by one since
 the last collection reach ``COLLECT_SHARE`` of the site's (or the week passed): on a site re-crawled with 1 %
 of its entries changed, one changed cycle in five collects.
+
+A collection given a ``pause`` goes in steps: after each query page read and each thousand items deleted it
+asks whether its time is up, and if so returns its state (``Collected.paused``: the phase, the position in
+it, the batches found so far), from which the next call goes on. Its memory is the batches of jobs over
+that no pointer read so far names (a string a batch and the sort keys of its items), never the pointers.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
+from msgspec import Struct
 
 from harvester.adapters.aws.crawl_parts import PartItems
-from harvester.adapters.aws.pointer_items import LINES, site_items
+from harvester.adapters.aws.pointer_items import LINES, PASSED, shard_pages, url_shard
 from harvester.adapters.aws.state_table import batch_delete
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
+from harvester.model.crawl import Collected
 
 #: The longest a collection is skipped for on the strength of unmoved epochs, or of few URLs listed since.
 FULL_PASS_SECONDS = 7 * 24 * 3600.0
 #: The share of a site's URLs listed one by one since the last collection that makes the next one read.
 COLLECT_SHARE = 0.05
+#: Items deleted between two looks at the time (40 BatchWriteItem requests).
+_DELETED_AT_ONCE = 1000
 _CUR, _PREV = "cur", "prev"
+
+
+class _Pass(Struct, kw_only=True):
+    """A collection under way: its ``phase`` (reading the batches, the pointers, deleting the doomed batches'
+    items, then their lines items) and where in it (a shard and the last sort key read; or how many of the
+    phase's keys went), the epochs it started from, the jobs' verdicts, and the batches of jobs over no pointer
+    read so far names (``<job>/<bid>`` -> the sort keys of its items)."""
+
+    epochs: tuple[int, int]
+    phase: Literal["batches", "pointers", "items", "lines"] = "batches"
+    at: str | None = None
+    verdicts: dict[str, bool] = {}
+    waiting: bool = False
+    candidates: dict[str, list[str]] = {}
 
 
 class Collector:
@@ -55,12 +81,15 @@ class Collector:
         by: str | None = None,
         relisted: int | None = None,
         urls: int = 0,
-    ) -> int:
+        pause: Callable[[], bool] | None = None,
+        resume: bytes | None = None,
+    ) -> Collected:
         """Deletes the site's crawl batches (with their settlements' items) that no pointer reads its record
-        from, of the jobs ``ended`` says are over; returns how many batches went. ``by``: the job whose end
+        from, of the jobs ``ended`` says are over; says how many batches went. ``by``: the job whose end
         collects (its own batches, named by the pointers it just wrote, do not keep the note from being made);
         ``relisted``: how many of its ``urls`` it listed one by one, noted instead while those since the last
-        collection stay below COLLECT_SHARE of ``urls`` (None: read now, unless no epoch moved).
+        collection stay below COLLECT_SHARE of ``urls`` (None: read now, unless no epoch moved). ``pause``: a
+        collection in steps (module docstring), ``resume`` the state a paused one returned.
 
         A pointer whose record is written whole (``w``: an orphan, a moved page's settlement) reads none: the
         batches it names are for their jobs to find their pages by while they run, and its next listing drops
@@ -73,18 +102,105 @@ class Collector:
         found). So a batch of a job over that a pointer no longer names, it never names again (a record
         written whole only becomes a batch's again by a listing, of a new batch): a batch no pointer named
         when each was read (consistently: an older state of a pointer may not name the batch its current one
-        does) is garbage, however the reads interleaved with moves. The batches are read eventually
-        consistently: one missed is collected next time. A running job's batches are never touched (a
-        listing writes its pointers before its batch: a batch may be named by none yet). A reading made
-        before a batch went, resolved after, finds it gone and reads the record its pointer names next; a
-        write on that reading is refused by the pointer's version, as any stale write is. Run again (a job's
-        end done twice), it deletes what is left."""
-        # (read first: a move after it shows in the next collection's)
-        epochs = PartItems(self.client, self.table).epochs(site)
+        does) is garbage, however the reads interleaved with moves, and however long the steps between them.
+        The batches are read eventually consistently: one missed is collected next time. A running job's
+        batches are never touched (a listing writes its pointers before its batch: a batch may be named by
+        none yet). A reading made before a batch went, resolved after, finds it gone and reads the record its
+        pointer names next; a write on that reading is refused by the pointer's version, as any stale write
+        is. Run again (a job's end done twice, a step that died), it deletes what is left."""
+        if resume is not None:
+            state = msgspec.msgpack.decode(zlib.decompress(resume), type=_Pass)
+        else:
+            # (read first: a move after it shows in the next collection's)
+            epochs = PartItems(self.client, self.table).epochs(site)
+            if self._skipped(site, epochs, relisted, urls):
+                return Collected()
+            state = _Pass(epochs=epochs)
+        time_up = pause or (lambda: False)
+        if state.phase == "batches":
+            # (eventually consistent: a batch missed is collected next time)
+            batches = shard_pages(
+                self.client, self.table, site, "CB#", after=state.at, consistent=False, projection="sk"
+            )
+            for at, items in batches:
+                for item in items:
+                    sk = item["sk"]["S"]
+                    job, bid = sk.removeprefix("CB#").split("#")[:2]
+                    if job not in state.verdicts:
+                        state.verdicts[job] = ended(job)
+                    if state.verdicts[job]:
+                        state.candidates.setdefault(f"{job}/{bid}", []).append(sk)
+                    elif job != by:
+                        state.waiting = True  # (a batch of a job not over: it may become garbage, no epoch moving)
+                state.at = at
+                if at != PASSED and time_up():
+                    return _paused(state)
+            state.phase, state.at = "pointers", None
+        if state.phase == "pointers" and state.candidates:
+            names = {"#cur": _CUR, "#prev": _PREV}
+            projection = "#cur, #prev, w"
+            pointers = shard_pages(
+                self.client,
+                self.table,
+                site,
+                "URL#",
+                after=state.at,
+                consistent=True,
+                projection=projection,
+                names=names,
+            )
+            for at, items in pointers:
+                for item in items:
+                    if "w" in item:
+                        continue  # (its record is its body: the batches it names are only its running jobs')
+                    for name in (_CUR, _PREV):
+                        if name in item:
+                            state.candidates.pop(item[name]["S"], None)
+                state.at = at
+                if at != PASSED and time_up():
+                    return _paused(state)
+        if state.phase == "pointers":
+            state.phase, state.at = "items", "0"
+        # The batches' items and their outcomes first, their lines after: a lines item left alone (the
+        # collection cut short) reads as a listing that never committed, which a tombstone can bury; a batch
+        # item left without its lines could not be read, nor buried.
+        if state.phase == "items":
+            if not self._delete(site, state, lines=False, time_up=time_up):
+                return _paused(state)
+            state.phase, state.at = "lines", "0"
+        if state.phase == "lines" and not self._delete(site, state, lines=True, time_up=time_up):
+            return _paused(state)
+        item = {**_noted_key(site), "parts": _n(state.epochs[0]), "epochs": _n(state.epochs[1]), "at": _n(time.time())}
+        if state.waiting:  # (the epochs alone cannot tell the next one to skip)
+            item["waiting"] = {"BOOL": True}
+        self.client.put_item(TableName=self.table, Item=item)
+        return Collected(batches=len(state.candidates))
+
+    def _delete(self, site: str, state: _Pass, *, lines: bool, time_up: Callable[[], bool]) -> bool:
+        """Deletes the doomed batches' items (``lines``: their lines items) from the ``state.at``-th on, a
+        thousand at a time; False when the time was up before all went (``state.at``: how many did)."""
+        doomed = [
+            {"pk": url_shard(site, ref.partition("/")[2]), "sk": _s(sk)}
+            for ref in sorted(state.candidates)
+            for sk in state.candidates[ref]
+            if sk.endswith(LINES) == lines
+        ]
+        at = int(state.at or 0)
+        while at < len(doomed):
+            batch_delete(self.client, self.table, doomed[at : at + _DELETED_AT_ONCE])
+            at += _DELETED_AT_ONCE
+            state.at = str(at)
+            if at < len(doomed) and time_up():
+                return False
+        return True
+
+    def _skipped(self, site: str, epochs: tuple[int, int], relisted: int | None, urls: int) -> bool:
+        """Whether the note of the last collection says none is due: no epoch moved and nothing was left
+        waiting, or the URLs listed one by one since (``relisted`` added to the note) are still few."""
         noted = self.client.get_item(TableName=self.table, Key=_noted_key(site), ConsistentRead=True).get("Item")
         fresh = noted is not None and time.time() - float(noted["at"]["N"]) < FULL_PASS_SECONDS
         if fresh and noted is not None and "waiting" not in noted and _same(noted, epochs):
-            return 0
+            return True
         if fresh and noted is not None and relisted is not None:
             pending = int(noted.get("pending", {"N": "0"})["N"]) + relisted
             if pending < COLLECT_SHARE * urls:
@@ -95,46 +211,12 @@ class Collector:
                         UpdateExpression="ADD pending :n",
                         ExpressionAttributeValues={":n": _n(relisted)},
                     )
-                return 0
-        candidates: dict[str, list[dict[str, Any]]] = {}
-        verdicts: dict[str, bool] = {}
-        waiting = False  # (a batch of another job not over: it may become garbage with no epoch moving)
-        for item in site_items(self.client, self.table, site, "CB#", "pk, sk"):
-            job, bid = item["sk"]["S"].removeprefix("CB#").split("#")[:2]
-            if job not in verdicts:
-                verdicts[job] = ended(job)
-            if verdicts[job]:
-                candidates.setdefault(f"{job}/{bid}", []).append(item)
-            elif job != by:
-                waiting = True
-        if candidates:
-            pointers = site_items(
-                self.client,
-                self.table,
-                site,
-                "URL#",
-                "#cur, #prev, w",
-                {"#cur": _CUR, "#prev": _PREV},
-                consistent=True,
-            )
-            for item in pointers:
-                if "w" in item:
-                    continue  # (its record is its body: the batches it names are only its running jobs')
-                for name in (_CUR, _PREV):
-                    if name in item:
-                        candidates.pop(item[name]["S"], None)
-            doomed = [key for keys in candidates.values() for key in keys]
-            # The batches' items and their outcomes first, their lines after: a lines item left alone (the
-            # collection cut short) reads as a listing that never committed, which a tombstone can bury; a
-            # batch item left without its lines could not be read, nor buried.
-            batch_delete(self.client, self.table, [k for k in doomed if not k["sk"]["S"].endswith(LINES)])
-            batch_delete(self.client, self.table, [k for k in doomed if k["sk"]["S"].endswith(LINES)])
-        # (``waiting``: a batch of a job not over was left; the epochs alone cannot tell the next one to skip)
-        item = {**_noted_key(site), "parts": _n(epochs[0]), "epochs": _n(epochs[1]), "at": _n(time.time())}
-        if waiting:
-            item["waiting"] = {"BOOL": True}
-        self.client.put_item(TableName=self.table, Item=item)
-        return len(candidates)
+                return True
+        return False
+
+
+def _paused(state: _Pass) -> Collected:
+    return Collected(paused=zlib.compress(msgspec.msgpack.encode(state), 1))
 
 
 def _noted_key(site: str) -> dict[str, Any]:

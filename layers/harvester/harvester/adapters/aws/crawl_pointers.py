@@ -62,7 +62,6 @@ from harvester.adapters.aws.pointer_items import (
     APART,
     LINES,
     NO_CRAWL_OUTCOME,
-    URL_SHARDS,
     CrawlBatch,
     Pointer,
     Ref,
@@ -74,6 +73,7 @@ from harvester.adapters.aws.pointer_items import (
     outcome_key,
     parse_pointer,
     pointer_key,
+    shard_pages,
     site_items,
     url_shard,
     urls_role,
@@ -254,42 +254,28 @@ class Pointers:
         batches: OrderedDict[Ref, CrawlBatch] = OrderedDict()
         adoptions = self.parts.adoptions(site)
         own: set[str] | None = None  # (the job's committed batches, read when a pointer names one of its)
-        first, start = _resumed(after)
-        for shard in URL_SHARDS[first:]:
-            paginator = self.client.get_paginator("query")
-            resume = {"ExclusiveStartKey": {"pk": url_shard(site, shard), "sk": _s(start)}} if start else {}
-            for page in paginator.paginate(
-                TableName=self.table,
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :url)",
-                ExpressionAttributeValues={":pk": url_shard(site, shard), ":url": _s("URL#")},
-                ConsistentRead=True,
-                **resume,
-            ):
-                items = page.get("Items", [])
-                last = page.get("LastEvaluatedKey")
-                position = f"{shard}{last['sk']['S']}" if last else _next_shard(shard)
-                start = None
-                pointers = [parse_pointer(item) for item in items]
-                if unless_listed_by is not None and adoptions:
-                    pointers = [p for p in pointers if not _adopted_by(p, adoptions, unless_listed_by)]
-                if unless_listed_by is not None and any(_names_batch_of(p, unless_listed_by) for p in pointers):
-                    own = self._committed(unless_listed_by) if own is None else own
-                    pointers = [p for p in pointers if not (_names_batch_of(p, unless_listed_by) and _bid(p) in own)]
-                known = dict(batches)
-                self.resolve(site, pointers, known, adoptions)
-                for ref, batch in known.items():
-                    batches[ref] = batch
-                    batches.move_to_end(ref)
-                while len(batches) > _BATCHES_KEPT:
-                    batches.popitem(last=False)
-                kept = []
-                for p in pointers:
-                    if p.record is None:
-                        continue
-                    if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
-                        continue
-                    kept.append(p)
-                yield position, kept
+        for position, items in shard_pages(self.client, self.table, site, "URL#", after=after, consistent=True):
+            pointers = [parse_pointer(item) for item in items]
+            if unless_listed_by is not None and adoptions:
+                pointers = [p for p in pointers if not _adopted_by(p, adoptions, unless_listed_by)]
+            if unless_listed_by is not None and any(_names_batch_of(p, unless_listed_by) for p in pointers):
+                own = self._committed(unless_listed_by) if own is None else own
+                pointers = [p for p in pointers if not (_names_batch_of(p, unless_listed_by) and _bid(p) in own)]
+            known = dict(batches)
+            self.resolve(site, pointers, known, adoptions)
+            for ref, batch in known.items():
+                batches[ref] = batch
+                batches.move_to_end(ref)
+            while len(batches) > _BATCHES_KEPT:
+                batches.popitem(last=False)
+            kept = []
+            for p in pointers:
+                if p.record is None:
+                    continue
+                if unless_listed_by is not None and p.record.last_listed_job == unless_listed_by:
+                    continue
+                kept.append(p)
+            yield position, kept
 
     def _committed(self, job_id: str) -> set[str]:
         """The job's batches whose listing committed: those its states items show (listed_batch.py), read
@@ -475,27 +461,6 @@ def _add_outcomes(outcomes: dict[int, str] | None, item: Mapping[str, Any]) -> N
     for line in body_text(item).split("\n"):
         i, _, record = line.partition("\t")
         outcomes[int(i)] = record
-
-
-#: The position after a site's last pointer page (``pointer_pages``): no shard follows.
-_PASSED = "~"
-
-
-def _next_shard(shard: str) -> str:
-    """The position at the start of the shard after ``shard``."""
-    index = URL_SHARDS.index(shard) + 1
-    return URL_SHARDS[index] if index < len(URL_SHARDS) else _PASSED
-
-
-def _resumed(after: str | None) -> tuple[int, str | None]:
-    """The shard (its index) and the sort key a pass resumed at ``after`` starts from."""
-    if after is None:
-        return 0, None
-    if after == _PASSED:
-        return len(URL_SHARDS), None
-    if after[:1] not in URL_SHARDS or (len(after) > 1 and not after[1:].startswith("URL#")):
-        raise ValueError(f"not a position in a site's pointers: {after!r}")
-    return URL_SHARDS.index(after[0]), after[1:] or None
 
 
 def _batch_of(item: dict[str, Any]) -> str:

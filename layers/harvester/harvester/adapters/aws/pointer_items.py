@@ -12,7 +12,7 @@ import orjson
 from msgspec import Struct
 
 from harvester.adapters.aws.item_body import body_text, stored_body
-from harvester.adapters.aws.state_table import created, query, versioned_put
+from harvester.adapters.aws.state_table import created, versioned_put
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model.crawl import CrawlRecord
@@ -47,16 +47,56 @@ def site_items(
 ) -> Iterator[dict[str, Any]]:
     """The site's items of one kind in its URL shards (by their sort key's ``prefix``), only the attributes
     projected: a Query a shard."""
-    for shard in URL_SHARDS:
-        yield from query(
-            client,
-            table,
+    pages = shard_pages(
+        client, table, site, prefix, after=None, consistent=consistent, projection=projection, names=names
+    )
+    for _, items in pages:
+        yield from items
+
+
+#: The position of a pass over a site's shards that is over (``shard_pages``).
+PASSED = "~"
+
+
+def shard_pages(
+    client: Any,
+    table: str,
+    site: str,
+    prefix: str,
+    *,
+    after: str | None,
+    consistent: bool,
+    projection: str | None = None,
+    names: dict[str, str] | None = None,
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The site's items of one kind in its URL shards (by their sort key's ``prefix``) a query page at a time,
+    shard after shard, each page with the position after it: its shard and the last sort key read, the next
+    shard (a page that ended one), or ``PASSED`` after the last. ``after`` (such a position; None: the start)
+    resumes there."""
+    if after == PASSED:
+        return
+    first, start = 0, None
+    if after is not None:
+        if after[:1] not in URL_SHARDS or (len(after) > 1 and not after[1:].startswith(prefix)):
+            raise ValueError(f"not a position in a site's {prefix} items: {after!r}")
+        first, start = URL_SHARDS.index(after[0]), after[1:] or None
+    shown = {"ProjectionExpression": projection} if projection else {}
+    if names:
+        shown["ExpressionAttributeNames"] = names
+    for i, shard in enumerate(URL_SHARDS[first:], first):
+        resume = {"ExclusiveStartKey": {"pk": url_shard(site, shard), "sk": _s(start)}} if start else {}
+        start = None
+        for page in client.get_paginator("query").paginate(
+            TableName=table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={":pk": url_shard(site, shard), ":prefix": _s(prefix)},
-            ProjectionExpression=projection,
             ConsistentRead=consistent,
-            **({"ExpressionAttributeNames": names} if names else {}),
-        )
+            **shown,
+            **resume,
+        ):
+            last = page.get("LastEvaluatedKey")
+            following = URL_SHARDS[i + 1] if i + 1 < len(URL_SHARDS) else PASSED
+            yield (f"{shard}{last['sk']['S']}" if last else following), page.get("Items", [])
 
 
 def pointer_key(site: str, url: str) -> dict[str, Any]:

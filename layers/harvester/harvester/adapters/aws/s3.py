@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
+from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from harvester.limits import SPOOL_IN_MEMORY
@@ -17,6 +18,11 @@ MIN_PART = 5 * 1024 * 1024
 #: S3's most for one part copied (UploadPartCopy), and its most parts in an upload.
 MAX_COPY = 5 * 1024**3
 MAX_PARTS = 10_000
+#: Keys a DeleteObjects request takes.
+_DELETED_AT_ONCE = 1000
+#: A large document (a job's records, a step's index file) is uploaded 8 MiB a part, four parts at once: what an
+#: upload holds in memory is bounded (boto3's default of ten threads holds 80 MiB) and four keep the link busy.
+TRANSFER = TransferConfig(max_concurrency=4)
 #: The error codes S3 answers a missing object with (GetObject: NoSuchKey; HeadObject: 404, no body).
 _MISSING = ("NoSuchKey", "404", "NotFound")
 
@@ -57,7 +63,7 @@ class S3DocumentStore:
         if isinstance(body, bytes):
             self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
         else:
-            self.client.upload_fileobj(body, self.bucket, key, ExtraArgs=extra)
+            self.client.upload_fileobj(body, self.bucket, key, ExtraArgs=extra, Config=TRANSFER)
         return self.location(key)
 
     @contextmanager
@@ -176,8 +182,25 @@ class S3DocumentStore:
             for obj in page.get("Contents", []):
                 yield obj["Key"]
 
-    def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=key)  # (S3 answers a missing key as deleted)
+    def delete(self, *keys: str) -> None:
+        # (S3 answers a missing key as deleted)
+        if len(keys) == 1:
+            self.client.delete_object(Bucket=self.bucket, Key=keys[0])
+            return
+        for at in range(0, len(keys), _DELETED_AT_ONCE):
+            objects = [{"Key": key} for key in keys[at : at + _DELETED_AT_ONCE]]
+            answer = self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True})
+            if answer.get("Errors"):
+                failed = answer["Errors"][0]
+                raise ClientError(
+                    {
+                        "Error": {
+                            "Code": failed.get("Code", ""),
+                            "Message": f"{failed.get('Key')}: {failed.get('Message')}",
+                        }
+                    },
+                    "DeleteObjects",
+                )
 
     def location(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 from msgspec.structs import replace
 
-from harvester.adapters.aws.s3 import missing_as_file_not_found
+from harvester.adapters.aws.s3 import TRANSFER, missing_as_file_not_found
 from harvester.archive.warc import Archived, cdxj_line, warcinfo
 from harvester.limits import SPOOL_IN_MEMORY
 
@@ -37,7 +37,9 @@ class S3WarcStore:
             body.write(info)
             shutil.copyfileobj(chunk, body, 1024 * 1024)
             body.seek(0)
-            self.client.upload_fileobj(body, self.bucket, key, ExtraArgs={"ContentType": "application/warc"})
+            self.client.upload_fileobj(
+                body, self.bucket, key, ExtraArgs={"ContentType": "application/warc"}, Config=TRANSFER
+            )
         placed = [replace(c, filename=key, offset=c.offset + len(info)) for c in captures]
         index = "".join(cdxj_line(p) + "\n" for p in placed).encode()
         self.client.put_object(Bucket=self.bucket, Key=key + ".cdxj", Body=index, ContentType="text/plain")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from harvester.adapters.local import part_rows
 from harvester.adapters.local.database import Transaction, select_in
 from harvester.crawldb.parts import Adoptions, Lineage, sitemap_of, writer_of
-from harvester.model.crawl import CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
+from harvester.model.crawl import Collected, CrawlRecord, SiteCrawl, SitemapCrawl, SitemapPart, UrlPage
 from harvester.model.records import CrawlWrite, body_of, url_key
 
 _PAGE_SIZE = 1000
@@ -178,9 +178,11 @@ class SqliteCrawlDatabase:
         by: str | None = None,
         relisted: int | None = None,
         urls: int = 0,
-    ) -> int:
+        pause: Callable[[], bool] | None = None,
+        resume: bytes | None = None,
+    ) -> Collected:
         """Nothing to collect: a URL's record is its one row, rewritten in place."""
-        return 0
+        return Collected()
 
     def find_url(self, url: str) -> list[tuple[str, CrawlRecord]]:
         """Every site's record of ``url`` (a page of one site may be listed by another's sitemaps): one

@@ -107,8 +107,9 @@ class FolderDocumentStore:
                 if key.startswith(prefix):
                     yield key
 
-    def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+    def delete(self, *keys: str) -> None:
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
 
     def delete_folder(self, prefix: str) -> None:
         """Removes the documents under ``prefix`` (a job's result files: ``jobs/<job id>``)."""
