@@ -103,6 +103,31 @@ def test_a_collection_in_steps_stops_whenever_its_time_is_up_and_goes_on_to_the_
     assert {r.signature for r in Container(aws).crawldb.site_urls(SITE)} == {"sig-job-3", "sig-job-4"}
 
 
+def test_a_collection_in_steps_keeps_what_the_ends_during_it_added_to_the_note(aws: AwsAdapters) -> None:
+    """The URLs listed one by one that the ends of other jobs add to the note while a collection goes on in
+    steps are left there for the next one; those the note counted when it began are taken by it."""
+    c = Container(aws)
+    crawl_job(c, "job-1", list(range(60)))
+    crawl_job(c, "job-2", list(range(60)))
+    crawldb = Container(aws).crawldb
+    assert crawldb.collect(SITE, lambda job_id: True).paused is None  # (noted)
+    crawl_job(c, "job-3", list(range(10)))  # (the epochs move)
+
+    def pending() -> int:
+        note = crawldb.client.get_item(TableName=crawldb.table, Key=crawl_collect._noted_key(SITE))["Item"]
+        return int(note.get("pending", {"N": "0"})["N"])
+
+    assert crawldb.collect(SITE, lambda job_id: True, relisted=3, urls=1000).paused is None  # (few: noted)
+    assert pending() == 3
+    state = crawldb.collect(SITE, lambda job_id: True, pause=lambda: True).paused  # (begun: it takes the 3)
+    assert state is not None
+    assert crawldb.collect(SITE, lambda job_id: True, relisted=2, urls=1000).paused is None
+    assert pending() == 5
+    while state is not None:
+        state = crawldb.collect(SITE, lambda job_id: True, pause=lambda: True, resume=state).paused
+    assert pending() == 2
+
+
 def test_batches_no_pointer_names_go_and_every_record_reads_as_before(aws: AwsAdapters) -> None:
     c = Container(aws)
     pages = list(range(60))
@@ -199,6 +224,19 @@ def spied(aws: AwsAdapters) -> tuple[Any, Spy]:
     return crawldb, spy
 
 
+def read_every_batch_then_pointers(calls: list[str]) -> bool:
+    """Whether a collection read the note, every shard's batches, then pointers until each batch of a job
+    over was found named (a shard at least, 16 at most: it stops once none is left), then noted itself."""
+    pointers = len(calls) - 2 - 16 - 1
+    head, tail = calls[:2], calls[2 + 16 :]
+    return (
+        head == ["Query PART#", "get_item"]
+        and calls[2 : 2 + 16] == ["Query CB#"] * 16
+        and 1 <= pointers <= 16
+        and tail == ["Query URL#"] * pointers + ["update_item"]
+    )
+
+
 def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -> None:
     """A site's first crawl ends with only its own batches, not over long enough: the collection reads the
     part items' epochs and the batches' keys (a query a shard) and no pointer."""
@@ -206,7 +244,7 @@ def test_a_site_with_no_batch_of_a_job_over_reads_no_pointer(aws: AwsAdapters) -
     crawl_job(c, "job-1", list(range(60)))
     crawldb, spy = spied(aws)
     assert crawldb.collect(SITE, lambda job_id: False, by="job-1").batches == 0
-    assert spy.calls == ["Query PART#", "get_item", *["Query CB#"] * 16, "put_item"]
+    assert spy.calls == ["Query PART#", "get_item", *["Query CB#"] * 16, "update_item"]
 
 
 def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_batch_is_read(
@@ -225,10 +263,10 @@ def test_with_no_pointer_moved_since_a_collection_that_left_nothing_waiting_no_b
     crawl_job(c, "job-2", list(range(10)))  # (moves ten pointers off job 1's first batch)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: job_id == "job-1", by="job-3").batches == 0
-    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]  # (noted: job 2 waiting)
+    assert read_every_batch_then_pointers(spy.calls)  # (noted: job 2 waiting)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-3").batches == 0
-    assert "Query CB#" in spy.calls and "put_item" in spy.calls
+    assert "Query CB#" in spy.calls and "update_item" in spy.calls
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-3").batches == 0
     assert spy.calls == ["Query PART#", "get_item"]
@@ -261,7 +299,7 @@ def test_a_jobs_end_that_listed_few_urls_one_by_one_notes_them_until_they_are_wo
     assert (
         crawldb.collect(SITE, lambda job_id: job_id != "job-3", by="job-3", relisted=1, urls=60).batches == 0
     )  # (3: 5 %)
-    assert spy.calls[2:] == ["Query CB#"] * 16 + ["Query URL#"] * 16 + ["put_item"]
+    assert read_every_batch_then_pointers(spy.calls)
     crawl_job(c, "job-4", [0, 1, 2])  # (job 1's first batch still holds pages 3-48)
     spy.calls.clear()
     assert crawldb.collect(SITE, lambda job_id: True, by="job-4", relisted=1, urls=60).batches == 0  # (counted anew)

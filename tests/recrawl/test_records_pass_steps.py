@@ -19,9 +19,12 @@ import pytest
 from msgspec.structs import replace
 
 from harvester.adapters.local import record_rows
+from harvester.adapters.local.crawl import SqliteCrawlDatabase
+from harvester.adapters.local.documents import FolderDocumentStore
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo.live import LiveSite
 from harvester.fetch import FetchPolicy, parse_networks
+from harvester.model.crawl import Collected
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapIngestionResult
 from harvester.model.state import EndProgress
@@ -209,3 +212,50 @@ def test_an_end_whose_earlier_steps_kept_no_part_maker_makes_no_part(live_site, 
     monkeypatch.setattr(completion, "_part_maker", part_maker)
     again = crawl(state, site)
     assert again.total_urls == 240 and again.changes.removed == 0
+
+
+def test_an_end_whose_collection_goes_in_steps_returns_its_result_and_lets_its_states_go(
+    live_site, tmp_path, monkeypatch
+):
+    """A crawl database whose collection pauses (as DynamoDB's does on a large site) makes the collection after
+    the result go on in steps of their own, each from the state the last stored: the end still returns the
+    result it wrote, the collection is given each state in turn, and no state is left under steps/."""
+    site = live_site(pages=30, sitemaps=2)
+    given: list[bytes | None] = []
+
+    def collect(self: SqliteCrawlDatabase, site: str, ended: Any, **options: Any) -> Collected:
+        given.append(options.get("resume"))
+        return Collected(batches=4) if len(given) == 4 else Collected(paused=f"state {len(given)}".encode())
+
+    monkeypatch.setattr(SqliteCrawlDatabase, "collect", collect)
+    result, _, _ = crawl_in_steps(tmp_path / "stepped", site, monkeypatch, step_seconds=300)
+    assert result.total_urls == 30
+    assert given == [None, b"state 1", b"state 2", b"state 3"]
+    with LocalHarvest.open(tmp_path / "stepped") as harvest:
+        assert list(harvest.documents.keys("steps/")) == []
+
+
+def test_a_collection_whose_state_cannot_be_stored_is_left_and_the_end_still_returns_its_result(
+    live_site, tmp_path, monkeypatch, caplog
+):
+    """The collection after the result never fails the job's end: a paused one whose state cannot be stored
+    is left (logged; what it did not collect is collected at the site's next end)."""
+    site = live_site(pages=30, sitemaps=2)
+    calls: list[bytes | None] = []
+
+    def collect(self: SqliteCrawlDatabase, site: str, ended: Any, **options: Any) -> Collected:
+        calls.append(options.get("resume"))
+        return Collected(paused=b"state")
+
+    put = FolderDocumentStore.put
+
+    def failing_put(self: FolderDocumentStore, key: str, body: Any, **options: Any) -> str:
+        if "/collect-" in key:
+            raise OSError(28, "No space left on device")
+        return put(self, key, body, **options)
+
+    monkeypatch.setattr(SqliteCrawlDatabase, "collect", collect)
+    monkeypatch.setattr(FolderDocumentStore, "put", failing_put)
+    result, _, _ = crawl_in_steps(tmp_path / "stepped", site, monkeypatch, step_seconds=300)
+    assert result.total_urls == 30 and calls == [None]
+    assert "a collection's state could not be stored" in caplog.text

@@ -288,9 +288,9 @@ class UrlPage(Struct, frozen=True):
 
 
 class Collected(Struct, frozen=True):
-    """What a call of ``CrawlDatabase.collect`` did: ``batches`` (the database's units) went; or, when its
-    time was up before it was over, ``paused``: the state it goes on from (opaque: the crawl database's own),
-    and the units went so far."""
+    """What a call of ``CrawlDatabase.collect`` did: ``batches`` (the database's units) went, once it is over;
+    or, when its time was up before, ``paused``: the state it goes on from (opaque: the crawl database's
+    own)."""
 
     batches: int = 0
     paused: bytes | None = None

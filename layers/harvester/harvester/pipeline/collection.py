@@ -51,30 +51,43 @@ def collect(
     return collected
 
 
-def keep_collection(ctx: StepContext, job_id: str, state: bytes, claim: float) -> str:
-    """Stores a paused collection's state for the step that goes on with it; its key."""
+def going_on(ctx: StepContext, job_id: str, collected: Collected, claim: float) -> EndProgress | None:
+    """How far a collection that paused got, for the step that goes on with it (its state stored under the
+    step's ``claim``); None when it is over, or when its state could not be stored (it is left, never failing
+    the job's end: what is left is collected at the site's next job end)."""
+    if collected.paused is None:
+        return None
     key = collection_key(job_id, claim)
-    ctx.documents.put(key, state, content_type="application/octet-stream")
+    try:
+        ctx.documents.put(key, collected.paused, content_type="application/octet-stream")
+    except Exception:
+        log.exception("a collection's state could not be stored; it is left", extra={"job_id": job_id})
+        return None
     log.info("the collection goes on in a step of its own", extra={"job_id": job_id})
-    return key
+    return EndProgress(collecting=key)
 
 
 def collect_on(
     ctx: StepContext, job: JobRecord, stored: str, *, pause: Callable[[], bool], claim: float
 ) -> EndProgress | None:
     """A step of the collection after the job's result, from the state ``stored``: how far it got, or None
-    once it is over (its states deleted). A state gone, or a step that fails, ends it: what is left is
-    collected at the site's next job end."""
+    once it is over (its states deleted). A state gone, or one that cannot be read or stored, ends it: what
+    is left is collected at the site's next job end."""
     try:
         state = ctx.documents.get(stored)
-    except FileNotFoundError:
-        log.warning("a collection's state is gone; it is left", extra={"job_id": job.job_id, "state": stored})
+    except Exception:
+        log.exception("a collection's state could not be read; it is left", extra={"job_id": job.job_id})
         return None
-    collected = collect(ctx, job, pause=pause, resume=state)
-    if collected.paused is not None:
-        return EndProgress(collecting=keep_collection(ctx, job.job_id, collected.paused, claim))
+    progress = going_on(ctx, job.job_id, collect(ctx, job, pause=pause, resume=state), claim)
+    if progress is None:
+        let_go(ctx, job.job_id)
+    return progress
+
+
+def let_go(ctx: StepContext, job_id: str, *keys: str) -> None:
+    """Deletes the states of the job's collection ``keys`` (none: all of them); the steps/ lifecycle deletes
+    any that could not be."""
     try:
-        ctx.documents.delete(*ctx.documents.keys(collection_prefix(job.job_id)))
-    except Exception:  # (the steps/ lifecycle deletes them)
-        log.exception("a collection's states could not be deleted", extra={"job_id": job.job_id})
-    return None
+        ctx.documents.delete(*(keys or list(ctx.documents.keys(collection_prefix(job_id)))))
+    except Exception:
+        log.exception("a collection's states could not be deleted", extra={"job_id": job_id})

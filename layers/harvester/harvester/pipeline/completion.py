@@ -42,7 +42,7 @@ from harvester.model.records import (
 )
 from harvester.model.state import EndProgress
 from harvester.patience import Busy
-from harvester.pipeline.collection import collect, collect_on, keep_collection
+from harvester.pipeline.collection import collect, collect_on, going_on, let_go
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.job_index import store_index
 from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_orphans
@@ -110,6 +110,7 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
     if not owed and (claim is None or job.result_key is None):  # (a step handed on may be the collection's)
         return None
     grace = ctx.settings.end_apart_grace_seconds
+    wrote = False  # (the result, by a step of this call: a collection in steps may follow it here)
     while True:
         now = ctx.clock().timestamp()
         held = now + grace
@@ -122,7 +123,7 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
             written = collect_on(ctx, job, progress.collecting, pause=pause, claim=held)
             if written is None:
                 ctx.store.save_end(job_id, EndProgress(), held=held, handed=ctx.clock().timestamp())
-                return None
+                return _stored_result(ctx, job_id) if wrote else None
         elif not owed:
             return None  # (a step of a collection that is over, delivered again)
         else:
@@ -133,14 +134,21 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
                 written = EndProgress()
             if not isinstance(written, EndProgress):
                 return written
+            wrote = written.collecting is not None
         claim = ctx.clock().timestamp() + grace
         if not ctx.store.save_end(job_id, written, held=held, handed=claim):
             log.warning("the job's end was taken over by another delivery", extra={"job_id": job_id})
             return None
         log.info("the job's end goes on in a step of its own", extra={"job_id": job_id, "removed": written.removed})
+        if progress.collecting is not None:  # (its successor stored and handed on)
+            let_go(ctx, job_id, progress.collecting)
         if ctx.end_apart is not None:
             ctx.end_apart(JobEnd(job_id=job_id, claim=claim))
             return None
+
+
+def _stored_result(ctx: StepContext, job_id: str) -> SitemapIngestionResult:
+    return SitemapIngestionResult.model_validate_json(ctx.documents.get(result_key(job_id)))
 
 
 class StepsLost(Exception):
@@ -404,9 +412,7 @@ def _write_result(
     # (in an end in steps, the collection's reads go on in steps of their own: this one's work follows the pieces)
     after = (lambda: True) if pieces and pause is not None else pause
     collected = collect(ctx, job, relisted=result.total_urls - counts.adopted, urls=result.total_urls, pause=after)
-    if collected.paused is not None:  # (a step of its own goes on with it: ``finish``)
-        return EndProgress(collecting=keep_collection(ctx, job_id, collected.paused, claim))
-    return result
+    return going_on(ctx, job_id, collected, claim) or result  # (a paused one goes on in steps: ``finish``)
 
 
 def _part_maker(ctx: StepContext, job: JobRecord, sitemaps: list[SitemapRecord], *, verbatim: bool) -> PartMaker | None:

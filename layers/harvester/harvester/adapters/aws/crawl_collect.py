@@ -25,7 +25,8 @@ of its entries changed, one changed cycle in five collects.
 A collection given a ``pause`` goes in steps: after each query page read and each thousand items deleted it
 asks whether its time is up, and if so returns its state (``Collected.paused``: the phase, the position in
 it, the batches found so far), from which the next call goes on. Its memory is the batches of jobs over
-that no pointer read so far names (a string a batch and the sort keys of its items), never the pointers.
+that no pointer read so far names (a string a batch and the sort keys of its items: about 500 bytes a
+batch), never the pointers; the pointers are read until every such batch is found named, or to the end.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class _Pass(Struct, kw_only=True):
     verdicts: dict[str, bool] = {}
     waiting: bool = False
     candidates: dict[str, list[str]] = {}
+    #: The URLs listed one by one that the note counted when it began (``Collector._note``).
+    pending: int = 0
 
 
 class Collector:
@@ -113,9 +116,10 @@ class Collector:
         else:
             # (read first: a move after it shows in the next collection's)
             epochs = PartItems(self.client, self.table).epochs(site)
-            if self._skipped(site, epochs, relisted, urls):
+            pending = self._due(site, epochs, relisted, urls)
+            if pending is None:
                 return Collected()
-            state = _Pass(epochs=epochs)
+            state = _Pass(epochs=epochs, pending=pending)
         time_up = pause or (lambda: False)
         if state.phase == "batches":
             # (eventually consistent: a batch missed is collected next time)
@@ -157,6 +161,8 @@ class Collector:
                         if name in item:
                             state.candidates.pop(item[name]["S"], None)
                 state.at = at
+                if not state.candidates:
+                    break  # (every batch found named: none to delete)
                 if at != PASSED and time_up():
                     return _paused(state)
         if state.phase == "pointers":
@@ -170,11 +176,32 @@ class Collector:
             state.phase, state.at = "lines", "0"
         if state.phase == "lines" and not self._delete(site, state, lines=True, time_up=time_up):
             return _paused(state)
-        item = {**_noted_key(site), "parts": _n(state.epochs[0]), "epochs": _n(state.epochs[1]), "at": _n(time.time())}
-        if state.waiting:  # (the epochs alone cannot tell the next one to skip)
-            item["waiting"] = {"BOOL": True}
-        self.client.put_item(TableName=self.table, Item=item)
+        self._note(site, state)
         return Collected(batches=len(state.candidates))
+
+    def _note(self, site: str, state: _Pass) -> None:
+        """The note of this collection: the epochs it started from, whether it left a batch waiting (the epochs
+        alone cannot tell the next one to skip then), and the URLs listed one by one that the ends since it
+        began added (``pending`` less those it found there: they are collected now)."""
+        values = {
+            ":parts": _n(state.epochs[0]),
+            ":epochs": _n(state.epochs[1]),
+            ":at": _n(time.time()),
+            ":taken": _n(-state.pending),
+        }
+        update = "SET parts = :parts, epochs = :epochs, #at = :at"
+        if state.waiting:
+            update += ", waiting = :waiting"
+            values[":waiting"] = {"BOOL": True}
+        else:
+            update += " REMOVE waiting"
+        self.client.update_item(
+            TableName=self.table,
+            Key=_noted_key(site),
+            UpdateExpression=update + " ADD pending :taken",
+            ExpressionAttributeNames={"#at": "at"},
+            ExpressionAttributeValues=values,
+        )
 
     def _delete(self, site: str, state: _Pass, *, lines: bool, time_up: Callable[[], bool]) -> bool:
         """Deletes the doomed batches' items (``lines``: their lines items) from the ``state.at``-th on, a
@@ -194,25 +221,28 @@ class Collector:
                 return False
         return True
 
-    def _skipped(self, site: str, epochs: tuple[int, int], relisted: int | None, urls: int) -> bool:
-        """Whether the note of the last collection says none is due: no epoch moved and nothing was left
-        waiting, or the URLs listed one by one since (``relisted`` added to the note) are still few."""
+    def _due(self, site: str, epochs: tuple[int, int], relisted: int | None, urls: int) -> int | None:
+        """None when the note of the last collection says none is due: no epoch moved and nothing was left
+        waiting, or the URLs listed one by one since (``relisted`` added to the note) are still few; else the
+        URLs listed one by one the note counts (this collection takes them)."""
         noted = self.client.get_item(TableName=self.table, Key=_noted_key(site), ConsistentRead=True).get("Item")
-        fresh = noted is not None and time.time() - float(noted["at"]["N"]) < FULL_PASS_SECONDS
-        if fresh and noted is not None and "waiting" not in noted and _same(noted, epochs):
-            return True
-        if fresh and noted is not None and relisted is not None:
-            pending = int(noted.get("pending", {"N": "0"})["N"]) + relisted
-            if pending < COLLECT_SHARE * urls:
-                if relisted:
-                    self.client.update_item(
-                        TableName=self.table,
-                        Key=_noted_key(site),
-                        UpdateExpression="ADD pending :n",
-                        ExpressionAttributeValues={":n": _n(relisted)},
-                    )
-                return True
-        return False
+        if noted is None:
+            return 0
+        pending = int(noted.get("pending", {"N": "0"})["N"])
+        if time.time() - float(noted["at"]["N"]) >= FULL_PASS_SECONDS:
+            return pending
+        if "waiting" not in noted and _same(noted, epochs):
+            return None
+        if relisted is not None and pending + relisted < COLLECT_SHARE * urls:
+            if relisted:
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=_noted_key(site),
+                    UpdateExpression="ADD pending :n",
+                    ExpressionAttributeValues={":n": _n(relisted)},
+                )
+            return None
+        return pending
 
 
 def _paused(state: _Pass) -> Collected:
