@@ -321,6 +321,7 @@ class Job:
     requests: int
     invocations: dict[str, int]
     sites_seconds: float  # generating and starting the site (not in wall_s)
+    timed_out: int = 0  # invocations past their function's timeout (in moto: its speed), their messages back
 
 
 def run_job(pages: int, *, fetch_pages: bool, args: argparse.Namespace) -> Job:
@@ -335,7 +336,8 @@ def run_job(pages: int, *, fetch_pages: bool, args: argparse.Namespace) -> Job:
         meter.install()
         meter.delay(args.latency_ms)
         print(f"{run}: site ready in {site_seconds:.1f} s, running the job", file=sys.stderr, flush=True)
-        leg = aws.run(JobRequest(site=base + "/", rate_limit_delay=0.00001, fetch_pages=fetch_pages))
+        request = JobRequest(site=base + "/", rate_limit_delay=0.00001, fetch_pages=fetch_pages)
+        leg = aws.run(request, timeouts_fail=False)
         job = Job(
             run=run,
             pages=pages,
@@ -343,11 +345,12 @@ def run_job(pages: int, *, fetch_pages: bool, args: argparse.Namespace) -> Job:
             requests=sum(leg["aws"].values()),
             invocations=dict(collections.Counter(m.function for m in meter.invocations)),
             sites_seconds=site_seconds,
+            timed_out=leg["timed_out"],
         )
         ended = any(m.function == "JobEndFunction" for m in meter.invocations)
         print(
-            f"{run}: job {job.wall_s:.1f} s, {job.requests:,} AWS requests, invocations {job.invocations}"
-            + ("" if ended else "  (no JobEndFunction invocation!)"),
+            f"{run}: job {job.wall_s:.1f} s, {job.requests:,} AWS requests, invocations {job.invocations},"
+            f" past their timeout {job.timed_out}" + ("" if ended else "  (no JobEndFunction invocation!)"),
             file=sys.stderr,
             flush=True,
         )
@@ -444,6 +447,7 @@ def jobs_table() -> None:
         print(
             f"{job.run:<18} {job.wall_s:9.1f} {job.requests:>13,} {job.requests / job.pages:8.3f}  "
             + ", ".join(f"{k.removesuffix('Function')} {v}" for k, v in job.invocations.items())
+            + (f"; {job.timed_out} past their timeout" if job.timed_out else "")
         )
 
 
