@@ -254,4 +254,43 @@ def test_an_end_killed_after_any_write_of_any_step_writes_the_same(deployed_stac
     killed_after = {k.partition("(")[2].rstrip(")") for k in kills}
     assert {"UpdateItem", "TransactWriteItems", "PutObject", "SendMessage"} <= killed_after, killed_after
     assert len(kills) > 16
-    check(stack, live_site, job_id, tmp_path)
+    check(stack, live_site, job_id, tmp_path)  # (every URL's record read as its pointer names it)
+
+
+def test_a_collection_killed_after_any_write_of_its_steps_goes_on_and_every_record_reads_the_same(
+    deployed_stack, live_site, tmp_path
+):
+    """The collection after the result, in steps of its own: each step killed after its first write, its
+    second... its fourth, then let through (a fifth delivery, within the queue's maxReceiveCount). It goes on
+    from the state its last step handed on, ends noted, and every URL's record reads as before."""
+    stack, poller = deployed_stack
+    job_id = second_job_ended(stack, poller, live_site)
+    in_steps(stack, live_site)
+    while end_progress(stack, job_id).get("collecting") is None:  # (the end's steps, to its result)
+        assert poller.poll_once("JobEndFunction")
+    n, kills = 1, []
+    while len(kills) < 500:
+        try:
+            with dies_after(n):
+                delivered = poller.poll_once("JobEndFunction")
+        except Killed as killed:
+            kills.append(str(killed))
+            n = n + 1 if n < 4 else 10**6
+            poller.close()
+            time.sleep(GRACE)
+            poller.expire_in_flight("JobEndFunction")
+            continue
+        if delivered:
+            n = 1
+        elif not poller.expire_in_flight("JobEndFunction"):
+            break
+    killed_after = {k.partition("(")[2].rstrip(")") for k in kills}
+    assert {"UpdateItem", "PutObject", "DeleteObject"} <= killed_after, killed_after
+    assert end_progress(stack, job_id).get("collecting") is None
+    noted = boto3.client("dynamodb").get_item(
+        TableName=stack.physical_ids["StateTable"], Key=collection_note(live_site)
+    )["Item"]
+    job = adapters_of(stack).store.get_job(job_id)
+    assert job is not None and job.end_time is not None and float(noted["at"]["N"]) > job.end_time.timestamp()
+    check(stack, live_site, job_id, tmp_path)  # (every URL's record read as its pointer names it)
+    assert end_documents(stack, job_id) == []

@@ -71,17 +71,18 @@ def collect_on(
     ctx: StepContext, job: JobRecord, stored: str, *, pause: Callable[[], bool], claim: float
 ) -> EndProgress | None:
     """A step of the collection after the job's result, from the state ``stored``: how far it got, or None
-    once it is over (its states deleted). A state gone, or one that cannot be read or stored, ends it: what
-    is left is collected at the site's next job end."""
+    once it is over (``let_go`` then deletes its states). A state gone (a step that died once it had let
+    them go), or one that cannot be read or stored, ends it: what is left is collected at the site's next job
+    end."""
     try:
         state = ctx.documents.get(stored)
+    except FileNotFoundError:
+        log.warning("a collection's state is gone; it is over", extra={"job_id": job.job_id, "state": stored})
+        return None
     except Exception:
         log.exception("a collection's state could not be read; it is left", extra={"job_id": job.job_id})
         return None
-    progress = going_on(ctx, job.job_id, collect(ctx, job, pause=pause, resume=state), claim)
-    if progress is None:
-        let_go(ctx, job.job_id)
-    return progress
+    return going_on(ctx, job.job_id, collect(ctx, job, pause=pause, resume=state), claim)
 
 
 def let_go(ctx: StepContext, job_id: str, *keys: str) -> None:

@@ -121,11 +121,15 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
         pause = _time_up(ctx.settings.end_step_seconds)
         if progress.collecting is not None:  # (the result is written: its collection goes on)
             written = collect_on(ctx, job, progress.collecting, pause=pause, claim=held)
-            if written is None:
-                ctx.store.save_end(job_id, EndProgress(), held=held, handed=ctx.clock().timestamp())
+            if written is None:  # (over: its states let go once the progress no longer names one)
+                if ctx.store.save_end(job_id, EndProgress(), held=held, handed=ctx.clock().timestamp()):
+                    let_go(ctx, job_id)
                 return _stored_result(ctx, job_id) if wrote else None
         elif not owed:
-            return None  # (a step of a collection that is over, delivered again)
+            # (a step of a collection that is over, delivered again: the states a step that died after the
+            # progress said so left, or that no progress names, are let go)
+            let_go(ctx, job_id)
+            return None
         else:
             try:
                 written = end_step(ctx, job_id, job=job, progress=progress, pause=pause, claim=held)
