@@ -215,6 +215,7 @@ class Measured:
     operations: dict[str, int] = field(default_factory=dict)
     tracemalloc_mb: float | None = None
     rss_total_mb: float = 0.0  # the process's peak RSS during it (its imports, the poller and the handlers' code)
+    cpu_s: float = 0.0  # this process's CPU time during it, every thread's (moto apart: the handler's own work)
     latency_ms: float = 0.0  # added to every AWS request it made (``--latency-ms``)
 
 
@@ -273,11 +274,12 @@ class Meter:
         sampled[0] = before
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             return inner(event, context)
         finally:
             wall = time.perf_counter() - start
+            cpu = time.process_time() - cpu
             stop.set()
             sampler.join()
             after = rss()
@@ -302,6 +304,7 @@ class Meter:
                 operations=operations,
                 tracemalloc_mb=traced,
                 rss_total_mb=peak / 2**20,
+                cpu_s=cpu,
                 latency_ms=self.latency_ms,
             )
             self.invocations.append(measured)
@@ -438,6 +441,8 @@ def report(small_run: str, large_run: str) -> bool:
         top = sorted(rl.operations.items(), key=lambda kv: -kv[1])[:4]
         print(f"{'':<22} largest's requests at {pl:,}: {dict(top)}")
         print(f"{'':<22} process peak RSS in the most memory's: {memory_of(ms):.1f}/{memory_of(ml):.1f} MB")
+        if wl.cpu_s:
+            print(f"{'':<22} CPU of the longest: {ws.cpu_s:.1f}/{wl.cpu_s:.1f} s (the handler's, moto apart)")
     return everything
 
 
@@ -468,7 +473,8 @@ def single(run: str) -> None:
         n = sum(1 for i in invocations if i.function == function)
         traced = max((i.tracemalloc_mb or 0.0 for i in invocations if i.function == function), default=0.0)
         print(
-            f"{function:<22} {n:>6} invocations  wall {w.wall_s:8.2f} s  peak RSS +{m.rss_peak_mb:.1f}"
+            f"{function:<22} {n:>6} invocations  wall {w.wall_s:8.2f} s (CPU {w.cpu_s:.1f})"
+            f"  peak RSS +{m.rss_peak_mb:.1f}"
             f" ({memory_of(m):.1f}) MB"
             + (f" (tracemalloc peak {traced:7.1f} MB)" if traced else "")
             + f"  requests {r.requests:6,}  "
