@@ -97,16 +97,18 @@ class AwsPath:
         self.requests.counts.clear()
         self.requests.poller.clear()
         job_id = submit_job(request, self.stack.outputs["JobQueueUrl"])
+        first = len(self.poller.invocations)
         start = time.perf_counter()
         self.requests.active = True
         logging.disable(logging.INFO)  # the handlers' per-sitemap log lines: not what a bench prints
         try:
-            stats = self.poller.drain(max_rounds=100_000)
+            self.poller.drain(max_rounds=100_000)
         finally:
             logging.disable(logging.NOTSET)
             self.requests.active = False
         seconds = time.perf_counter() - start
-        failures = [f for f in stats.failures if timeouts_fail or not (f.timed_out and f.error is None)]
+        ran = [i for i in self.poller.invocations[first:] if i.failed]  # (every drain's, however many)
+        failures = [f for f in ran if timeouts_fail or not (f.timed_out and f.error is None)]
         if failures:
             failed = failures[0]
             why = failed.traceback or ("timed out" if failed.timed_out else failed.invalid_response)
@@ -119,7 +121,7 @@ class AwsPath:
             "aws": dict(self.requests.counts),
             "poller": dict(self.requests.poller),
             "job_id": job_id,
-            "timed_out": sum(1 for f in stats.failures if f.timed_out),
+            "timed_out": sum(1 for f in ran if f.timed_out),
         }
 
 
@@ -175,6 +177,7 @@ def _moto_apart(parameters: Mapping[str, str] | None) -> Iterator[AwsPath]:
                 return 1
 
             poller.release_delayed = released  # type: ignore[method-assign]
+            poller.drain = _patient(poller)  # type: ignore[method-assign]
             try:
                 yield AwsPath(stack, poller, requests)
             finally:
@@ -185,6 +188,28 @@ def _moto_apart(parameters: Mapping[str, str] | None) -> Iterator[AwsPath]:
         process.join(30)
         if process.is_alive():
             process.kill()
+
+
+def _patient(poller: Any) -> Callable[..., Any]:
+    """The poller's drain, gone on with after a stall while a queue still shows a message: over HTTP a
+    message made visible again (a delay ended by moto's process, a visibility set to 0) may be counted
+    visible a moment before a receive can take it. Returns the last drain's counts (``AwsPath.run`` reads
+    the failures from the poller's invocations)."""
+    from tests.aws.poller import DrainError
+
+    original = poller.drain
+
+    def drain(*args: Any, **kwargs: Any) -> Any:
+        for _ in range(100):
+            try:
+                return original(*args, **kwargs)
+            except DrainError:
+                if all(depth.total == 0 for depth in poller.depths().values()):
+                    raise
+                time.sleep(_RELEASE_EVERY * 5)
+        raise SystemExit("the queues stalled over HTTP a hundred times")
+
+    return drain
 
 
 #: How often moto's process ends the DelaySeconds of the messages waiting in the stack's queues.
