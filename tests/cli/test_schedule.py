@@ -65,14 +65,16 @@ def test_two_schedules_of_one_site_interrupted_are_taken_up_by_the_next_run(site
     state = tmp_path / "state"
     site = site_factory(pages=300, broken=0)
     for name in ("a", "b"):
+        # (paced, so that the crawls cannot be over before the interrupt reaches them, however loaded the machine)
         add = harvest(
-            "schedule", "add", f"{site.base_url}/", "--every", "1h", "--now", "--name", name, "--state-dir", str(state)
+            *("schedule", "add", f"{site.base_url}/", "--every", "1h", "--now", "--name", name),
+            *("--rate-limit-delay", "0.02", "--state-dir", str(state)),
         )
         assert add.returncode == 0, add.stderr
     args = ("schedule", "run", "--state-dir", str(state), "--allow-network", LOOPBACK, "--quiet", "--concurrency", "2")
     process = subprocess.Popen([sys.executable, "-m", "harvester", *args], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while urls_processed(state / "harvest.db") < 40 and time.monotonic() < deadline:
+    while urls_processed(state / "harvest.db") < 40 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.02)
     process.send_signal(signal.SIGINT)  # (Ctrl-C)
     _, err = process.communicate()
