@@ -144,8 +144,8 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
             log.warning("the job's end was taken over by another delivery", extra={"job_id": job_id})
             return None
         log.info("the job's end goes on in a step of its own", extra={"job_id": job_id, "removed": written.removed})
-        if progress.collecting is not None:  # (its successor stored and handed on)
-            let_go(ctx, job_id, progress.collecting)
+        if progress.collecting not in (None, written.collecting):  # (its successor stored and handed on; two
+            let_go(ctx, job_id, progress.collecting)  # steps' claims may round to the same key)
         if ctx.end_apart is not None:
             ctx.end_apart(JobEnd(job_id=job_id, claim=claim))
             return None
