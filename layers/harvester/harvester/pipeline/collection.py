@@ -1,4 +1,4 @@
-"""The collection that follows a job's result: the space the site's crawl database no longer uses given back
+"""The collection that follows a job's result: the site's crawl database's records no pointer reads deleted
 (``CrawlDatabase.collect``), in the step that wrote the result and, on a site whose collection does not fit
 its time, in steps of its own after it (``EndProgress.collecting``: ``completion.finish`` runs them)."""
 
@@ -25,7 +25,7 @@ def collect(
     pause: Callable[[], bool] | None = None,
     resume: bytes | None = None,
 ) -> Collected:
-    """Gives back the space the site's crawl database no longer uses (``CrawlDatabase.collect``), of the jobs
+    """Deletes the site's crawl database's records no pointer reads (``CrawlDatabase.collect``), of the jobs
     that ended ``collect_after_seconds`` ago or more (a job whose record expired ended long ago). After the
     result, and never failing the job's end: what is left is collected at the site's next job end.
     ``relisted``: how many of the job's ``urls`` it listed one by one (not adopted with a part). ``pause``: the

@@ -121,7 +121,7 @@ def finish(ctx: StepContext, job_id: str, *, claim: float | None = None) -> Site
         pause = _time_up(ctx.settings.end_step_seconds)
         if progress.collecting is not None:  # (the result is written: its collection goes on)
             written = collect_on(ctx, job, progress.collecting, pause=pause, claim=held)
-            if written is None:  # (over: its states let go once the progress no longer names one)
+            if written is None:  # (over: the progress saved empty first, then its states deleted)
                 if ctx.store.save_end(job_id, EndProgress(), held=held, handed=ctx.clock().timestamp()):
                     let_go(ctx, job_id)
                 return _stored_result(ctx, job_id) if wrote else None
