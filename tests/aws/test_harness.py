@@ -305,6 +305,8 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_PAGE_BATCH_SIZE": "50",
         "HARVEST_SNAPSHOT_REFS": "1",
         "HARVEST_SITEMAP_PART_MIN_URLS": "10",
+        "HARVEST_SITEMAP_STEP_URLS": "10000",
+        "HARVEST_SITEMAP_STEP_SECONDS": "150",
     }
     for function in stack.functions.values():
         assert function.environment == expected, function.logical_id

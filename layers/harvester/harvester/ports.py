@@ -234,7 +234,7 @@ class StateStore(Protocol):
         not ours)."""
 
     def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
     ) -> bool:
         """processing → pending, giving the lease up, to be read again later (a transient failure).
         Its checkpoint stays, so the next reading skips what was recorded; ``attempts``, the requests sent

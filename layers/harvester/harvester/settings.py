@@ -39,6 +39,12 @@ class EngineSettings(Struct, frozen=True):
     host_retry_after_max: float = 600.0
     #: Pages registered per atomic write; 0 lets the state store choose (see ``StateStore.record_batch``).
     record_batch: int = 0
+    #: The URLs a sitemap reading lists in one delivery (0: no bound), and the seconds it runs (0: none),
+    #: before it goes on in a delivery of its own from its checkpoint (``sitemap_step.listing``): on AWS a
+    #: 50,000-URL urlset is several invocations, each bounded whatever the sitemap (template.yaml sets them
+    #: for SitemapFunction). Each step downloads the sitemap again and skips what the steps before listed.
+    sitemap_step_urls: int = 0
+    sitemap_step_seconds: float = 0.0
     #: Sitemaps one process reads (downloads and parses) at once; the others wait before their bodies.
     #: Parsing is CPU work in one thread, so more readers at once read no faster: they only hold more
     #: batches, de-duplication sets and buffers in memory.

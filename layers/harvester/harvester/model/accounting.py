@@ -76,7 +76,7 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
     )
 
 
-def released_sitemap(record: SitemapRecord, error_message: str, attempts: int | None = None) -> SitemapRecord:
+def released_sitemap(record: SitemapRecord, error_message: str | None, attempts: int | None = None) -> SitemapRecord:
     update: dict[str, object] = {"status": SitemapStatus.PENDING, "error_message": error_message}
     if attempts is not None:
         update["attempts"] = attempts

@@ -56,12 +56,13 @@ def release(
     job: JobRecord,
     record: SitemapRecord,
     lease: Lease,
-    why: str,
+    why: str | None,
     *,
     attempts: int | None,
     after: float,
 ) -> None:
-    """The sitemap ``lease`` holds back to pending, its task sent again ``after`` seconds; the task is
+    """The sitemap ``lease`` holds back to pending (``why``: its error message until its next outcome, None
+    for a reading that goes on), its task sent again ``after`` seconds; the task is
     sent whether or not the lease still held it (a task too many is absorbed by the claims; one too few, after
     a release that landed and a send that did not, would leave the sitemap pending for good)."""
 

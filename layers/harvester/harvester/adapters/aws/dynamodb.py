@@ -148,7 +148,7 @@ class DynamoStateStore:
         return self.sitemap_items.finish_sitemap(job_id, sitemap_url, outcome, lease)
 
     def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
     ) -> bool:
         return self.sitemap_items.release_sitemap(
             job_id, sitemap_url, lease, error_message=error_message, attempts=attempts

@@ -227,7 +227,7 @@ class SitemapItems:
         return finished
 
     def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
     ) -> bool:
         try:
             sitemap = self.leased_sitemap(job_id, sitemap_url, lease)

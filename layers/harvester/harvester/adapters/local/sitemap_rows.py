@@ -99,7 +99,7 @@ class SitemapRows:
             return finished
 
     def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
     ) -> bool:
         with Transaction(self.conn) as db:
             try:

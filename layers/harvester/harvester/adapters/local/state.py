@@ -198,7 +198,7 @@ class SqliteStateStore:
         return self.sitemap_rows.finish_sitemap(job_id, sitemap_url, outcome, lease)
 
     def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str, attempts: int | None = None
+        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
     ) -> bool:
         return self.sitemap_rows.release_sitemap(
             job_id, sitemap_url, lease, error_message=error_message, attempts=attempts

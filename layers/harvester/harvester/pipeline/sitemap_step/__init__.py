@@ -10,6 +10,10 @@ The flow is USP's (fetch, then let the content choose the parser), made safe for
   the rest — so nothing discovered is lost and nothing is counted twice;
 * child sitemaps are registered once per job (recursion and depth checked against the ancestor chain that
   travels with the task) and sent;
+* a reading is bounded where the settings say (``sitemap_step_urls``, ``sitemap_step_seconds``: AWS): once
+  its step is spent, right after a batch was recorded, the sitemap goes back to pending with the attempts it
+  had and its task is sent again at once; the next delivery downloads it again and goes on from the
+  checkpoint (a reading in steps is one attempt);
 * a transient failure (429, 5xx, timeouts, a broken connection) gives the sitemap back with a delayed
   task, up to ``retry_max`` readings, so a flaky server does not cost a whole subtree;
 * a sitemap that cannot be read ends as failed / invalid / absent with its reason: it never fails the job.
@@ -30,6 +34,7 @@ from harvester.model.state import Lease, SitemapOutcome
 from harvester.patience import Busy
 from harvester.pipeline import give_back
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.sitemap_step.listing import StepEnded
 from harvester.pipeline.sitemap_step.reading import Retry, SitemapReading
 from harvester.ports import LeaseLost
 from harvester.urls import normalize
@@ -86,6 +91,14 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
     except Busy as busy:  # our own infrastructure, not the site: the attempts stay as they were
         failed = reading.failed_tries if reading else 0
         give_back.sitemap(ctx, job, record, lease, busy, attempts=record.attempts - 1 + failed)
+        return None
+    except StepEnded as step:  # (the reading goes on: not an attempt, and no error)
+        failed = reading.failed_tries if reading else 0
+        give_back.release(ctx, job, record, lease, None, attempts=record.attempts - 1 + failed, after=0)
+        log.info(
+            "sitemap read in steps: goes on from its checkpoint",
+            extra={"job_id": job.job_id, "url": url, "checkpoint": step.checkpoint, "listed": step.listed},
+        )
         return None
     if isinstance(outcome, Retry):
         delay = min(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -43,6 +44,17 @@ STALE_ATTEMPTS = 8
 class ListingMoved(Exception):
     """A resumed reading found other URLs before its checkpoint than the reading that set it: the sitemap
     changed in between, so skipping by position would skip URLs never recorded."""
+
+
+class StepEnded(Exception):
+    """This delivery's step of the reading is spent (``sitemap_step_urls`` URLs recorded in it, or
+    ``sitemap_step_seconds``): the reading goes on from its checkpoint, just written, in a delivery of its
+    own."""
+
+    def __init__(self, url: str, checkpoint: int, listed: int) -> None:
+        super().__init__(f"{url}: {listed} URLs listed in this step; goes on from entry {checkpoint}")
+        self.checkpoint = checkpoint
+        self.listed = listed
 
 
 class PageListing:
@@ -86,6 +98,9 @@ class PageListing:
         #: With the sitemap's part to adopt in part: the entries whose lines it holds are kept for it, not
         #: listed (``PartDiff``).
         self.diff: PartDiff | None = None
+        #: When this delivery's reading began, and the URLs it recorded since (its step: ``StepEnded``).
+        self.began = time.monotonic()
+        self.stepped = 0
 
     @property
     def restarted(self) -> bool:
@@ -99,6 +114,7 @@ class PageListing:
         probes spent stay spent, and the site's crawl record looked up stays known."""
         fresh = PageListing(self.ctx, self.job, self.record, self.lease, resend=True)
         fresh.probes, fresh.held, fresh._site, fresh.document = self.probes, self.held, self._site, self.document
+        fresh.began, fresh.stepped = self.began, self.stepped
         return fresh
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
@@ -122,6 +138,22 @@ class PageListing:
         elif len(batch) >= 2 * self.batch_size:
             self.flush(self.batch_size)
             self._cut = (index + 1, self.digest.copy())  # (the batch held now ends here)
+            self._end_step()
+
+    def _end_step(self) -> None:
+        """Ends this delivery's step when it is spent (``StepEnded``), right after a batch was recorded and
+        sent: the checkpoint that write moved is where the next delivery goes on (the batch held behind it is
+        read again there). Not for a reading that compares with a part: the entries it kept for the part lie
+        past the checkpoint unrecorded, and a reading resumed there starts over (``reading._diff``); nor for a
+        reading that started over and has not caught up with the checkpoint stored before (which stays
+        where it was until then: a delivery resumed there would start over again); nor for a throwaway run,
+        which has no deliveries."""
+        settings = self.ctx.settings
+        if self.diff is not None or self.ctx.ephemeral or self.enqueued < self.record.pages_enqueued:
+            return
+        urls, seconds = settings.sitemap_step_urls, settings.sitemap_step_seconds
+        if (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds):
+            raise StepEnded(self.record.url, self.enqueued, self.stepped)
 
     def flush(self, count: int | None = None) -> None:
         """Records the pages held (the first ``count``, or all: fewer than two batches), then sends the tasks
@@ -143,6 +175,7 @@ class PageListing:
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
         fresh = [(url, entry) for _, url, entry, _ in batch]
         new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
+        self.stepped += len(batch)
         self._keep_extensions(fresh, new, again)
         self.recorded = max(self.recorded, checkpoint)
         if sends:

@@ -1,0 +1,167 @@
+"""A sitemap reading in steps (``sitemap_step_urls``, ``sitemap_step_seconds``): each delivery records a bounded
+share of the sitemap's pages, then gives the sitemap back with its task sent again; the next delivery
+downloads it again and goes on from the checkpoint. The steps together list what one reading lists: every
+page once, its task sent once, the counts exact, and the reading one attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harvester.adapters.local.runner import LocalHarvest
+from harvester.demo.live import LiveSite
+from harvester.fetch import Fetcher, FetchPolicy, parse_networks
+from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
+from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.settings import EngineSettings
+from tests.engine.test_listing_batches import CountingStore
+
+POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
+BATCH = 49
+PAGES = 600
+
+
+class SentQueue:
+    """The task queue, with every message pushed (and its delay) noted."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.sent: list[tuple[Any, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def push(self, messages: Any, *, delay_seconds: Any = 0) -> None:
+        self.sent += [(message, delay_seconds) for message in messages]
+        self._inner.push(messages, delay_seconds=delay_seconds)
+
+
+def read_in_steps(
+    site: Any,
+    state: Path,
+    settings: EngineSettings,
+    *,
+    fetch_pages: bool,
+    between: Callable[[int], None] = lambda delivery: None,
+) -> tuple[SitemapRecord, list[list[int]], SentQueue, list[str]]:
+    """The urlset read by deliveries of its task until one finishes it (``between`` called after each
+    delivery that did not): the finished record, the batch sizes each delivery recorded, the queue's sends,
+    and the job's page URLs."""
+    urlset = site.sitemap_urls[1]
+    base = site.url("") if isinstance(site, LiveSite) else site.base_url
+    request = JobRequest(site=f"{base}/", sitemaps=(urlset,), fetch_pages=fetch_pages)
+    task = SitemapTask(job_id="j", url=urlset, origin=SitemapOrigin.REQUESTED, depth=1)
+    deliveries: list[list[int]] = []
+
+    async def scenario() -> tuple[SitemapRecord, SentQueue, list[str]]:
+        with LocalHarvest.open(state, memory_queue=True) as harvest:
+            async with Fetcher(POLICY) as fetcher:
+                engine = harvest.engine(fetcher, settings)
+                counting = CountingStore(harvest.store)
+                engine.store = counting  # type: ignore[assignment]
+                queue = SentQueue(harvest.queue)
+                engine.queue = queue  # type: ignore[assignment]
+                engine.start_job(request, job_id="j")
+                for _ in range(100):
+                    counting.sizes = []
+                    done = await engine.process_sitemap(task)
+                    deliveries.append(counting.sizes)
+                    if done is not None:
+                        urls = [page.url for page in harvest.store.pages("j")]
+                        assert harvest.store.snapshot("j").counts == harvest.store.recount("j")
+                        return done, queue, urls
+                    record = harvest.store.get_sitemap("j", urlset)
+                    assert record is not None and record.status is SitemapStatus.PENDING
+                    assert record.error_message is None and record.attempts == 0  # (a step: no attempt)
+                    assert record.pages_enqueued == record.pages_recorded
+                    between(len(deliveries))
+                raise AssertionError("the reading never ended")
+
+    done, queue, urls = asyncio.run(scenario())
+    return done, deliveries, queue, urls
+
+
+@pytest.mark.parametrize("fetch_pages", [False, True])
+def test_a_reading_in_steps_of_urls_lists_what_one_reading_lists(site_factory, tmp_path, fetch_pages):
+    site = site_factory(pages=PAGES, broken=0, sitemaps=1, gzip_last=True)
+    whole, deliveries, _, urls = read_in_steps(
+        site, tmp_path / "one", EngineSettings(record_batch=BATCH), fetch_pages=fetch_pages
+    )
+    assert len(deliveries) == 1 and whole.attempts == 1
+    step = 100
+    stepped, deliveries, queue, stepped_urls = read_in_steps(
+        site, tmp_path / "steps", EngineSettings(record_batch=BATCH, sitemap_step_urls=step), fetch_pages=fetch_pages
+    )
+    # Each delivery but the last recorded its step's URLs (whole batches: at least the step, less than a
+    # batch more), then stopped; the last recorded the rest.
+    # (600 pages: three steps of 147, and the last 159, whose remainder its last write takes along)
+    assert len(deliveries) == 4 and deliveries[-1] == [BATCH, BATCH, PAGES - 3 * 3 * BATCH - 2 * BATCH]
+    for sizes in deliveries[:-1]:
+        assert sizes == [BATCH] * 3 and step <= sum(sizes) < step + BATCH
+    assert sum(map(sum, deliveries)) == PAGES and stepped.pages_recorded == PAGES
+    assert stepped_urls == urls and len(set(urls)) == PAGES
+    assert stepped.status is SitemapStatus.COMPLETED and stepped.error_message is None
+    assert stepped.attempts == 1 and not stepped.restarted  # (a reading in steps is one attempt)
+    assert (stepped.pages_recorded, stepped.pages_new) == (PAGES, PAGES)
+    sitemap_tasks = [(m, delay) for m, delay in queue.sent if isinstance(m, SitemapTask)]
+    assert len(sitemap_tasks) == len(deliveries)  # (the job's start sent the first, each step the next)
+    assert all(delay == 0 for _, delay in sitemap_tasks)
+    page_tasks = Counter(m.url for m, _ in queue.sent if isinstance(m, PageTask))
+    if fetch_pages:  # (every page's task sent once: none of a step's batch held back is sent by it)
+        assert sorted(page_tasks) == sorted(urls) and set(page_tasks.values()) == {1}
+    else:
+        assert not page_tasks
+
+
+def test_a_reading_in_steps_of_time_records_a_batch_a_step(site_factory, tmp_path):
+    site = site_factory(pages=5 * BATCH, broken=0, sitemaps=1, gzip_last=False)
+    settings = EngineSettings(record_batch=BATCH, sitemap_step_seconds=1e-9)
+    done, deliveries, _, urls = read_in_steps(site, tmp_path / "s", settings, fetch_pages=False)
+    # (a step's first batch is recorded once a batch more is held behind it: then the step is spent; the
+    # last delivery holds the last batch alone)
+    assert deliveries == [[BATCH]] * 5
+    assert done.attempts == 1 and len(set(urls)) == 5 * BATCH
+
+
+def test_a_throwaway_run_is_read_in_one_step(site_factory, tmp_path):
+    """A discovery run (``harvest sitemaps``) has no deliveries to go on in: its readings are not bounded."""
+    site = site_factory(pages=4 * BATCH, broken=0, sitemaps=1, gzip_last=False)
+    urlset = site.sitemap_urls[1]
+    request = JobRequest(site=f"{site.base_url}/", sitemaps=(urlset,), fetch_pages=False)
+    task = SitemapTask(job_id="j", url=urlset, origin=SitemapOrigin.REQUESTED, depth=1)
+
+    async def scenario() -> SitemapRecord | None:
+        with LocalHarvest.open(tmp_path / "s", ephemeral=True) as harvest:
+            async with Fetcher(POLICY) as fetcher:
+                engine = harvest.engine(fetcher, EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH))
+                engine.start_job(request, job_id="j")
+                return await engine.process_sitemap(task)
+
+    done = asyncio.run(scenario())
+    assert done is not None and done.status is SitemapStatus.COMPLETED and done.pages_new == 4 * BATCH
+
+
+def test_a_reading_in_steps_of_a_sitemap_changed_between_them_starts_over_and_goes_on():
+    """The sitemap lost an entry before the checkpoint between two steps: the next delivery finds other URLs
+    before it and starts over; it does not stop before it has passed the checkpoint stored before (a delivery
+    resumed there would start over again, for ever), then goes on in steps."""
+    with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
+
+        def change(delivery: int) -> None:
+            if delivery == 2:
+                site.unlist(site.page_paths()[0])
+
+        settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
+        done, deliveries, _, urls = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
+    # (steps of a batch; the third starts over, records the two before again and stops there: its checkpoint
+    # is the one stored; then the rest, a batch a step)
+    assert deliveries[:3] == [[BATCH], [BATCH], [BATCH, BATCH]]
+    assert all(sizes == [BATCH] for sizes in deliveries[3:-1]) and sum(map(sum, deliveries[2:])) == 8 * BATCH - 1
+    assert done.status is SitemapStatus.COMPLETED and done.restarted and done.attempts == 1
+    assert len(urls) == 8 * BATCH and done.pages_new == 8 * BATCH  # (the page unlisted was listed before)
