@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from harvester.adapters.aws.lambda_runtime import end_of_init, sqs_handler
+from harvester.adapters.aws.lambda_runtime import end_of_init, large_blocks_mapped, sqs_handler
 from harvester.model.messages import JobEnd
 
 if TYPE_CHECKING:  # (the engine is imported when the first message builds it, not at INIT)
@@ -23,4 +23,5 @@ async def finish(engine: Engine, end: JobEnd, record: SQSRecord) -> None:
 
 
 handler = sqs_handler(JobEnd, finish, dead_letter="job_end")
+large_blocks_mapped()
 end_of_init()

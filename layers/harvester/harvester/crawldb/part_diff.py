@@ -97,6 +97,11 @@ class PartDiff:
         return when is None or datetime.fromisoformat(when) <= self.due_by
 
     @property
+    def by_elements(self) -> bool:
+        """Whether the lines kept are those of the elements a changed body kept (``keep``)."""
+        return self._by_elements
+
+    @property
     def comparable(self) -> bool:
         """Whether every line of the part may be kept (none is due)."""
         return self._all_comparable

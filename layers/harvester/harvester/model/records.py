@@ -410,7 +410,7 @@ class SitemapRecord(Model, kw_only=True):
     #: lastmod probe left): a part of this reading is not adopted by a job that fetches pages.
     lastmods_held: NonNegative = 0
     #: The checkpoint's reading kept entries for the sitemap's part, unrecorded (``Checkpoint.compared``): a
-    #: reading resumed after it starts over instead.
+    #: reading resumed after it compares again, the entries before the checkpoint too, or starts over.
     compared: bool = False
     #: A reading of it started over after pages were recorded, or was resumed on a document whose first bytes
     #: differ from those the checkpoint's entries were read from (``prefix_bytes``, ``prefix_digest``;

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import gc
 import json
 import logging
@@ -197,6 +198,8 @@ def _short(reason: str) -> str:
 #: per container there; where several invocations run side by side in one process (the tests' concurrent
 #: pollers, as Lambda runs several containers), each keeps its own event loop, fetcher and caches.
 _local = threading.local()
+#: mallopt's parameter for the threshold above which malloc maps a block of its own (glibc's malloc.h).
+_M_MMAP_THRESHOLD = -3
 
 
 def end_of_init() -> None:
@@ -216,6 +219,19 @@ def end_of_init() -> None:
         current()
     gc.freeze()
     gc.enable()
+
+
+def large_blocks_mapped(threshold: int = 128 * 1024) -> bool:
+    """Fixes glibc's mmap threshold at ``threshold`` (its default, which it otherwise raises to the largest
+    block freed, up to 32 MiB), for a container whose steps make blocks of megabytes (the job-end function's
+    8 MiB upload parts, DuckDB's buffers): such blocks are then mapped and given back when freed, rather than
+    kept in the heap for the container's life, so that a warm container's step peaks where a cold one's does
+    (docs/performance.md, "The job's end"). False where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
 
 
 def current(environ: Mapping[str, str] = os.environ) -> LambdaRuntime:

@@ -121,15 +121,23 @@ class PageListing:
         """A URL the screen accepted (``bits``: its key's bits; ``raw``: the form the checkpoint digests):
         skipped if recorded and sent before a restart, else batched, a batch recorded once a batch more is held
         behind it (so that the reading's last write takes its remainder along, rather than a few pages alone:
-        each batch written costs its fetches a claim, a settlement and an archive object)."""
+        each batch written costs its fetches a claim, a settlement and an archive object).
+
+        A reading that compares with the sitemap's part compares every entry, those it skips too (so that a
+        resumed reading knows the entries kept before its checkpoint, unrecorded, as the reading that set it
+        did), and its checkpoint digests each decision with the URL: a resumed reading that decides otherwise
+        on an entry before the checkpoint (it changed meanwhile) starts over (``ListingMoved``)."""
         index = self.accepted
         self.accepted = index + 1
+        kept = self.diff is not None and self.diff.keeps(url, entry)
         self.digest.update(raw)  # (the checkpoint's: a retried reading in the same run compares the same form)
+        if self.diff is not None:
+            self.digest.update(b"k" if kept else b"l")
         if index < self.enqueued:
             if index == self.enqueued - 1:
                 self.reached_checkpoint()
             return  # recorded and sent before a restart
-        if self.diff is not None and self.diff.keeps(url, entry):
+        if kept:
             return  # (the job's through the part, once adopted)
         batch = self.page_batch
         batch.append((index, url, entry, bits))
@@ -143,13 +151,15 @@ class PageListing:
     def _end_step(self) -> None:
         """Ends this delivery's step when it is spent (``StepEnded``), right after a batch was recorded and
         sent: the checkpoint that write moved is where the next delivery goes on (the batch held behind it is
-        read again there). Not for a reading that compares with a part: the entries it kept for the part lie
-        past the checkpoint unrecorded, and a reading resumed there starts over (``reading._diff``); nor for a
-        reading that started over and has not caught up with the checkpoint stored before (which stays
-        where it was until then: a delivery resumed there would start over again); nor for a throwaway run,
-        which has no deliveries."""
+        read again there). Not for a reading that compares the elements of a changed body with its stored
+        copy's (``PartDiff.by_elements``: it parses the changed ones only, at most a step of them, which a
+        resumed reading, reading entry by entry, would not find where the checkpoint says); nor for a reading
+        that started over and has not caught up with the checkpoint stored before (which stays where it was
+        until then: a delivery resumed there would start over again); nor for a throwaway run, which has no
+        deliveries."""
         settings = self.ctx.settings
-        if self.diff is not None or self.ctx.ephemeral or self.enqueued < self.record.pages_enqueued:
+        by_elements = self.diff is not None and self.diff.by_elements
+        if by_elements or self.ctx.ephemeral or self.enqueued < self.record.pages_enqueued:
             return
         urls, seconds = settings.sitemap_step_urls, settings.sitemap_step_seconds
         if (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds):

@@ -40,18 +40,28 @@ class PartialAdoption:
         self.lease = lease
         self.part: SitemapPart | None = None
 
-    def diff(self, prior: SitemapCrawl | None, read: tuple[SitemapPart | None, int] | None = None) -> PartDiff | None:
+    def diff(
+        self,
+        prior: SitemapCrawl | None,
+        read: tuple[SitemapPart | None, int] | None = None,
+        *,
+        resumed: bool = False,
+    ) -> PartDiff | None:
         """What compares the reading's entries with the sitemap's part, when the job may adopt the part in
         part (``parts.partly_adoptable``); None when it may not. (``prior``: the sitemap's last complete
         reading, if any; only a page-listing kind has a part. ``read``: the part and epoch as the reading
-        read them already, if it did.)"""
+        read them already, if it did. ``resumed``: a reading resumed after one that compared, whose own
+        listings moved the sitemap's epoch since: not checked here; the adoption checks that no other job's
+        writes moved it.)"""
         ctx, record, request = self.ctx, self.record, self.job.request
         if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or record.origin is SitemapOrigin.ROBOTS:
             return None
         if prior is None or prior.kind not in parts.PAGE_KINDS:
             return None
         part, epoch = read if read is not None else ctx.crawldb.sitemap_part(request.origin, record.url)
-        why = parts.partly_adoptable(part, request=request, epoch=epoch, started=self.job.start_time)
+        why = parts.partly_adoptable(
+            part, request=request, epoch=None if resumed else epoch, started=self.job.start_time
+        )
         if why is not None or part is None:
             log.debug("sitemap part not adopted in part", extra={"url": record.url, "reason": why})
             return None
@@ -73,7 +83,9 @@ class PartialAdoption:
         dropped, no warning, none due, its lines made of the copy's elements: ``SitemapPart.verbatim``); the
         body is read only then. The URLs of the elements the body keeps are then kept (``PartDiff.keep``:
         each must have its line in the part), and the other elements (``added``) are the ones to read. None
-        when the entries are to be read one by one."""
+        when the entries are to be read one by one: also when more elements changed than a step of the reading
+        lists (``sitemap_step_urls``), as a reading of the changed elements is not read in steps
+        (``PageListing._end_step``) and one entry by entry is."""
         part = self.part
         if diff is None or part is None or not part.verbatim or part.dropped or part.warnings:
             return None
@@ -99,6 +111,9 @@ class PartialAdoption:
         found = ElementDiff.of(old, new) if old is not None else None
         del stored, old, new
         if found is None or found.urls is None or found.kept + len(found.added) > SITEMAP_MAX_ENTRIES:
+            return None
+        step = self.ctx.settings.sitemap_step_urls
+        if step and len(found.added) > step:
             return None
         if not found.urls <= set(diff.urls):
             return None  # (a kept element's URL has no line here: another sitemap listed it first)

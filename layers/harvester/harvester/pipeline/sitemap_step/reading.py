@@ -408,12 +408,18 @@ class SitemapReading:
 
     def _diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
         """The comparison of this reading's entries with the sitemap's part (``PartialAdoption``), for a reading
-        from the start. A resumed reading does not compare; if the reading before it did, the entries it kept
-        for the part lie before the checkpoint unrecorded, so it starts over, listing every entry."""
+        from the start, and for a reading resumed after one that compared: it compares again, the entries
+        before its checkpoint too (``PageListing.accept``), with the part as it is now, its own job's listings
+        since allowed for (the adoption checks that no other job's moved it). A part it may no longer adopt
+        in part leaves the entries kept before the checkpoint unrecorded: the reading starts over, listing
+        every entry. A reading resumed after one that did not compare does not compare."""
         if self.listing.resend or not self.record.pages_recorded:
             return self.partial.diff(prior, self._part_read)
         if self.record.compared:
-            self._start_over()
+            diff = self.partial.diff(prior, self._part_read, resumed=True)
+            if diff is None:
+                self._start_over()
+            return diff
         return None
 
     def _adopt_partly(self, report: ParseReport, *, clean: bool) -> bool:

@@ -1,0 +1,100 @@
+"""Re-crawls whose sitemaps are read in steps (``sitemap_step_urls``) write what readings in one step write: a
+reading that compares a changed sitemap with its part lists the changed entries in steps, each delivery
+comparing the entries before its checkpoint again, and adopts the part for the others at the end."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from harvester.demo.live import LiveSite
+from harvester.model.messages import JobRequest
+from tests.recrawl.test_sitemap_parts import START, adopted, crawl, crawl_database, index_of, lines, summary
+
+#: Pages a listed batch holds, and URLs a step lists: a urlset of 100 is read in several steps.
+BATCH = 10
+STEP = 20
+CYCLES = ("first crawl", "10% changed", "40% changed", "unchanged", "40% changed")
+
+
+def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
+    share = {"10% changed": 10, "40% changed": 40}.get(cycle)
+    if share:
+        paths = site.page_paths()
+        for path in rng.sample(paths, len(paths) * share // 100):
+            site.change(path)
+
+
+@pytest.mark.parametrize("fetch_pages", [True, False], ids=["pages", "no-pages"])
+def test_re_crawls_read_in_steps_write_what_readings_in_one_step_write(live_site, tmp_path, fetch_pages):
+    site = live_site(pages=400, sitemaps=4)
+    rng = random.Random(7)
+    states = {"steps": tmp_path / "steps", "whole": tmp_path / "whole"}
+    steps = {"steps": STEP, "whole": 0}
+    for n, cycle in enumerate(CYCLES):
+        alter(site, cycle, rng)
+        site.reset_log()
+        request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=fetch_pages, job_id=f"c{n}")
+        results = {
+            name: crawl(
+                state,
+                request,
+                at=START + timedelta(days=n),
+                parts=True,
+                record_batch=BATCH,
+                sitemap_step_urls=steps[name],
+            )
+            for name, state in states.items()
+        }
+        ours, theirs = results["steps"], results["whole"]
+        assert summary(ours) == summary(theirs), cycle
+        assert lines(ours.processed_urls) == lines(theirs.processed_urls), cycle
+        assert lines(ours.changes_location) == lines(theirs.changes_location), cycle
+        assert index_of(ours.url_index) == index_of(theirs.url_index), cycle
+        assert crawl_database(states["steps"], site.base) == crawl_database(states["whole"], site.base), cycle
+        assert adopted(states["steps"], f"c{n}") == adopted(states["whole"], f"c{n}"), cycle
+        if cycle == "40% changed":  # (each urlset's 40 changed entries listed in steps; the rest adopted)
+            assert adopted(states["steps"], f"c{n}", partly=True) == 4, cycle
+        if cycle == "first crawl":  # (each urlset of 100: five steps of 20 in one run, one reading in the other)
+            readings = [hit for hit in site.hits if hit.path.startswith("/sitemaps/")]
+            assert len(readings) == 4 * 5 + 4
+
+
+def test_a_comparing_reading_whose_kept_entry_changed_between_steps_starts_over(live_site, tmp_path):
+    """An entry the reading kept for the part before its checkpoint changes before the next step: the next
+    delivery decides otherwise on it, its checkpoint's digest says so, and it starts over, listing every
+    entry: none is lost, none counted twice."""
+    site = live_site(pages=100, sitemaps=1)
+    state = Path(tmp_path / "state")
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request, at=START, parts=True, record_batch=BATCH)
+    paths = site.page_paths()
+    for path in paths[1::2]:
+        site.change(path)  # (every other entry: 50 listed one by one, 50 kept)
+    from harvester.pipeline.sitemap_step import listing
+
+    ended = 0
+    original = listing.PageListing._end_step
+
+    def changing(self: listing.PageListing) -> None:
+        nonlocal ended
+        try:
+            original(self)
+        except listing.StepEnded:
+            ended += 1
+            if ended == 1:
+                site.change(paths[0])  # (kept by the step that ends now: before its checkpoint)
+            raise
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(listing.PageListing, "_end_step", changing)
+        result = crawl(
+            state, request, at=START + timedelta(days=1), parts=True, record_batch=BATCH, sitemap_step_urls=STEP
+        )
+    assert ended >= 2
+    records = lines(result.processed_urls)
+    assert len(records) == result.total_urls == 100
+    assert adopted(state, result.job_id) == 0  # (started over: every entry listed one by one)
