@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from botocore.client import BaseClient
 
 from harvester.adapters.aws import AwsAdapters
+from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
@@ -138,3 +140,41 @@ def test_a_changed_sitemap_compared_with_its_part_is_read_in_steps_too(deployed_
     lines = adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()
     urls = [json.loads(line)["url"] for line in lines]
     assert sorted(urls) == sorted(site.url(path) for path in site.page_paths()) and len(urls) == PAGES
+
+
+def test_a_refused_adoption_in_part_then_a_step_counts_no_kept_url_twice(deployed_stack, site, monkeypatch):
+    """A comparing reading in steps whose adoption in part is refused once (as when the part's epoch moved
+    between its check and the adoption's transaction) starts over; the listing that starts over records
+    entries the comparison kept, so it must not stop before it has passed the checkpoint the comparing
+    listing stored in the same delivery, and a later delivery must not compare again: an adoption then
+    would take those URLs a second time (the DynamoDB store does not check the job's keys)."""
+    stack, poller = deployed_stack
+    lower_steps(stack)
+    request = JobRequest(site=site.url("/"), fetch_pages=False)
+    submit_job(request, stack.outputs["JobQueueUrl"])
+    poller.drain()
+    paths = site.page_paths()
+    for n, path in enumerate(paths):  # (two entries in three changed, and the last)
+        if n % 3 or n == len(paths) - 1:
+            site.change(path)
+    original = DynamoStateStore.adopt_part
+    refused: list[bool] = []
+
+    def once_refused(self: DynamoStateStore, *args: Any, **kwargs: Any) -> bool:
+        if kwargs.get("checkpoint") is not None and not refused:
+            refused.append(True)
+            return False
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DynamoStateStore, "adopt_part", once_refused)
+    job_id = submit_job(request, stack.outputs["JobQueueUrl"])
+    with counted_requests() as made:
+        run_counting(poller, made)
+    assert refused
+    adapters = adapters_of(stack)
+    job = adapters.store.get_job(job_id)
+    assert job is not None and job.result_key is not None
+    result = json.loads(adapters.documents.get(job.result_key))
+    urls = [json.loads(line)["url"] for line in adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()]
+    assert [url for url, n in Counter(urls).items() if n > 1] == []
+    assert result["total_urls"] == len(urls) == PAGES

@@ -159,9 +159,25 @@ def test_a_reading_in_steps_of_a_sitemap_changed_between_them_starts_over_and_go
 
         settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
         done, deliveries, _, urls = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
-    # (steps of a batch; the third starts over, records the two before again and stops there: its checkpoint
-    # is the one stored; then the rest, a batch a step)
-    assert deliveries[:3] == [[BATCH], [BATCH], [BATCH, BATCH]]
+    # (steps of a batch; the third starts over, records the two before again and one more: it stops only past
+    # the checkpoint stored before; then the rest, a batch a step)
+    assert deliveries[:3] == [[BATCH], [BATCH], [BATCH, BATCH, BATCH]]
     assert all(sizes == [BATCH] for sizes in deliveries[3:-1]) and sum(map(sum, deliveries[2:])) == 8 * BATCH - 1
     assert done.status is SitemapStatus.COMPLETED and done.restarted and done.attempts == 1
     assert len(urls) == 8 * BATCH and done.pages_new == 8 * BATCH  # (the page unlisted was listed before)
+
+
+def test_a_reading_in_steps_of_a_sitemap_changed_before_every_step_gets_further_at_each():
+    """An entry before the checkpoint gone before every step (a "latest first" sitemap rewritten meanwhile):
+    each delivery starts over and must get past the stored checkpoint, not stop on it, or the reading never
+    ends while the sitemap keeps changing."""
+    with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
+
+        def change(delivery: int) -> None:
+            if 2 <= delivery < 40:
+                site.unlist(site.page_paths()[0])
+
+        settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
+        done, deliveries, _, _ = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
+    assert done.status is SitemapStatus.COMPLETED and done.restarted
+    assert len(deliveries) <= 8  # (a batch further at least at each delivery)

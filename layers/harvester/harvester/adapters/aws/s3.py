@@ -20,9 +20,9 @@ MAX_COPY = 5 * 1024**3
 MAX_PARTS = 10_000
 #: Keys a DeleteObjects request takes.
 _DELETED_AT_ONCE = 1000
-#: A large document (a job's records, a step's index file) is uploaded 8 MiB a part, four threads at once, and at
-#: most two parts read ahead of their sending (s3transfer reads a file object's parts into memory: ten by
-#: default, 80 MiB): what an upload holds in memory stays about 16 MiB.
+#: A large document (a job's records, a step's index file) is uploaded 8 MiB a part, at most two parts in memory
+#: (s3transfer reads a file object's parts into memory, ten by default: 80 MiB), so two parts in flight at once:
+#: what an upload holds stays about 16 MiB.
 TRANSFER = TransferConfig(max_concurrency=4)
 TRANSFER.max_in_memory_upload_chunks = 2
 #: The error codes S3 answers a missing object with (GetObject: NoSuchKey; HeadObject: 404, no body).

@@ -101,6 +101,9 @@ class PageListing:
         #: When this delivery's reading began, and the URLs it recorded since (its step: ``StepEnded``).
         self.began = time.monotonic()
         self.stepped = 0
+        #: The checkpoint a listing that starts over must pass before it may pause: the one stored when the
+        #: sitemap was claimed, or one this delivery's listings wrote since.
+        self.floor = record.pages_enqueued
 
     @property
     def restarted(self) -> bool:
@@ -115,6 +118,7 @@ class PageListing:
         fresh = PageListing(self.ctx, self.job, self.record, self.lease, resend=True)
         fresh.probes, fresh.held, fresh._site, fresh.document = self.probes, self.held, self._site, self.document
         fresh.began, fresh.stepped = self.began, self.stepped
+        fresh.floor = max(self.floor, self.enqueued)
         return fresh
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
@@ -159,7 +163,7 @@ class PageListing:
         deliveries."""
         settings = self.ctx.settings
         by_elements = self.diff is not None and self.diff.by_elements
-        if by_elements or self.ctx.ephemeral or self.enqueued < self.record.pages_enqueued:
+        if by_elements or self.ctx.ephemeral or self.enqueued <= self.floor:
             return
         urls, seconds = settings.sitemap_step_urls, settings.sitemap_step_seconds
         if (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds):

@@ -415,6 +415,11 @@ class SitemapReading:
         every entry. A reading resumed after one that did not compare does not compare."""
         if self.listing.resend or not self.record.pages_recorded:
             return self.partial.diff(prior, self._part_read)
+        if self.record.compared and self.record.restarted:
+            # (a listing started over since the comparing one moved the checkpoint: it may have recorded
+            # entries the comparison keeps, which an adoption would then take a second time)
+            self._start_over()
+            return None
         if self.record.compared:
             diff = self.partial.diff(prior, self._part_read, resumed=True)
             if diff is None:
