@@ -158,9 +158,9 @@ class PageListing:
         read again there). Not for a reading that compares the elements of a changed body with its stored
         copy's (``PartDiff.by_elements``: it parses the changed ones only, at most a step of them, which a
         resumed reading, reading entry by entry, would not find where the checkpoint says); nor for a reading
-        that started over and has not caught up with the checkpoint stored before (which stays where it was
-        until then: a delivery resumed there would start over again); nor for a throwaway run, which has no
-        deliveries."""
+        that started over and has not got past the checkpoint stored before (``floor``: the stored one stays
+        where it was until then, and a delivery resumed there would start over again, for ever if the sitemap
+        kept changing); nor for a throwaway run, which has no deliveries."""
         settings = self.ctx.settings
         by_elements = self.diff is not None and self.diff.by_elements
         if by_elements or self.ctx.ephemeral or self.enqueued <= self.floor:
