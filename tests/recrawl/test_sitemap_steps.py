@@ -4,15 +4,31 @@ comparing the entries before its checkpoint again, and adopts the part for the o
 
 from __future__ import annotations
 
+import asyncio
 import random
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
-from tests.recrawl.test_sitemap_parts import START, adopted, crawl, crawl_database, index_of, lines, summary
+from harvester.settings import EngineSettings
+from tests.recrawl.test_sitemap_parts import (
+    POLICY,
+    SMALLEST,
+    START,
+    Killed,
+    adopted,
+    clocked,
+    crawl,
+    crawl_database,
+    index_of,
+    lines,
+    summary,
+)
 
 #: Pages a listed batch holds, and URLs a step lists: a urlset of 100 is read in several steps.
 BATCH = 10
@@ -98,3 +114,35 @@ def test_a_comparing_reading_whose_kept_entry_changed_between_steps_starts_over(
     records = lines(result.processed_urls)
     assert len(records) == result.total_urls == 100
     assert adopted(state, result.job_id) == 0  # (started over: every entry listed one by one)
+
+
+def test_a_comparing_reading_killed_before_its_adoption_compares_again_and_adopts(live_site, tmp_path):
+    """A kill after the comparing reading's last write, before its adoption in part, the sitemap's last entries
+    kept for the part: the delivery after it finds the checkpoint it stored (past those kept entries), compares
+    again and adopts the part in part, rather than starting over."""
+    site = live_site(pages=100, sitemaps=1)
+    state = Path(tmp_path / "state")
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request, at=START, parts=True, record_batch=BATCH)
+    for path in site.page_paths()[:70:2]:  # (35 changed entries among the first 70; the last 30 kept)
+        site.change(path)
+    settings = EngineSettings(
+        sitemap_parts=True, sitemap_part_min_urls=SMALLEST, record_batch=BATCH, sitemap_step_urls=STEP
+    )
+    with LocalHarvest.open(state) as harvest:
+        clocked(harvest, START + timedelta(days=1))
+        adopt = harvest.store.adopt_part
+
+        def dying(*args: Any, **kwargs: Any) -> bool:
+            if kwargs.get("checkpoint") is not None:
+                raise Killed
+            return adopt(*args, **kwargs)
+
+        harvest.store.adopt_part = dying  # type: ignore[method-assign]
+        with pytest.raises(Killed):
+            asyncio.run(LocalRunner(harvest, policy=POLICY, settings=settings, concurrency=1).crawl(request))
+    resumed = crawl(
+        state, request, at=START + timedelta(days=1), parts=True, record_batch=BATCH, sitemap_step_urls=STEP
+    )
+    assert len(lines(resumed.processed_urls)) == resumed.total_urls == 100
+    assert adopted(state, resumed.job_id, partly=True) == 1

@@ -185,6 +185,10 @@ class PageListing:
         again = {url for index, url, _, _ in batch if index < self.recorded or self.resend}
         tasks = [self._task(url, entry) for _, url, entry, _ in batch if url in again]
         checkpoint = batch[-1][0] + 1
+        if count is None and self.diff is not None and not self.diff.by_elements:
+            # (the entries past the last one held were kept for the part: the checkpoint passes them, so that it
+            # is where the digest, theirs included, was taken, and a delivery resumed after it compares again)
+            checkpoint = self.accepted
         sends = self.request.fetch_pages
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
         fresh = [(url, entry) for _, url, entry, _ in batch]
