@@ -41,8 +41,9 @@ class EngineSettings(Struct, frozen=True):
     record_batch: int = 0
     #: The URLs a sitemap reading lists in one delivery (0: no bound), and the seconds it runs (0: none),
     #: before it goes on in a delivery of its own from its checkpoint (``sitemap_step.listing``): on AWS a
-    #: 50,000-URL urlset is several invocations, each bounded whatever the sitemap (template.yaml sets them
-    #: for SitemapFunction). Each step downloads the sitemap again and skips what the steps before listed.
+    #: 50,000-URL urlset is several invocations, each bounded whatever the sitemap (template.yaml sets them in
+    #: Globals; SitemapFunction is the one that reads sitemaps). Each step downloads the sitemap again and
+    #: skips what the steps before it listed.
     sitemap_step_urls: int = 0
     sitemap_step_seconds: float = 0.0
     #: Sitemaps one process reads (downloads and parses) at once; the others wait before their bodies.

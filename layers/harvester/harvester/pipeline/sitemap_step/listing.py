@@ -186,8 +186,8 @@ class PageListing:
         tasks = [self._task(url, entry) for _, url, entry, _ in batch if url in again]
         checkpoint = batch[-1][0] + 1
         if count is None and self.diff is not None and not self.diff.by_elements:
-            # (the entries past the last one held were kept for the part: the checkpoint passes them, so that it
-            # is where the digest, theirs included, was taken, and a delivery resumed after it compares again)
+            # (the entries past the last one held were kept for the part: the checkpoint passes them, where the
+            # digest, theirs included, stands, so that a delivery resumed after this write resumes the comparison)
             checkpoint = self.accepted
         sends = self.request.fetch_pages
         # With nothing to send, the write that records the batch also moves the sending checkpoint.

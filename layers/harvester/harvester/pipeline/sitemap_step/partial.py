@@ -51,8 +51,8 @@ class PartialAdoption:
         part (``parts.partly_adoptable``); None when it may not. (``prior``: the sitemap's last complete
         reading, if any; only a page-listing kind has a part. ``read``: the part and epoch as the reading
         read them already, if it did. ``resumed``: a reading resumed after one that compared, whose own
-        listings moved the sitemap's epoch since: not checked here; the adoption checks that no other job's
-        writes moved it.)"""
+        listings move the sitemap's epoch: the epoch is not checked here; the adoption checks that no other
+        job's writes moved it.)"""
         ctx, record, request = self.ctx, self.record, self.job.request
         if not ctx.sitemap_parts or not ctx.crawldb.adopts_partly or record.origin is SitemapOrigin.ROBOTS:
             return None

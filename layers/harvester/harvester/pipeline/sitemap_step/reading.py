@@ -408,24 +408,21 @@ class SitemapReading:
 
     def _diff(self, prior: SitemapCrawl | None) -> PartDiff | None:
         """The comparison of this reading's entries with the sitemap's part (``PartialAdoption``), for a reading
-        from the start, and for a reading resumed after one that compared: it compares again, the entries
-        before its checkpoint too (``PageListing.accept``), with the part as it is now, its own job's listings
-        since allowed for (the adoption checks that no other job's moved it). A part it may no longer adopt
-        in part leaves the entries kept before the checkpoint unrecorded: the reading starts over, listing
-        every entry. A reading resumed after one that did not compare does not compare."""
+        from the start, and for a reading resumed after one that compared: it compares too, the entries before
+        its checkpoint included (``PageListing.accept``), with the part as stored, its own job's listings not
+        counted against it (the adoption checks that no other job's writes moved it). When the part may not be
+        adopted in part, or a listing that started over wrote the checkpoint (``restarted``: it may have
+        recorded entries the comparison keeps, which an adoption would take a second time), the entries kept
+        before the checkpoint are unrecorded: the reading starts over, listing every entry. A reading resumed
+        after one that did not compare does not compare."""
         if self.listing.resend or not self.record.pages_recorded:
             return self.partial.diff(prior, self._part_read)
-        if self.record.compared and self.record.restarted:
-            # (a listing started over since the comparing one moved the checkpoint: it may have recorded
-            # entries the comparison keeps, which an adoption would then take a second time)
-            self._start_over()
+        if not self.record.compared:
             return None
-        if self.record.compared:
-            diff = self.partial.diff(prior, self._part_read, resumed=True)
-            if diff is None:
-                self._start_over()
-            return diff
-        return None
+        diff = None if self.record.restarted else self.partial.diff(prior, self._part_read, resumed=True)
+        if diff is None:
+            self._start_over()
+        return diff
 
     def _adopt_partly(self, report: ParseReport, *, clean: bool) -> bool:
         """Adopts the part the listing compared its entries with (``PartialAdoption``), with this reading's
