@@ -32,7 +32,7 @@ from harvester.model.records import (
     body_of,
     url_key,
 )
-from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome
+from harvester.model.state import Lease, PageOutcome, PageRetry, SitemapOutcome, SitemapRelease
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -186,7 +186,7 @@ def test_a_final_sitemaps_uncommitted_listing_is_taken_over(aws: AwsAdapters) ->
     pages = [page(i) for i in range(3)]
     dying = leased_sitemap(store, job_id, 2, token="t")
     assert mark(store, job_id, "beef0000beef0000", 2, pages, dying) == urls_of(pages)
-    store.release_sitemap(job_id, sitemap(2).url, dying, error_message="HTTP 503")
+    store.release_sitemap(job_id, sitemap(2).url, dying, SitemapRelease("HTTP 503"))
     failed = lease("u")
     assert store.claim_sitemap(job_id, sitemap(2).url, failed, now=NOW) is not None
     outcome = SitemapOutcome(status=SitemapStatus.FAILED, error_message="HTTP 503 (gave up after 3 attempts)")

@@ -1,10 +1,12 @@
 """A sitemap read in steps on AWS: template.yaml's SitemapFunction bounds a reading (``HARVEST_SITEMAP_STEP_URLS``,
 here lowered so that a small urlset takes several), each invocation recording its share of the URLs and
-sending the sitemap's task again; the job lists every URL once, its counts exact, the reading one attempt."""
+sending the sitemap's task again; the first step keeps the document (S3) and the later ones replay it. The job
+lists every URL once, its counts exact, the reading one attempt and one download."""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapStatus
+from harvester.pipeline.sitemap_step import step_document
 from tests.aws.deployed import DeployedStack
 
 PAGES = 700
@@ -78,16 +81,30 @@ def site() -> Iterator[LiveSite]:
         yield served
 
 
-def test_a_sitemap_read_in_steps_lists_every_url_once(deployed_stack, site):
+def test_a_sitemap_read_in_steps_lists_every_url_once(deployed_stack, site, monkeypatch, caplog):
+    """The site rewrites the sitemap once its first step has kept it (an entry gone, one added): the later
+    steps read the version the first downloaded, so nothing starts over and no step lists more than its
+    share."""
     stack, poller = deployed_stack
     lower_steps(stack)
     urlset = site.sitemap_urls[1]
+    first = sorted(site.url(path) for path in site.page_paths())
+    kept = step_document.downloaded
+
+    async def kept_then_rewritten(*args: Any, **kwargs: Any) -> Any:
+        note = await kept(*args, **kwargs)
+        site.unlist(site.page_paths()[0])
+        site.add("/pages/added.html")
+        return note
+
+    monkeypatch.setattr(step_document, "downloaded", kept_then_rewritten)
     job_id = submit_job(JobRequest(site=site.url("/"), fetch_pages=False), stack.outputs["JobQueueUrl"])
-    with counted_requests() as made:
+    with counted_requests() as made, caplog.at_level(logging.INFO):
         per_invocation = run_counting(poller, made)
     readings = [hit for hit in site.hits if site.url(hit.path) == urlset]
     steps = -(-STEP // BATCH) * BATCH  # (a step ends after the batch that reaches its URLs)
-    assert len(readings) == -(-PAGES // steps) == 3  # (a download a step)
+    paused = [r for r in caplog.records if r.getMessage().startswith("sitemap read in steps")]
+    assert len(paused) + 1 == -(-PAGES // steps) == 3 and len(readings) == 1  # (one download, three steps)
     # Each invocation's requests are bounded by its step (a pointer a URL, a batch's few writes), not by the
     # sitemap: the largest is far below one listing the whole urlset (more than one request a URL).
     assert max(per_invocation) < 1.3 * steps < PAGES
@@ -103,7 +120,7 @@ def test_a_sitemap_read_in_steps_lists_every_url_once(deployed_stack, site):
     assert result["total_urls"] == PAGES
     lines = adapters.documents.get(f"jobs/{job_id}/urls.jsonl").splitlines()
     urls = [json.loads(line)["url"] for line in lines]
-    assert sorted(urls) == sorted(site.url(path) for path in site.page_paths()) and len(urls) == PAGES
+    assert sorted(urls) == first and len(urls) == PAGES
 
 
 def test_a_changed_sitemap_compared_with_its_part_is_read_in_steps_too(deployed_stack, site):
@@ -125,7 +142,8 @@ def test_a_changed_sitemap_compared_with_its_part_is_read_in_steps_too(deployed_
         per_invocation = run_counting(poller, made)
     urlset = site.sitemap_urls[1]
     steps = -(-STEP // BATCH) * BATCH
-    assert len([hit for hit in site.hits if site.url(hit.path) == urlset]) == -(-len(changed) // steps) == 2
+    assert len([hit for hit in site.hits if site.url(hit.path) == urlset]) == 1  # (one download, two steps)
+    assert -(-len(changed) // steps) == 2
     assert max(per_invocation) < 1.3 * steps < len(changed)
 
     adapters = adapters_of(stack)

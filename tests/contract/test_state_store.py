@@ -20,10 +20,20 @@ from harvester.model.records import (
     SitemapRecord,
     SitemapStatus,
     SitemapURL,
+    StepDocument,
     UrlStatus,
     body_of,
 )
-from harvester.model.state import Checkpoint, EndProgress, Lease, ListedBatch, PageOutcome, PageRetry, SitemapOutcome
+from harvester.model.state import (
+    Checkpoint,
+    EndProgress,
+    Lease,
+    ListedBatch,
+    PageOutcome,
+    PageRetry,
+    SitemapOutcome,
+    SitemapRelease,
+)
 from harvester.pipeline import recovery, scheduler
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings
@@ -319,8 +329,8 @@ def test_a_released_sitemap_is_read_again_from_its_checkpoint(backend):
     claimed_sitemap(backend, job_id)
     url = sitemap(1).url
     backend.store.record_pages(job_id, url, [page(1), page(2)], checkpoint=2, lease=lease())
-    assert not backend.store.release_sitemap(job_id, url, lease("other"), error_message="HTTP 503")
-    assert backend.store.release_sitemap(job_id, url, lease(), error_message="HTTP 503 Service Unavailable")
+    assert not backend.store.release_sitemap(job_id, url, lease("other"), SitemapRelease("HTTP 503"))
+    assert backend.store.release_sitemap(job_id, url, lease(), SitemapRelease("HTTP 503 Service Unavailable"))
     record = backend.store.get_sitemap(job_id, url)
     assert (record.status, record.pages_recorded, record.error_message) == (
         SitemapStatus.PENDING,
@@ -332,6 +342,24 @@ def test_a_released_sitemap_is_read_again_from_its_checkpoint(backend):
     assert again is not None and again.attempts == 2
     c = counts(backend, job_id)
     assert (c.sitemaps_total, c.sitemaps_done, c.urls_total) == (1, 0, 2)
+
+
+def test_a_reading_in_steps_keeps_its_document_noted_until_the_sitemap_is_finished(backend):
+    job_id = new_job(backend)
+    claimed_sitemap(backend, job_id)
+    url = sitemap(1).url
+    backend.store.record_pages(job_id, url, [page(1)], checkpoint=1, lease=lease())
+    note = StepDocument(key="sites/x/sitemaps/a/b", signature="ab" * 32, http_status=200, final_url=url, etag='"e"')
+    assert backend.store.release_sitemap(job_id, url, lease(), SitemapRelease(None, 0, note))
+    assert backend.store.get_sitemap(job_id, url).step_document == note
+    # (a release without one, a failure given back, keeps it: the reading goes on on the same document)
+    assert backend.store.claim_sitemap(job_id, url, lease("b"), now=NOW) is not None
+    assert backend.store.release_sitemap(job_id, url, lease("b"), SitemapRelease("busy", 0))
+    assert backend.store.get_sitemap(job_id, url).step_document == note
+    assert backend.store.claim_sitemap(job_id, url, lease("c"), now=NOW) is not None
+    done = backend.store.finish_sitemap(job_id, url, SitemapOutcome(SitemapStatus.COMPLETED, kind="urlset"), lease("c"))
+    assert done is not None and done.step_document is None
+    assert backend.store.get_sitemap(job_id, url).step_document is None
 
 
 def test_sitemaps_by_status(backend):

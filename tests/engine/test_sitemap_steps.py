@@ -1,7 +1,8 @@
 """A sitemap reading in steps (``sitemap_step_urls``, ``sitemap_step_seconds``): each delivery records a bounded
-share of the sitemap's pages, then gives the sitemap back with its task sent again; the next delivery
-downloads it again and goes on from the checkpoint. The steps together list what one reading lists: every
-page once, its task sent once, the counts exact, and the reading one attempt."""
+share of the sitemap's pages, then gives the sitemap back with its task sent again; the first step keeps the
+document it read (``StepDocument``) and the next deliveries replay it from the checkpoint. The steps together
+list what one reading lists: every page once, its task sent once, the counts exact, the reading one attempt
+and one request, whatever the site does to the sitemap meanwhile."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ def read_in_steps(
     settings: EngineSettings,
     *,
     fetch_pages: bool,
-    between: Callable[[int], None] = lambda delivery: None,
+    between: Callable[[int, LocalHarvest], None] = lambda delivery, harvest: None,
 ) -> tuple[SitemapRecord, list[list[int]], SentQueue, list[str]]:
     """The urlset read by deliveries of its task until one finishes it (``between`` called after each
-    delivery that did not): the finished record, the batch sizes each delivery recorded, the queue's sends,
-    and the job's page URLs."""
+    delivery that did not, with the delivery's number and the harvest): the finished record, the batch sizes
+    each delivery recorded, the queue's sends, and the job's page URLs."""
     urlset = site.sitemap_urls[1]
     base = site.url("") if isinstance(site, LiveSite) else site.base_url
     request = JobRequest(site=f"{base}/", sitemaps=(urlset,), fetch_pages=fetch_pages)
@@ -80,7 +81,7 @@ def read_in_steps(
                     assert record is not None and record.status is SitemapStatus.PENDING
                     assert record.error_message is None and record.attempts == 0  # (a step: no attempt)
                     assert record.pages_enqueued == record.pages_recorded
-                    between(len(deliveries))
+                    between(len(deliveries), harvest)
                 raise AssertionError("the reading never ended")
 
     done, queue, urls = asyncio.run(scenario())
@@ -108,6 +109,7 @@ def test_a_reading_in_steps_of_urls_lists_what_one_reading_lists(site_factory, t
     assert stepped_urls == urls and len(set(urls)) == PAGES
     assert stepped.status is SitemapStatus.COMPLETED and stepped.error_message is None
     assert stepped.attempts == 1 and not stepped.restarted  # (a reading in steps is one attempt)
+    assert stepped.step_document is None  # (read: the note goes with the reading)
     assert (stepped.pages_recorded, stepped.pages_new) == (PAGES, PAGES)
     sitemap_tasks = [(m, delay) for m, delay in queue.sent if isinstance(m, SitemapTask)]
     assert len(sitemap_tasks) == len(deliveries)  # (the job's start sent the first, each step the next)
@@ -147,34 +149,76 @@ def test_a_throwaway_run_is_read_in_one_step(site_factory, tmp_path):
     assert done is not None and done.status is SitemapStatus.COMPLETED and done.pages_new == 4 * BATCH
 
 
-def test_a_reading_in_steps_of_a_sitemap_changed_between_them_starts_over_and_goes_on():
-    """The sitemap lost an entry before the checkpoint between two steps: the next delivery finds other URLs
-    before it and starts over; it does not stop before it has passed the checkpoint stored before (a delivery
-    resumed there would start over again, for ever), then goes on in steps."""
+def test_a_sitemap_changed_between_steps_is_read_as_the_first_step_downloaded_it():
+    """The site rewrites the sitemap between two steps (an entry before the checkpoint gone, one added): the
+    later steps replay the copy the first step kept, so the reading lists the version it began, in steps of a
+    batch, from one request, and nothing starts over; the stored reading is that version's."""
+    with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
+        first = [site.url(path) for path in site.page_paths()]
+        noted: list[Any] = []
+
+        def change(delivery: int, harvest: LocalHarvest) -> None:
+            record = harvest.store.get_sitemap("j", site.sitemap_urls[1])
+            noted.append(record.step_document if record is not None else None)
+            if delivery == 2:
+                site.unlist(site.page_paths()[0])
+                site.add("/pages/added.html")
+
+        settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
+        done, deliveries, _, urls = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
+        readings = [hit for hit in site.hits if hit.path.startswith("/sitemaps/")]
+        with LocalHarvest.open(Path(state)) as harvest:
+            stored = harvest.crawldb.get_sitemap(JobRequest(site=site.url("/")).origin, site.sitemap_urls[1])
+    assert all(sizes == [BATCH] for sizes in deliveries[:-1]) and sum(map(sum, deliveries)) == 8 * BATCH
+    assert len(readings) == 1  # (the later steps asked the site nothing)
+    assert done.status is SitemapStatus.COMPLETED and not done.restarted and done.attempts == 1
+    assert sorted(urls) == sorted(first) and done.pages_new == 8 * BATCH
+    assert noted[0] is not None and all(note == noted[0] for note in noted)  # (one document, noted once)
+    assert stored is not None and stored.document_key == noted[0].key == done.document_key
+    assert stored.signature == noted[0].signature and stored.entries == 8 * BATCH
+
+
+def forget_the_noted_copy(harvest: LocalHarvest, url: str) -> None:
+    """The copy the reading's first step kept, deleted (an operator's clean-up, a lifecycle rule)."""
+    record = harvest.store.get_sitemap("j", url)
+    assert record is not None and record.step_document is not None
+    harvest.documents.delete(record.step_document.key)
+
+
+def test_a_reading_in_steps_whose_noted_copy_is_gone_downloads_again_and_starts_over_if_it_changed():
+    """The copy the first step kept is gone and the sitemap lost an entry before the checkpoint: the next
+    delivery downloads it, finds other URLs before the checkpoint and starts over; it does not stop before it
+    has passed the checkpoint stored before (a delivery resumed there would start over again, for ever), then
+    goes on in steps, on the copy it kept."""
     with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
 
-        def change(delivery: int) -> None:
+        def change(delivery: int, harvest: LocalHarvest) -> None:
             if delivery == 2:
+                forget_the_noted_copy(harvest, site.sitemap_urls[1])
                 site.unlist(site.page_paths()[0])
 
         settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
         done, deliveries, _, urls = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
+        readings = [hit for hit in site.hits if hit.path.startswith("/sitemaps/")]
     # (steps of a batch; the third starts over, records the two before again and one more: it stops only past
     # the checkpoint stored before; then the rest, a batch a step)
     assert deliveries[:3] == [[BATCH], [BATCH], [BATCH, BATCH, BATCH]]
     assert all(sizes == [BATCH] for sizes in deliveries[3:-1]) and sum(map(sum, deliveries[2:])) == 8 * BATCH - 1
     assert done.status is SitemapStatus.COMPLETED and done.restarted and done.attempts == 1
     assert len(urls) == 8 * BATCH and done.pages_new == 8 * BATCH  # (the page unlisted was listed before)
+    # (the first step's download; the third's, and its download again once it found the sitemap changed)
+    assert len(readings) == 3
 
 
 def test_a_reading_in_steps_of_a_sitemap_changed_before_every_step_gets_further_at_each():
-    """An entry before the checkpoint gone before every step (a "latest first" sitemap rewritten meanwhile):
-    each delivery starts over and must get past the stored checkpoint, not stop on it, or the reading never
-    ends while the sitemap keeps changing."""
+    """The noted copy gone and an entry before the checkpoint gone before every step (a "latest first"
+    sitemap rewritten meanwhile): each delivery starts over and must get past the stored checkpoint, not stop
+    on it, or the reading never ends while the sitemap keeps changing."""
     with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
 
-        def change(delivery: int) -> None:
+        def change(delivery: int, harvest: LocalHarvest) -> None:
             if 2 <= delivery < 40:
+                forget_the_noted_copy(harvest, site.sitemap_urls[1])
                 site.unlist(site.page_paths()[0])
 
         settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)

@@ -5,6 +5,7 @@ comparing the entries before its checkpoint again, and adopts the part for the o
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
+from harvester.pipeline.sitemap_step import step_document
 from harvester.settings import EngineSettings
 from tests.recrawl.test_sitemap_parts import (
     POLICY,
@@ -29,6 +31,7 @@ from tests.recrawl.test_sitemap_parts import (
     lines,
     summary,
 )
+from tests.support import warc_captures
 
 #: Pages a listed batch holds, and URLs a step lists: a urlset of 100 is read in several steps.
 BATCH = 10
@@ -76,13 +79,16 @@ def test_re_crawls_read_in_steps_write_what_readings_in_one_step_write(live_site
             assert adopted(states["steps"], f"c{n}", partly=True) == 4, cycle
         if cycle == "first crawl":  # (each urlset of 100: five steps of 20 in one run, one reading in the other)
             readings = [hit for hit in site.hits if hit.path.startswith("/sitemaps/")]
-            assert len(readings) == 4 * 5 + 4
+            assert len(readings) == 4 + 4  # (a reading's later steps replay the copy its first step kept)
 
 
-def test_a_comparing_reading_whose_kept_entry_changed_between_steps_starts_over(live_site, tmp_path):
-    """An entry the reading kept for the part before its checkpoint changes before the next step: the next
-    delivery decides otherwise on it, its checkpoint's digest says so, and it starts over, listing every
-    entry: none is lost, none counted twice."""
+@pytest.mark.parametrize("kept", [True, False], ids=["copy-kept", "copy-not-kept"])
+def test_a_comparing_reading_whose_kept_entry_changed_between_steps(live_site, tmp_path, kept):
+    """An entry the reading kept for the part before its checkpoint changes before the next step. With the
+    document the first step kept, the later steps read the version it began: they compare as it did and adopt
+    the part in part. Without it (its body broke off after the pause), the next delivery downloads the new
+    version, decides otherwise on that entry, its checkpoint's digest says so, and it starts over, listing
+    every entry: none is lost, none counted twice either way."""
     site = live_site(pages=100, sitemaps=1)
     state = Path(tmp_path / "state")
     request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
@@ -105,15 +111,23 @@ def test_a_comparing_reading_whose_kept_entry_changed_between_steps_starts_over(
                 site.change(paths[0])  # (kept by the step that ends now: before its checkpoint)
             raise
 
+    async def not_kept(*args: Any, **kwargs: Any) -> None:
+        return None
+
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(listing.PageListing, "_end_step", changing)
+        if not kept:
+            monkeypatch.setattr(step_document, "downloaded", not_kept)
         result = crawl(
             state, request, at=START + timedelta(days=1), parts=True, record_batch=BATCH, sitemap_step_urls=STEP
         )
     assert ended >= 2
     records = lines(result.processed_urls)
     assert len(records) == result.total_urls == 100
-    assert adopted(state, result.job_id) == 0  # (started over: every entry listed one by one)
+    if kept:  # (the version the reading began: 50 listed, the part adopted for the 50 kept)
+        assert adopted(state, result.job_id, partly=True) == 1
+    else:  # (started over: every entry listed one by one)
+        assert adopted(state, result.job_id) == 0
 
 
 def test_a_comparing_reading_killed_before_its_adoption_compares_again_and_adopts(live_site, tmp_path):
@@ -146,3 +160,49 @@ def test_a_comparing_reading_killed_before_its_adoption_compares_again_and_adopt
     )
     assert len(lines(resumed.processed_urls)) == resumed.total_urls == 100
     assert adopted(state, resumed.job_id, partly=True) == 1
+
+
+def test_a_reading_in_steps_archives_its_document_once_and_a_304_is_replayed_in_steps(live_site, tmp_path):
+    """The first crawl, in steps: the urlset downloaded once, archived once as a response (by the step that
+    kept it), and remembered with that record. The next crawl, without parts (a 304 replayed entry by entry),
+    in steps: the site rewrites the sitemap once the first step has paused, and the later steps still replay
+    the copy the 304 named: one request, one revisit record, the version the crawl began listed, nothing
+    started over."""
+    site = live_site(pages=100, sitemaps=1)
+    state = Path(tmp_path / "state")
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    urlset = site.sitemap_urls[1]
+    first = crawl(state, request, at=START, parts=False, record_batch=BATCH, sitemap_step_urls=STEP)
+    assert len([hit for hit in site.hits if site.url(hit.path) == urlset]) == 1
+    with LocalHarvest.open(state) as harvest:
+        captured = [c for c in warc_captures(harvest.documents) if c[2] == urlset]
+        stored = harvest.crawldb.get_sitemap(request.origin, urlset)
+    assert [c[1] for c in captured] == ["response"]
+    assert stored is not None and stored.warc is not None and stored.warc.record_type == "response"
+    assert stored.entries == 100 and first.total_urls == 100
+
+    before = sorted(site.url(path) for path in site.page_paths())
+    site.reset_log()
+    replayed = step_document.replayed
+
+    notes: list[Any] = []
+
+    async def replayed_then_rewritten(*args: Any, **kwargs: Any) -> Any:
+        notes.append(note := await replayed(*args, **kwargs))
+        site.unlist(site.page_paths()[0])
+        site.add("/pages/added.html")
+        return note
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(step_document, "replayed", replayed_then_rewritten)
+        again = crawl(
+            state, request, at=START + timedelta(days=1), parts=False, record_batch=BATCH, sitemap_step_urls=STEP
+        )
+    hits = [hit for hit in site.hits if site.url(hit.path) == urlset]
+    assert [hit.status for hit in hits] == [304] and len(notes) == 1 and notes[0] is not None
+    assert sorted(json.loads(line)["url"] for line in lines(again.processed_urls)) == before
+    with LocalHarvest.open(state) as harvest:
+        captured = [c for c in warc_captures(harvest.documents) if c[2] == urlset]
+        record = harvest.store.get_sitemap(again.job_id, urlset)
+    assert sorted(c[1] for c in captured) == ["response", "revisit"]
+    assert record is not None and record.not_modified and not record.restarted and record.attempts == 1

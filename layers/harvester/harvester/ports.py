@@ -46,6 +46,7 @@ from harvester.model.state import (
     RecordPage,
     Settled,
     SitemapOutcome,
+    SitemapRelease,
 )
 from harvester.politeness.gate import HostGate
 
@@ -233,12 +234,10 @@ class StateStore(Protocol):
         """processing → final, counting it done, exactly once: the record as written (None when the lease is
         not ours)."""
 
-    def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
-    ) -> bool:
-        """processing → pending, giving the lease up, to be read again later (a transient failure).
-        Its checkpoint stays, so the next reading skips what was recorded; ``attempts``, the requests sent
-        so far, replaces the claims' count. False when not ours."""
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, release: SitemapRelease) -> bool:
+        """processing → pending, giving the lease up, to be read again later (a transient failure, or a
+        reading in steps), as ``release`` says. Its checkpoint stays, so the next reading skips what was
+        recorded. False when not ours."""
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]: ...
 

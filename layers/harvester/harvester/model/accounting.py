@@ -19,7 +19,7 @@ from harvester.model.records import (
     SitemapURL,
     UrlStatus,
 )
-from harvester.model.state import Checkpoint, PageRetry, SitemapOutcome
+from harvester.model.state import Checkpoint, PageRetry, SitemapOutcome, SitemapRelease
 
 ROBOTS_KIND = "robots"
 R = TypeVar("R", SitemapRecord, SitemapURL, ListedRow)
@@ -72,14 +72,18 @@ def finished_sitemap(record: SitemapRecord, outcome: SitemapOutcome) -> SitemapR
             "finished_at": outcome.finished_at,
             "attempts": record.attempts if outcome.attempts is None else outcome.attempts,
             "restarted": record.restarted or outcome.restarted,
+            "step_document": None,  # (read: the reading is over)
         }
     )
 
 
-def released_sitemap(record: SitemapRecord, error_message: str | None, attempts: int | None = None) -> SitemapRecord:
-    update: dict[str, object] = {"status": SitemapStatus.PENDING, "error_message": error_message}
-    if attempts is not None:
-        update["attempts"] = attempts
+def released_sitemap(record: SitemapRecord, release: SitemapRelease) -> SitemapRecord:
+    """The sitemap back to pending, as ``release`` says."""
+    update: dict[str, object] = {"status": SitemapStatus.PENDING, "error_message": release.error_message}
+    if release.attempts is not None:
+        update["attempts"] = release.attempts
+    if release.document is not None:
+        update["step_document"] = release.document
     return record.model_copy(update=update)
 
 

@@ -381,6 +381,30 @@ TOO_DEEP = "sitemap_too_deep"
 FILTERED = "sitemap_filtered"
 
 
+class StepDocument(Model, kw_only=True, frozen=True):
+    """The document a reading in steps reads, kept by the step that paused first: every later step replays it
+    from the document store (no request to the site), so the steps list one version of the sitemap, however
+    often the site rewrites it meanwhile. ``key`` names the stored copy (the body that step downloaded whole,
+    stored as a reading stores it, or the stored copy a 304 replayed); the rest is what its response said, for
+    the outcome and for what the last step remembers (``SitemapCrawl``)."""
+
+    key: str
+    #: The SHA-256 of the body (its stored copy's signature).
+    signature: str
+    http_status: int
+    final_url: str
+    etag: str | None = None
+    last_modified: str | None = None
+    #: The WARC response record the first step wrote of the body (a job that keeps WARC; the step archives
+    #: the reading), for the last step to remember (a revisit's location is not kept).
+    warc: WarcLocation | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The validators, as response headers (what ``remembered`` reads)."""
+        found = {"etag": self.etag, "last-modified": self.last_modified}
+        return {name: value for name, value in found.items() if value is not None}
+
+
 class SitemapRecord(Model, kw_only=True):
     """One sitemap of a job: the loader state of the seed, made safe for many sitemaps in progress at once.
 
@@ -432,6 +456,8 @@ class SitemapRecord(Model, kw_only=True):
     #: the job's, counted): a step delivered again after that finishes the sitemap as it was (the part's
     #: counts of dropped entries and warnings are those of the reading that adopted it), without reading it.
     adopted: SitemapPart | None = None
+    #: The document the reading's steps read (set by the step that paused first; ``StepDocument``).
+    step_document: StepDocument | None = None
     attempts: NonNegative = 0
     discovered_at: datetime | None = None
     finished_at: datetime | None = None

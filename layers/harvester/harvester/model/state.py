@@ -8,7 +8,7 @@ from datetime import datetime
 from msgspec import Struct, field
 
 from harvester.model.crawl import CrawlRecord, Fetched, SitemapPart
-from harvester.model.records import JobCounts, JobRecord, PageRecord, SitemapStatus, SitemapURL
+from harvester.model.records import JobCounts, JobRecord, PageRecord, SitemapStatus, SitemapURL, StepDocument
 
 
 class Lease(Struct, frozen=True):
@@ -56,6 +56,18 @@ class PageRetry(Struct):
     #: No request was sent for it in this delivery (robots.txt could not be read, the host's gate said
     #: later): the try its claim counted is taken back, so ``attempts`` stays the requests sent.
     untried: bool = False
+
+
+class SitemapRelease(Struct, frozen=True):
+    """A claimed sitemap given back to pending, to be read again (``StateStore.release_sitemap``)."""
+
+    #: Its error message until its next outcome (a transient failure); None for a reading that goes on.
+    error_message: str | None = None
+    #: The requests sent for it so far, which replace the claims' count (None: as the claim left it).
+    attempts: int | None = None
+    #: The document the reading's later steps read, when this release ends a step that kept one; None keeps
+    #: what the record notes (``SitemapRecord.step_document``).
+    document: StepDocument | None = None
 
 
 class Checkpoint(Struct, frozen=True):

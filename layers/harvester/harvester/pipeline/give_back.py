@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from harvester.model.messages import PageTask, SitemapTask
 from harvester.model.records import JobRecord, SitemapRecord
-from harvester.model.state import Lease, PageRetry
+from harvester.model.state import Lease, PageRetry, SitemapRelease
 from harvester.patience import PATIENCE, Busy
 from harvester.pipeline.admission import queue_delay
 from harvester.pipeline.completion import ResultUnwritten, maybe_complete
@@ -44,7 +44,7 @@ def sitemap(
 ) -> None:
     """The sitemap ``lease`` holds back to pending with ``attempts`` (what it had before this delivery's
     claim, and the requests the site failed in it), its task sent again."""
-    release(ctx, job, record, lease, reason(busy), attempts=max(0, attempts), after=delay(ctx))
+    release(ctx, job, record, lease, SitemapRelease(reason(busy), max(0, attempts)), after=delay(ctx))
     log.warning(
         "sitemap given back: our own infrastructure stayed busy",
         extra={"job_id": job.job_id, "url": record.url, "reason": str(busy)},
@@ -52,22 +52,14 @@ def sitemap(
 
 
 def release(
-    ctx: StepContext,
-    job: JobRecord,
-    record: SitemapRecord,
-    lease: Lease,
-    why: str | None,
-    *,
-    attempts: int | None,
-    after: float,
+    ctx: StepContext, job: JobRecord, record: SitemapRecord, lease: Lease, release: SitemapRelease, *, after: float
 ) -> None:
-    """The sitemap ``lease`` holds back to pending (``why``: its error message until its next outcome, None
-    for a reading that goes on), its task sent again ``after`` seconds; the task is
-    sent whether or not the lease still held it (a task too many is absorbed by the claims; one too few, after
-    a release that landed and a send that did not, would leave the sitemap pending for good)."""
+    """The sitemap ``lease`` holds back to pending as ``release`` says, its task sent again ``after`` seconds;
+    the task is sent whether or not the lease still held it (a task too many is absorbed by the claims; one
+    too few, after a release that landed and a send that did not, would leave the sitemap pending for good)."""
 
     def back() -> None:
-        ctx.store.release_sitemap(job.job_id, record.url, lease, error_message=why, attempts=attempts)
+        ctx.store.release_sitemap(job.job_id, record.url, lease, release)
         ctx.queue.push([task_for(job.job_id, record)], delay_seconds=after)
 
     patiently(back)

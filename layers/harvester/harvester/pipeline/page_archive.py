@@ -213,3 +213,18 @@ async def store_sitemap(
         return (await store(ctx, job, batch)).get(sitemap.url)
     finally:
         batch.close()
+
+
+async def store_sitemap_body(
+    ctx: StepContext,
+    job: JobRecord,
+    sitemap: SitemapRecord,
+    response: FetchResponse,
+    body: RawBody,
+    stored: WarcLocation | None,
+) -> WarcLocation | None:
+    """A sitemap's body read whole, archived (``store_sitemap``): a revisit of the record ``stored`` when it
+    holds the same bytes, else a response. The response record's location (what the crawl database keeps of
+    the reading); None for a revisit: the record it refers to holds the bytes."""
+    at = await store_sitemap(ctx, job, sitemap, response, body=body, revisits=identical(stored, body))
+    return at if at is not None and at.record_type == "response" else None

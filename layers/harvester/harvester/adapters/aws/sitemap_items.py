@@ -21,7 +21,7 @@ from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
 from harvester.model.records import JobCounts, PageRecord, SitemapRecord, SitemapStatus, body_of, url_key
-from harvester.model.state import Checkpoint, Lease, SitemapOutcome
+from harvester.model.state import Checkpoint, Lease, SitemapOutcome, SitemapRelease
 from harvester.ports import LeaseLost
 
 
@@ -226,14 +226,12 @@ class SitemapItems:
             raise
         return finished
 
-    def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
-    ) -> bool:
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, release: SitemapRelease) -> bool:
         try:
             sitemap = self.leased_sitemap(job_id, sitemap_url, lease)
         except LeaseLost:
             return False
-        released = accounting.released_sitemap(sitemap, error_message, attempts)
+        released = accounting.released_sitemap(sitemap, release)
         try:
             self.jobs.transact(
                 [

@@ -12,7 +12,7 @@ from harvester.adapters.local.job_rows import JobRows
 from harvester.adapters.local.record_rows import job_bodies, put_record
 from harvester.model import accounting
 from harvester.model.records import JobCounts, SitemapRecord, SitemapStatus, SitemapURL, body_of, url_key
-from harvester.model.state import Checkpoint, Lease, SitemapOutcome
+from harvester.model.state import Checkpoint, Lease, SitemapOutcome, SitemapRelease
 from harvester.ports import LeaseLost
 
 
@@ -98,15 +98,13 @@ class SitemapRows:
             self.job_rows.count(db, job_id, accounting.sitemap_done(outcome))
             return finished
 
-    def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
-    ) -> bool:
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, release: SitemapRelease) -> bool:
         with Transaction(self.conn) as db:
             try:
                 sitemap = self.leased(job_id, sitemap_url, lease)
             except LeaseLost:
                 return False
-            put_record(db, "sitemaps", job_id, accounting.released_sitemap(sitemap, error_message, attempts), None)
+            put_record(db, "sitemaps", job_id, accounting.released_sitemap(sitemap, release), None)
             self.job_rows.count(db, job_id, JobCounts())  # activity, for the stall detection
             return True
 

@@ -44,6 +44,7 @@ from harvester.model.state import (
     RecordPage,
     Settled,
     SitemapOutcome,
+    SitemapRelease,
 )
 
 
@@ -197,12 +198,8 @@ class SqliteStateStore:
     ) -> SitemapRecord | None:
         return self.sitemap_rows.finish_sitemap(job_id, sitemap_url, outcome, lease)
 
-    def release_sitemap(
-        self, job_id: str, sitemap_url: str, lease: Lease, *, error_message: str | None, attempts: int | None = None
-    ) -> bool:
-        return self.sitemap_rows.release_sitemap(
-            job_id, sitemap_url, lease, error_message=error_message, attempts=attempts
-        )
+    def release_sitemap(self, job_id: str, sitemap_url: str, lease: Lease, release: SitemapRelease) -> bool:
+        return self.sitemap_rows.release_sitemap(job_id, sitemap_url, lease, release)
 
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]:
         return self.sitemap_rows.sitemaps(job_id, status=status)

@@ -12,8 +12,9 @@ The flow is USP's (fetch, then let the content choose the parser), made safe for
   travels with the task) and sent;
 * a reading is bounded where the settings say (``sitemap_step_urls``, ``sitemap_step_seconds``: AWS): once
   its step is spent, right after a batch was recorded, the sitemap goes back to pending with the attempts it
-  had and its task is sent again at once; the next delivery downloads it again and goes on from the
-  checkpoint (a reading in steps is one attempt);
+  had and its task is sent again at once; the step that pauses first keeps the document it read (stored,
+  ``StepDocument``), and every later step replays that copy from its checkpoint, so the steps read one
+  version of the sitemap, with no request to the site (a reading in steps is one attempt);
 * a transient failure (429, 5xx, timeouts, a broken connection) gives the sitemap back with a delayed
   task, up to ``retry_max`` readings, so a flaky server does not cost a whole subtree;
 * a sitemap that cannot be read ends as failed / invalid / absent with its reason: it never fails the job.
@@ -30,7 +31,7 @@ import uuid
 
 from harvester.model.messages import SitemapTask
 from harvester.model.records import SitemapRecord, SitemapStatus
-from harvester.model.state import Lease, SitemapOutcome
+from harvester.model.state import Lease, SitemapOutcome, SitemapRelease
 from harvester.patience import Busy
 from harvester.pipeline import give_back
 from harvester.pipeline.context import StepContext
@@ -94,7 +95,8 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         return None
     except StepEnded as step:  # (the reading goes on: not an attempt, and no error)
         failed = reading.failed_tries if reading else 0
-        give_back.release(ctx, job, record, lease, None, attempts=record.attempts - 1 + failed, after=0)
+        release = SitemapRelease(None, record.attempts - 1 + failed, step.document)
+        give_back.release(ctx, job, record, lease, release, after=0)
         log.info(
             "sitemap read in steps: goes on from its checkpoint",
             extra={"job_id": job.job_id, "url": url, "checkpoint": step.checkpoint, "listed": step.listed},
@@ -105,7 +107,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             ctx.settings.retry_backoff_seconds * 2 ** (record.attempts - 1),
             ctx.settings.retry_backoff_max_seconds,
         )
-        give_back.release(ctx, job, record, lease, outcome.reason, attempts=outcome.attempts, after=delay)
+        give_back.release(ctx, job, record, lease, SitemapRelease(outcome.reason, outcome.attempts), after=delay)
         log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
         return None
     log.info(

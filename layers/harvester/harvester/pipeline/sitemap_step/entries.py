@@ -19,8 +19,9 @@ from harvester.model.messages import SitemapOrigin
 from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus, url_key
 from harvester.pipeline import sitemap_filter
 from harvester.pipeline.context import StepContext
-from harvester.pipeline.discovery import task_for
+from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
+from harvester.pipeline.sitemap_step.probes import asked
 from harvester.sitemap import ChildSitemap, PageEntry
 from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
 
@@ -132,6 +133,20 @@ class EntryScreen:
         self._drop(drop)
         if len(self.invalid_children) < MAX_INVALID_CHILDREN_LISTED:
             self.invalid_children[url] = reason
+
+    async def follow_found(self) -> None:
+        """The children the reading found, followed (``follow``); robots.txt also leads to the site's
+        well-known paths, whatever happened to it (a site may have none). They are the site's own children,
+        not robots.txt's: USP's callbacks choose among the children of robots.txt and of indexes, and USP
+        reads every well-known path whatever they say. Those the site's last job found absent are asked here
+        (``probes.asked``); the others are tasks of their own."""
+        record, request = self.record, self.job.request
+        # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
+        parents = {a for a in record.ancestors if a != site_node(request)} | {record.url}
+        self.follow(self.found, level=record.depth - 1, parents=parents, callbacks=self.ctx.callbacks)
+        if self.is_robots:
+            probes = known_path_probes(request, self.declared, now=self.ctx.clock())
+            self.register(await asked(self.ctx, self.job, self.chosen(probes, level=0, parents=set(), callbacks=None)))
 
     def follow(
         self, children: list[SitemapRecord], *, level: int, parents: set[str], callbacks: SitemapCallbacks | None

@@ -26,7 +26,15 @@ from harvester.crawldb.part_diff import PartDiff
 from harvester.crawldb.schedule import due, lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl
 from harvester.model.messages import PageTask, Refetch
-from harvester.model.records import CrawlRow, JobRecord, ListedRow, SitemapRecord, SitemapURL, UrlStatus
+from harvester.model.records import (
+    CrawlRow,
+    JobRecord,
+    ListedRow,
+    SitemapRecord,
+    SitemapURL,
+    StepDocument,
+    UrlStatus,
+)
 from harvester.model.state import Checkpoint, Lease
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings, listed_fields, unfetched
@@ -49,12 +57,13 @@ class ListingMoved(Exception):
 class StepEnded(Exception):
     """This delivery's step of the reading is spent (``sitemap_step_urls`` URLs recorded in it, or
     ``sitemap_step_seconds``): the reading goes on from its checkpoint, just written, in a delivery of its
-    own."""
+    own. ``document``: the one the later steps read, once the reading has kept it (``StepDocument``)."""
 
     def __init__(self, url: str, checkpoint: int, listed: int) -> None:
         super().__init__(f"{url}: {listed} URLs listed in this step; goes on from entry {checkpoint}")
         self.checkpoint = checkpoint
         self.listed = listed
+        self.document: StepDocument | None = None
 
 
 class PageListing:

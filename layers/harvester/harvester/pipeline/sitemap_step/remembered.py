@@ -5,7 +5,7 @@ The next job asks with the validators of the last complete reading (``validators
 from the stored document, replayed. A changed document is stored under a key holding its signature
 (``store_copy``) and its reading remembered whole (``remember``); an unchanged one refreshes what is
 remembered when its validators moved, it came back after a miss, or its bytes were archived now
-(``refresh``).
+(``refresh``); ``settle`` chooses.
 """
 
 from __future__ import annotations
@@ -39,8 +39,12 @@ def store_copy(
     raw: tempfile.SpooledTemporaryFile[bytes],
     content_type: str | None,
     signature: str,
+    prior: SitemapCrawl | None,
 ) -> str:
-    """Stores the document as it arrived (``raw``), under a key holding its signature; its key."""
+    """Stores the document as it arrived (``raw``), under a key holding its signature, unless the stored
+    reading (``prior``) holds these bytes already; its key."""
+    if prior is not None and signature == prior.signature and ctx.documents.exists(prior.document_key):
+        return prior.document_key  # (stored already: its key is its signature)
     raw.seek(0)
     key = sitemap_key(job.request.origin, url, signature)
     ctx.documents.put(key, raw, content_type=content_type, metadata={"url": url, "job-id": job.job_id})
@@ -97,3 +101,23 @@ def remember(
             warc=warc,
         ),
     )
+
+
+def settle(
+    ctx: StepContext,
+    site: str,
+    outcome: SitemapOutcome,
+    prior: SitemapCrawl | None,
+    headers: Mapping[str, str],
+    *,
+    url: str,
+    signature: str,
+    entries: int,
+    warc: WarcLocation | None,
+) -> None:
+    """What the next job reads of a complete reading: the stored reading refreshed when the body is the one
+    it read (``refresh``), else this one remembered (``remember``)."""
+    if prior is not None and signature == prior.signature:
+        refresh(ctx, site, prior, headers, warc=warc)
+    else:
+        remember(ctx, site, outcome, headers, url=url, signature=signature, entries=entries, warc=warc)
