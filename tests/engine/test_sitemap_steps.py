@@ -7,9 +7,10 @@ and one request, whatever the site does to the sitemap meanwhile."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from harvester.demo.live import LiveSite
 from harvester.fetch import Fetcher, FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
 from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.pipeline.sitemap_step import step_document
 from harvester.settings import EngineSettings
 from tests.engine.test_listing_batches import CountingStore
 
@@ -225,3 +227,52 @@ def test_a_reading_in_steps_of_a_sitemap_changed_before_every_step_gets_further_
         done, deliveries, _, _ = read_in_steps(site, Path(state), settings, fetch_pages=False, between=change)
     assert done.status is SitemapStatus.COMPLETED and done.restarted
     assert len(deliveries) <= 8  # (a batch further at least at each delivery)
+
+
+def test_a_delivery_that_reads_another_document_than_the_note_lets_the_note_go(monkeypatch):
+    """The first step keeps copy A. The second cannot read it (a transient read error), downloads the sitemap,
+    now B, starts over and moves the checkpoint on B's bytes, but keeps no copy of B (its body broke off after
+    the pause): the record must not name A any more, or the third would replay A against a checkpoint made
+    from B (and start over again, relisting everything in one invocation)."""
+    with LiveSite(pages=8 * BATCH, sitemaps=1).serving() as site, tempfile.TemporaryDirectory() as state:
+        urlset = site.sitemap_urls[1]
+        seen: list[Any] = []
+        kept = step_document.downloaded
+        downloads = 0
+
+        async def first_only(*args: Any, **kwargs: Any) -> Any:
+            nonlocal downloads
+            downloads += 1
+            return await kept(*args, **kwargs) if downloads == 1 else None
+
+        monkeypatch.setattr(step_document, "downloaded", first_only)
+
+        def between(delivery: int, harvest: LocalHarvest) -> None:
+            record = harvest.store.get_sitemap("j", urlset)
+            assert record is not None
+            seen.append((record.step_document, record.prefix_bytes, record.prefix_digest))
+            if delivery == 1:
+                assert record.step_document is not None
+                reader, noted = harvest.documents.reader, record.step_document.key
+                failed: list[str] = []
+
+                @contextlib.contextmanager
+                def flaky(key: str) -> Iterator[Any]:  # (a read timed out, once)
+                    if key == noted and not failed:
+                        failed.append(key)
+                        raise OSError("read timed out")
+                    with reader(key) as file:
+                        yield file
+
+                harvest.documents.reader = flaky  # type: ignore[method-assign]
+                site.unlist(site.page_paths()[0])
+                site.add("/pages/added.html")
+
+        settings = EngineSettings(record_batch=BATCH, sitemap_step_urls=BATCH)
+        done, deliveries, _, urls = read_in_steps(site, Path(state), settings, fetch_pages=False, between=between)
+    (first, *prefix1), (second, *prefix2) = seen[0], seen[1]
+    assert first is not None and prefix2 != prefix1  # (the second delivery's checkpoint: B's bytes)
+    assert second is None  # (A no longer matches the checkpoint)
+    # (the third downloads B again and goes on from its checkpoint: no second start over)
+    assert all(sum(sizes) < 2 * BATCH for sizes in deliveries[2:])
+    assert done.status is SitemapStatus.COMPLETED and done.restarted and len(set(urls)) == len(urls)

@@ -5,7 +5,10 @@ comparing the entries before its checkpoint again, and adopts the part for the o
 from __future__ import annotations
 
 import asyncio
+import gzip
+import hashlib
 import json
+import logging
 import random
 from datetime import timedelta
 from pathlib import Path
@@ -206,3 +209,75 @@ def test_a_reading_in_steps_archives_its_document_once_and_a_304_is_replayed_in_
         record = harvest.store.get_sitemap(again.job_id, urlset)
     assert sorted(c[1] for c in captured) == ["response", "revisit"]
     assert record is not None and record.not_modified and not record.restarted and record.attempts == 1
+
+
+def test_a_reading_in_steps_does_not_remember_its_document_over_a_newer_reading(live_site, tmp_path):
+    """A re-crawl's reading in steps gets a 304 and pauses (its note: the stored copy A); meanwhile another job
+    of the site reads the sitemap, changed, and remembers B. The last step keeps B (it does not put A, or a
+    reading with HTTP status 304, back over it)."""
+    site = live_site(pages=100, sitemaps=1)
+    state = Path(tmp_path / "state")
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    crawl(state, request, at=START, parts=False, record_batch=BATCH)
+    replayed = step_document.replayed
+    newer: list[Any] = []
+
+    async def replayed_then_another_job_reads(ctx: Any, job: Any, record: Any, response: Any, *more: Any) -> Any:
+        note = await replayed(ctx, job, record, response, *more)
+        if not newer:
+            prior = ctx.crawldb.get_sitemap(job.request.origin, record.url)
+            b = prior.model_copy(update={"signature": "b" * 64, "document_key": "sites/x/b", "etag": '"b"'})
+            ctx.crawldb.put_sitemap(job.request.origin, b)
+            newer.append(b)
+        return note
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(step_document, "replayed", replayed_then_another_job_reads)
+        again = crawl(
+            state, request, at=START + timedelta(days=1), parts=False, record_batch=BATCH, sitemap_step_urls=STEP
+        )
+    with LocalHarvest.open(state) as harvest:
+        stored = harvest.crawldb.get_sitemap(request.origin, site.sitemap_urls[1])
+    assert newer and again.total_urls == 100
+    assert stored is not None and stored == newer[0]
+
+
+def test_a_gzip_encoded_sitemap_read_in_steps_is_stored_and_archived_as_one_reading_stores_it(
+    live_site, tmp_path, caplog
+):
+    """A sitemap sent with Content-Encoding gzip, read in steps and in one step: the same stored copy, entries
+    and WARC records; the next crawl's 304 replays the copy the steps stored."""
+    site = live_site(pages=100, sitemaps=1)
+    answer = site.answer
+
+    def encoded(path: str, headers: Any) -> Any:
+        status, head, body = answer(path, headers)
+        if path.startswith("/sitemaps/") and status == 200:
+            return status, {**head, "Content-Encoding": "gzip"}, gzip.compress(body, mtime=0)
+        return status, head, body
+
+    site.answer = encoded  # type: ignore[method-assign]
+    urlset = site.sitemap_urls[1]
+    request = JobRequest(site=site.url("/"), rate_limit_delay=0.0001, fetch_pages=False)
+    readings = {}
+    for name, step in (("steps", STEP), ("whole", 0)):
+        crawl(tmp_path / name, request, at=START, parts=False, record_batch=BATCH, sitemap_step_urls=step)
+        with LocalHarvest.open(tmp_path / name) as harvest:
+            stored = harvest.crawldb.get_sitemap(request.origin, urlset)
+            assert stored is not None and stored.warc is not None
+            body = harvest.documents.get(stored.document_key)
+            captured = [c[1] for c in warc_captures(harvest.documents) if c[2] == urlset]
+        readings[name] = (stored.signature, hashlib.sha256(body).hexdigest(), stored.entries, captured)
+    assert readings["steps"] == readings["whole"] and readings["steps"][3] == ["response"]
+    site.reset_log()
+    with caplog.at_level(logging.WARNING):
+        again = crawl(
+            tmp_path / "steps",
+            request,
+            at=START + timedelta(days=1),
+            parts=False,
+            record_batch=BATCH,
+            sitemap_step_urls=STEP,
+        )
+    assert [hit.status for hit in site.hits if site.url(hit.path) == urlset] == [304]
+    assert not [r for r in caplog.records if "unreadable" in r.getMessage()] and again.total_urls == 100

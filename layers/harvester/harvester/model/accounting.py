@@ -120,6 +120,7 @@ def enqueued_sitemap(record: SitemapRecord, checkpoint: Checkpoint) -> SitemapRe
             "restarted": restarted,
             "prefix_bytes": checkpoint.prefix_bytes,
             "prefix_digest": checkpoint.prefix_digest,
+            "step_document": record.step_document if checkpoint.noted else None,
         }
     )
 

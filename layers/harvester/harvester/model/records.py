@@ -391,10 +391,15 @@ class StepDocument(Model, kw_only=True, frozen=True):
     key: str
     #: The SHA-256 of the body (its stored copy's signature).
     signature: str
+    #: The signature of the sitemap's stored reading when the first step read it (None: there was none): the
+    #: last step remembers this reading only over that one (another job's newer reading is kept).
+    read_against: str | None = None
     http_status: int
     final_url: str
     etag: str | None = None
     last_modified: str | None = None
+    #: Why the body was cut (the size limit), as a reading's ``truncated``.
+    truncated: str | None = None
     #: The WARC response record the first step wrote of the body (a job that keeps WARC; the step archives
     #: the reading), for the last step to remember (a revisit's location is not kept).
     warc: WarcLocation | None = None

@@ -113,6 +113,8 @@ class PageListing:
         #: The checkpoint a listing that starts over must pass before it may pause: the one stored when the
         #: sitemap was claimed, or one this delivery's listings wrote since.
         self.floor = record.pages_enqueued
+        #: The listing's entries come from the document the reading's first step kept (``Checkpoint.noted``).
+        self.noted = False
 
     @property
     def restarted(self) -> bool:
@@ -128,6 +130,7 @@ class PageListing:
         fresh.probes, fresh.held, fresh._site, fresh.document = self.probes, self.held, self._site, self.document
         fresh.began, fresh.stepped = self.began, self.stepped
         fresh.floor = max(self.floor, self.enqueued)
+        fresh.noted = self.noted
         return fresh
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
@@ -254,6 +257,7 @@ class PageListing:
             restarted=self.restarted,
             prefix_bytes=prefix[0],
             prefix_digest=prefix[1],
+            noted=self.noted,
         )
 
     def _record(

@@ -138,27 +138,33 @@ class ReadingParse:
         self.listing.accepted += found.kept
         return True
 
-    async def replayed(self, key: str, final_url: str, prior: SitemapCrawl | None = None) -> SitemapParser | None:
+    async def replayed(
+        self, key: str, final_url: str, prior: SitemapCrawl | None = None, *, truncated: str | None = None
+    ) -> SitemapParser | None:
         """A stored copy replayed (``_replay``) and the part it was compared with adopted in part, or, when it
         may not be, replayed again, every entry listed: the parser that read it last; None when the copy
         cannot be read."""
         parser = self.parser(final_url)
-        if not await self._replay(key, parser, prior):
+        if not await self._replay(key, parser, prior, truncated):
             return None
         report = parser.report
         if self.adopt_partly(report, clean=prior is not None or not (report.error or report.truncated)):
             return parser
         parser = self.parser(final_url)
-        return parser if await self._replay(key, parser, prior) else None
+        return parser if await self._replay(key, parser, prior, truncated) else None
 
-    async def _replay(self, key: str, parser: SitemapParser, prior: SitemapCrawl | None = None) -> bool:
+    async def _replay(
+        self, key: str, parser: SitemapParser, prior: SitemapCrawl | None, truncated: str | None = None
+    ) -> bool:
         """A stored copy of the document (``key``) parsed instead of a download: the one the last complete
         reading stored (``prior``: the sitemap did not change, 304), closed as that reading was (a document
         cut at the size limit was stored as it arrived: its last, partial entry is not one), so a job sees the
         same URLs, in the same order, as if it had been sent again; or the one a reading's first step kept
-        (``StepDocument``). False when that copy is gone or cannot be read whole: the sitemap is then read in
-        full (what the copy gave so far is judged again, as after a changed checkpoint)."""
-        truncated = prior.truncated if prior is not None else None
+        (``StepDocument``; ``truncated``: it was cut at the size limit). False when that copy is gone or cannot
+        be read whole: the sitemap is then read in full (what the copy gave so far is judged again, as after a
+        changed checkpoint)."""
+        if prior is not None:
+            truncated = prior.truncated
         with ExitStack() as stack:
             try:
                 document = stack.enter_context(self.ctx.documents.reader(key))

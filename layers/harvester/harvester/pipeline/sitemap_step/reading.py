@@ -139,6 +139,7 @@ class SitemapReading:
             if (noted := await self._read_copy(note, prior, paused=paused)) is not None:
                 return noted
             self.note = None
+        self.parsing.listing.noted = False  # (a download: what its checkpoints count is not the note's)
         headers = remembered.validators(prior, warc=self.request.output is Output.WARC)
         # The fetcher retries a transient failure at once, within what is left of the sitemap's budget
         # (retry_max requests, whichever delivery sends them); a reading that fails anyway comes back later.
@@ -193,7 +194,7 @@ class SitemapReading:
             if part is None:
                 copy = step_document.stored(prior, response, final_url)
 
-                async def paused() -> StepDocument | None:
+                async def paused() -> StepDocument:
                     return await step_document.replayed(self.ctx, self.job, self.record, response, copy, prior)
 
                 if (outcome := await self._read_copy(copy, prior, paused=paused, stored=True)) is None:
@@ -347,19 +348,21 @@ class SitemapReading:
         copy: StepDocument,
         prior: SitemapCrawl | None,
         *,
-        paused: Callable[[], Awaitable[StepDocument | None]],
+        paused: Callable[[], Awaitable[StepDocument]],
         stored: bool = False,
     ) -> SitemapOutcome | None:
         """A stored copy of the document read instead of a download (``ReadingParse.replayed``): the one the
         sitemap's last complete reading stored, for a 304 (``stored``: ``prior``'s), or the one a reading's first
         step kept (``SitemapRecord.step_document``: no request to the site); the reading's end as a download's
-        would be.
-        ``paused``: the document the reading's later steps read, should this step end. None when the copy
-        cannot be read (the sitemap is then asked for in full)."""
+        would be, remembered only over the stored reading it was read against (another job may have remembered
+        a newer one meanwhile). ``paused``: the document the reading's later steps read, should this step end.
+        None when the copy cannot be read (the sitemap is then asked for in full)."""
         checked = prior if stored else None
         self.parsing.listing.diff = self.parsing.diff(prior)
+        self.parsing.listing.noted = not stored
         try:
-            if (parser := await self.parsing.replayed(copy.key, copy.final_url, checked)) is None:
+            parser = await self.parsing.replayed(copy.key, copy.final_url, checked, truncated=copy.truncated)
+            if parser is None:
                 return None
         except StepEnded as step:
             step.document = await paused()
@@ -371,9 +374,15 @@ class SitemapReading:
             probe=self.is_probe,
             document_key=copy.key,
             not_modified=prior is not None and copy.signature == prior.signature,
-            truncated=checked.truncated if checked is not None else None,
+            truncated=copy.truncated,
         )
-        if outcome.status is SitemapStatus.COMPLETED:
+        current = prior.signature if prior is not None else None
+        if outcome.status is SitemapStatus.COMPLETED and current not in (copy.signature, copy.read_against):
+            log.info(
+                "a newer reading of the sitemap was remembered meanwhile; it is kept",
+                extra={"url": self.record.url, "read": copy.signature, "remembered": current},
+            )
+        elif outcome.status is SitemapStatus.COMPLETED:
             remembered.settle(
                 self.ctx,
                 self.site,

@@ -11,7 +11,7 @@ job keeps WARC, and the sitemap's record notes it; the later steps replay that c
 stored one. A 304's reading notes the stored copy it replays.
 
 Not kept (the next step asks the site again, as a reading resumed after a kill does): a body that breaks off
-or is cut at the size limit after the pause, and a stored copy cut at it.
+after the pause.
 """
 
 from __future__ import annotations
@@ -58,21 +58,23 @@ async def downloaded(
             extra={"url": record.url, "error": exc.explain(record.url)},
         )
         return None
-    if not response.complete or response.truncated:
+    if not response.complete and not response.truncated:
         return None
     signature = document.digest.hexdigest()
     key = remembered.store_copy(ctx, job, record.url, raw, response.content_type, signature, prior)
     warc = None
-    if as_received is not None:
+    if as_received is not None and response.complete:
         stored = prior.warc if prior is not None else None
         warc = await page_archive.store_sitemap_body(ctx, job, record, response, as_received, stored)
     return StepDocument(
         key=key,
         signature=signature,
+        read_against=prior.signature if prior is not None else None,
         http_status=response.status_code,
         final_url=final_url,
         etag=response.headers.get("etag"),
         last_modified=response.headers.get("last-modified"),
+        truncated=response.truncated,
         warc=warc,
     )
 
@@ -82,10 +84,12 @@ def stored(prior: SitemapCrawl, response: FetchResponse, final_url: str) -> Step
     return StepDocument(
         key=prior.document_key,
         signature=prior.signature,
+        read_against=prior.signature,
         http_status=response.status_code,
         final_url=final_url,
         etag=response.headers.get("etag"),
         last_modified=response.headers.get("last-modified"),
+        truncated=prior.truncated,
     )
 
 
@@ -96,12 +100,9 @@ async def replayed(
     response: FetchResponse,
     copy: StepDocument,
     prior: SitemapCrawl,
-) -> StepDocument | None:
+) -> StepDocument:
     """The stored copy a 304's reading replays (``copy``, ``prior``'s) when the reading pauses, archived now
-    (a revisit) where the job keeps WARC: its note; None for a copy cut at the size limit (its last entry is
-    judged by the reading that cut it)."""
-    if prior.truncated:
-        return None
+    (a revisit) where the job keeps WARC: its note."""
     if job.request.output is Output.WARC and prior.warc is not None:
         await page_archive.store_sitemap(ctx, job, record, response, revisits=prior.warc)
     return copy
