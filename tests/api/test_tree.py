@@ -305,7 +305,7 @@ def test_a_discovery_keeps_nothing_and_holds_its_readers_back_for_a_slow_consume
 def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
     """Parsing is one thread's work: readers beyond ``sitemaps_read_at_once`` would only hold more in
     memory, so the others wait for their turn (and with a higher setting they do overlap)."""
-    from harvester.pipeline.sitemap_step import reading
+    from harvester.pipeline.sitemap_step import parsing
 
     monkeypatch.setenv("HARVEST_SITEMAPS_READ_AT_ONCE", str(at_once))
     # (urlsets of 2,000 URLs arrive in several reads each: readers allowed side by side are, however busy the
@@ -314,7 +314,7 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
     active: set[int] = set()
     most = [0]
 
-    class Tracked(reading.SitemapParser):
+    class Tracked(parsing.SitemapParser):
         def feed(self, chunk):  # type: ignore[no-untyped-def]
             active.add(id(self))
             most[0] = max(most[0], len(active))
@@ -324,7 +324,7 @@ def test_sitemaps_are_read_a_few_at_a_time(site_factory, monkeypatch, at_once):
             active.discard(id(self))
             return super().close(**kwargs)
 
-    monkeypatch.setattr(reading, "SitemapParser", Tracked)
+    monkeypatch.setattr(parsing, "SitemapParser", Tracked)
     import harvester.api.pages as pages_module
 
     monkeypatch.setattr(pages_module, "_HANDOVER", 20)  # readers are held back often: they take turns
