@@ -330,7 +330,7 @@ class Job:
 def run_job(pages: int, *, fetch_pages: bool, args: argparse.Namespace) -> Job:
     from harvester.model.messages import JobRequest
 
-    run = f"{'fetch' if fetch_pages else 'list'} {pages:,}"
+    run = f"{'fetch' if fetch_pages else 'list'} {pages:,}" + (f" in urlsets of {URLSET:,}" if URLSET != 50_000 else "")
     started = time.perf_counter()
     with Site(pages) as base, aws_path(apart=not args.moto_here) as aws:
         site_seconds = time.perf_counter() - started
@@ -515,6 +515,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=ints, default=[100_000, 1_000_000], help="site sizes, fetch_pages false")
     parser.add_argument("--fetch-pages", type=int, default=20_000, help="site size of the fetching job (0: none)")
     parser.add_argument(
+        "--urlset-urls", type=int, default=URLSET, help="URLs a urlset lists (smaller: more sitemaps, more parts)"
+    )
+    parser.add_argument(
         "--moto-here", action="store_true", help="moto in this process (its stored data then in the RSS figures)"
     )
     parser.add_argument(
@@ -524,6 +527,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="append every invocation and job as JSON lines")
     parser.add_argument("--report", type=Path, nargs="+", help="print the tables of runs' JSON lines instead")
     args = parser.parse_args()
+    global URLSET
+    URLSET = args.urlset_urls  # (the site's process is forked: it reads it)
     if args.report:
         load(args.report)
         summary()
