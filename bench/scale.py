@@ -510,6 +510,7 @@ def summary() -> None:
 
 
 def main() -> None:
+    global URLSET
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ints = lambda s: [int(n) for n in s.split(",") if n]  # noqa: E731
     parser.add_argument("--sizes", type=ints, default=[100_000, 1_000_000], help="site sizes, fetch_pages false")
@@ -527,7 +528,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="append every invocation and job as JSON lines")
     parser.add_argument("--report", type=Path, nargs="+", help="print the tables of runs' JSON lines instead")
     args = parser.parse_args()
-    global URLSET
     URLSET = args.urlset_urls  # (the site's process is forked: it reads it)
     if args.report:
         load(args.report)
