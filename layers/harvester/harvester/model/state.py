@@ -88,8 +88,8 @@ class Checkpoint(Struct, frozen=True):
     #: The size and SHA-256 of the document's bytes read up to the checkpoint (``DocumentPrefix``).
     prefix_bytes: int = 0
     prefix_digest: str | None = None
-    #: The reading replays the document its first step kept (``SitemapRecord.step_document``); a checkpoint
-    #: moved by a reading of another document lets the note go (it no longer matches the checkpoint).
+    #: The reading replays the document its first step kept (``SitemapRecord.step_document``). A checkpoint a
+    #: reading of another document moves clears the note: the note's document is not the one it counts.
     noted: bool = False
 
 

@@ -25,7 +25,7 @@ from harvester.fetch import FetchResponse
 from harvester.fetch.response import Exchange
 from harvester.limits import SPOOL_IN_MEMORY
 from harvester.model.crawl import WarcLocation
-from harvester.model.messages import SitemapOrigin
+from harvester.model.messages import Output, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapURL
 from harvester.pipeline.context import StepContext
 
@@ -228,3 +228,12 @@ async def store_sitemap_body(
     the reading); None for a revisit: the record it refers to holds the bytes."""
     at = await store_sitemap(ctx, job, sitemap, response, body=body, revisits=identical(stored, body))
     return at if at is not None and at.record_type == "response" else None
+
+
+async def store_sitemap_revisit(
+    ctx: StepContext, job: JobRecord, sitemap: SitemapRecord, response: FetchResponse, stored: WarcLocation | None
+) -> None:
+    """A 304's reading of a sitemap archived as a revisit of the record holding its stored reading's bytes
+    (``stored``), where the job keeps WARC and such a record exists."""
+    if job.request.output is Output.WARC and stored is not None:
+        await store_sitemap(ctx, job, sitemap, response, revisits=stored)

@@ -114,13 +114,13 @@ class ReadingParse:
         raw.seek(0, 2)
 
     async def changed(
-        self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes], prior: SitemapCrawl, limit: int
+        self, parser: SitemapParser, raw: tempfile.SpooledTemporaryFile[bytes], prior: SitemapCrawl
     ) -> bool:
         """Parses only the elements of the body downloaded whole that its stored copy does not hold, when the
         part the listing compares with allows it (``PartialAdoption.elements``): the others are kept for the
         part, counted as entries and as accepted, unparsed. False when the body is to be parsed whole (with
         another parser: this one may have been fed); the reading has started over if it had listed some."""
-        found = self.partial.elements(self.listing.diff, prior, raw, limit=limit)
+        found = self.partial.elements(self.listing.diff, prior, raw, limit=self.limit)
         if found is None:
             return False
         document = ElementDiff.document(found.head, found.added)

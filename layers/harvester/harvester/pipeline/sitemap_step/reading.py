@@ -5,8 +5,8 @@ stored copy, and say what it came to.
 complete reading: a 304 replays the document that reading stored, so the job sees the same URLs in the same
 order; a later step of a reading in steps replays the document its first step kept (``step_document``). The
 parse (``parsing.ReadingParse``) hands the entries to the reading's ``EntryScreen``, the pages it accepts to its
-``PageListing``; a resumed reading whose checkpoint no longer matches the sitemap starts over with a fresh
-screen and listing. A changed body is stored (keyed by its signature) and remembered in the
+``PageListing``; a resumed reading that finds other entries before its checkpoint than it counted starts over
+with a fresh screen and listing. A changed body is stored (keyed by its signature) and remembered in the
 crawl database with its validators; an unchanged one refreshes what is remembered (``remembered``). In a
 job that keeps WARC, the reading is archived (``page_archive.store_sitemap``).
 
@@ -129,7 +129,6 @@ class SitemapReading:
 
     async def _read(self, *, conditional: bool = True) -> SitemapOutcome:
         url = self.record.url
-        limit = self.parsing.limit
         prior = self.ctx.crawldb.get_sitemap(self.site, url) if conditional and not self.ctx.ephemeral else None
         if (note := self.note) is not None and conditional and not self.ctx.ephemeral:
 
@@ -148,12 +147,14 @@ class SitemapReading:
         async with waited_turn(self.ctx.gate, url, self.request.rate_limit_delay) as host:
             sent = time.monotonic()
             try:
-                async with self.ctx.fetcher.open(url, max_bytes=limit, headers=headers, retries=retries) as response:
+                async with self.ctx.fetcher.open(
+                    url, max_bytes=self.parsing.limit, headers=headers, retries=retries
+                ) as response:
                     entered = True
                     self.tries += response.attempts
                     self.answered += 1
                     host.observe(url, status=response.status_code, latency=time.monotonic() - sent)
-                    outcome = await self._read_response(response, prior, bool(headers), limit)
+                    outcome = await self._read_response(response, prior, bool(headers))
             except FetchError as exc:
                 if not entered:  # no response: the tries the fetcher made are on the error
                     self.tries += exc.attempts
@@ -168,7 +169,7 @@ class SitemapReading:
         return outcome
 
     async def _read_response(
-        self, response: FetchResponse, prior: SitemapCrawl | None, conditional: bool, limit: int
+        self, response: FetchResponse, prior: SitemapCrawl | None, conditional: bool
     ) -> SitemapOutcome | None:
         """The reading of a response; None when it is a 304 whose stored copy cannot be replayed."""
         final_url = normalize(response.url)
@@ -208,8 +209,7 @@ class SitemapReading:
                     document_key=prior.document_key,
                 )
                 remembered.refresh(self.ctx, self.site, prior, response.headers)
-            if self.request.output is Output.WARC and prior.warc is not None:
-                await page_archive.store_sitemap(self.ctx, self.job, self.record, response, revisits=prior.warc)
+            await page_archive.store_sitemap_revisit(self.ctx, self.job, self.record, response, prior.warc)
             return outcome
         parser = self.parsing.parser(final_url)
         keep = not self.ctx.ephemeral  # the document and its signature, for the next job
@@ -261,7 +261,7 @@ class SitemapReading:
                                 adopted = self.parsing.whole.take(candidate)
                             if adopted is None:
                                 self.parsing.listing.diff = self.parsing.diff(prior)
-                                if not await self.parsing.changed(parser, raw, prior, limit):
+                                if not await self.parsing.changed(parser, raw, prior):
                                     parser = self.parsing.parser(final_url)
                                     await self.parsing.spool(parser, raw)
                         if adopted is None:

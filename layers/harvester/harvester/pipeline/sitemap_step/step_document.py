@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 
 from harvester.fetch import FetchError, FetchResponse
 from harvester.model.crawl import SitemapCrawl
-from harvester.model.messages import Output
 from harvester.model.records import JobRecord, SitemapRecord, StepDocument
 from harvester.pipeline import page_archive
 from harvester.pipeline.context import StepContext
@@ -103,6 +102,5 @@ async def replayed(
 ) -> StepDocument:
     """The stored copy a 304's reading replays (``copy``, ``prior``'s) when the reading pauses, archived now
     (a revisit) where the job keeps WARC: its note."""
-    if job.request.output is Output.WARC and prior.warc is not None:
-        await page_archive.store_sitemap(ctx, job, record, response, revisits=prior.warc)
+    await page_archive.store_sitemap_revisit(ctx, job, record, response, prior.warc)
     return copy
