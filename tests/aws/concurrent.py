@@ -51,6 +51,7 @@ class ContainerRun:
     records: int
     error: str | None
     returned: int = 0  # messages left to come back when their visibility lapses (reported failed)
+    function: str = ""  # the function's logical id
 
 
 @contextmanager
@@ -158,7 +159,10 @@ def run_side_by_side(
                     process.kill()
                     process.join()
         runs = [
-            ContainerRun(**json.loads(line)) for log in logs if log.exists() for line in log.read_text().splitlines()
+            ContainerRun(**json.loads(line), function=function)
+            for function, log in zip(functions, logs, strict=True)
+            if log.exists()
+            for line in log.read_text().splitlines()
         ]
     failed = [r for r in runs if r.error]
     if failed:

@@ -25,10 +25,11 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import boto3
+from botocore.config import Config
 
 # (imported once, in the forkserver)
 import harvester.adapters.aws
-import harvester.engine  # noqa: F401
+import harvester.engine
 from tests.aws.deployed import stack_from_json
 from tests.aws.poller import LambdaPoller
 from tests.shared_loader import share_data_loader
@@ -50,9 +51,11 @@ def start(
 ) -> BaseProcess:
     """A container of ``function_logical_id``, started: its output goes to ``output``, its environment is
     ``env`` and nothing else."""
+    # (the SDK's User-Agent names the function: what a request meter at moto's server books it to)
+    env = {**env, "AWS_SDK_UA_APP_ID": function_logical_id}
     process = _FORKSERVER.Process(
         target=_contained,
-        args=(str(stack_json), function_logical_id, str(stop_file), str(log_file), str(output), dict(env)),
+        args=(str(stack_json), function_logical_id, str(stop_file), str(log_file), str(output), env),
         daemon=True,
     )
     process.start()
@@ -72,6 +75,10 @@ def _contained(
 
 def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: str) -> None:
     stack = stack_from_json(json.loads(Path(stack_json).read_text()))
+    # The engine's requests name the function too (``fn/<function>`` after ``app/harvester``), as the
+    # poller's do by the environment (``app/<function>``): what bench/aws_concurrent.py books them to.
+    aws = harvester.adapters.aws
+    aws.BOTO_CONFIG = aws.BOTO_CONFIG.merge(Config(user_agent_extra=f"fn/{function_logical_id}"))
     poller = LambdaPoller(stack)
     poller.handler(function_logical_id)  # the cold start
     stop = Path(stop_file)

@@ -83,6 +83,8 @@ class LiveSite:
     gzip_last: bool = False
     #: Every n-th page lists an image (0: none).
     images_every: int = 0
+    #: Entries carry a ``<priority>`` from 0.0 to 0.9 by position (n % 10 / 10), as real sitemaps spread them.
+    priorities: bool = False
     hits: list[Hit] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -230,6 +232,8 @@ class LiveSite:
             entry = f"<url><loc>{escape(self.url(path))}</loc><lastmod>{page.lastmod.isoformat()}</lastmod>"
             if page.changefreq:
                 entry += f"<changefreq>{page.changefreq}</changefreq>"
+            if self.priorities:
+                entry += f"<priority>{(n % 10) / 10:.1f}</priority>"
             if self.images_every and n % self.images_every == 0:
                 entry += f"<image:image><image:loc>{self.url(f'/img/{n}.jpg')}</image:loc></image:image>"
             urlsets[page.sitemap].append(entry + "</url>")
