@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-import pytest
 from botocore.client import BaseClient
 from moto import mock_aws
 
@@ -117,6 +116,9 @@ def run(n: int | None, dying: Any = dies_after) -> tuple[dict[str, Any], list[st
                 "recount": recount,
                 "result": result,
                 "crawled": {r.url: r.http_status for r in adapters.crawldb.site_urls(site.url("/").rstrip("/"))},
+                "named": {
+                    r.warc.filename for r in adapters.crawldb.site_urls(site.url("/").rstrip("/")) if r.warc is not None
+                },
                 "pages": [site.url(path) for path in site.page_paths()],
                 "warc": [
                     item["Key"]
@@ -155,16 +157,19 @@ def test_a_container_killed_after_any_write_leaves_the_job_exact() -> None:
         assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200), (n, writes[n - 1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 41: a kill between a WARC object's PUT and its CDXJ index's leaves the object unindexed; "
-    "nothing writes its index or collects it yet",
-)
-def test_a_container_killed_between_a_warc_object_and_its_index_leaves_no_object_unindexed() -> None:
-    outcome, indexes, died = run(1, dying=dies_before_warc_index)
-    assert died and indexes
-    assert outcome["status"] is JobStatus.COMPLETED and outcome["recount"] == outcome["counts"]
-    assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200)
-    warcs = {key for key in outcome["warc"] if key.endswith(".warc.gz")}
-    assert indexes[0].removesuffix(".cdxj") in warcs  # (the dead batch's object stays: a PUT is not undone)
-    assert {key for key in warcs if key + ".cdxj" not in outcome["warc"]} == set()
+def test_a_container_killed_between_any_warc_object_and_its_index_leaves_no_object_unindexed() -> None:
+    """Killed before each index's PUT in turn (the WARC objects of the sitemaps and of the page batch): the
+    job ends exact, and its end deletes the object the dead writer left without its index (no URL record
+    names it: its pages were fetched again into an object of their own), so every object is findable by its
+    index and every page's record names an indexed one."""
+    _, indexes, _ = run(None, dying=dies_before_warc_index)
+    assert len(indexes) >= 2  # (a sitemap's object, the page batch's)
+    for n in range(1, len(indexes) + 1):
+        outcome, asked, died = run(n, dying=dies_before_warc_index)
+        assert died and len(asked) >= n, n
+        assert outcome["status"] is JobStatus.COMPLETED and outcome["recount"] == outcome["counts"], n
+        assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200), n
+        warcs = {key for key in outcome["warc"] if key.endswith(".warc.gz")}
+        assert asked[n - 1].removesuffix(".cdxj") not in warcs, n  # (the dead writer's object: deleted)
+        assert {key for key in warcs if key + ".cdxj" not in outcome["warc"]} == set(), n
+        assert outcome["named"] and outcome["named"] <= warcs, n

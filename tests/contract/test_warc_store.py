@@ -154,3 +154,42 @@ def test_the_pages_of_a_batch_are_written_side_by_side(backend):
     for n in (0, 1):
         stored = read_capture(backend.warcs, places[f"https://example.com/p/{n}"])
         assert (stored.url, stored.body) == (f"https://example.com/p/{n}", bodies[n])
+
+
+def test_a_sweep_removes_what_no_index_covers_and_keeps_every_indexed_record(backend, monkeypatch):
+    """What a writer killed between a file's records and their index left (aws: an object without its CDXJ;
+    local: a tail past the last indexed record) is removed by the job end's sweep, in steps when it pauses
+    (aws: after each page of the listing, two keys a page here); every indexed record still reads back."""
+    places = {}
+    for n in range(3):
+        places.update(batch_of({f"https://example.com/p/{n}": capture(n, b"<p>%d</p>" % n)}).store(backend.warcs, "j1"))
+    kept = list(backend.warcs.files("j1"))
+    if backend.name == "aws":
+        from harvester.adapters.aws import warc_objects
+
+        monkeypatch.setattr(warc_objects, "LISTED", 2)
+        s3, bucket = backend.warcs.client, backend.warcs.bucket
+        # (named as a writer names them: one before every other, one after: the listing's last key)
+        folder, stamp = kept[0].rsplit("/", 1)[0], kept[0].rsplit("/", 1)[1].split("-")[0]
+        dead = [f"{folder}/{stamp}-000000000000.warc.gz", f"{folder}/99999999999999-ffffffffffff.warc.gz"]
+        for key in dead:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"\x1f\x8b partial")
+        assert set(backend.warcs.files("j1")) == {*kept, *dead}
+        steps, at = 0, None
+        while True:
+            at = backend.warcs.sweep("j1", after=at, pause=lambda: True)
+            steps += 1
+            if at is None:
+                break
+        assert steps > 2
+    else:
+        backend.warcs.close()  # (the run that wrote them is over)
+        path = backend.documents.root / kept[-1]  # type: ignore[attr-defined]
+        whole = path.stat().st_size
+        with path.open("ab") as file:
+            file.write(b"\x1f\x8b a record cut off")
+        assert backend.warcs.sweep("j1") is None
+        assert path.stat().st_size == whole
+    assert list(backend.warcs.files("j1")) == kept
+    for url, place in places.items():
+        assert read_capture(backend.warcs, place).url == url

@@ -3,7 +3,7 @@ locally, S3 on AWS)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
@@ -77,5 +77,11 @@ class WarcStore(Protocol):
 
     def files(self, job_id: str) -> Iterator[str]:
         """The job's WARC files, in the order they were written."""
+
+    def sweep(self, job_id: str, *, after: str | None = None, pause: Callable[[], bool] | None = None) -> str | None:
+        """Removes what a writer that died between a file's records and their index left of the job's WARC
+        files (what no index line covers: no URL record names it), from after the file ``after``; returns
+        the last file looked at when ``pause`` said to stop (None: every file was). For a job's end, once no
+        run of the job writes any more."""
 
     def close(self) -> None: ...

@@ -158,8 +158,13 @@ class EndProgress(Struct, frozen=True):
     records pass is not over).
 
     Once the result is written, the collection of the site's crawl database that follows it (``collect``) may
-    go on in steps too, from the state a step stored in the document ``collecting``."""
+    go on in steps too, from the state a step stored in the document ``collecting``.
 
+    Before all that, a job that keeps WARC has its WARC files swept (``WarcStore.sweep``) up to the file
+    ``warc_at`` (None: not begun), until ``warc_swept``."""
+
+    warc_at: str | None = None
+    warc_swept: bool = False
     orphans_at: str | None = None
     removed_lines: tuple[str, ...] = ()
     removed: int = 0

@@ -19,6 +19,8 @@ from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
+from msgspec.structs import replace
+
 from harvester.archive.results import (
     changes_key,
     piece_key,
@@ -29,7 +31,7 @@ from harvester.archive.results import (
 from harvester.crawldb.trust import EvidenceTally
 from harvester.crawldb.trust import apply as apply_trust
 from harvester.model.crawl import ChangeKind, SiteCrawl, TrustChange
-from harvester.model.messages import JobEnd, SitemapOrigin
+from harvester.model.messages import JobEnd, Output, SitemapOrigin
 from harvester.model.records import (
     BulkProcessingJob,
     ErrorDetail,
@@ -229,6 +231,14 @@ def end_step(
     if job is None or job.end_time is None:
         raise ValueError(f"job {job_id} has not ended; there is no result to write yet")
     progress = progress or EndProgress()
+    if not progress.warc_swept:
+        # (no run of the job writes any more: what a writer killed between a WARC file and its index left is
+        # removed before the records are read)
+        if ctx.warcs is not None and job.request.output is Output.WARC:
+            at = ctx.warcs.sweep(job_id, after=progress.warc_at, pause=pause)
+            if at is not None:
+                return replace(progress, warc_at=at)
+        progress = replace(progress, warc_at=None, warc_swept=True)
     sitemaps = list(store.sitemaps(job_id))
     with RemovedLines() as gone:
         # (a job that read no sitemap says nothing of what is listed; a records pass begun follows the orphans')
@@ -268,6 +278,7 @@ def _paused(
         ctx.documents.put(key, gone.rewound(), content_type="application/x-ndjson")
         documents = (*documents, key)
     return EndProgress(
+        warc_swept=progress.warc_swept,
         orphans_at=orphans_at or progress.orphans_at,
         removed_lines=documents,
         removed=progress.removed + gone.count,

@@ -5,10 +5,11 @@ its size; a record is read back with a ranged GET of its offset and length."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -19,6 +20,11 @@ from harvester.archive.warc import Archived, cdxj_line, warcinfo
 from harvester.limits import SPOOL_IN_MEMORY
 
 SUFFIX = ".warc.gz"
+
+log = logging.getLogger(__name__)
+
+#: Keys a page of a listing holds (S3's most): a sweep may pause after each.
+LISTED = 1000
 
 
 class S3WarcStore:
@@ -56,6 +62,38 @@ class S3WarcStore:
             for obj in sorted(page.get("Contents", []), key=lambda o: o["Key"]):
                 if obj["Key"].endswith(SUFFIX):
                     yield obj["Key"]
+
+    def sweep(self, job_id: str, *, after: str | None = None, pause: Callable[[], bool] | None = None) -> str | None:
+        """Deletes the job's WARC objects without their CDXJ index (a writer died between the two PUTs; no URL
+        record names an object before its index is stored), a page of the listing at a time. An object and its
+        index are listed one after the other (``X.warc.gz``, ``X.warc.gz.cdxj``), so an object is judged by
+        the key after it, which may be on the next page: the position returned is the last key judged."""
+        listing: dict[str, Any] = {"Bucket": self.bucket, "Prefix": f"warc/{job_id}/"}
+        if after:
+            listing["StartAfter"] = after
+        judged, pending = after, None
+        pages = self.client.get_paginator("list_objects_v2").paginate(**listing, PaginationConfig={"PageSize": LISTED})
+        for page in pages:
+            unindexed = []
+            for key in (o["Key"] for o in page.get("Contents", [])):
+                if pending is not None and key != pending + ".cdxj":
+                    unindexed.append(pending)
+                if pending is not None:
+                    judged = pending
+                pending = key if key.endswith(SUFFIX) else None
+                if pending is None:
+                    judged = key
+            if unindexed:
+                log.warning("WARC objects without their index deleted", extra={"job_id": job_id, "keys": unindexed})
+                self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in unindexed], "Quiet": True}
+                )
+            if page.get("IsTruncated") and pause is not None and pause():
+                return judged or ""
+        if pending is not None:
+            log.warning("WARC object without its index deleted", extra={"job_id": job_id, "key": pending})
+            self.client.delete_object(Bucket=self.bucket, Key=pending)
+        return None
 
     def close(self) -> None:
         pass

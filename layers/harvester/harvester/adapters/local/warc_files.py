@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -58,6 +58,15 @@ class FolderWarcStore:
         if folder.is_dir():
             for path in sorted(folder.glob(f"*{SUFFIX}")):
                 yield path.relative_to(self.root).as_posix()
+
+    def sweep(self, job_id: str, *, after: str | None = None, pause: Callable[[], bool] | None = None) -> str | None:
+        """Cuts the job's files this process is not writing back to their indexed records (``repair``)."""
+        with self._lock:
+            writing = {key for key, _, _ in self._open.values()}
+            for key in self.files(job_id):
+                if key not in writing and (after is None or key > after):
+                    repair(self._path(key))
+        return None
 
     def close(self) -> None:
         with self._lock:
