@@ -307,6 +307,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_SITEMAP_PART_MIN_URLS": "10",
         "HARVEST_SITEMAP_STEP_URLS": "10000",
         "HARVEST_SITEMAP_STEP_SECONDS": "150",
+        "HARVEST_CLAIM_LEAD_SECONDS": "0.1",
     }
     for function in stack.functions.values():
         assert function.environment == expected, function.logical_id

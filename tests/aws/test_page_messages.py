@@ -71,7 +71,7 @@ class SentBatches:
         return {"Successful": [{"Id": e["Id"]} for e in Entries]}
 
 
-def test_pages_are_packed_by_job_and_delay_and_the_priority_lane_carries_a_page_a_message():
+def test_pages_are_packed_by_job_and_delay_and_the_priority_lanes_in_batches_of_their_own():
     client = SentBatches()
     queue = SqsTaskQueue(
         client,
@@ -80,12 +80,13 @@ def test_pages_are_packed_by_job_and_delay_and_the_priority_lane_carries_a_page_
         page_queue_url="pages",
         page_priority_queue_url="lane",
     )
-    ahead = pages(25, path="ahead", rank=PRIORITY_LANE + 0.5)
+    ahead = pages(55, path="ahead", rank=PRIORITY_LANE + 0.5)
     mine, theirs = pages(30), pages(3, job="job-2", path="q")
-    queue.push([*ahead, *mine, *theirs], delay_seconds=[0.0] * 25 + [0.2] * 15 + [61.0] * 15 + [0.0] * 3)
+    queue.push([*ahead, *mine, *theirs], delay_seconds=[0.0] * 55 + [0.2] * 15 + [61.0] * 15 + [0.0] * 3)
     entries = [(url, e["DelaySeconds"], page_tasks_in(e["MessageBody"])) for url, batch in client.sent for e in batch]
     assert [(url, delay, len(tasks)) for url, delay, tasks in entries] == [
-        *[("lane", 0, 1)] * 25,
+        ("lane", 0, 50),  # (its own batches, of the same size: claimed, settled and archived by the batch)
+        ("lane", 0, 5),
         ("pages", 1, 15),  # (SQS's delays are whole seconds, never sooner)
         ("pages", 61, 15),
         ("pages", 0, 3),

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harvester.politeness import GateRules, HostReport, HostState, admit, paced, settle
+from harvester.politeness import GateRules, HostReport, HostState, admit, arrive, paced, settle
 from harvester.politeness.gate import LATE_MAX, SLOWDOWN_FLOOR
 
 #: Turns taken on the clock (sleeps of a few milliseconds against a host's pace): `make test` runs these
@@ -273,8 +273,8 @@ def test_a_page_waiting_for_its_new_turn_leaves_its_slot_to_the_batch():
 
 
 def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
-    """A page late for its turn asks for another keeping its slot; when the gate has none for it (another
-    worker booked the host's pace), the batch gives the slot to its other pages: no more of its requests
+    """A page late for its turn keeps its slot; when the gate has no turn for the batch's last pages (another
+    worker booked the host's pace), the batch gives their slots to its other pages: no more of its requests
     run at once than the gate holds for it. (A review found one more ran when the missed turn gave its slot
     back to the gate to ask again.)"""
     import asyncio
@@ -308,9 +308,10 @@ def test_a_missed_turn_not_granted_again_runs_no_more_than_the_gate_holds():
 
     turns = asyncio.run(batch())
     assert over == []
-    # /2 missed its turn (no slot until /0 ended) and was not granted another: its slot served /3, on time;
-    # /4 found none free within the horizon.
-    assert sorted(turns.deferred) == [urls[2], urls[4]]
+    # /2 missed its turn (no slot until /0 ended): the batch's turns are its own up to its last, so it
+    # started a step after the batch's last start, in /0's slot; /3 and /4 then found none free within the
+    # horizon.
+    assert sorted(turns.deferred) == [urls[3], urls[4]]
 
 
 def test_a_429_stops_the_batchs_requests_to_the_host_and_slows_every_worker_at_once():
@@ -407,3 +408,106 @@ def test_a_batch_with_no_pace_to_keep_asks_the_gate_again_once_a_horizon_not_onc
     assert most <= 2
     assert len(asked) <= 1 + 3  # (the grant, then once in each horizon past the first: 1.2 s / 0.5 s)
     assert gate.hosts["h.example"].in_flight(time.time()) == 0
+
+
+BOOKING = GateRules(max_in_flight=8, horizon=2.0, slot_seconds=60.0, book_ahead=30.0, span=5.0)
+
+
+def test_a_batch_arriving_at_an_idle_host_is_granted_its_turns_up_to_its_span_with_half_the_slots():
+    state = HostState()
+    arrival = arrive(state, "a", [None] * 60, spacing=0.1, now=100.0, rules=BOOKING, lead=0.1)
+    granted = [t for t in arrival.turns if t is not None and t in arrival.grant.starts]
+    assert granted[0] == pytest.approx(100.1) and len(granted) == 51  # (100.1 .. 105.1: the span)
+    booked = [t for t in arrival.turns if t is not None and t not in arrival.grant.starts]
+    assert booked == pytest.approx([105.2 + 0.1 * i for i in range(9)]) and arrival.later is None
+    assert arrival.grant.slots == 4 and state.grants["a"][0] == 4  # (half the host's 8)
+    assert state.next_start == pytest.approx(106.1)
+
+
+def test_a_batch_arriving_at_a_busy_host_books_its_turns_and_the_next_batch_books_after_it():
+    state = HostState()
+    arrive(state, "a", [None] * 20, spacing=0.5, now=100.0, rules=BOOKING)  # (turns to 109.5)
+    second = arrive(state, "b", [None] * 4, spacing=0.5, now=100.0, rules=BOOKING)
+    assert second.grant.starts == () and second.turns == pytest.approx((110.0, 110.5, 111.0, 111.5))
+    assert "b" not in state.grants  # (a booking holds no slot)
+    third = arrive(state, "c", [None], spacing=0.5, now=100.1, rules=BOOKING)
+    assert third.turns == pytest.approx((112.0,))
+
+
+def test_a_batch_back_for_its_booked_turns_takes_them_without_new_ones():
+    state = HostState()
+    arrive(state, "a", [None] * 20, spacing=0.5, now=100.0, rules=BOOKING)
+    booked = arrive(state, "b", [None] * 4, spacing=0.5, now=100.0, rules=BOOKING).turns
+    ahead = state.next_start
+    back = arrive(state, "b2", list(booked), spacing=0.5, now=108.5, rules=BOOKING)
+    assert back.grant.starts == booked and back.turns == booked
+    assert state.next_start == ahead  # (the pace moved past them when they were booked)
+    late = arrive(state, "b3", list(booked), spacing=0.5, now=111.0, rules=BOOKING)  # (two of them missed)
+    assert late.turns[2:] == booked[2:] and all(t >= ahead for t in late.turns[:2])
+
+
+def test_a_slow_down_since_a_booking_voids_it():
+    state = HostState()
+    arrive(state, "a", [None] * 20, spacing=0.5, now=100.0, rules=BOOKING)
+    booked = arrive(state, "b", [None] * 2, spacing=0.5, now=100.0, rules=BOOKING).turns
+    settle(state, "a", HostReport(sent=1, throttled=1), spacing=0.5, now=101.0, rules=BOOKING)
+    again = arrive(state, "b2", list(booked), spacing=0.5, now=109.0, rules=BOOKING)
+    assert all(t is None or t not in booked for t in again.turns)
+
+
+def test_batches_the_bookings_leave_no_room_for_come_back_later_each_at_a_time_of_its_own():
+    state = HostState()
+    arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked to 130)
+    one = arrive(state, "0123456789abcdef", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
+    other = arrive(state, "fedcba9876543210", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
+    assert one.turns == (None, None, None) and one.grant.starts == ()
+    assert one.later is not None and other.later is not None and one.later != other.later
+    for later in (one.later, other.later):
+        assert 100.0 <= later <= 100.5 + BOOKING.book_ahead
+
+
+def test_a_batch_finding_every_slot_held_moves_nothing_and_waits_for_one():
+    state = HostState()
+    for token in "abcd":  # (4 + 2 + 1 + 1 slots)
+        arrive(state, token, [None] * 8, spacing=0.0, now=100.0, rules=BOOKING)
+    before = state.dumps()
+    full = arrive(state, "e", [None] * 3, spacing=0.0, now=100.0, rules=BOOKING)
+    assert full.grant.starts == () and full.grant.later is not None and full.grant.later <= 100.0 + BOOKING.horizon
+    assert state.dumps() == before
+
+
+def test_a_batch_late_for_its_turns_keeps_the_pace_within_them_and_asks_again_for_the_rest():
+    """The worker was busy when its batch's turns came: its pages start a step after one another from then,
+    with no move of the gate, as long as they start within the batch's turns; a page that would start past
+    the batch's last turn asks the gate again (here it has none: another worker booked the host)."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import Turns
+
+    gate = MemoryHostGate(GateRules(max_in_flight=8, horizon=2.0))
+    urls = [f"https://h.example/{n}" for n in range(6)]
+    fired: list[float] = []
+
+    async def batch() -> Turns:
+        now = time.time()
+        grant = gate.acquire("h.example", len(urls), spacing=0.1, now=now)
+        turns = Turns()
+        turns.given("h.example", urls, grant, 0.1, horizon=gate.rules.horizon)
+        gate.hosts["h.example"].next_start = now + 100  # (another worker booked the host's pace)
+        moves = gate.hosts["h.example"].dumps()
+        time.sleep(0.25)  # (busy: the first three turns pass)
+
+        async def fetch(url: str) -> None:
+            if await turns.turn(gate, url):
+                fired.append(time.time())
+                await turns.ended(url)
+
+        await asyncio.gather(*(fetch(u) for u in urls))
+        assert gate.hosts["h.example"].dumps() == moves  # (no move for the late pages within the turns)
+        return turns
+
+    turns = asyncio.run(batch())
+    gaps = [b - a for a, b in itertools.pairwise(sorted(fired))]
+    assert gaps and min(gaps) >= 0.1 - LATE, gaps
+    assert 3 <= len(fired) < len(urls) and len(turns.deferred) == len(urls) - len(fired)

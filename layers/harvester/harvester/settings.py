@@ -37,6 +37,12 @@ class EngineSettings(Struct, frozen=True):
     #: the whole host.
     host_slowdown_max: float = 60.0
     host_retry_after_max: float = 600.0
+    #: Turns booked past the wait (``host_wait_max``) for a batch sent back to the queue to wait for them,
+    #: at most this far ahead (seconds; see ``GateRules.book_ahead``).
+    host_book_ahead: float = 30.0
+    #: The soonest a batch's first turn is granted after it asks: its pages' claim comes between (a few
+    #: DynamoDB requests on AWS, where template.yaml sets it; a local write takes a millisecond).
+    claim_lead_seconds: float = 0.0
     #: Pages registered per atomic write; 0 lets the state store choose (see ``StateStore.record_batch``).
     record_batch: int = 0
     #: The URLs a sitemap reading lists in one delivery (0: no bound), and the seconds it runs (0: none),
@@ -118,6 +124,7 @@ class EngineSettings(Struct, frozen=True):
             slot_seconds=self.page_lease_seconds,
             slowdown_max=self.host_slowdown_max,
             retry_after_max=self.host_retry_after_max,
+            book_ahead=self.host_book_ahead,
         )
 
     @property

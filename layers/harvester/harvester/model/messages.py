@@ -158,6 +158,9 @@ class PageTask(Model, kw_only=True, frozen=True):
     attempt: Annotated[int, Meta(ge=0)] = 0
     #: The order it is served in, highest first (harvester.pipeline.ranking).
     rank: Annotated[float, Meta(ge=0.0)] = 0.0
+    #: The turn at its host's gate booked for it when its batch was sent back to wait (epoch seconds;
+    #: harvester.politeness.gate.arrive): it comes back shortly before and takes it.
+    turn: float | None = None
 
     def __post_init__(self) -> None:
         # In the form records are keyed by (urls.normalize), so that a copy the page step makes with it never

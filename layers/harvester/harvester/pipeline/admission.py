@@ -1,11 +1,12 @@
-"""Admission: which claimed pages of a batch may be requested now, and when, by the per-host gate.
+"""Admission: which pages of a batch may be requested now, and when, by the per-host gate.
 
-A page its host's pace has no turn for within the gate's horizon goes back to the queue before it is claimed
-(``unpaced``); one the gate then has no turn for goes back to pending and to the queue without a request (its
-claim's try is taken back), unless only a slot was missing and the gate's next turn is within the horizon:
-then it asks again in the container (``Turns.given``). Each is delayed to a turn of its own
-(politeness/gate.py). Within a host the batch's pages take their turns by priority, highest first (FIFO
-within a priority: the batch's order).
+A batch asks the gate once per host as it arrives, before its pages are claimed (``arrive``): the pages
+whose turns come within the horizon are claimed and fetched now, at their turns; the gate books the turns
+of the next ones up to ``GateRules.book_ahead`` and they go back to the queue unclaimed, together, to come
+back just before their turns and take them (a batch waits once, in the queue, however busy its host); the
+rest, for which the bookings leave no room, come back unclaimed when they will. With every slot of the host
+held, the batch's pages wait for one in the container (``Turns.given``). Within a host the batch's pages
+take their turns by priority, highest first (FIFO within a priority: the batch's order).
 """
 
 from __future__ import annotations
@@ -13,41 +14,55 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from harvester.model.records import JobRecord, SitemapURL
+from msgspec import Struct, field
+
+from harvester.model.messages import PageTask
+from harvester.model.records import JobRecord
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
 from harvester.urls import host_of
 
 
-async def admit(ctx: StepContext, job: JobRecord, pages: Sequence[SitemapURL]) -> Turns:
-    """Asks the gate for a turn for each claimed page robots.txt allows (the others are settled without a
-    request); those it has no turn for within its horizon are ``deferred``, with when to ask again."""
-    admission = Turns()
-    if not job.request.fetch_pages:
-        return admission
-    by_host, spacing = await _by_host(ctx, job, {page.url: page.priority for page in pages})
-    for host, host_urls in by_host.items():
-        grant = ctx.gate.acquire(host, len(host_urls), spacing=spacing[host], now=time.time())
-        admission.given(host, host_urls, grant, spacing[host], horizon=ctx.gate.rules.horizon)
-    return admission
+class Admitted(Struct):
+    """A batch's pages as the gate took them: ``turns`` for those fetched now (claimed next), and those sent
+    back unclaimed, by URL, with when each comes back and the turn booked for it (None: none)."""
+
+    turns: Turns = field(default_factory=Turns)
+    back: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
-async def unpaced(ctx: StepContext, job: JobRecord, priority: Mapping[str, float]) -> dict[str, float]:
-    """The pages of a batch (URL: priority) their host's pace has no turn for within the horizon, with when
-    each should ask again: they go back to the queue before they are claimed. A claimed page's wait would
-    cost a claim and its release (4 write units, 2 requests), and it would come back with the others at the
-    next free turn."""
+async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]) -> Admitted:
+    """Asks the gate for turns for a batch's pages (URL: task) robots.txt allows, one move per host (the
+    others are settled without a request): see the module's docstring."""
+    admitted = Admitted()
     if not job.request.fetch_pages:
-        return {}
-    by_host, spacing = await _by_host(ctx, job, priority)
-    later: dict[str, float] = {}
-    for host, host_urls in by_host.items():
-        ahead = ctx.gate.paced(host, len(host_urls), spacing=spacing[host], now=time.time())
-        waiting = host_urls[len(ahead.starts) :]
-        later.update(zip(waiting, ahead.asks(len(waiting)), strict=True))
-    return later
+        return admitted
+    by_host, spacing = await _by_host(ctx, job, {url: task.priority for url, task in tasks.items()})
+    horizon, early = ctx.gate.rules.horizon, ctx.gate.rules.horizon * 0.9
+    lead = ctx.settings.claim_lead_seconds
+    for host, urls in by_host.items():
+        now = time.time()
+        arrival = ctx.gate.arrive(host, [tasks[u].turn for u in urls], spacing=spacing[host], now=now, lead=lead)
+        grant = arrival.grant
+        if not grant.starts and grant.later is not None and grant.later <= now + horizon:
+            admitted.turns.given(host, urls, grant, spacing[host], horizon=horizon)  # (every slot held)
+            continue
+        granted = set(grant.starts)
+        if granted:
+            admitted.turns.grants[host] = (grant, spacing[host])
+        booked = [t for t in arrival.turns if t is not None and t not in granted]
+        # (the batch's booked pages come back together, shortly before the first of their turns)
+        back = min(booked, default=now) - early
+        for url, turn in zip(urls, arrival.turns, strict=True):
+            if turn is None:
+                admitted.back[url] = (arrival.later or now, None)
+            elif turn in granted:
+                admitted.turns.starts[url] = turn
+            else:
+                admitted.back[url] = (back, turn)
+    return admitted
 
 
 async def _by_host(

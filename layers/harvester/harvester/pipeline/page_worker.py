@@ -36,7 +36,7 @@ from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import Busy
 from harvester.pipeline import give_back, page_archive, page_outcomes
-from harvester.pipeline.admission import admit, queue_delay, unpaced
+from harvester.pipeline.admission import arrive, queue_delay
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
 from harvester.urls import normalize
@@ -111,22 +111,34 @@ async def _process_job_pages(
     mine: list[str] | None = None  # the pages claimed (None: not known, the claim met a busy service)
     done: set[str] = set()  # settled, or sent back to be tried again
     decided: dict[str, PageRetry] = {}  # to be tried again for the site's sake, not yet written so
+    admitted: Turns | None = None
     try:
-        waiting = await unpaced(ctx, job, {url: task.priority for url, task in by_url.items()})
-        if waiting:  # (unclaimed: their tries stay as they were)
-            _send_back(ctx, [(by_url[url].model_copy(update={"url": url}), when) for url, when in waiting.items()])
-            result.deferred.extend(waiting)
-            result.retried.extend(waiting)
-            urls = [url for url in urls if url not in waiting]
+        arrival = await arrive(ctx, job, by_url)
+        admitted = arrival.turns
+        if arrival.back:  # (unclaimed: their tries stay as they were)
+            back = [
+                (by_url[url].model_copy(update={"url": url, "turn": turn}), when)
+                for url, (when, turn) in arrival.back.items()
+            ]
+            _send_back(ctx, back)
+            result.deferred.extend(arrival.back)
+            result.retried.extend(arrival.back)
+            urls = [url for url in urls if url not in arrival.back]
         claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
         mine = [r.url for r in claimed]
         result.skipped.extend(u for u in urls if u not in set(mine))
         if claimed:
-            await _fetch_and_settle(ctx, job, by_url, claimed, lease, result, done, decided, requests_over)
+            admitted = None  # (given back by the fetch, whatever happens there)
+            await _fetch_and_settle(
+                ctx, job, by_url, claimed, lease, arrival.turns, result, done, decided, requests_over
+            )
     except Busy as busy:  # our own infrastructure, not the site: the pages' attempts stay as they were
         back = {url: by_url[url] for url in (urls if mine is None else mine) if url not in done}
         result.retried.extend(give_back.pages(ctx, job, back, lease, busy, decided))
         return
+    finally:
+        if admitted is not None:  # (turns granted to pages not claimed, or a claim that failed)
+            admitted.release(ctx.gate)
     if urls:  # (with nothing claimed: a delivery again of pages settled already, whose first may have died)
         give_back.complete_or_resend(ctx, job.job_id, [by_url[url] for url in urls])
 
@@ -137,6 +149,7 @@ async def _fetch_and_settle(
     by_url: dict[str, PageTask],
     claimed: list[SitemapURL],
     lease: Lease,
+    admission: Turns,
     result: PageBatch,
     done: set[str],
     decided: dict[str, PageRetry],
@@ -145,9 +158,6 @@ async def _fetch_and_settle(
     """The claimed pages fetched, stored and settled: each URL settled or sent back is added to ``done`` as it
     is, each the site's answer sends back to ``decided`` until it is (for a give-back to keep that try)."""
     store = ctx.store
-    # Turns are taken once the pages are claimed, the last write before their requests: a turn is a start
-    # time, and one taken before a slow write would be missed.
-    admission = await admit(ctx, job, claimed)
     archive = WarcBatch() if job.request.fetch_pages and job.request.output is Output.WARC else None
     try:
         try:

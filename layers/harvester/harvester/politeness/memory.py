@@ -8,8 +8,9 @@ state file.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
-from harvester.politeness.gate import GateRules, Grant, HostReport, HostState, admit, paced, settle
+from harvester.politeness.gate import Arrival, GateRules, Grant, HostReport, HostState, admit, arrive, paced, settle
 
 
 class MemoryHostGate:
@@ -23,6 +24,12 @@ class MemoryHostGate:
         state = self.hosts.setdefault(host, HostState())
         token = token or uuid.uuid4().hex
         return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
+
+    def arrive(
+        self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
+    ) -> Arrival:
+        state = self.hosts.setdefault(host, HostState())
+        return arrive(state, uuid.uuid4().hex, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         return paced(self.hosts.get(host) or HostState(), want, spacing=spacing, now=now, rules=self.rules)

@@ -52,6 +52,8 @@ class Turns(Struct):
     #: Hosts that answered a request of the batch with a 429 or 503, with when the next of the batch's
     #: requests to each not yet sent asks again (each one a step after the last): see ``_throttled``.
     stopped: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: When the batch's last request to each host started: a page late for its turn starts a step after it.
+    started: dict[str, float] = field(default_factory=dict)
     _asking: dict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _ended: asyncio.Condition | None = None
 
@@ -97,10 +99,20 @@ class Turns(Struct):
             if self._throttled(gate, host, url):  # (the request whose slot it took may have been answered so)
                 await self._free(host)
                 return False
-            now = time.time()
             grant, spacing = self.grants[host]
-            if now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
-                return True  # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
+            now = time.time()
+            if grant.spread > LATE_MAX and now - start > LATE_MAX:
+                # Late (the worker was busy): the batch's turns are its own up to its last, so it starts a step
+                # after the batch's last request to the host, not in a turn of the gate's other holders.
+                now = await self._paced_after(host, grant.spread)
+                if now <= max(grant.starts, default=start) + LATE_MAX:
+                    self.started[host] = now
+                    return True
+            elif now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
+                # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
+                now = await self._paced_after(host, grant.spread)
+                self.started[host] = now
+                return True
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
             if again.starts:
                 self.starts[url] = again.starts[0]
@@ -114,6 +126,15 @@ class Turns(Struct):
                 return False
         self.deferred[url] = time.time() + RECHECK_SECONDS
         return False
+
+    async def _paced_after(self, host: str, step: float) -> float:
+        """Waits, if need be, until ``step`` after the batch's last request to the host started; the time."""
+        while True:
+            now = time.time()
+            due = self.started.get(host, 0.0) + step - LATE_MAX
+            if now >= due:
+                return now
+            await asyncio.sleep(due - now)
 
     def _throttled(self, gate: HostGate, host: str, url: str) -> bool:
         """Whether the host asked the batch to slow down (a 429 or 503), deferring ``url`` if so. The first

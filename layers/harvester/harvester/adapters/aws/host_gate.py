@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from harvester.politeness import GateRules, Grant, HostReport, HostState, admit, paced, settle
+from harvester.politeness import Arrival, GateRules, Grant, HostReport, HostState, admit, arrive, paced, settle
 from harvester.politeness.gate import RECHECK_SECONDS
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,19 @@ class DynamoHostGate:
             fresh = True
         log.warning("host gate contended; pages deferred", extra={"host": host})
         return Grant(token, (), now + RECHECK_SECONDS)
+
+    def arrive(
+        self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
+    ) -> Arrival:
+        token = uuid.uuid4().hex
+        for _ in range(_RACES):
+            version, seen = self._seen.get(host, (0, HostState()))
+            state = seen.copy()
+            arrival = arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
+            if state == seen or self._write(host, version, state):
+                return arrival
+        log.warning("host gate contended; pages deferred", extra={"host": host})
+        return Arrival(Grant(token, (), now + RECHECK_SECONDS), (None,) * len(turns), now + RECHECK_SECONDS)
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         # Read, not the view of the last move: other containers move the host's turns on (one read a batch,

@@ -1,7 +1,8 @@
 """The task queue on SQS: fan-out in SendMessageBatch calls of ten, never one call per URL, and the pages of a
 push packed into page batch messages (``PageBatchTask``) of up to ``PageBatchSize`` pages, one per job and
-delay: a page function takes one message at a time (template.yaml), so a message is a batch of work. (The
-priority lane's pages travel one a message, see PRIORITY_PAGES_PER_MESSAGE.)"""
+delay: a page function takes one message at a time (template.yaml), so a message is a batch of work, on the
+priority lane as on the bulk queue: a push's pages ranked above ``PRIORITY_LANE`` travel in batches of their
+own."""
 
 from __future__ import annotations
 
@@ -27,10 +28,6 @@ BATCH = 10
 MESSAGE_BYTES = 60_000
 #: The bodies of one SendMessageBatch at most, together (SQS refuses a request over 256 KiB).
 BATCH_BYTES = 240_000
-#: Pages a message of the priority lane carries: one, a page task alone. Its function takes ten messages
-#: at once within a second (template.yaml), so that the lane's pages of several pushes (a sitemap's pages are
-#: sent a few dozen at a time) are fetched together, and never more than ten.
-PRIORITY_PAGES_PER_MESSAGE = 1
 _COUNTED = (
     "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible",
@@ -87,10 +84,7 @@ class SqsTaskQueue:
             else:
                 by_queue[queue_url].append((message.model_dump_json(exclude_none=True), seconds))
         for (queue_url, _, seconds), tasks in pages.items():
-            limit = self.pages_per_message
-            if queue_url == self.priority_url != self.urls[PageTask]:
-                limit = min(limit, PRIORITY_PAGES_PER_MESSAGE)
-            by_queue[queue_url] += [(body, seconds) for body in page_messages(tasks, limit)]
+            by_queue[queue_url] += [(body, seconds) for body in page_messages(tasks, self.pages_per_message)]
         for queue_url, bodies in by_queue.items():
             for batch in _requests(bodies):
                 self._send_batch(queue_url, batch)
