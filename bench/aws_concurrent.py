@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import importlib.util
 import io
 import json
 import logging
@@ -197,14 +198,13 @@ def measure(pages: int, pollers: int, lanes: int, delay: float, template: Path, 
 
     from harvester.adapters.aws import AwsAdapters
     from harvester.adapters.aws.stack import submit_job
-    from harvester.demo.live import LiveSite
     from harvester.model.messages import JobRequest
     from tests.aws.concurrent import moto_over_http, run_side_by_side
     from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
     from tests.aws.moto_speedups import moto_sqs_speedups
     from tests.aws.stack import deploy_stack
 
-    site_serving = LiveSite(pages=pages, sitemaps=max(1, pages // 1000), priorities=True).serving()
+    site_serving = _live_site()(pages=pages, sitemaps=max(1, pages // 1000), priorities=True).serving()
     with site_serving as site, mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), moto_over_http() as url:
         stack = deploy_stack(template, {"AllowedNetworks": "127.0.0.0/8"})
         meter = ServerMeter(stack)
@@ -246,6 +246,17 @@ def measure(pages: int, pollers: int, lanes: int, delay: float, template: Path, 
         warc_objects=len(warc),
         unindexed=len({k for k in warc if f"{k}.cdxj" not in keys}),
     )
+
+
+def _live_site() -> Any:
+    """This tree's LiveSite, whichever engine is measured (a baseline's may not spread priorities)."""
+    source = REPO / "layers" / "harvester" / "harvester" / "demo" / "live.py"
+    spec = importlib.util.spec_from_file_location("bench_live_site", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module.LiveSite
 
 
 def _counts(counts: Any) -> dict[str, int]:
