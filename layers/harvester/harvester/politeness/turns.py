@@ -93,7 +93,10 @@ class Turns(Struct):
                 await asyncio.sleep(wait)
             if self._throttled(gate, host, url):
                 return False
-            if not await self._slot(host, gate.rules.horizon):
+            grant, _ = self.grants[host]
+            # (where a pace is kept, a slot that frees past the batch's turns and a horizon is of no use)
+            until = max(grant.starts, default=start) + gate.rules.horizon if grant.spread > LATE_MAX else None
+            if not await self._slot(host, gate.rules.horizon, until=until):
                 self.deferred[url] = time.time() + RECHECK_SECONDS
                 return False
             if self._throttled(gate, host, url):  # (the request whose slot it took may have been answered so)
@@ -182,11 +185,11 @@ class Turns(Struct):
         if url in self.starts:
             await self._free(host_of(url))
 
-    async def _slot(self, host: str, most: float) -> bool:
+    async def _slot(self, host: str, most: float, *, until: float | None = None) -> bool:
         """Takes one of the host's grant's slots. A page waits for one while the batch's requests to the host
         keep ending (a batch whose requests take longer than the horizon is fetched whole, not sent back in
         part to come again in another invocation); it gives up when none freed a slot for ``most`` seconds,
-        or when the invocation's time for waiting is over."""
+        at ``until`` (epoch seconds), or when the invocation's time for waiting is over."""
         grant = self.grants.get(host)
         slots = grant[0].at_once if grant is not None else 1
         if self.running[host] < slots:
@@ -201,11 +204,12 @@ class Turns(Struct):
                 def news(seen: int = freed) -> bool:
                     return self.running[host] < slots or self.freed[host] != seen
 
+                wait = most if until is None else min(most, until - time.time())
                 try:
-                    await asyncio.wait_for(self._ended.wait_for(news), most)
+                    await asyncio.wait_for(self._ended.wait_for(news), max(0.0, wait))
                 except TimeoutError:
                     return False
-                if PATIENCE.out_of_time():
+                if PATIENCE.out_of_time() or (until is not None and time.time() >= until):
                     return False
         self.running[host] += 1
         return True
