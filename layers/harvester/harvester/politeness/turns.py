@@ -104,18 +104,16 @@ class Turns(Struct):
                 return False
             grant, spacing = self.grants[host]
             now = time.time()
-            if grant.spread > LATE_MAX and now - start > LATE_MAX:
-                # Late (the worker was busy): the batch's turns are its own up to its last, so it starts a step
-                # after the batch's last request to the host, not in a turn of the gate's other holders.
+            if grant.spread > LATE_MAX:
+                # The batch's turns are its own up to its last: a page late for its turn (the worker was busy)
+                # starts a step after the batch's last request to the host, and so may one on time after it,
+                # never in a turn of the gate's other holders.
                 now = await self._paced_after(host, grant.spread)
-                if now <= max(grant.starts, default=start) + LATE_MAX:
+                if now <= max(*grant.starts, start) + LATE_MAX:  # (its own turn may be one asked again)
                     self.started[host] = now
                     return True
-            elif now - start <= LATE_MAX or (grant.spread <= LATE_MAX and now <= grant.at + gate.rules.horizon):
-                # (on time; or late where no pace is kept, in a slot of the grant, within its horizon)
-                now = await self._paced_after(host, grant.spread)
-                self.started[host] = now
-                return True
+            elif now - start <= LATE_MAX or now <= grant.at + gate.rules.horizon:
+                return True  # (no pace kept: on time, or late in a slot of the grant, within its horizon)
             again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
             if again.starts:
                 self.starts[url] = again.starts[0]
