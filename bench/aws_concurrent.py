@@ -56,11 +56,13 @@ from unittest import mock
 
 from _aws_path import _ENVIRONMENT, REPO
 from aws_cost import (
+    _WRITES,
     PRICES,
     TARGET_DOLLARS_PER_MILLION,
     TARGET_REQUESTS_PER_PAGE,
     Meter,
     Tally,
+    _pages_in,
 )
 
 #: The functions' containers besides the page function's (``--pollers``) and the lane's (``--lanes``).
@@ -151,10 +153,9 @@ class ServerMeter(Meter):
             messages = response.get("Messages", [])
             booked.messages += len(messages)
             if params.get("QueueUrl") in self.page_queues:
-                booked.deliveries += sum(_pages_in(m.get("Body", "")) for m in messages)
+                booked.deliveries += sum(_pages_in({"body": m.get("Body", "")}) for m in messages)
 
 
-_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 _READ_BACK = {"ReceiveMessage", "Query", "Scan"}
 
 
@@ -164,14 +165,6 @@ def _has(stack: Any, queue: str) -> bool:
     except KeyError:
         return False
     return True
-
-
-def _pages_in(body: str) -> int:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return 1
-    return len(message.get("pages", ())) if isinstance(message, dict) and message.get("kind") == "pages" else 1
 
 
 def _s3_operation(environ: dict[str, Any]) -> str:

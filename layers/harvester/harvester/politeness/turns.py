@@ -95,7 +95,7 @@ class Turns(Struct):
                 return False
             grant, _ = self.grants[host]
             # (where a pace is kept, a slot that frees past the batch's turns and a horizon is of no use)
-            until = max(grant.starts, default=start) + gate.rules.horizon if grant.spread > LATE_MAX else None
+            until = _last_turn(grant, start) + gate.rules.horizon if grant.spread > LATE_MAX else None
             if not await self._slot(host, gate.rules.horizon, until=until):
                 self.deferred[url] = time.time() + RECHECK_SECONDS
                 return False
@@ -109,7 +109,7 @@ class Turns(Struct):
                 # starts a step after the batch's last request to the host, and so may one on time after it,
                 # never in a turn of the gate's other holders.
                 now = await self._paced_after(host, grant.spread)
-                if now <= max(*grant.starts, start) + LATE_MAX:  # (its own turn may be one asked again)
+                if now <= _last_turn(grant, start) + LATE_MAX:
                     self.started[host] = now
                     return True
             elif now - start <= LATE_MAX or now <= grant.at + gate.rules.horizon:
@@ -252,6 +252,11 @@ class Turns(Struct):
                 "a grant is left to lapse: the gate's store stayed busy", extra={"host": host, "reason": str(busy)}
             )
         return spacing
+
+
+def _last_turn(grant: Grant, start: float) -> float:
+    """The last of a batch's turns at a host: its grant's, or the page's own ``start`` (a turn asked again)."""
+    return max([*grant.starts, start])
 
 
 @asynccontextmanager

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -27,6 +27,7 @@ from harvester.politeness.gate import RECHECK_SECONDS
 log = logging.getLogger(__name__)
 
 _RACES = 8
+Moved = TypeVar("Moved")
 
 
 def gate_key(host: str) -> dict[str, Any]:
@@ -66,14 +67,13 @@ class DynamoHostGate:
         self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
     ) -> Arrival:
         token = uuid.uuid4().hex
-        for _ in range(_RACES):
-            version, seen = self._seen.get(host, (0, HostState()))
-            state = seen.copy()
-            arrival = arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
-            if state == seen or self._write(host, version, state):
-                return arrival
-        log.warning("host gate contended; pages deferred", extra={"host": host})
-        return Arrival(Grant(token, (), now + RECHECK_SECONDS), (None,) * len(turns), now + RECHECK_SECONDS)
+        arrival = self._moved(
+            host, lambda state: arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
+        )
+        if arrival is None:
+            log.warning("host gate contended; pages deferred", extra={"host": host})
+            return Arrival(Grant(token, (), now + RECHECK_SECONDS), (None,) * len(turns), now + RECHECK_SECONDS)
+        return arrival
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         # Read, not the view of the last move: other containers move the host's turns on (one read a batch,
@@ -82,13 +82,23 @@ class DynamoHostGate:
         return paced(self._seen[host][1], want, spacing=spacing, now=now, rules=self.rules)
 
     def release(self, host: str, grant: Grant, report: HostReport, *, spacing: float, now: float) -> None:
+        def give_back(state: HostState) -> bool:
+            settle(state, grant.token, report, spacing=spacing, now=now, rules=self.rules)
+            return True
+
+        if self._moved(host, give_back) is None:
+            log.warning("host gate contended; a grant is left to lapse", extra={"host": host})
+
+    def _moved(self, host: str, move: Callable[[HostState], Moved]) -> Moved | None:
+        """``move`` made on this container's view of the host's state and stored (nothing to store when it
+        changed nothing); made again on the item a lost race brought back, up to ``_RACES`` times (None)."""
         for _ in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
-            settle(state, grant.token, report, spacing=spacing, now=now, rules=self.rules)
+            moved = move(state)
             if state == seen or self._write(host, version, state):
-                return
-        log.warning("host gate contended; a grant is left to lapse", extra={"host": host})
+                return moved
+        return None
 
     def _read(self, host: str) -> None:
         item = self.client.get_item(TableName=self.table, Key=gate_key(host), ConsistentRead=True).get("Item")
