@@ -267,12 +267,18 @@ def _figures(**run: Any) -> dict[str, Any]:
     functions = run.pop("functions")
     pages = run["fetched"] or run["pages"]
     by_function: dict[str, dict[str, float]] = {}
+    write_units: dict[str, dict[str, float]] = {}
     units: collections.Counter[str] = collections.Counter()
     for name, booked in meter.functions.items():
         rows = {**booked.tally.calls, **booked.tally.esm}
         by_function[name] = {op: n / pages for op, n in rows.items()}
         for (kind, _), n in booked.tally.units.items():
             units[kind] += n
+        written: collections.Counter[str] = collections.Counter()
+        for (kind, op), n in booked.tally.units.items():
+            if kind.startswith("WRU"):
+                written[op] += n / pages
+        write_units[name] = dict(written)
     invocations = collections.Counter(r.function for r in runs)
     gb_seconds = sum(round(r.duration * 1000 + 0.5) / 1000 * functions[r.function].memory_size / 1024 for r in runs)
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
@@ -300,6 +306,10 @@ def _figures(**run: Any) -> dict[str, Any]:
         "longest_page_invocation": max((r.duration for r in runs if r.function.startswith("Page")), default=0.0),
         "page_seconds_per_page": sum(r.duration for r in runs if r.function.startswith("Page")) / pages,
         "deliveries_per_page": sum(b.deliveries for b in page_functions) / pages,
+        "pages_per_message": {
+            f: b.deliveries / b.messages for f, b in meter.functions.items() if f.startswith("Page") and b.messages
+        },
+        "write_units_by_function": write_units,
         "warc_objects_per_page": run["warc_objects"] / pages,
         "harness_calls": dict(meter.harness),
     }
@@ -342,8 +352,20 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
     for service in first["dollars_by_service"]:
         line(service, [f"{c['dollars_by_service'][service]:.2f}" for _, c in columns])
     line("total (requests and compute)", [f"{c['dollars_per_million_pages']:.2f}" for _, c in columns])
+    print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
+    for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
+        ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]
+        if max(sum(o.values()) for o in ops) >= 0.005:
+            line(function, [f"{sum(o.values()):.2f}" for o in ops])
+            for op in sorted({op for o in ops for op in o}):
+                line(f"  {op}", [f"{o.get(op, 0.0):.2f}" for o in ops])
     print("\nHow the work ran")
     line("page deliveries per page (1: each delivered once)", [f"{c['deliveries_per_page']:.2f}" for _, c in columns])
+    for function in sorted({f for _, c in columns for f in c.get("pages_per_message", {})}):
+        line(
+            f"pages a delivered message holds: {function}",
+            [f"{c.get('pages_per_message', {}).get(function, 0.0):.1f}" for _, c in columns],
+        )
     line("page-function seconds per page", [f"{c['page_seconds_per_page']:.3f}" for _, c in columns])
     line("invocations past their timeout", [f"{c['timed_out']}" for _, c in columns])
     line("longest invocation", [f"{c['longest_invocation']:.1f} s" for _, c in columns])

@@ -197,6 +197,18 @@ def test_a_429_storm_slows_the_host_for_every_container(aws, host):
     assert max(gaps(hits)) >= 0.95
 
 
+def test_page_containers_take_the_robots_txt_the_jobs_discovery_read(aws, host):
+    """No page container asks the host for robots.txt (nor waits for a turn to): each takes the copy the
+    sitemap function kept when the job's discovery read it, and its Disallow holds in every container."""
+    urls = site(host, 40, robots="Disallow: /p/1")  # (/p/1, /p/10-19)
+    view, hits, invocations = run_job(aws, host, delay=0.01)
+    assert overlapping(invocations) >= 2
+    assert [h.path for h in host.hits if h.path == "/robots.txt"] == []  # (the log starts after discovery)
+    barred = {u for u in urls if u.startswith(host.url("/p/1"))}
+    assert sorted(host.url(h.path) for h in hits) == sorted(set(urls) - barred)
+    assert view["successful_count"] == len(urls) - len(barred)
+
+
 def test_the_priority_lane_serves_the_sites_high_priorities_first(aws, host):
     """Page tasks ranked above a new URL of the default priority take PagePriorityQueue, whose functions
     poll beside PageFunction's: the priority-1.0 tenth of the site is fetched in the first fifth of its

@@ -232,3 +232,57 @@ async def test_answers_outlive_the_fetcher_when_rebound_to_a_new_one(server: Tes
         clock.now += 86_400 + 1  # a stale copy is fetched again, through the new fetcher
         assert not await again.allowed(server.url("/private/c"))
     assert server.hits("/robots.txt") == 2
+
+
+async def test_a_reading_made_elsewhere_answers_for_what_is_left_of_its_day(server: TestServer) -> None:
+    """``adopt``: the job's discovery read robots.txt an hour ago; its rules answer without a request until
+    the day since that reading is over, then robots.txt is read again."""
+    robots(server, "User-agent: *\nAllow: /\n")  # (what the host says now: not what was adopted)
+    clock = Clock()
+    async with Fetcher(local_policy()) as fetcher:
+        rules = RobotsRules(fetcher, clock=clock)
+        origin = server.url("/").rstrip("/")
+        assert rules.adopt(origin, b"User-agent: *\nDisallow: /private\nCrawl-delay: 1.5\n", status=200, age=3600)
+        assert rules.knows(origin)
+        assert not await rules.allowed(server.url("/private/1"))
+        assert await rules.allowed(server.url("/public"))
+        assert await rules.crawl_delay(server.url("/")) == 1.5
+        assert server.hits("/robots.txt") == 0
+        clock.now += 23 * 3600 - 1
+        assert not await rules.allowed(server.url("/private/1"))
+        assert server.hits("/robots.txt") == 0
+        clock.now += 2
+        assert await rules.allowed(server.url("/private/1"))
+    assert server.hits("/robots.txt") == 1
+
+
+async def test_a_reading_made_elsewhere_is_not_taken_when_a_day_old_or_when_a_fresh_answer_is_held(
+    server: TestServer,
+) -> None:
+    robots(server, "User-agent: *\nDisallow: /held\n")
+    async with Fetcher(local_policy()) as fetcher:
+        rules = RobotsRules(fetcher)
+        origin = server.url("/").rstrip("/")
+        assert not rules.adopt(origin, b"User-agent: *\nDisallow: /\n", status=200, age=24 * 3600 + 1)
+        assert not rules.knows(origin)
+        assert await rules.allowed(server.url("/page"))  # (read now: only /held is disallowed)
+        assert not rules.adopt(origin, b"User-agent: *\nDisallow: /\n", status=200, age=0)
+        assert await rules.allowed(server.url("/page"))
+        assert not await rules.allowed(server.url("/held"))
+    assert server.hits("/robots.txt") == 1
+
+
+async def test_a_4xx_read_elsewhere_means_no_restrictions_and_a_cut_body_loses_its_last_line(
+    server: TestServer,
+) -> None:
+    robots(server, "User-agent: *\nDisallow: /\n")
+    async with Fetcher(local_policy()) as fetcher:
+        gone, cut = RobotsRules(fetcher), RobotsRules(fetcher)
+        origin = server.url("/").rstrip("/")
+        assert gone.adopt(origin, None, status=404, age=10)
+        assert await gone.allowed(server.url("/anything"))
+        # A body cut at the size limit: the rule cut in half ("Disallow: /p" of "/private") is not read.
+        assert cut.adopt(origin, b"User-agent: *\nDisallow: /a\nDisallow: /p", status=200, age=10, cut=True)
+        assert not await cut.allowed(server.url("/a/1"))
+        assert await cut.allowed(server.url("/page"))
+    assert server.hits("/robots.txt") == 0

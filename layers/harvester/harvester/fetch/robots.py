@@ -118,6 +118,25 @@ class RobotsRules:
                 self._store(origin, entry)
         return entry
 
+    def knows(self, origin: str) -> bool:
+        """Whether a fresh answer for ``origin`` is held (nothing would be fetched to answer for it)."""
+        return self._fresh(origin) is not None
+
+    def adopt(self, origin: str, body: bytes | None, *, status: int, age: float, cut: bool = False) -> bool:
+        """Takes a reading of the origin's robots.txt made elsewhere ``age`` seconds ago (the job's discovery
+        read it): ``body`` as received for a 2xx, None for a 4xx (unavailable: no restrictions). Kept for what
+        is left of the TTL; a fresh answer held already is kept instead. Whether it was taken."""
+        left = self._ttl - max(0.0, age)
+        if left <= 0 or self._fresh(origin) is not None:
+            return False
+        expires = self._clock() + left
+        if body is None:
+            entry = RobotsEntry(None, False, expires, str(status))
+        else:
+            entry = self._parsed(body, cut=cut, status=str(status), expires=expires)
+        self._store(origin, entry)
+        return True
+
     def _fresh(self, origin: str) -> RobotsEntry | None:
         entry = self._cache.get(origin)
         if entry is None or entry.expires <= self._clock():
@@ -158,7 +177,7 @@ class RobotsRules:
         # 4xx and unfollowed 3xx: unavailable, so no restrictions.
         return RobotsEntry(None, False, self._clock() + self._ttl, str(status))
 
-    def _parsed(self, body: bytes, *, cut: bool, status: str) -> RobotsEntry:
+    def _parsed(self, body: bytes, *, cut: bool, status: str, expires: float | None = None) -> RobotsEntry:
         if cut:
             body = body[: body.rfind(b"\n") + 1]  # a rule cut in half must not be read as a shorter rule
         text = body.decode("utf-8", errors="replace").removeprefix("\ufeff")
@@ -166,7 +185,7 @@ class RobotsRules:
             rules = Protego.parse(text)
         except Exception:  # protego is lenient; should it ever choke, the file is as good as unparseable
             rules = None
-        return RobotsEntry(rules, False, self._clock() + self._ttl, status)
+        return RobotsEntry(rules, False, self._clock() + self._ttl if expires is None else expires, status)
 
     def _unreachable(self, previous: RobotsEntry | None, status: str) -> RobotsEntry:
         """RFC 9309 2.3.1.4: assume complete disallow, unless an earlier good copy can stand in."""

@@ -20,6 +20,7 @@ from msgspec import Struct, field
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord
+from harvester.pipeline import robots_copy
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
 from harvester.urls import host_of
@@ -39,6 +40,7 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
     admitted = Admitted()
     if not job.request.fetch_pages:
         return admitted
+    robots_copy.adopt(ctx, job)  # (the job's discovery reading of its site's robots.txt, when none is held)
     by_host, spacing = await _by_host(ctx, job, {url: task.priority for url, task in tasks.items()})
     horizon, early = ctx.gate.rules.horizon, ctx.gate.rules.horizon * 0.9
     lead = ctx.settings.claim_lead_seconds
