@@ -50,12 +50,16 @@ class Aws:
     endpoint: str
     pollers: list[LambdaPoller]
 
-    def deploy(self, **parameters: str) -> tuple[DeployedStack, LambdaPoller]:
+    def deploy(
+        self, environment: dict[str, str] | None = None, **parameters: str
+    ) -> tuple[DeployedStack, LambdaPoller]:
         # Batches of 10 (PageBatchSize): with the default 50 one container may take every page of these
         # small sites, and what is shown is containers side by side (and, with lanes, a bulk batch takes its
         # host's turns within the horizon, which the priority lane's pages then wait behind).
         defaults = {"AllowedNetworks": "127.0.0.0/8", "PageBatchSize": "10"}
-        stack = deploy_stack(TEMPLATE_PATH, {**defaults, **parameters}).with_functions(COMPRESSED)
+        stack = deploy_stack(TEMPLATE_PATH, {**defaults, **parameters}).with_functions(
+            {**COMPRESSED, **(environment or {})}
+        )
         self.pollers.append(LambdaPoller(stack))
         return stack, self.pollers[-1]
 
@@ -93,11 +97,13 @@ def run_job(
     parameters: dict[str, str] | None = None,
     containers: int = CONTAINERS,
     lanes: int = 0,
+    environment: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[Hit], list[ContainerRun]]:
     """Discovery by one poller (the pages are queued, not fetched), then the page function in CONTAINERS
     threads until the job is done. Returns the job's status, the page requests seen, the invocations."""
+    deployed = aws.deploy(environment, **(parameters or {}))
     views, hits, invocations = run_jobs(
-        aws, [server], delay=delay, parameters=parameters, containers=containers, lanes=lanes
+        aws, [server], delay=delay, containers=containers, lanes=lanes, deployed=deployed
     )
     return views[0], hits[0], invocations
 
@@ -176,6 +182,21 @@ def test_pages_their_hosts_pace_has_no_turn_for_go_back_to_the_queue_unclaimed(a
     moves = [int(item["version"]["N"]) - 1 for item in items if item["sk"]["S"].endswith("#S")]
     assert len(moves) == 1
     assert moves[0] <= 2 * len(invocations), (moves, len(invocations))
+
+
+def test_pages_past_the_hosts_bookings_wait_in_its_line_and_come_back_once_when_their_places_come(aws, host):
+    """With the host booked ``book_ahead`` (here 1 s) ahead, the other batches take places in the host's
+    waiting line and come back shortly before the pace reaches them: each batch is delivered about twice (its
+    arrival, its return), not once every ``book_ahead`` until the pace gets to it; the pace is kept."""
+    urls = site(host, 60)
+    view, hits, invocations = run_job(aws, host, delay=0.2, containers=2, environment={"HARVEST_HOST_BOOK_AHEAD": "1"})
+    assert view["successful_count"] == len(urls) == len(hits)
+    assert min(gaps(hits)) >= 0.2 - JITTER, timeline(hits)
+    batches = len(urls) // 10  # (PageBatchSize 10)
+    delivered = sum(r.records for r in invocations)
+    # (12 s of the host's turns, 1 s booked ahead: 15 deliveries here; each batch back every second until
+    # its turn came, 35)
+    assert delivered <= 3 * batches, delivered
 
 
 def test_page_functions_side_by_side_keep_to_the_hosts_requests_in_flight(aws, host):

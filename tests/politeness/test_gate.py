@@ -455,15 +455,50 @@ def test_a_slow_down_since_a_booking_voids_it():
     assert all(t is None or t not in booked for t in again.turns)
 
 
-def test_batches_the_bookings_leave_no_room_for_come_back_later_each_at_a_time_of_its_own():
+def test_requests_the_bookings_leave_no_room_for_take_places_in_the_hosts_waiting_line():
+    """Past ``book_ahead`` a request gets no turn but a place in the line behind the bookings: each batch is
+    told when the pace reaches its first place, if every request ahead comes back for its turn. The line holds
+    no turn: a request ``ahead`` of it (the priority lane's) that comes when the bookings have room again
+    takes the host's next turn, and the places given after it are counted a turn later."""
     state = HostState()
-    arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked to 130)
-    one = arrive(state, "0123456789abcdef", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
-    other = arrive(state, "fedcba9876543210", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
+    fill = arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-130)
+    assert fill.turns.count(None) == 9 and fill.later == pytest.approx(130.5)
+    one = arrive(state, "one", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
+    other = arrive(state, "other", [None] * 3, spacing=0.5, now=100.1, rules=BOOKING)
     assert one.turns == (None, None, None) and one.grant.starts == ()
-    assert one.later is not None and other.later is not None and one.later != other.later
-    for later in (one.later, other.later):
-        assert 100.0 <= later <= 100.5 + BOOKING.book_ahead
+    assert (one.later, other.later, state.line) == pytest.approx((135.0, 136.5, 138.0))
+    ahead = arrive(state, "lane", [None], spacing=0.5, now=101.0, rules=BOOKING, ahead=True)
+    assert ahead.turns == pytest.approx((130.5,)) and ahead.later is None and state.line == pytest.approx(138.5)
+
+
+def test_while_requests_wait_in_the_line_a_newcomer_joins_it_unless_the_host_has_a_turn_within_the_horizon():
+    """A batch that is not ahead does not take the turns the line's places were counted on: with the bookings'
+    room back (now + book_ahead past the host's next turn) it still joins the line; only turns within the
+    horizon (the host would otherwise be idle) are its to take."""
+    state = HostState()
+    arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-130, line to 135)
+    newcomer = arrive(state, "new", [None] * 2, spacing=0.5, now=101.0, rules=BOOKING)
+    assert newcomer.turns == (None, None) and newcomer.later == pytest.approx(135.0)
+    assert state.next_start == pytest.approx(130.5) and state.line == pytest.approx(136.0)
+    idle = HostState(line=200.0)  # (pages wait in the line, and the host has no turn booked)
+    soon = arrive(idle, "soon", [None] * 8, spacing=0.5, now=100.0, rules=BOOKING)
+    assert soon.grant.starts == pytest.approx((100.0, 100.5, 101.0, 101.5, 102.0))
+    assert soon.turns[5:] == (None, None, None) and soon.later == pytest.approx(202.5)
+
+
+def test_the_waiting_line_is_counted_up_to_line_max_and_is_never_behind_the_pace():
+    rules = GateRules(max_in_flight=8, horizon=2.0, book_ahead=30.0, span=5.0, line_max=40.0)
+    state = HostState(line=50.0)  # (a line the pace has passed: a new one starts behind the bookings)
+    arrive(state, "fill", [None] * 61, spacing=0.5, now=100.0, rules=rules)  # (booked 100-130)
+    first = arrive(state, "a", [None] * 15, spacing=0.5, now=100.0, rules=rules)
+    assert first.later == pytest.approx(130.5) and state.line == pytest.approx(138.0)
+    second = arrive(state, "b", [None] * 4, spacing=0.5, now=100.0, rules=rules)
+    assert second.later == pytest.approx(138.0) and state.line == pytest.approx(140.0)
+    third = arrive(state, "c", [None] * 4, spacing=0.5, now=100.0, rules=rules)
+    assert third.later == pytest.approx(140.0) and state.line == pytest.approx(142.0)  # (140 <= now + 40)
+    past = arrive(state, "d", [None] * 4, spacing=0.5, now=100.0, rules=rules)
+    assert past.later == pytest.approx(140.0) and state.line == pytest.approx(142.0)  # (uncounted: asks again)
+    assert HostState.loads(state.dumps()).line == pytest.approx(142.0)
 
 
 def test_a_batch_finding_every_slot_held_moves_nothing_and_waits_for_one():

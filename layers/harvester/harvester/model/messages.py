@@ -161,6 +161,10 @@ class PageTask(Model, kw_only=True, frozen=True):
     #: The turn at its host's gate booked for it when its batch was sent back to wait (epoch seconds;
     #: harvester.politeness.gate.arrive): it comes back shortly before and takes it.
     turn: float | None = None
+    #: Its place in its host's waiting line when its batch was sent back with no turn booked (epoch seconds;
+    #: harvester.politeness.gate.arrive): it comes back shortly before and takes the host's next turns, ahead
+    #: of requests that joined the line after it.
+    place: float | None = None
 
     def __post_init__(self) -> None:
         # In the form records are keyed by (urls.normalize), so that a copy the page step makes with it never

@@ -4,7 +4,8 @@ A batch asks the gate once per host as it arrives, before its pages are claimed 
 whose turns come within the horizon are claimed and fetched now, at their turns; the gate books the turns
 of the next ones up to ``GateRules.book_ahead`` and they go back to the queue unclaimed, together, to come
 back just before their turns and take them (a batch waits once, in the queue, however busy its host); the
-rest, for which the bookings leave no room, come back unclaimed when they will. With every slot of the host
+rest, for which the bookings leave no room, take places in the host's waiting line and come back unclaimed
+shortly before the pace reaches them. With every slot of the host
 held, the batch's pages wait for one in the container (``Turns.given``). Within a host the batch's pages
 take their turns by priority, highest first (FIFO within a priority: the batch's order).
 """
@@ -22,16 +23,18 @@ from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord
 from harvester.pipeline import robots_copy
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.politeness.turns import Turns
 from harvester.urls import host_of
 
 
 class Admitted(Struct):
     """A batch's pages as the gate took them: ``turns`` for those fetched now (claimed next), and those sent
-    back unclaimed, by URL, with when each comes back and the turn booked for it (None: none)."""
+    back unclaimed, by URL, with when each comes back, the turn booked for it (None: none) and its place in
+    the host's waiting line (None: none)."""
 
     turns: Turns = field(default_factory=Turns)
-    back: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    back: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
 
 
 async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]) -> Admitted:
@@ -46,7 +49,10 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
     lead = ctx.settings.claim_lead_seconds
     for host, urls in by_host.items():
         now = time.time()
-        arrival = ctx.gate.arrive(host, [tasks[u].turn for u in urls], spacing=spacing[host], now=now, lead=lead)
+        # (back from the host's waiting line, or of the priority lane: ahead of those that joined the line since)
+        ahead = any(tasks[u].place is not None or tasks[u].rank > PRIORITY_LANE for u in urls)
+        turns = [tasks[u].turn for u in urls]
+        arrival = ctx.gate.arrive(host, turns, spacing=spacing[host], now=now, lead=lead, ahead=ahead)
         grant = arrival.grant
         if not grant.starts and grant.later is not None and grant.later <= now + horizon:
             admitted.turns.given(host, urls, grant, spacing[host], horizon=horizon)  # (every slot held)
@@ -58,12 +64,13 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
         # (the batch's booked pages come back together, shortly before the first of their turns)
         back = min(booked, default=now) - early
         for url, turn in zip(urls, arrival.turns, strict=True):
-            if turn is None:
-                admitted.back[url] = (arrival.later or now, None)
+            if turn is None:  # (a place in the host's waiting line: back shortly before the pace reaches it)
+                place = arrival.later or now
+                admitted.back[url] = (max(now, place - early), None, place)
             elif turn in granted:
                 admitted.turns.starts[url] = turn
             else:
-                admitted.back[url] = (back, turn)
+                admitted.back[url] = (back, turn, None)
     return admitted
 
 

@@ -117,8 +117,8 @@ async def _process_job_pages(
         admitted = arrival.turns
         if arrival.back:  # (unclaimed: their tries stay as they were)
             back = [
-                (by_url[url].model_copy(update={"url": url, "turn": turn}), when)
-                for url, (when, turn) in arrival.back.items()
+                (by_url[url].model_copy(update={"url": url, "turn": turn, "place": place}), when)
+                for url, (when, turn, place) in arrival.back.items()
             ]
             _send_back(ctx, back)
             result.deferred.extend(arrival.back)

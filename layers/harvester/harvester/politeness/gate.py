@@ -25,7 +25,6 @@ switch it off. Other failures (a 500, a timeout) neither slow nor speed the host
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -58,6 +57,10 @@ class GateRules(Struct, frozen=True):
     #: waits once, in the queue); a batch the host has no turn for within it comes back later unbooked. It
     #: bounds how long a page sent later (the priority lane's) waits behind the bookings made before it.
     book_ahead: float = 30.0
+    #: Requests turned away without a booking take places in the host's waiting line behind the bookings,
+    #: counted at most this far ahead (SQS's longest delay, 15 minutes): one whose place is further comes
+    #: back then, uncounted, and asks again.
+    line_max: float = 900.0
     #: A batch whose first turn is within the horizon takes the turns it was given up to this long after
     #: that first one: its pages are fetched at the host's pace in one invocation rather than sent back in
     #: part (at the default pace, 0.05 s, a batch of 50 pages takes 2.5 s).
@@ -66,7 +69,7 @@ class GateRules(Struct, frozen=True):
     def __post_init__(self) -> None:
         if self.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {self.max_in_flight}")
-        for name in ("horizon", "slot_seconds", "slowdown_max", "retry_after_max", "book_ahead", "span"):
+        for name in ("horizon", "slot_seconds", "slowdown_max", "retry_after_max", "book_ahead", "span", "line_max"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)!r}")
 
@@ -82,22 +85,32 @@ class HostState(Struct):
     #: When the slow-down last grew: a 429 to a request granted before then was sent at the old pace, and
     #: does not make it grow again (a burst of concurrent 429s is one signal, not one per request).
     slowed_at: float = 0.0
+    #: Where the host's waiting line ends: the turn the pace reaches once every request sent back without a
+    #: booking so far has had its own (each batch of them comes back about when the pace reaches its place).
+    line: float = 0.0
 
     def in_flight(self, now: float) -> int:
         return int(sum(count for count, until in self.grants.values() if until > now))
 
     def dumps(self) -> str:
-        data = {"n": self.next_start, "s": self.slowdown, "g": self.grants, "t": self.throttled, "a": self.slowed_at}
+        data = {
+            "n": self.next_start,
+            "s": self.slowdown,
+            "g": self.grants,
+            "t": self.throttled,
+            "a": self.slowed_at,
+            "l": self.line,
+        }
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str) -> HostState:
         data = json.loads(text)
-        return cls(data["n"], data["s"], data["g"], data.get("t", 0), data.get("a", 0.0))
+        return cls(data["n"], data["s"], data["g"], data.get("t", 0), data.get("a", 0.0), data.get("l", 0.0))
 
     def copy(self) -> HostState:
         grants = {k: list(v) for k, v in self.grants.items()}
-        return HostState(self.next_start, self.slowdown, grants, self.throttled, self.slowed_at)
+        return HostState(self.next_start, self.slowdown, grants, self.throttled, self.slowed_at, self.line)
 
 
 class Grant(Struct, frozen=True):
@@ -181,7 +194,8 @@ class Arrival(Struct, frozen=True):
     """What the gate made of a batch's requests to a host as they arrived (:func:`arrive`): ``turns`` holds
     each request's turn in the order they asked (None: none). The turns in ``grant.starts`` are granted (the
     batch fetches those now, through the grant's slots); the other turns are booked (the batch sends those
-    requests back to the queue, each keeping its turn); a request without a turn asks again at ``later``. A
+    requests back to the queue, each keeping its turn); the requests without a turn hold places in the host's
+    waiting line from ``later`` (about when the pace reaches the first; they ask again shortly before). A
     grant without starts whose ``later`` is within the horizon found every slot held: the batch waits for one
     in the container."""
 
@@ -199,6 +213,7 @@ def arrive(
     now: float,
     rules: GateRules,
     lead: float = 0.0,
+    ahead: bool = False,
 ) -> Arrival:
     """One move for a batch's requests to a host as they arrive, each asking with the turn booked for it
     when its batch was sent back (None: none). A booked turn still ahead is kept (the host's pace moved past
@@ -208,21 +223,32 @@ def arrive(
 
     When the batch's first turn is within the horizon, its turns up to ``span`` after that first one are
     granted, with up to half the free slots (recorded under ``token``, as :func:`admit` does); the
-    later ones are booked (the pace moves past them, no slot is held). The requests left without a turn ask
-    again when the bookings ahead leave room, each batch at a time of its own within ``book_ahead`` (from its
-    token), so that batches turned away together do not come back together. With every slot held and a turn
-    within the horizon, nothing moves: the batch waits for a slot (``later`` is soon)."""
+    later ones are booked (the pace moves past them, no slot is held). The requests left without a turn take
+    the next places in the host's waiting line, behind the bookings and the requests turned away before them
+    (``HostState.line``, up to ``line_max`` ahead): ``later`` is the turn the pace reaches the first of them
+    at, if every request ahead comes back for its turn. So a host's backlog comes back about when it can be
+    served, once, rather than every ``book_ahead``; and as the line holds no turn, a request sent after
+    them still takes the host's next turns ahead of the line when it is ``ahead`` (the priority lane's, and
+    requests back from the line: their places have come); any other takes them only within the horizon (the
+    host would be idle) while requests wait in the line, and otherwise joins it, so that it does not take the
+    turns the line's places were counted on. With every slot held and a turn within the horizon, nothing
+    moves: the batch waits for a slot (``later`` is soon)."""
     _expire(state, now)
     step = max(spacing, state.slowdown)
     kept = [
         t if t is not None and t >= now - LATE_MAX and t - rules.book_ahead >= state.slowed_at else None for t in turns
     ]
     start = max(now + lead, state.next_start)
+    queued = state.line > start  # (requests wait in the host's line)
+    reach = now + (rules.horizon if queued and not ahead else rules.book_ahead)
+    taken = start
     given: list[float | None] = []
     for turn in kept:
-        if turn is None and start <= now + rules.book_ahead:
+        if turn is None and start <= reach:
             turn, start = start, start + step
         given.append(turn)
+    if queued:  # (turns taken ahead of the line push its places back: those given from now on are counted so)
+        state.line += start - taken
     first = min((t for t in given if t is not None), default=None)
     soon: tuple[float, ...] = ()
     if first is not None and first <= now + rules.horizon:
@@ -241,9 +267,11 @@ def arrive(
         held[0] += slots
         held[1] = now + rules.slot_seconds
     later = None
-    if None in given:
-        spread = zlib.crc32(token.encode()) / 2**32
-        later = max(now + step, start - rules.book_ahead) + spread * rules.book_ahead
+    if waiting := given.count(None):
+        place = max(state.line, start)
+        if place <= now + rules.line_max:
+            state.line = place + waiting * step
+        later = min(place, now + rules.line_max)
     return Arrival(Grant(token, soon, None, at=now, spread=step, slots=slots), tuple(given), later)
 
 
@@ -311,11 +339,19 @@ class HostGate(Protocol):
         missed theirs, which keep their slots."""
 
     def arrive(
-        self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
+        self,
+        host: str,
+        turns: Sequence[float | None],
+        *,
+        spacing: float,
+        now: float,
+        lead: float = 0.0,
+        ahead: bool = False,
     ) -> Arrival:
         """A batch's requests to ``host`` as they arrive, each with the turn booked for it before (None:
-        none): turns granted now, turns booked past the horizon, when the others ask again (see
-        ``politeness.gate.arrive``). Never raises for contention: it grants and books less."""
+        none): turns granted now, turns booked past the horizon, places in the host's waiting line for the
+        others (see ``politeness.gate.arrive``, and ``ahead`` there). Never raises for contention: it grants
+        and books less."""
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         """What the host's pace alone leaves a turn for within the horizon, granting nothing (see

@@ -26,10 +26,18 @@ class MemoryHostGate:
         return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
 
     def arrive(
-        self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
+        self,
+        host: str,
+        turns: Sequence[float | None],
+        *,
+        spacing: float,
+        now: float,
+        lead: float = 0.0,
+        ahead: bool = False,
     ) -> Arrival:
         state = self.hosts.setdefault(host, HostState())
-        return arrive(state, uuid.uuid4().hex, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
+        token = uuid.uuid4().hex
+        return arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead, ahead=ahead)
 
     def paced(self, host: str, want: int, *, spacing: float, now: float) -> Grant:
         return paced(self.hosts.get(host) or HostState(), want, spacing=spacing, now=now, rules=self.rules)

@@ -64,12 +64,21 @@ class DynamoHostGate:
         return Grant(token, (), now + RECHECK_SECONDS)
 
     def arrive(
-        self, host: str, turns: Sequence[float | None], *, spacing: float, now: float, lead: float = 0.0
+        self,
+        host: str,
+        turns: Sequence[float | None],
+        *,
+        spacing: float,
+        now: float,
+        lead: float = 0.0,
+        ahead: bool = False,
     ) -> Arrival:
         token = uuid.uuid4().hex
-        arrival = self._moved(
-            host, lambda state: arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead)
-        )
+
+        def move(state: HostState) -> Arrival:
+            return arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead, ahead=ahead)
+
+        arrival = self._moved(host, move)
         if arrival is None:
             log.warning("host gate contended; pages deferred", extra={"host": host})
             return Arrival(Grant(token, (), now + RECHECK_SECONDS), (None,) * len(turns), now + RECHECK_SECONDS)
