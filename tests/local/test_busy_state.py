@@ -95,7 +95,8 @@ def test_a_crawl_whose_state_file_another_program_keeps_locking_ends_exactly(
             LocalHarvest.open(state) as harvest,
         ):
             runner = LocalRunner(harvest, policy=POLICY, settings=SETTINGS, concurrency=4)
-            outcome = asyncio.run(runner.crawl(JobRequest(site=site.url("/"), rate_limit_delay=0.0001)))
+            # (paced so that the pages take about a second: the other program holds the lock several times)
+            outcome = asyncio.run(runner.crawl(JobRequest(site=site.url("/"), rate_limit_delay=0.01)))
         assert len(held) >= 5 and PATIENCE.backoffs > 10, (len(held), PATIENCE.backoffs)
     with LocalHarvest.open(state) as harvest:
         job = outcome.job
