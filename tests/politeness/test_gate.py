@@ -505,8 +505,9 @@ def test_a_batch_finding_every_slot_held_moves_nothing_and_waits_for_one():
     state = HostState()
     for token in "abcd":  # (4 + 2 + 1 + 1 slots)
         arrive(state, token, [None] * 8, spacing=0.0, now=100.0, rules=BOOKING)
+    state.line = 150.0  # (and pages wait in the host's line: a batch ahead of it moves nothing either)
     before = state.dumps()
-    full = arrive(state, "e", [None] * 3, spacing=0.0, now=100.0, rules=BOOKING)
+    full = arrive(state, "e", [None] * 3, spacing=0.1, now=100.0, rules=BOOKING, ahead=True)
     assert full.grant.starts == () and full.grant.later is not None and full.grant.later <= 100.0 + BOOKING.horizon
     assert state.dumps() == before
 

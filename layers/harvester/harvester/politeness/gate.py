@@ -247,8 +247,6 @@ def arrive(
         if turn is None and start <= reach:
             turn, start = start, start + step
         given.append(turn)
-    if queued:  # (turns taken ahead of the line push its places back: those given from now on are counted so)
-        state.line += start - taken
     first = min((t for t in given if t is not None), default=None)
     soon: tuple[float, ...] = ()
     if first is not None and first <= now + rules.horizon:
@@ -259,6 +257,8 @@ def arrive(
             Grant(token, (), max(first or now, now + RECHECK_SECONDS), at=now, slots=0), (None,) * len(given)
         )
     state.next_start = max(state.next_start, start)
+    if queued:  # (turns taken ahead of the line push its places back: those given from now on are counted so)
+        state.line += start - taken
     # At most half the free slots (at least one): the batch booked next starts before this one's last
     # requests are answered, and finding every slot held it would wait for one in the container.
     slots = min(len(soon), max(1, (room + 1) // 2))
