@@ -5,9 +5,11 @@ whose turns come within the horizon are claimed and fetched now, at their turns;
 of the next ones up to ``GateRules.book_ahead`` and they go back to the queue unclaimed, together, to come
 back just before their turns and take them (a batch waits once, in the queue, however busy its host); the
 rest, for which the bookings leave no room, take places in the host's waiting line and come back unclaimed
-shortly before the pace reaches them. With every slot of the host
-held, the batch's pages wait for one in the container (``Turns.given``). Within a host the batch's pages
-take their turns by priority, highest first (FIFO within a priority: the batch's order).
+shortly before the pace reaches them, ahead of the batches that joined the line after them (as the priority
+lane's batches are). With every slot of the host held, the batch's pages wait for one in the container
+(``Turns.given``). Within a host the batch's pages take their turns by priority, highest first (FIFO within
+a priority: the batch's order). Before the gate, robots.txt says which pages may be asked for at all (the
+job's discovery reading of it, taken when none is held: ``robots_copy``).
 """
 
 from __future__ import annotations
