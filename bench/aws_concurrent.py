@@ -280,7 +280,12 @@ def _figures(**run: Any) -> dict[str, Any]:
                 written[op] += n / pages
         write_units[name] = dict(written)
     invocations = collections.Counter(r.function for r in runs)
-    gb_seconds = sum(round(r.duration * 1000 + 0.5) / 1000 * functions[r.function].memory_size / 1024 for r in runs)
+
+    def billed(seconds: float, function: str) -> float:  # (GB-seconds, by the millisecond)
+        return round(seconds * 1000 + 0.5) / 1000 * functions[function].memory_size / 1024
+
+    gb_seconds = sum(billed(r.duration, r.function) for r in runs)
+    uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs) * PRICES["lambda GB-second"]
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
     dollars = {
         "Lambda requests": len(runs) * PRICES["lambda request"],
@@ -298,6 +303,7 @@ def _figures(**run: Any) -> dict[str, Any]:
         "requests_per_page": requests,
         "dollars_per_million_pages": sum(dollars.values()) / pages * 1e6,
         "dollars_by_service": {k: v / pages * 1e6 for k, v in dollars.items()},
+        "compute_uncontended": uncontended / pages * 1e6,
         "by_function": by_function,
         "invocations": dict(invocations),
         "invocations_per_page": len(runs) / pages,
@@ -305,6 +311,7 @@ def _figures(**run: Any) -> dict[str, Any]:
         "longest_invocation": max((r.duration for r in runs), default=0.0),
         "longest_page_invocation": max((r.duration for r in runs if r.function.startswith("Page")), default=0.0),
         "page_seconds_per_page": sum(r.duration for r in runs if r.function.startswith("Page")) / pages,
+        "page_cpu_wait_per_page": sum(r.cpu_wait for r in runs if r.function.startswith("Page")) / pages,
         "deliveries_per_page": sum(b.deliveries for b in page_functions) / pages,
         "pages_per_message": {
             f: b.deliveries / b.messages for f, b in meter.functions.items() if f.startswith("Page") and b.messages
@@ -352,6 +359,10 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
     for service in first["dollars_by_service"]:
         line(service, [f"{c['dollars_by_service'][service]:.2f}" for _, c in columns])
     line("total (requests and compute)", [f"{c['dollars_per_million_pages']:.2f}" for _, c in columns])
+    line(
+        "Lambda compute less the waits for this machine's CPUs",
+        [f"{c.get('compute_uncontended', float('nan')):.2f}" for _, c in columns],
+    )
     print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
         ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]
@@ -367,6 +378,10 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
             [f"{c.get('pages_per_message', {}).get(function, 0.0):.1f}" for _, c in columns],
         )
     line("page-function seconds per page", [f"{c['page_seconds_per_page']:.3f}" for _, c in columns])
+    line(
+        "  of which waiting for this machine's CPUs",
+        [f"{c.get('page_cpu_wait_per_page', float('nan')):.3f}" for _, c in columns],
+    )
     line("invocations past their timeout", [f"{c['timed_out']}" for _, c in columns])
     line("longest invocation", [f"{c['longest_invocation']:.1f} s" for _, c in columns])
     line("  of the page functions", [f"{c.get('longest_page_invocation', 0.0):.1f} s" for _, c in columns])

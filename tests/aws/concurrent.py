@@ -52,6 +52,7 @@ class ContainerRun:
     error: str | None
     returned: int = 0  # messages left to come back when their visibility lapses (reported failed)
     function: str = ""  # the function's logical id
+    cpu_wait: float = 0.0  # of ``duration``, waiting for one of this machine's CPUs (poller.Invocation)
 
 
 @contextmanager

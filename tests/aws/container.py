@@ -93,6 +93,7 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
                 entry = {
                     "started_at": invocation.started_at,
                     "duration": invocation.duration,
+                    "cpu_wait": invocation.cpu_wait,
                     "records": len(invocation.message_ids),
                     "returned": len(invocation.returned_ids),
                     "error": invocation.traceback,
