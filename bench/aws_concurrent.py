@@ -63,6 +63,7 @@ from aws_cost import (
     Meter,
     Tally,
     _pages_in,
+    priced,
 )
 
 #: The functions' containers besides the page function's (``--pollers``) and the lane's (``--lanes``).
@@ -287,15 +288,7 @@ def _figures(**run: Any) -> dict[str, Any]:
     gb_seconds = sum(billed(r.duration, r.function) for r in runs)
     uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs) * PRICES["lambda GB-second"]
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
-    dollars = {
-        "Lambda requests": len(runs) * PRICES["lambda request"],
-        "Lambda compute": gb_seconds * PRICES["lambda GB-second"],
-        "SQS": units["SQS"] * PRICES["sqs request"],
-        "DynamoDB writes": (units["WRU"] + units["WRU index"]) * PRICES["dynamodb write request unit"],
-        "DynamoDB reads": units["RRU"] * PRICES["dynamodb read request unit"],
-        "S3 PUT/LIST": units["S3 PUT"] * PRICES["s3 PUT request"],
-        "S3 GET": units["S3 GET"] * PRICES["s3 GET request"],
-    }
+    dollars = priced(len(runs), gb_seconds, lambda kind: units[kind])
     requests = sum(sum(ops.values()) for ops in by_function.values()) + len(runs) / pages
     page_functions = [b for f, b in meter.functions.items() if f.startswith("Page")]
     return {

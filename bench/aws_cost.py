@@ -565,14 +565,20 @@ def requests_by_operation(crawl: Crawl) -> dict[str, float]:
 def costs(crawl: Crawl) -> dict[str, float]:
     """Dollars by service line, for the whole crawl."""
     tally = crawl.tally
+    return priced(len(tally.invocations), sum(i.gb_seconds for i in tally.invocations), tally.unit)
+
+
+def priced(invocations: int, gb_seconds: float, unit: Callable[[str], float]) -> dict[str, float]:
+    """Dollars by service line for that many invocations, GB-seconds and units (``unit(kind)``: the units of
+    a kind booked, "WRU", "RRU", "SQS", "S3 PUT" ...)."""
     return {
-        "Lambda requests": len(tally.invocations) * PRICES["lambda request"],
-        "Lambda compute": sum(i.gb_seconds for i in tally.invocations) * PRICES["lambda GB-second"],
-        "SQS": tally.unit("SQS") * PRICES["sqs request"],
-        "DynamoDB writes": (tally.unit("WRU") + tally.unit("WRU index")) * PRICES["dynamodb write request unit"],
-        "DynamoDB reads": tally.unit("RRU") * PRICES["dynamodb read request unit"],
-        "S3 PUT/LIST": tally.unit("S3 PUT") * PRICES["s3 PUT request"],
-        "S3 GET": tally.unit("S3 GET") * PRICES["s3 GET request"],
+        "Lambda requests": invocations * PRICES["lambda request"],
+        "Lambda compute": gb_seconds * PRICES["lambda GB-second"],
+        "SQS": unit("SQS") * PRICES["sqs request"],
+        "DynamoDB writes": (unit("WRU") + unit("WRU index")) * PRICES["dynamodb write request unit"],
+        "DynamoDB reads": unit("RRU") * PRICES["dynamodb read request unit"],
+        "S3 PUT/LIST": unit("S3 PUT") * PRICES["s3 PUT request"],
+        "S3 GET": unit("S3 GET") * PRICES["s3 GET request"],
     }
 
 
