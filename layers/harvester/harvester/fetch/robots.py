@@ -12,6 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
@@ -29,6 +30,17 @@ ROBOTS_TTL = 24 * 3600.0
 ROBOTS_ERROR_TTL = 300.0
 #: Characters left as they are when percent-encoding a path for matching ("%" keeps existing escapes).
 _PATH_SAFE = "/%:@!$&'()*+,;=~"
+
+
+def availability(status: int) -> Literal["rules", "unavailable", "unreachable"]:
+    """What robots.txt's final HTTP status says (RFC 9309 2.3.1): its rules are in the body (2xx); it is
+    unavailable, so nothing is restricted (4xx but 429, an unfollowed 3xx); or it is unreachable for now
+    (429, 5xx)."""
+    if 200 <= status <= 299:
+        return "rules"
+    if status == 429 or 500 <= status <= 599:
+        return "unreachable"
+    return "unavailable"
 
 
 class RobotsEntry(Struct, frozen=True):
@@ -124,8 +136,9 @@ class RobotsRules:
 
     def adopt(self, origin: str, body: bytes | None, *, status: int, age: float, cut: bool = False) -> bool:
         """Takes a reading of the origin's robots.txt made elsewhere ``age`` seconds ago (the job's discovery
-        read it): ``body`` as received for a 2xx, None for a 4xx (unavailable: no restrictions). Kept for what
-        is left of the TTL; a fresh answer held already is kept instead. Whether it was taken."""
+        read it): ``body`` as received when it had rules (``availability``), None when it was unavailable (no
+        restrictions). Kept for what is left of the TTL; a fresh answer held already is kept instead. Whether
+        it was taken."""
         left = self._ttl - max(0.0, age)
         if left <= 0 or self._fresh(origin) is not None:
             return False
@@ -162,7 +175,7 @@ class RobotsRules:
         try:
             async with self._fetcher.open(url, max_bytes=ROBOTS_MAX_BYTES) as response:
                 status = response.status_code
-                if 200 <= status <= 299:
+                if availability(status) == "rules":
                     body = await response.read()
                     return self._parsed(body, cut=response.truncated is not None, status=str(status))
         except FetchError as exc:
@@ -172,10 +185,9 @@ class RobotsRules:
             # robots.txt that cannot be had for good as unavailable. The pages themselves meet the same
             # refusal when fetched, with the real reason.
             return RobotsEntry(None, False, self._clock() + self._ttl, f"{type(exc).__name__}: {exc.reason}")
-        if status == 429 or 500 <= status <= 599:
+        if availability(status) == "unreachable":
             return self._unreachable(previous, str(status))
-        # 4xx and unfollowed 3xx: unavailable, so no restrictions.
-        return RobotsEntry(None, False, self._clock() + self._ttl, str(status))
+        return RobotsEntry(None, False, self._clock() + self._ttl, str(status))  # (unavailable: no restrictions)
 
     def _parsed(self, body: bytes, *, cut: bool, status: str, expires: float | None = None) -> RobotsEntry:
         if cut:

@@ -7,16 +7,18 @@ where a page container would otherwise wait behind the bookings of the pages alr
 ``GateRules.book_ahead`` seconds ahead makes a single request wait about that long). The reading is good
 for what is left of robots.txt's 24 hours from when discovery finished it.
 
-Taken: a 2xx (or a 304 answered from the stored copy) with its body, and a 4xx other than 429
-(unavailable: no restrictions). Anything else (no such reading: the job names its sitemaps; not finished;
-5xx, 429 or a network error, which RFC 9309 answers with "disallow for now"; the copy gone) leaves the page
-worker to read robots.txt itself, on a turn at the gate, as for any other origin.
+Taken as a fetch of robots.txt would be (``fetch.robots.availability``): a 2xx (or a 304 answered from the
+stored copy) with its body, and an unavailable one (a 4xx other than 429: no restrictions). Anything else
+(no such reading: the job names its sitemaps; not finished; unreachable, which RFC 9309 answers with
+"disallow for now"; the copy gone) leaves the page worker to read robots.txt itself, on a turn at the gate,
+as for any other origin.
 """
 
 from __future__ import annotations
 
 import logging
 
+from harvester.fetch.robots import availability
 from harvester.model.records import JobRecord
 from harvester.pipeline.context import StepContext
 
@@ -33,7 +35,11 @@ def adopt(ctx: StepContext, job: JobRecord) -> bool:
     if record is None or record.finished_at is None or record.http_status is None:
         return False
     status, age = record.http_status, (ctx.clock() - record.finished_at).total_seconds()
-    if 200 <= status <= 299 or status == 304:
+    answer = "rules" if status == 304 else availability(status)  # (a 304: the stored copy, replayed)
+    if answer == "unreachable":
+        return False
+    body = None
+    if answer == "rules":
         if record.document_key is None:
             return False
         try:
@@ -41,7 +47,4 @@ def adopt(ctx: StepContext, job: JobRecord) -> bool:
         except FileNotFoundError:
             log.info("robots.txt copy gone; reading it again", extra={"job_id": job.job_id, "origin": origin})
             return False
-        return ctx.robots.adopt(origin, body, status=status, age=age, cut=record.truncated is not None)
-    if 400 <= status <= 499 and status != 429:
-        return ctx.robots.adopt(origin, None, status=status, age=age)
-    return False
+    return ctx.robots.adopt(origin, body, status=status, age=age, cut=record.truncated is not None)
