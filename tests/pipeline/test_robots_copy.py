@@ -4,32 +4,8 @@ workers, on their turn. `harvest crawl` against a site on 127.0.0.1 that logs it
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from tests.corpus.cli import FAST_RETRIES, harvest
 from tests.corpus.server import Hit, Route, RouteServer, serving
-from tests.politeness.support import site
-
-
-def crawl(server: RouteServer, state: Path) -> dict[str, dict]:
-    run = harvest(
-        "crawl",
-        server.base + "/",
-        "--allow-network",
-        f"{server.host}/32",
-        "--state-dir",
-        str(state),
-        "--json",
-        "--quiet",
-        "--rate-limit-delay",
-        "0.01",
-        env=FAST_RETRIES,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    lines = Path(run.json()["processed_urls"]).read_text().splitlines()
-    return {record["url"]: record for record in map(json.loads, lines)}
+from tests.politeness.support import crawl, site
 
 
 def paths(server: RouteServer, prefix: str) -> list[str]:
@@ -39,11 +15,12 @@ def paths(server: RouteServer, prefix: str) -> list[str]:
 def test_a_crawl_asks_the_host_for_robots_txt_once_and_its_rules_hold_for_every_page(tmp_path):
     with serving("127.0.0.1") as server:
         urls = site(server, 12, robots="Disallow: /p/1")  # (/p/1, /p/10, /p/11)
-        records = crawl(server, tmp_path)
+        done = crawl(server, tmp_path, delay=0.01)
+        assert done.run.returncode == 0, done.run.stderr
         assert paths(server, "/robots.txt") == ["/robots.txt"]
         barred = {u for u in urls if u.startswith(server.url("/p/1"))}
         assert sorted(map(server.url, paths(server, "/p/"))) == sorted(set(urls) - barred)
-        assert {records[u]["status"] for u in barred} != {"completed"}
+        assert {done.records[u]["status"] for u in barred} != {"completed"}
 
 
 def test_a_robots_txt_discovery_could_not_read_is_read_by_the_page_workers(tmp_path):
@@ -61,7 +38,8 @@ def test_a_robots_txt_discovery_could_not_read_is_read_by_the_page_workers(tmp_p
             return None
 
         server.override = outage
-        crawl(server, tmp_path)
+        done = crawl(server, tmp_path, delay=0.01)
+        assert done.run.returncode == 0, done.run.stderr
         robots = paths(server, "/robots.txt")
         assert len(robots) >= 2, robots  # (discovery's tries, then the page workers' reading)
         barred = {u for u in urls if u.startswith(server.url("/p/1"))}

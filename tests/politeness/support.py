@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from tests.corpus import fixtures as f
+from tests.corpus.cli import FAST_RETRIES, Run, harvest
 from tests.corpus.server import HTML, Hit, Route, RouteServer
 
 #: A request start is logged by the server thread that reads it, a few milliseconds after it was sent: gaps
@@ -59,3 +64,54 @@ def timeline(hits: list[Hit]) -> str:
     together, and whether the one before was late (a long gap then a short one) or two turns overlapped."""
     ordered = arrived(hits)
     return ", ".join(f"{hit.path} +{gap:.3f}" for hit, gap in zip(ordered[1:], gaps(ordered), strict=True))
+
+
+#: The workers of a `harvest crawl` the politeness tests run.
+WORKERS = "16"
+
+
+@dataclass
+class Crawl:
+    run: Run
+    records: dict[str, dict[str, Any]]
+    hits: list[Hit]  # the page requests the server saw, in order
+    max_in_flight: int
+
+    def starts(self) -> list[float]:
+        return [h.at for h in self.hits]
+
+    def gaps(self) -> list[float]:
+        return gaps(self.hits)
+
+
+def crawl(
+    server: RouteServer, state: Path, *, delay: float, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+) -> Crawl:
+    """`harvest crawl` of the server's site with WORKERS workers, its log reset first: the run, its records
+    by URL, the page requests (under /p/) the server saw."""
+    server.reset_log()
+    run = harvest(
+        "crawl",
+        server.base + "/",
+        "--allow-network",
+        f"{server.host}/32",
+        "--state-dir",
+        str(state),
+        "--json",
+        "--quiet",
+        "--rate-limit-delay",
+        str(delay),
+        "--concurrency",
+        WORKERS,
+        *extra,
+        env={**FAST_RETRIES, **(env or {})},
+        timeout=180,
+    )
+    assert run.returncode in (0, 1), run.stderr
+    result = run.json()
+    records = {}
+    for line in Path(result["processed_urls"]).read_text().splitlines():
+        record = json.loads(line)
+        records[record["url"]] = record
+    hits = [h for h in server.hits if h.path.startswith("/p/")]
+    return Crawl(run=run, records=records, hits=hits, max_in_flight=server.max_in_flight)

@@ -6,69 +6,17 @@ Tolerance: see ``tests.politeness.support.JITTER``.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harvester.politeness import GateRules, HostReport
-from tests.corpus.cli import FAST_RETRIES, Run, harvest
 from tests.corpus.server import HTML, Hit, Route, RouteServer, serving
-from tests.politeness.support import JITTER, gaps, site, storm
+from tests.politeness.support import JITTER, crawl, site, storm
 
 #: A host's pace as its site sees the requests: `make test` runs these beside the others, which it nices.
 pytestmark = pytest.mark.time_budget
-
-WORKERS = "16"
-
-
-@dataclass
-class Crawl:
-    run: Run
-    records: dict[str, dict[str, Any]]
-    hits: list[Hit]  # the page requests the server saw, in order
-    max_in_flight: int
-
-    def starts(self) -> list[float]:
-        return [h.at for h in self.hits]
-
-    def gaps(self) -> list[float]:
-        return gaps(self.hits)
-
-
-def crawl(
-    server: RouteServer, state: Path, *, delay: float, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
-) -> Crawl:
-    server.reset_log()
-    run = harvest(
-        "crawl",
-        server.base + "/",
-        "--allow-network",
-        f"{server.host}/32",
-        "--state-dir",
-        str(state),
-        "--json",
-        "--quiet",
-        "--rate-limit-delay",
-        str(delay),
-        "--concurrency",
-        WORKERS,
-        *extra,
-        env={**FAST_RETRIES, **(env or {})},
-        timeout=180,
-    )
-    assert run.returncode in (0, 1), run.stderr
-    result = run.json()
-    records = {}
-    for line in Path(result["processed_urls"]).read_text().splitlines():
-        record = json.loads(line)
-        records[record["url"]] = record
-    hits = [h for h in server.hits if h.path.startswith("/p/")]
-    return Crawl(run=run, records=records, hits=hits, max_in_flight=server.max_in_flight)
 
 
 @pytest.fixture
