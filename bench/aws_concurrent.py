@@ -305,6 +305,10 @@ def _figures(**run: Any) -> dict[str, Any]:
         "longest_page_invocation": max((r.duration for r in runs if r.function.startswith("Page")), default=0.0),
         "page_seconds_per_page": sum(r.duration for r in runs if r.function.startswith("Page")) / pages,
         "page_cpu_wait_per_page": sum(r.cpu_wait for r in runs if r.function.startswith("Page")) / pages,
+        "page_cpu_per_page": sum(r.cpu for r in runs if r.function.startswith("Page")) / pages,
+        "peak_mib": {
+            f: [max(r.peak_mib for r in runs if r.function == f), functions[f].memory_size] for f in invocations
+        },
         "deliveries_per_page": sum(b.deliveries for b in page_functions) / pages,
         "pages_per_message": {
             f: b.deliveries / b.messages for f, b in meter.functions.items() if f.startswith("Page") and b.messages
@@ -375,6 +379,18 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
         "  of which waiting for this machine's CPUs",
         [f"{c.get('page_cpu_wait_per_page', float('nan')):.3f}" for _, c in columns],
     )
+    line(
+        "  of which the CPU time its process used",
+        [f"{c.get('page_cpu_per_page', float('nan')):.3f}" for _, c in columns],
+    )
+    for function in sorted({f for _, c in columns for f in c.get("peak_mib", {})}):
+        line(
+            f"peak memory, MiB of MemorySize: {function}",
+            [
+                "{:.0f} of {}".format(*c["peak_mib"][function]) if function in c.get("peak_mib", {}) else "-"
+                for _, c in columns
+            ],
+        )
     line("invocations past their timeout", [f"{c['timed_out']}" for _, c in columns])
     line("longest invocation", [f"{c['longest_invocation']:.1f} s" for _, c in columns])
     line("  of the page functions", [f"{c.get('longest_page_invocation', 0.0):.1f} s" for _, c in columns])

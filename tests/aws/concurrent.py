@@ -53,6 +53,8 @@ class ContainerRun:
     returned: int = 0  # messages left to come back when their visibility lapses (reported failed)
     function: str = ""  # the function's logical id
     cpu_wait: float = 0.0  # of ``duration``, waiting for one of this machine's CPUs (poller.Invocation)
+    cpu: float = 0.0  # of ``duration``, the CPU seconds the container's process used
+    peak_mib: float = 0.0  # the container's peak resident memory after the invocation
 
 
 @contextmanager

@@ -94,6 +94,8 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
                     "started_at": invocation.started_at,
                     "duration": invocation.duration,
                     "cpu_wait": invocation.cpu_wait,
+                    "cpu": invocation.cpu,
+                    "peak_mib": invocation.peak_mib,
                     "records": len(invocation.message_ids),
                     "returned": len(invocation.returned_ids),
                     "error": invocation.traceback,

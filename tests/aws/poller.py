@@ -46,6 +46,7 @@ import gc
 import importlib.util
 import json
 import os
+import resource
 import sys
 import time
 import traceback
@@ -129,6 +130,10 @@ class Invocation:
     #: Of ``duration``, the seconds the handler's thread was ready to run but waited for one of this machine's
     #: CPUs (Linux's schedstat; 0 where not known): Lambda gives an invocation its own share of a CPU.
     cpu_wait: float = 0.0
+    #: Of ``duration``, the CPU seconds the handler's process used (every thread of it), and the process's peak
+    #: resident memory in MiB after the invocation (Lambda bills a function's MemorySize, kills it past that).
+    cpu: float = 0.0
+    peak_mib: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -420,10 +425,10 @@ class LambdaPoller:
         event = {"Records": [lambda_sqs_record(m, source.queue_arn, self.stack.region) for m in messages]}
         ids = tuple(m["MessageId"] for m in messages)
         invocation = Invocation(function_logical_id, str(uuid.uuid4()), ids)
-        started, waited = time.monotonic(), cpu_wait()
+        started, waited, used = time.monotonic(), cpu_wait(), time.process_time()
         try:
             handler = self.handler(function_logical_id)  # a cold start's init is not on the invoke's clock
-            started, waited = time.monotonic(), cpu_wait()
+            started, waited, used = time.monotonic(), cpu_wait(), time.process_time()
             context = FakeLambdaContext(function, invocation.request_id)
             with self.lambda_environment(function_logical_id):
                 invocation.result = handler(event, context)
@@ -433,6 +438,8 @@ class LambdaPoller:
             invocation.traceback = traceback.format_exc()
         invocation.duration = time.monotonic() - started
         invocation.cpu_wait = min(invocation.duration, max(0.0, cpu_wait() - waited))
+        invocation.cpu = time.process_time() - used
+        invocation.peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         invocation.started_at = started
         invocation.timed_out = invocation.error is None and invocation.duration > function.timeout
 

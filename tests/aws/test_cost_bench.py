@@ -60,7 +60,7 @@ def test_a_first_crawl_costs_at_most_two_dollars_per_million_pages():
     fixed ones (1,000 pages: a 40-page job's fixed costs are $6 a million).
 
     What is billed per request and per unit is counted, so it is held here: within $1.80 a million pages,
-    which leaves $0.20 of the $2 to Lambda compute (24 ms of the 512 MB page function a page). Compute is
+    which leaves $0.20 of the $2 to Lambda compute (48 ms of the 256 MB page function a page). Compute is
     timed on the machine that runs the bench (moto and the site answering in process), so it is the
     bench's figure to print, not a test's to hold."""
     crawls = bench("--pages", "1000", "--output", "warc")["WARC"]

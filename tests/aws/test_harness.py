@@ -227,8 +227,8 @@ def test_functions_as_deployed(deployed_stack: Deployment) -> None:
         "JobFunction": ("app.handler", "python3.11", 60, 512, repo / "functions/job"),
         "JobEndFunction": ("app.handler", "python3.11", 900, 2048, repo / "functions/job_end"),
         "SitemapFunction": ("app.handler", "python3.11", 300, 1024, repo / "functions/sitemap"),
-        "PageFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
-        "PagePriorityFunction": ("app.handler", "python3.11", 120, 512, repo / "functions/page"),
+        "PageFunction": ("app.handler", "python3.11", 120, 256, repo / "functions/page"),
+        "PagePriorityFunction": ("app.handler", "python3.11", 120, 256, repo / "functions/page"),
         "SchedulerFunction": ("app.handler", "python3.11", 300, 512, repo / "functions/scheduler"),
     }
 
@@ -382,7 +382,7 @@ def test_event_shape_matches_lambda(deployed_stack: Deployment, recording_dirs: 
     context = call["context"]
     assert context["function_name"] == function.name
     assert context["invoked_function_arn"] == function.arn
-    assert context["memory_limit_in_mb"] == "512"  # a str, as awslambdaric reads it from the environment
+    assert context["memory_limit_in_mb"] == "256"  # a str, as awslambdaric reads it from the environment
     assert 120_000 - 5_000 < context["remaining"] <= 120_000
     poller.close()
 
