@@ -5,14 +5,18 @@ and an archive object: on AWS, a batch of one page costs as many requests as a b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
 from harvester.adapters.local.runner import LocalHarvest
+from harvester.demo.live import LiveSite
 from harvester.fetch import Fetcher, FetchPolicy, parse_networks
-from harvester.model.messages import JobRequest, SitemapOrigin, SitemapTask
-from harvester.model.records import SitemapStatus
+from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
+from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.patience import Busy
+from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
@@ -66,3 +70,97 @@ def test_a_reading_records_full_batches_and_its_remainder_with_the_last(site_fac
                 assert counts.urls_total == pages
 
     asyncio.run(scenario())
+
+
+class SendingQueue:
+    """The task queue, with the page tasks of each push noted."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.pushes: list[list[PageTask]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def push(self, messages: Any, *, delay_seconds: Any = 0) -> None:
+        self.pushes.append([m for m in messages if isinstance(m, PageTask)])
+        self._inner.push(messages, delay_seconds=delay_seconds)
+
+    def messages(self, size: int) -> dict[bool, list[int]]:
+        """The page batches SQS would carry, by lane (ranked above PRIORITY_LANE): a push's tasks of a lane
+        in batches of ``size`` (adapters/aws/sqs.py)."""
+        lanes: dict[bool, list[int]] = {False: [], True: []}
+        for tasks in self.pushes:
+            for lane, sizes in lanes.items():
+                n = sum(1 for t in tasks if (t.rank > PRIORITY_LANE) == lane)
+                sizes += [min(size, n - start) for start in range(0, n, size)]
+        return lanes
+
+
+class FlakyStore(CountingStore):
+    """Refuses the ``fail_at``-th ``record_pages`` call once, as a store too busy to answer would."""
+
+    def __init__(self, inner: Any, fail_at: int) -> None:
+        super().__init__(inner)
+        self.fail_at = fail_at
+
+    def record_pages(self, job_id: str, sitemap_url: str, pages: Any, **kw: Any) -> Any:
+        if len(self.sizes) + 1 == self.fail_at:
+            self.fail_at = 0
+            self.sizes.append(-1)
+            raise Busy("state store", "record_pages", "refused by the test")
+        return super().record_pages(job_id, sitemap_url, pages, **kw)
+
+
+def _listed_by_lanes(tmp_path: Any, *, fail_at: int = 0) -> tuple[SendingQueue, list[str], SitemapRecord]:
+    """A urlset of 1,000 pages whose priorities run 0.0 to 0.9 (40 % of its new pages take the priority lane)
+    read by deliveries of its task until one finishes it: the queue's pushes, the job's page URLs and the
+    sitemap's record."""
+    with LiveSite(pages=1000, sitemaps=1, priorities=True).serving() as site:
+        urlset = site.sitemap_urls[-1]
+        request = JobRequest(site=site.url("/"), sitemaps=(urlset,), rate_limit_delay=0.001)
+        task = SitemapTask(job_id="j", url=urlset, origin=SitemapOrigin.REQUESTED, depth=1)
+
+        async def scenario() -> tuple[SendingQueue, list[str], SitemapRecord]:
+            with LocalHarvest.open(tmp_path / "s", memory_queue=True) as harvest:
+                async with Fetcher(POLICY) as fetcher:
+                    engine = harvest.engine(fetcher, EngineSettings(record_batch=BATCH))
+                    engine.store = FlakyStore(harvest.store, fail_at)  # type: ignore[assignment]
+                    queue = SendingQueue(harvest.queue)
+                    engine.queue = queue  # type: ignore[assignment]
+                    engine.start_job(request, job_id="j")
+                    for _ in range(3):
+                        done = None
+                        with contextlib.suppress(Busy):
+                            done = await engine.process_sitemap(task)
+                        if done is not None:
+                            assert done.status is SitemapStatus.COMPLETED
+                            assert harvest.store.snapshot("j").counts == harvest.store.recount("j")
+                            return queue, [p.url for p in harvest.store.pages("j")], done
+                    raise AssertionError("the sitemap was not finished in three deliveries")
+
+        return asyncio.run(scenario())
+
+
+def test_each_lane_s_tasks_are_sent_in_full_page_batches_not_a_recorded_batch_s_share(tmp_path):
+    """A recorded batch's pages split between the two lanes (about 20 and 30 of 49 here): sent as each batch
+    is recorded, every page batch of either lane would be a share of one (41 messages for 1,000 pages);
+    a lane's tasks wait for the next batch's, once, and go in full batches."""
+    queue, urls, record = _listed_by_lanes(tmp_path)
+    sent = [t.url for tasks in queue.pushes for t in tasks]
+    assert sorted(sent) == sorted(urls) and len(urls) == 1000  # (every page's task sent, once)
+    assert record.pages_enqueued == 1000
+    lanes = queue.messages(BATCH)
+    assert sum(lanes[True]) > 300 and sum(lanes[False]) > 500  # (both lanes well fed)
+    fewest = sum(-(-sum(sizes) // BATCH) for sizes in lanes.values())
+    assert len(lanes[True]) + len(lanes[False]) <= fewest * 1.25, lanes
+
+
+def test_tasks_held_for_the_next_batch_are_sent_by_the_delivery_that_resumes_a_broken_reading(tmp_path):
+    """The reading breaks off after a few batches recorded, some of their tasks held: the delivery that
+    resumes from the sending checkpoint sends them (and those of the batch before it again, which the
+    page's record absorbs); no page's task is lost."""
+    queue, urls, _ = _listed_by_lanes(tmp_path, fail_at=4)
+    sent = [t.url for tasks in queue.pushes for t in tasks]
+    assert set(sent) == set(urls) and len(urls) == 1000
+    assert len(sent) - len(set(sent)) <= 2 * BATCH  # (sent again: at most the batch before the checkpoint's)

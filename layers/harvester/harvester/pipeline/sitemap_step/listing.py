@@ -38,7 +38,7 @@ from harvester.model.records import (
 from harvester.model.state import Checkpoint, Lease
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.listed_rows import first_listings, listed_fields, unfetched
-from harvester.pipeline.ranking import rank, rank_of
+from harvester.pipeline.ranking import PRIORITY_LANE, rank, rank_of
 from harvester.pipeline.sitemap_step.prefix import DocumentPrefix
 from harvester.sitemap import PageEntry
 from harvester.urls import host_of
@@ -115,6 +115,14 @@ class PageListing:
         self.floor = record.pages_enqueued
         #: The listing's entries come from the document the reading's first step kept (``Checkpoint.noted``).
         self.noted = False
+        #: Page tasks recorded and not sent yet, by lane (ranked above ``PRIORITY_LANE`` or not), each with the
+        #: number of the flush that recorded it: a lane's tasks are sent in full page batches, and what is left
+        #: of one flush waits for the next flush's at most (``_send``).
+        self.unsent: dict[bool, list[tuple[int, PageTask]]] = {False: [], True: []}
+        self.flushes = 0
+        #: The checkpoint past the last flush's batch (the sending checkpoint once its tasks are all sent).
+        self.flushed: Checkpoint | None = None
+        self._before: Checkpoint | None = None  # (the flush's before it)
 
     @property
     def restarted(self) -> bool:
@@ -175,11 +183,13 @@ class PageListing:
         kept changing); nor for a throwaway run, which has no deliveries."""
         settings = self.ctx.settings
         by_elements = self.diff is not None and self.diff.by_elements
-        if by_elements or self.ctx.ephemeral or self.enqueued <= self.floor:
+        if by_elements or self.ctx.ephemeral:
             return
         urls, seconds = settings.sitemap_step_urls, settings.sitemap_step_seconds
         if (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds):
-            raise StepEnded(self.record.url, self.enqueued, self.stepped)
+            self._send([], final=True)  # (the tasks held back go now: the next step goes on past them)
+            if self.enqueued > self.floor:
+                raise StepEnded(self.record.url, self.enqueued, self.stepped)
 
     def flush(self, count: int | None = None) -> None:
         """Records the pages held (the first ``count``, or all: fewer than two batches), then sends the tasks
@@ -215,9 +225,37 @@ class PageListing:
                 for page in new
                 if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
             ]
-            self.ctx.queue.push(tasks)
-            self.ctx.store.mark_enqueued(job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
-        self.enqueued = checkpoint
+            self.flushes += 1
+            self.flushed = self._checkpoint(checkpoint)
+            self._send(tasks, final=count is None)
+        else:
+            self.enqueued = checkpoint
+
+    def _send(self, tasks: list[PageTask], *, final: bool) -> None:
+        """Sends the tasks of the batches recorded so far in full page batches per lane (a page function takes a
+        batch at a time, and each batch it takes costs a claim, a settlement, a WARC object and an invocation,
+        whatever its size, where a recorded batch's pages split between the two lanes fill neither), and
+        moves the sending checkpoint past what was all sent. What is left of a lane is held for the next
+        flush, once: left of an earlier flush, or at the reading's end (``final``), it goes as it is. So the
+        held tasks are all of the last flush, and the checkpoint is at most that flush's batch behind: a
+        delivery resumed from it sends that batch's tasks again (a page's record absorbs a task sent twice)."""
+        for task in tasks:
+            self.unsent[task.rank > PRIORITY_LANE].append((self.flushes, task))
+        sent: list[PageTask] = []
+        for lane, waiting in self.unsent.items():
+            cut = len(waiting) - len(waiting) % self.batch_size
+            if final or any(flush < self.flushes for flush, _ in waiting[cut:]):
+                cut = len(waiting)
+            sent += [task for _, task in waiting[:cut]]
+            self.unsent[lane] = waiting[cut:]
+        if sent:
+            self.ctx.queue.push(sent)
+        held = any(self.unsent.values())
+        mark = self.flushed if not held else self._before
+        if mark is not None and mark.enqueued > self.enqueued:
+            self.ctx.store.mark_enqueued(self.job.job_id, self.record.url, mark, self.lease)
+            self.enqueued = mark.enqueued
+        self._before = self.flushed
 
     def reached_checkpoint(self) -> None:
         """At the checkpoint of a resumed reading (or at the end of a document shorter than it): the URLs
