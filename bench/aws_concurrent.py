@@ -57,12 +57,12 @@ from unittest import mock
 from _aws_path import _ENVIRONMENT, REPO
 from aws_cost import (
     _WRITES,
-    PRICES,
     TARGET_DOLLARS_PER_MILLION,
     TARGET_REQUESTS_PER_PAGE,
     Meter,
     Tally,
     _pages_in,
+    gb_second_price,
     priced,
 )
 
@@ -282,13 +282,14 @@ def _figures(**run: Any) -> dict[str, Any]:
         write_units[name] = dict(written)
     invocations = collections.Counter(r.function for r in runs)
 
-    def billed(seconds: float, function: str) -> float:  # (GB-seconds, by the millisecond)
-        return round(seconds * 1000 + 0.5) / 1000 * functions[function].memory_size / 1024
+    def billed(seconds: float, function: str) -> float:  # (dollars: GB-seconds by the millisecond, priced)
+        gb_seconds = round(seconds * 1000 + 0.5) / 1000 * functions[function].memory_size / 1024
+        return gb_seconds * gb_second_price(functions[function].architecture)
 
-    gb_seconds = sum(billed(r.duration, r.function) for r in runs)
-    uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs) * PRICES["lambda GB-second"]
+    compute = sum(billed(r.duration, r.function) for r in runs)
+    uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs)
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
-    dollars = priced(len(runs), gb_seconds, lambda kind: units[kind])
+    dollars = priced(len(runs), compute, lambda kind: units[kind])
     requests = sum(sum(ops.values()) for ops in by_function.values()) + len(runs) / pages
     page_functions = [b for f, b in meter.functions.items() if f.startswith("Page")]
     return {
@@ -296,6 +297,9 @@ def _figures(**run: Any) -> dict[str, Any]:
         "requests_per_page": requests,
         "dollars_per_million_pages": sum(dollars.values()) / pages * 1e6,
         "dollars_by_service": {k: v / pages * 1e6 for k, v in dollars.items()},
+        "compute_by_function": {
+            f: sum(billed(r.duration, r.function) for r in runs if r.function == f) / pages * 1e6 for f in invocations
+        },
         "compute_uncontended": uncontended / pages * 1e6,
         "by_function": by_function,
         "invocations": dict(invocations),
@@ -355,6 +359,11 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
     print("\n$ per million pages, by service")
     for service in first["dollars_by_service"]:
         line(service, [f"{c['dollars_by_service'][service]:.2f}" for _, c in columns])
+    for function in sorted({f for _, c in columns for f in c.get("compute_by_function", {})}):
+        line(
+            f"  Lambda compute: {function}",
+            [f"{c.get('compute_by_function', {}).get(function, 0.0):.2f}" for _, c in columns],
+        )
     line("total (requests and compute)", [f"{c['dollars_per_million_pages']:.2f}" for _, c in columns])
     line(
         "Lambda compute less the waits for this machine's CPUs",

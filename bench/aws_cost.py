@@ -53,9 +53,10 @@ How the billed units are estimated (moto reports no consumed capacity, and askin
   everything else (GET, HEAD) at the GET price.
 * Lambda: one request per invocation, and GB-seconds from each handler invocation's measured duration
   (timed around the handler in the poller harness, rounded up to 1 ms as Lambda bills) times the function's
-  MemorySize in template.yaml, less this script's own metering inside the invocation. The measured duration
-  is an in-process one: it includes moto answering the handler's AWS calls (printed apart) and the demo
-  site answering its fetches, both on this machine, not the network latencies of real AWS and real sites.
+  MemorySize in template.yaml, priced by its Architectures, less this script's own metering inside the
+  invocation. The measured duration is an in-process one: it includes moto answering the handler's AWS
+  calls (printed apart) and the demo site answering its fetches, both on this machine, not the network
+  latencies of real AWS and real sites.
 
 Not in these figures: storage and transfer (apart by definition), CloudWatch Logs ingestion, the idle long
 polls Lambda's pollers make on empty queues (a cost per hour, not per page), the scheduler's ticks, the
@@ -90,11 +91,12 @@ TARGET_DOLLARS_PER_MILLION = 2.0
 
 #: AWS list prices, us-east-1, as of 2026-11-25 (source: aws.amazon.com/{lambda,sqs,dynamodb,s3}/pricing, as
 #: summarised in the project's cost reference, politeness-output-cost.md, "What a page costs on AWS"):
-#: Lambda x86, SQS standard queues, DynamoDB on-demand (Standard table class), S3 Standard. Dollars per unit.
+#: Lambda (x86_64 and arm64), SQS standard queues, DynamoDB on-demand (Standard table class), S3 Standard. Dollars per unit.
 PRICES_AS_OF = "2026-11-25"
 PRICES: dict[str, float] = {
     "lambda request": 0.20 / 1e6,
-    "lambda GB-second": 0.0000166667,
+    "lambda GB-second": 0.0000166667,  # x86_64
+    "lambda GB-second arm64": 0.0000133334,
     "sqs request": 0.40 / 1e6,  # per 64 KB chunk of a request's payload; a batch of up to 10 is one request
     "dynamodb write request unit": 0.625 / 1e6,  # 1 KB; a transactional write 2 per KB
     "dynamodb read request unit": 0.125 / 1e6,  # 4 KB strongly consistent; eventually 0.5, transactional 2
@@ -197,10 +199,20 @@ class Invocation:
     aws_seconds: float  # of which inside the handler's AWS calls (moto)
     messages: int = 0  # the event's records
     pages: int = 0  # the pages they carry (a page batch is one record for many pages)
+    architecture: str = "x86_64"
 
     @property
     def gb_seconds(self) -> float:
         return math.ceil(self.seconds * 1000) / 1000 * self.memory_mb / 1024
+
+    @property
+    def compute_dollars(self) -> float:
+        return self.gb_seconds * gb_second_price(self.architecture)
+
+
+def gb_second_price(architecture: str) -> float:
+    """Lambda's price of a GB-second on a function of that architecture (arm64 or x86_64)."""
+    return PRICES["lambda GB-second arm64"] if architecture == "arm64" else PRICES["lambda GB-second"]
 
 
 @dataclass
@@ -488,7 +500,7 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
 
     def handler(function_id: str) -> Callable[[Any, Any], Any]:
         inner = load(function_id)
-        memory = aws.stack.function(function_id).memory_size
+        memory, architecture = aws.stack.function(function_id).memory_size, aws.stack.function(function_id).architecture
 
         def invoke(event: Any, context: Any) -> Any:
             tally = meter.tally
@@ -501,7 +513,15 @@ def timed_handlers(aws: AwsPath, meter: Meter) -> None:
                 aws_seconds = tally.aws_seconds - aws_before
                 records = event.get("Records", ()) if isinstance(event, dict) else ()
                 tally.invocations.append(
-                    Invocation(function_id, seconds, memory, aws_seconds, len(records), sum(map(_pages_in, records)))
+                    Invocation(
+                        function_id,
+                        seconds,
+                        memory,
+                        aws_seconds,
+                        len(records),
+                        sum(map(_pages_in, records)),
+                        architecture,
+                    )
                 )
 
         return invoke
@@ -565,15 +585,16 @@ def requests_by_operation(crawl: Crawl) -> dict[str, float]:
 def costs(crawl: Crawl) -> dict[str, float]:
     """Dollars by service line, for the whole crawl."""
     tally = crawl.tally
-    return priced(len(tally.invocations), sum(i.gb_seconds for i in tally.invocations), tally.unit)
+    return priced(len(tally.invocations), sum(i.compute_dollars for i in tally.invocations), tally.unit)
 
 
-def priced(invocations: int, gb_seconds: float, unit: Callable[[str], float]) -> dict[str, float]:
-    """Dollars by service line for that many invocations, GB-seconds and units (``unit(kind)``: the units of
-    a kind booked, "WRU", "RRU", "SQS", "S3 PUT" ...)."""
+def priced(invocations: int, compute: float, unit: Callable[[str], float]) -> dict[str, float]:
+    """Dollars by service line for that many invocations, their compute (in dollars: GB-seconds priced by
+    their functions' architecture, ``gb_second_price``) and units (``unit(kind)``: the units of a kind booked,
+    "WRU", "RRU", "SQS", "S3 PUT" ...)."""
     return {
         "Lambda requests": invocations * PRICES["lambda request"],
-        "Lambda compute": gb_seconds * PRICES["lambda GB-second"],
+        "Lambda compute": compute,
         "SQS": unit("SQS") * PRICES["sqs request"],
         "DynamoDB writes": (unit("WRU") + unit("WRU index")) * PRICES["dynamodb write request unit"],
         "DynamoDB reads": unit("RRU") * PRICES["dynamodb read request unit"],

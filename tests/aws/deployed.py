@@ -57,6 +57,7 @@ class DeployedFunction:
     code_dir: Path
     event_sources: tuple[EventSource, ...] = ()
     schedule_rules: tuple[ScheduleRule, ...] = ()
+    architecture: str = "x86_64"  # (Lambda's default)
 
     @property
     def sqs_event_source(self) -> EventSource | None:

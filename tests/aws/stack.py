@@ -206,6 +206,7 @@ def deploy_stack(
             runtime=config["Runtime"],
             timeout=int(config["Timeout"]),
             memory_size=int(config["MemorySize"]),
+            architecture=(config.get("Architectures") or ["x86_64"])[0],
             environment={k: str(v) for k, v in (config.get("Environment") or {}).get("Variables", {}).items()},
             code_dir=code_dirs.get(logical_id, base_dir),
             event_sources=tuple(sources),

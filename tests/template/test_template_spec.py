@@ -88,7 +88,7 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     assert props(source_template, function_id)["CodeUri"] == code_dir
     assert function["Handler"] == "app.handler"
     assert function["Runtime"] == "python3.11"
-    assert function["Architectures"] == ["x86_64"]
+    assert function["Architectures"] == ["arm64"]
     assert (function["Timeout"], function["MemorySize"]) == (timeout, memory)
     assert function["Layers"] == [{"Ref": layer_id(translated_template)}]
     environment = function["Environment"]["Variables"]
