@@ -91,7 +91,8 @@ TARGET_DOLLARS_PER_MILLION = 2.0
 
 #: AWS list prices, us-east-1, as of 2026-11-25 (source: aws.amazon.com/{lambda,sqs,dynamodb,s3}/pricing, as
 #: summarised in the project's cost reference, politeness-output-cost.md, "What a page costs on AWS"):
-#: Lambda (x86_64 and arm64), SQS standard queues, DynamoDB on-demand (Standard table class), S3 Standard. Dollars per unit.
+#: Lambda (x86_64 and arm64), SQS standard queues, DynamoDB on-demand (Standard table class), S3 Standard.
+#: Dollars per unit.
 PRICES_AS_OF = "2026-11-25"
 PRICES: dict[str, float] = {
     "lambda request": 0.20 / 1e6,
