@@ -20,8 +20,8 @@ FUNCTIONS = {
     "JobFunction": ("functions/job/", 60, 512, "JobQueue", 1),
     "JobEndFunction": ("functions/job_end/", 900, 2048, "JobEndQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
-    "PageFunction": ("functions/page/", 120, 512, "PageQueue", 1),
-    "PagePriorityFunction": ("functions/page/", 120, 512, "PagePriorityQueue", 10),
+    "PageFunction": ("functions/page/", 120, {"Ref": "PageMemorySize"}, "PageQueue", 1),
+    "PagePriorityFunction": ("functions/page/", 120, {"Ref": "PageMemorySize"}, "PagePriorityQueue", 10),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
 #: Queues whose dead-letter queue is another's: the priority lane's dead pages are the page queue's.
@@ -70,6 +70,7 @@ def test_parameters(source_template: dict[str, Any]) -> None:
         "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "PageConcurrency": 20,
         "PageBatchSize": 50,
+        "PageMemorySize": 256,
         "SnapshotRefs": "1",
         "HostMaxInFlight": 8,
         "SitemapConcurrency": 5,
