@@ -107,7 +107,7 @@ def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, si
     assert {r["attempts"] for r in records} == {1}
     lane = stats.per_function["PagePriorityFunction"].records
     bulk = stats.per_function["PageFunction"].records
-    assert 0 < lane and 0 < bulk and 2000 / 50 <= lane + bulk < 2000 / 4, (lane, bulk)
+    assert lane > 0 and bulk > 0 and 2000 / 50 <= lane + bulk < 2000 / 4, (lane, bulk)
 
 
 def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_factory):
