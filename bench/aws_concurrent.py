@@ -288,6 +288,7 @@ def _figures(**run: Any) -> dict[str, Any]:
 
     compute = sum(billed(r.duration, r.function) for r in runs)
     uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs)
+    unanswered = sum(billed(r.duration - r.aws_wait, r.function) for r in runs)
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
     dollars = priced(len(runs), compute, lambda kind: units[kind])
     requests = sum(sum(ops.values()) for ops in by_function.values()) + len(runs) / pages
@@ -301,6 +302,11 @@ def _figures(**run: Any) -> dict[str, Any]:
             f: sum(billed(r.duration, r.function) for r in runs if r.function == f) / pages * 1e6 for f in invocations
         },
         "compute_uncontended": uncontended / pages * 1e6,
+        "compute_unanswered": unanswered / pages * 1e6,
+        "compute_unanswered_by_function": {
+            f: sum(billed(r.duration - r.aws_wait, r.function) for r in runs if r.function == f) / pages * 1e6
+            for f in invocations
+        },
         "by_function": by_function,
         "invocations": dict(invocations),
         "invocations_per_page": len(runs) / pages,
@@ -369,6 +375,15 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
         "Lambda compute less the waits for this machine's CPUs",
         [f"{c.get('compute_uncontended', float('nan')):.2f}" for _, c in columns],
     )
+    line(
+        "Lambda compute less the waits for AWS's answers (moto's)",
+        [f"{c.get('compute_unanswered', float('nan')):.2f}" for _, c in columns],
+    )
+    for function in sorted({f for _, c in columns for f in c.get("compute_unanswered_by_function", {})}):
+        line(
+            f"  less the waits for AWS: {function}",
+            [f"{c.get('compute_unanswered_by_function', {}).get(function, 0.0):.2f}" for _, c in columns],
+        )
     print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
         ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]

@@ -55,6 +55,7 @@ class ContainerRun:
     cpu_wait: float = 0.0  # of ``duration``, waiting for one of this machine's CPUs (poller.Invocation)
     cpu: float = 0.0  # of ``duration``, the CPU seconds the container's process used
     peak_mib: float = 0.0  # the container's peak resident memory after the invocation
+    aws_wait: float = 0.0  # of ``duration``, with an AWS request of the container in flight (poller.AwsWait)
 
 
 @contextmanager

@@ -31,7 +31,7 @@ from botocore.config import Config
 import harvester.adapters.aws
 import harvester.engine
 from tests.aws.deployed import stack_from_json
-from tests.aws.poller import LambdaPoller
+from tests.aws.poller import AWS_WAIT, LambdaPoller
 from tests.shared_loader import share_data_loader
 
 _IDLE = 0.05
@@ -75,6 +75,7 @@ def _contained(
 
 def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: str) -> None:
     stack = stack_from_json(json.loads(Path(stack_json).read_text()))
+    AWS_WAIT.install()
     # The engine's requests name the function too (``fn/<function>`` after ``app/harvester``), as the
     # poller's do by the environment (``app/<function>``): what bench/aws_concurrent.py books them to.
     aws = harvester.adapters.aws
@@ -96,6 +97,7 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
                     "cpu_wait": invocation.cpu_wait,
                     "cpu": invocation.cpu,
                     "peak_mib": invocation.peak_mib,
+                    "aws_wait": invocation.aws_wait,
                     "records": len(invocation.message_ids),
                     "returned": len(invocation.returned_ids),
                     "error": invocation.traceback,

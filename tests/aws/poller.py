@@ -48,6 +48,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -134,11 +135,62 @@ class Invocation:
     #: resident memory in MiB after the invocation (Lambda bills a function's MemorySize, kills it past that).
     cpu: float = 0.0
     peak_mib: float = 0.0
+    #: Of ``duration``, the seconds during which at least one AWS request of the handler's process was in
+    #: flight (``AwsWait``; 0 where it is not installed): what the services' answers kept it waiting.
+    aws_wait: float = 0.0
 
     @property
     def failed(self) -> bool:
         """The whole batch was returned (raised, timed out, or an invalid partial-batch response)."""
         return self.error is not None or self.timed_out or self.invalid_response is not None
+
+
+class AwsWait:
+    """The wall time during which at least one AWS request of this process is in flight (every botocore
+    request, its retries included, from any thread): a handler's time that the services' latency makes,
+    which on this machine is moto's, serving every request of every container one at a time. ``install``
+    hooks botocore; ``seconds()`` reads the running total."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def install(self) -> None:
+        from botocore.endpoint import Endpoint
+
+        made = Endpoint.make_request
+        wait = self
+
+        def make_request(endpoint: Any, *args: Any, **kwargs: Any) -> Any:
+            wait._enter()
+            try:
+                return made(endpoint, *args, **kwargs)
+            finally:
+                wait._leave()
+
+        Endpoint.make_request = make_request  # type: ignore[method-assign]
+
+    def _enter(self) -> None:
+        with self._lock:
+            if self._open == 0:
+                self._since = time.monotonic()
+            self._open += 1
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._open -= 1
+            if self._open == 0:
+                self._total += time.monotonic() - self._since
+
+    def seconds(self) -> float:
+        with self._lock:
+            return self._total + (time.monotonic() - self._since if self._open else 0.0)
+
+
+#: This process's (installed by the containers of tests/aws/container.py).
+AWS_WAIT = AwsWait()
 
 
 def cpu_wait() -> float:
@@ -425,10 +477,10 @@ class LambdaPoller:
         event = {"Records": [lambda_sqs_record(m, source.queue_arn, self.stack.region) for m in messages]}
         ids = tuple(m["MessageId"] for m in messages)
         invocation = Invocation(function_logical_id, str(uuid.uuid4()), ids)
-        started, waited, used = time.monotonic(), cpu_wait(), time.process_time()
+        started, waited, used, answered = time.monotonic(), cpu_wait(), time.process_time(), AWS_WAIT.seconds()
         try:
             handler = self.handler(function_logical_id)  # a cold start's init is not on the invoke's clock
-            started, waited, used = time.monotonic(), cpu_wait(), time.process_time()
+            started, waited, used, answered = time.monotonic(), cpu_wait(), time.process_time(), AWS_WAIT.seconds()
             context = FakeLambdaContext(function, invocation.request_id)
             with self.lambda_environment(function_logical_id):
                 invocation.result = handler(event, context)
@@ -439,6 +491,7 @@ class LambdaPoller:
         invocation.duration = time.monotonic() - started
         invocation.cpu_wait = min(invocation.duration, max(0.0, cpu_wait() - waited))
         invocation.cpu = time.process_time() - used
+        invocation.aws_wait = min(invocation.duration, AWS_WAIT.seconds() - answered)
         invocation.peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         invocation.started_at = started
         invocation.timed_out = invocation.error is None and invocation.duration > function.timeout
