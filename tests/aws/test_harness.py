@@ -839,3 +839,26 @@ def test_every_session_of_a_test_process_reads_botocore_data_through_one_loader(
         for n, session in enumerate(sessions):
             session.client("sqs").create_queue(QueueName=f"q{n}")
         assert len(sessions[0].client("sqs").list_queues()["QueueUrls"]) == 3
+
+
+def test_the_wait_for_aws_counts_the_time_any_request_is_in_flight_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/aws_concurrent.py prices Lambda compute less the time a handler waited for AWS's answers: with
+    requests overlapping (a listing's pointer writes go 16 at a time), the wait is the union of their
+    times, not their sum, and a request still in flight counts up to now."""
+    from tests.aws import poller as poller_module
+
+    clock = [100.0]
+    monkeypatch.setattr(poller_module.time, "monotonic", lambda: clock[0])
+    wait = poller_module.AwsWait()
+    wait._enter()  # a request from 100
+    clock[0] = 101.0
+    wait._enter()  # another from 101, overlapping
+    clock[0] = 102.0
+    wait._leave()
+    clock[0] = 103.0
+    wait._leave()  # none in flight from 103: 3 s so far
+    clock[0] = 110.0
+    assert wait.seconds() == 3.0
+    wait._enter()
+    clock[0] = 110.5
+    assert wait.seconds() == 3.5  # (in flight: counted up to now)

@@ -83,4 +83,6 @@ def test_a_page_container_stays_within_three_quarters_of_its_memory_over_a_batch
         peaks = [r.peak_mib for r in runs if r.function == function]
         if function == "PageFunction":
             assert peaks, "no page batch reached the page function"
+            # (what bench/aws_concurrent.py reads of each invocation too: its waits for AWS, within its time)
+            assert all(0 < r.aws_wait <= r.duration for r in runs if r.function == function)
         assert max(peaks, default=0.0) <= 0.75 * memory, (function, max(peaks), memory)
