@@ -312,6 +312,7 @@ def _figures(**run: Any) -> dict[str, Any]:
         "invocations_per_page": len(runs) / pages,
         "timed_out": timed_out,
         "longest_invocation": max((r.duration for r in runs), default=0.0),
+        "longest_function": max(runs, key=lambda r: r.duration).function if runs else "",
         "longest_page_invocation": max((r.duration for r in runs if r.function.startswith("Page")), default=0.0),
         "page_seconds_per_page": sum(r.duration for r in runs if r.function.startswith("Page")) / pages,
         "page_cpu_wait_per_page": sum(r.cpu_wait for r in runs if r.function.startswith("Page")) / pages,
@@ -416,7 +417,10 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
             ],
         )
     line("invocations past their timeout", [f"{c['timed_out']}" for _, c in columns])
-    line("longest invocation", [f"{c['longest_invocation']:.1f} s" for _, c in columns])
+    line(
+        "longest invocation",
+        [f"{c['longest_invocation']:.1f} s {c.get('longest_function', '')[:-8]}" for _, c in columns],
+    )
     line("  of the page functions", [f"{c.get('longest_page_invocation', 0.0):.1f} s" for _, c in columns])
     line("WARC objects per page (a batch of 50: 0.02)", [f"{c['warc_objects_per_page']:.3f}" for _, c in columns])
     line("WARC objects without their CDXJ", [f"{c['unindexed']}" for _, c in columns])
