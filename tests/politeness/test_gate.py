@@ -551,3 +551,39 @@ def test_a_batch_late_for_its_turns_keeps_the_pace_within_them_and_asks_again_fo
     (grant,) = granted
     assert max(fired) <= max(grant.starts) + LATE  # (none past the batch's last turn)
     assert len(fired) >= 2 and len(turns.deferred) == len(urls) - len(fired)
+
+
+def test_a_single_request_books_its_turn_behind_the_page_bookings_rather_than_waiting_for_them_to_end():
+    """A sitemap or robots.txt fetch (``waited_turn``) at a host whose next turns page batches keep booking
+    (each booking up to ``book_ahead``, as batches back from the line and the priority lane's do): asking
+    only for a turn within the horizon it would wait until batches stopped booking; it books the host's
+    next turn like a batch and takes it, within about ``book_ahead``."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import waited_turn
+
+    rules = GateRules(max_in_flight=8, horizon=0.2, book_ahead=0.8, span=0.2)
+    gate = MemoryHostGate(rules)
+    spacing = 0.02
+    started = time.time()
+
+    async def keep_booking(stop: asyncio.Event) -> None:
+        while not stop.is_set():  # (a batch of 40 back from the line every 50 ms: the host stays booked)
+            arrival = gate.arrive("example.com", [None] * 40, spacing=spacing, now=time.time(), ahead=True)
+            gate.release("example.com", arrival.grant, HostReport(), spacing=spacing, now=time.time())
+            await asyncio.sleep(0.05)
+
+    async def scenario() -> float:
+        stop = asyncio.Event()
+        booking = asyncio.create_task(keep_booking(stop))
+        await asyncio.sleep(0.1)  # (the host booked book_ahead ahead)
+        try:
+            async with asyncio.timeout(3.0), waited_turn(gate, "http://example.com/sitemap.xml", spacing) as turns:
+                return turns.starts["http://example.com/sitemap.xml"] - started
+        finally:
+            stop.set()
+            await booking
+
+    took = asyncio.run(scenario())
+    assert took <= 0.1 + rules.book_ahead + rules.horizon

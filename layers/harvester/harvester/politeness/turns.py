@@ -263,20 +263,38 @@ def _last_turn(grant: Grant, start: float) -> float:
 async def waited_turn(gate: HostGate, url: str, spacing: float) -> AsyncIterator[Turns]:
     """One request's turn at its host, waited for (a sitemap is read by the worker that claimed it, and there
     are few of them; robots.txt likewise): the gate's slot is held until the block ends, and what the block
-    observed is reported with it. (A sitemap's fetcher retries within the turn, spaced by its own back-off.)"""
+    observed is reported with it. (A sitemap's fetcher retries within the turn, spaced by its own back-off.)
+
+    The request asks as a batch of one that is ``ahead`` (``HostGate.arrive``): with no turn within the
+    horizon it books the host's next one (at most ``book_ahead`` away) and takes it when it comes. Asking for
+    a turn within the horizon only, it would wait behind the page batches' bookings for as long as batches
+    kept booking the host's next turns, that is until the host's backlog of pages thinned: a job's second
+    sitemap read only after its first sitemap's pages were fetched, or never within its invocation."""
     host = host_of(url)
     turns = Turns()
+    booked: float | None = None
+    early = gate.rules.horizon / 2  # (asked again this long before a booked turn: within the horizon)
     try:
         while True:
-            grant = gate.acquire(host, 1, spacing=spacing, now=time.time())
+            now = time.time()
+            arrival = gate.arrive(host, [booked], spacing=spacing, now=now, ahead=True)
+            grant = arrival.grant
             if grant.starts:
                 turns.starts[url] = grant.starts[0]
                 turns.grants[host] = (grant, spacing)
                 if await turns.turn(gate, url):
                     break
                 turns.release(gate)
-                grant = Grant(grant.token, (), turns.deferred.pop(url))
-            await asyncio.sleep(max(0.01, min((grant.later or 0.0) - time.time(), gate.rules.horizon)))
+                booked, until = None, turns.deferred.pop(url)
+            elif arrival.turns[0] is not None:  # (a turn booked past the horizon: asked again just before it)
+                booked = arrival.turns[0]
+                until = booked - early
+            elif grant.later is not None:  # (every slot held, a turn soon: asked again, the booked one kept)
+                until = grant.later
+            else:  # (a place in the host's line: asked again when the pace reaches it)
+                booked = None
+                until = min(arrival.later if arrival.later is not None else now, now + gate.rules.book_ahead)
+            await asyncio.sleep(max(0.01, until - time.time()))
         yield turns
     finally:
         turns.release(gate)
