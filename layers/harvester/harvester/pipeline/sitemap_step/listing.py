@@ -115,11 +115,10 @@ class PageListing:
         self.floor = record.pages_enqueued
         #: The listing's entries come from the document the reading's first step kept (``Checkpoint.noted``).
         self.noted = False
-        #: Page tasks recorded and not sent yet, by lane (ranked above ``PRIORITY_LANE`` or not), each with the
-        #: number of the flush that recorded it: a lane's tasks are sent in full page batches, and what is left
-        #: of one flush waits for the next flush's at most (``_send``).
-        self.unsent: dict[bool, list[tuple[int, PageTask]]] = {False: [], True: []}
-        self.flushes = 0
+        #: Page tasks recorded and not sent yet, by lane (ranked above ``PRIORITY_LANE`` or not), all of the
+        #: last flush: a lane's tasks are sent in full page batches, and what is left of one flush waits for
+        #: the next flush's at most (``_send``).
+        self.unsent: dict[bool, list[PageTask]] = {False: [], True: []}
         #: The checkpoint past the last flush's batch (the sending checkpoint once its tasks are all sent).
         self.flushed: Checkpoint | None = None
         self._before: Checkpoint | None = None  # (the flush's before it)
@@ -225,7 +224,6 @@ class PageListing:
                 for page in new
                 if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
             ]
-            self.flushes += 1
             self.flushed = self._checkpoint(checkpoint)
             self._send(tasks, final=count is None)
         else:
@@ -239,14 +237,15 @@ class PageListing:
         flush, once: left of an earlier flush, or at the reading's end (``final``), it goes as it is. So the
         held tasks are all of the last flush, and the checkpoint is at most that flush's batch behind: a
         delivery resumed from it sends that batch's tasks again (a page's record absorbs a task sent twice)."""
+        earlier = {lane: len(waiting) for lane, waiting in self.unsent.items()}  # (held by the flush before)
         for task in tasks:
-            self.unsent[task.rank > PRIORITY_LANE].append((self.flushes, task))
+            self.unsent[task.rank > PRIORITY_LANE].append(task)
         sent: list[PageTask] = []
         for lane, waiting in self.unsent.items():
             cut = len(waiting) - len(waiting) % self.batch_size
-            if final or any(flush < self.flushes for flush, _ in waiting[cut:]):
+            if final or cut < earlier[lane]:  # (what would be left holds tasks held once already)
                 cut = len(waiting)
-            sent += [task for _, task in waiting[:cut]]
+            sent += waiting[:cut]
             self.unsent[lane] = waiting[cut:]
         if sent:
             self.ctx.queue.push(sent)
