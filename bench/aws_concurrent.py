@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,11 +286,18 @@ def _figures(**run: Any) -> dict[str, Any]:
         gb_seconds = round(seconds * 1000 + 0.5) / 1000 * functions[function].memory_size / 1024
         return gb_seconds * gb_second_price(functions[function].architecture)
 
-    compute = sum(billed(r.duration, r.function) for r in runs)
-    uncontended = sum(billed(r.duration - r.cpu_wait, r.function) for r in runs)
-    unanswered = sum(billed(r.duration - r.aws_wait, r.function) for r in runs)
+    def per_function(seconds: Callable[[Any], float]) -> dict[str, float]:
+        """Compute by function, in dollars a million pages, each invocation billed for ``seconds(run)``."""
+        spent: collections.Counter[str] = collections.Counter()
+        for r in runs:
+            spent[r.function] += billed(seconds(r), r.function) / pages * 1e6
+        return dict(spent)
+
+    compute = per_function(lambda r: r.duration)
+    uncontended = per_function(lambda r: r.duration - r.cpu_wait)
+    unanswered = per_function(lambda r: r.duration - r.aws_wait)
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
-    dollars = priced(len(runs), compute, lambda kind: units[kind])
+    dollars = priced(len(runs), sum(compute.values()) * pages / 1e6, lambda kind: units[kind])
     requests = sum(sum(ops.values()) for ops in by_function.values()) + len(runs) / pages
     page_functions = [b for f, b in meter.functions.items() if f.startswith("Page")]
     return {
@@ -298,15 +305,10 @@ def _figures(**run: Any) -> dict[str, Any]:
         "requests_per_page": requests,
         "dollars_per_million_pages": sum(dollars.values()) / pages * 1e6,
         "dollars_by_service": {k: v / pages * 1e6 for k, v in dollars.items()},
-        "compute_by_function": {
-            f: sum(billed(r.duration, r.function) for r in runs if r.function == f) / pages * 1e6 for f in invocations
-        },
-        "compute_uncontended": uncontended / pages * 1e6,
-        "compute_unanswered": unanswered / pages * 1e6,
-        "compute_unanswered_by_function": {
-            f: sum(billed(r.duration - r.aws_wait, r.function) for r in runs if r.function == f) / pages * 1e6
-            for f in invocations
-        },
+        "compute_by_function": compute,
+        "compute_uncontended": sum(uncontended.values()),
+        "compute_unanswered": sum(unanswered.values()),
+        "compute_unanswered_by_function": unanswered,
         "by_function": by_function,
         "invocations": dict(invocations),
         "invocations_per_page": len(runs) / pages,
@@ -366,11 +368,12 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
     print("\n$ per million pages, by service")
     for service in first["dollars_by_service"]:
         line(service, [f"{c['dollars_by_service'][service]:.2f}" for _, c in columns])
-    for function in sorted({f for _, c in columns for f in c.get("compute_by_function", {})}):
-        line(
-            f"  Lambda compute: {function}",
-            [f"{c.get('compute_by_function', {}).get(function, 0.0):.2f}" for _, c in columns],
-        )
+
+    def by_function(key: str, label: str, spec: str) -> None:  # (a line a function, of the figure ``key``)
+        for function in sorted({f for _, c in columns for f in c.get(key, {})}):
+            line(f"{label}{function}", [format(c.get(key, {}).get(function, 0.0), spec) for _, c in columns])
+
+    by_function("compute_by_function", "  Lambda compute: ", ".2f")
     line("total (requests and compute)", [f"{c['dollars_per_million_pages']:.2f}" for _, c in columns])
     line(
         "Lambda compute less the waits for this machine's CPUs",
@@ -380,11 +383,7 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
         "Lambda compute less the waits for AWS's answers (moto's)",
         [f"{c.get('compute_unanswered', float('nan')):.2f}" for _, c in columns],
     )
-    for function in sorted({f for _, c in columns for f in c.get("compute_unanswered_by_function", {})}):
-        line(
-            f"  less the waits for AWS: {function}",
-            [f"{c.get('compute_unanswered_by_function', {}).get(function, 0.0):.2f}" for _, c in columns],
-        )
+    by_function("compute_unanswered_by_function", "  less the waits for AWS: ", ".2f")
     print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
         ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]
@@ -394,11 +393,7 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
                 line(f"  {op}", [f"{o.get(op, 0.0):.2f}" for o in ops])
     print("\nHow the work ran")
     line("page deliveries per page (1: each delivered once)", [f"{c['deliveries_per_page']:.2f}" for _, c in columns])
-    for function in sorted({f for _, c in columns for f in c.get("pages_per_message", {})}):
-        line(
-            f"pages a delivered message holds: {function}",
-            [f"{c.get('pages_per_message', {}).get(function, 0.0):.1f}" for _, c in columns],
-        )
+    by_function("pages_per_message", "pages a delivered message holds: ", ".1f")
     line("page-function seconds per page", [f"{c['page_seconds_per_page']:.3f}" for _, c in columns])
     line(
         "  of which waiting for this machine's CPUs",
