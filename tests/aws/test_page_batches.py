@@ -295,7 +295,8 @@ def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pa
     later = T0 + timedelta(minutes=1)
     retries = [PageRetry(r.url, 1, "HTTP 503", later) for r in claimed[40:]]
     assert len(worker.retry_pages(job_id, retries, lease("p"))) == 9
-    assert calls == Counter(TransactWriteItems=2)
+    # (the settlement's outcome item written apart, then its transaction; the retries' transaction)
+    assert calls == Counter(BatchWriteItem=1, TransactWriteItems=2)
     assert Counter(r.status for r in store.pages(job_id)) == Counter({UrlStatus.COMPLETED: 40, UrlStatus.PENDING: 9})
 
 
@@ -315,6 +316,44 @@ def answer_lost_once(operation: str) -> Iterator[list[str]]:
 
     with mock.patch.object(BotocoreStubber, "__call__", call):
         yield lost
+
+
+class Killed(BaseException):
+    """The container died (nothing catches it)."""
+
+
+def test_an_outcome_item_of_a_settlement_that_never_committed_is_not_the_pages_outcome(aws: AwsAdapters) -> None:
+    """A settlement writes its outcome item apart, before the transaction that names it: a container that dies
+    between the two leaves an item no states item names, which no reading folds, even where the page's later
+    moves wrote no outcome of their own (sent back for a retry, then settled failed)."""
+    store = aws.store
+    job_id = new_job(store, "job-dies-settling")
+    held = leased_sitemap(store, job_id)
+    store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(3)], checkpoint=3, lease=held)
+    dying = DynamoStateStore(store.client, store.table)
+    claimed = dying.claim_pages(job_id, [page(0).url], lease("dies", seconds=10), now=NOW)
+    done = [PageOutcome(record=claimed[0].model_copy(update={"status": UrlStatus.COMPLETED}))]
+    dies = Killed("between the outcome item and its states")
+    with mock.patch.object(dying.jobs, "transact", side_effect=dies), pytest.raises(Killed):
+        dying.finish_pages(job_id, done, lease("dies", seconds=10))
+    written = [i["sk"]["S"] for i in store.jobs.partition(job_id, "BATCH#") if "#O#" in i["sk"]["S"]]
+    assert len(written) == 1  # (the item it left)
+    assert store.get_page(job_id, page(0).url).status is UrlStatus.PROCESSING
+
+    later = DynamoStateStore(store.client, store.table)  # (the message again, its lease lapsed)
+    again = later.claim_pages(job_id, [page(0).url], lease("again"), now=NOW + 30)
+    assert [r.url for r in again] == [page(0).url]
+    sent_back = [PageRetry(page(0).url, 1, "HTTP 503", T0 + timedelta(minutes=1))]
+    assert later.retry_pages(job_id, sent_back, lease("again")) == [page(0).url]
+    assert store.get_page(job_id, page(0).url).status is UrlStatus.PENDING
+    assert {r.url: r.status for r in store.pages(job_id)}[page(0).url] is UrlStatus.PENDING
+
+    last = later.claim_pages(job_id, [page(0).url], lease("last"), now=NOW + 120)
+    failed = [PageOutcome(record=last[0].model_copy(update={"status": UrlStatus.FAILED}))]
+    assert later.finish_pages(job_id, failed, lease("last")).applied == [page(0).url]
+    assert store.get_page(job_id, page(0).url).status is UrlStatus.FAILED
+    assert Counter(r.status for r in store.pages(job_id)) == Counter({UrlStatus.FAILED: 1, UrlStatus.PENDING: 2})
+    assert (store.counts(job_id).urls_failed, store.counts(job_id).urls_succeeded) == (1, 0)
 
 
 def test_a_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapters) -> None:

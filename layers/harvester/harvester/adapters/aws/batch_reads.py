@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from harvester.adapters.aws.item_body import body_text
 from harvester.adapters.aws.job_items import JobItems
-from harvester.adapters.aws.listed_batch import StoredBatch, batch_sk, state_sk, states_of
+from harvester.adapters.aws.listed_batch import StoredBatch, batch_sk, state_sk
 from harvester.adapters.aws.state_table import batch_get
 from harvester.model.records import SitemapURL, UrlStatus
 
@@ -24,7 +24,7 @@ def read_batches(jobs: JobItems, job_id: str, bids: set[str], *, outcomes: bool)
         if records is None or states is None:
             continue  # (never committed)
         batch = StoredBatch(bid, body_text(records).split("\n"))
-        batch.states, batch.version = states_of(states)
+        batch.read_states(states)
         batches[bid] = batch
     if outcomes:
         for batch in batches.values():
@@ -33,8 +33,10 @@ def read_batches(jobs: JobItems, job_id: str, bids: set[str], *, outcomes: bool)
 
 
 def read_outcomes(jobs: JobItems, job_id: str, batch: StoredBatch) -> None:
+    """The batch's outcome items that its states (read) name, folded."""
     for item in jobs.partition(job_id, f"BATCH#{batch.bid}#O#"):
         batch.add_outcomes(body_text(item), item["sk"]["S"])
+    batch.fold_outcomes()
 
 
 def folded(jobs: JobItems, job_id: str) -> Iterator[tuple[StoredBatch, int]]:
@@ -57,7 +59,8 @@ def folded_batches(jobs: JobItems, job_id: str, *, after: str | None = None) -> 
         elif rest.startswith("O#"):
             batch.add_outcomes(body_text(item), item["sk"]["S"])
         elif rest == "S":
-            batch.states, batch.version = states_of(item)
+            batch.read_states(item)
+            batch.fold_outcomes()
             if not batch.settled_by() <= batch.read:
                 # A settlement committed between the query's reading of the outcomes and of the states (a
                 # query is no snapshot of a transaction): its outcomes are read now.

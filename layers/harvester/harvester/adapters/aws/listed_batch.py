@@ -5,12 +5,16 @@ Layout (``pk`` ``JOB#<id>``; the job's other items are job_items.py's):
 * ``BATCH#<bid>``: the batch's job records as listed (packed: page_body.py), one a line, deflated; written
   alone just before the listing's transaction (a transactional write costs twice the write units), so that
   a listing that did not commit can leave it behind: it is read only beside its states item;
-* ``BATCH#<bid>#O#<version>#<part>``: the final records of the pages a settlement settled, by position in
-  the batch (a part per 256 KB);
+* ``BATCH#<bid>#O#<version>#<part>#<tag>``: the final records of the pages a settlement settled, by
+  position in the batch (a part per 256 KB); ``tag`` is the settling lease's (``settlement_tag``). Written
+  apart, just before the settlement's transaction (a transactional write costs twice the write units), so
+  that a settlement that did not commit (it lost its states' version to another writer, or died) can leave
+  them behind: they count only when the states item names them (``jo``), and expire with the job. (Items
+  without a tag were written inside the transaction, and count as they are.)
 * ``BATCH#<bid>#S``: the pages' states since listing (status, attempts, retries, error, lease), by
-  position, with the item's ``version``, ``settled`` (the version of its last settlement) and ``co`` (the
-  crawl outcome items its settlements wrote: crawl_pointers.py); the listing's transaction writes it, so it
-  is what says the batch was committed.
+  position, with the item's ``version``, ``settled`` (the version of its last settlement), ``jo`` (the
+  settlements' outcome items, ``<version>#<tag>``) and ``co`` (the crawl outcome items its settlements
+  wrote: crawl_pointers.py); the listing's transaction writes it, so it is what says the batch was committed.
 
 A page's record is its outcome when it has one, else its listed record with its state applied. The items of
 a batch sort together (records, outcomes, states), so a reading of the job folds them a batch at a time.
@@ -44,8 +48,23 @@ def state_sk(bid: str) -> str:
     return f"BATCH#{bid}#S"
 
 
-def outcome_sk(bid: str, version: int, part: int) -> str:
-    return f"BATCH#{bid}#O#{version:06d}#{part}"
+def outcome_sk(bid: str, version: int, part: int, tag: str) -> str:
+    return f"BATCH#{bid}#O#{version:06d}#{part}#{tag}"
+
+
+#: The states item's attribute naming its settlements' outcome items (``outcome_name``).
+OUTCOME_NAMES = "jo"
+
+
+def settlement_tag(lease: Lease) -> str:
+    """What a settlement by ``lease`` adds to its outcome items' names: two settlements of one version (the
+    loser's written apart, not counted) write items of their own."""
+    return lease.token[:12]
+
+
+def outcome_name(version: int, tag: str) -> str:
+    """How the states item names a settlement's outcome items (``jo``)."""
+    return f"{version:06d}#{tag}"
 
 
 #: The most bytes of packed records one item holds, before deflate (an item holds 400 KB): a batch of pages
@@ -113,6 +132,10 @@ class StoredBatch(Struct):
     version: int = 0
     #: The settlements whose outcome items were read.
     read: set[int] = field(default_factory=set)
+    #: The outcome items the states item names (``jo``).
+    named: set[str] = field(default_factory=set)
+    #: Outcome items read (text by sort key) and not yet folded (``fold_outcomes``).
+    found: dict[str, str] = field(default_factory=dict)
     _positions: dict[str, int] | None = None
 
     def position(self, url: str) -> int | None:
@@ -151,11 +174,29 @@ class StoredBatch(Struct):
         return listed if state is None else applied(listed, state)
 
     def add_outcomes(self, text: str, sk: str) -> None:
-        """An outcome item's records (``sk``: its sort key, ``BATCH#<bid>#O#<version>#<part>``)."""
-        self.read.add(int(sk.split("#O#")[1].split("#")[0]))
-        for line in text.split("\n"):
-            i, _, body = line.partition("\t")
-            self.outcomes[i] = body
+        """An outcome item read (``sk``: its sort key, ``BATCH#<bid>#O#<version>#<part>[#<tag>]``), folded
+        once the states item beside it is (``fold_outcomes``)."""
+        self.found[sk] = text
+
+    def read_states(self, item: Mapping[str, Any]) -> None:
+        """The states item's pages' states, version and named outcome items (``states_of``)."""
+        self.states, self.version = states_of(item)
+        self.named = set(item[OUTCOME_NAMES]["SS"]) if OUTCOME_NAMES in item else set()
+
+    def fold_outcomes(self) -> None:
+        """Folds the outcome items read that count (untagged, or named by the states read), in the order of
+        their versions (a page's last settlement wins); the others were written by settlements that did not
+        commit."""
+        for sk in sorted(self.found):
+            version, _, rest = sk.split("#O#")[1].partition("#")
+            tag = rest.partition("#")[2]
+            if tag and f"{version}#{tag}" not in self.named:
+                continue
+            self.read.add(int(version))
+            for line in self.found[sk].split("\n"):
+                i, _, body = line.partition("\t")
+                self.outcomes[i] = body
+        self.found.clear()
 
 
 def settlements(states: Mapping[str, Any]) -> set[int]:

@@ -7,9 +7,10 @@ message), so each of those writes is one item's for the whole batch, not one a p
 A claim reads the pages' pointers (crawl_pointers.py: eventually consistent first, see ``_place``) and their
 batches, then writes each batch's states once; the settlement and the retries that follow write on the
 version the claim left (``_held``), reading it again only when another worker moved it. A settlement writes
-its pages' states and an outcome item, with their crawl records in an item of the crawl batch, except those
-of pages another writer moved meanwhile (their batch's moved list): written whole on their pointer, on the
-version their record was computed from.
+its pages' outcome item apart (named by the settling lease: listed_batch.py), then its pages' states naming
+it, with their crawl records in an item of the crawl batch, except those of pages another writer moved
+meanwhile (their batch's moved list): written whole on their pointer, on the version their record was
+computed from.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ from harvester.adapters.aws.item_body import body_text, stored_body
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.listed_batch import (
     MOVED,
+    OUTCOME_NAMES,
     Listing,
     StoredBatch,
     as_lines,
     holds,
+    outcome_name,
     outcome_sk,
+    settlement_tag,
     sized,
     state_of,
     state_sk,
@@ -45,7 +49,7 @@ from harvester.adapters.aws.pointer_items import (
     stale_urls,
     whole_write,
 )
-from harvester.adapters.aws.state_table import TransactionFailed, conflict_pause, created
+from harvester.adapters.aws.state_table import TransactionFailed, batch_put, conflict_pause, created
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
 from harvester.model.records import JobCounts, SitemapURL, body_of, url_key
@@ -107,12 +111,12 @@ class PageBatches:
         states: Mapping[str, Any],
         version: int,
         *,
-        settles: bool = False,
+        settles: str | None = None,
         crawl_outcomes: int = 0,
     ) -> dict[str, Any]:
-        """The states' write on the version read (``settles``: a settlement's, which ``settled`` counts for the
-        moves of pointers that guard it, and which adds to ``co`` the crawl outcome items it writes beside,
-        ``crawl_outcomes`` of them: crawl_pointers)."""
+        """The states' write on the version read (``settles``: a settlement's tag; it names the outcome items
+        the settlement wrote apart (``jo``), ``settled`` counts it for the moves of pointers that guard it, and
+        it adds to ``co`` the crawl outcome items it writes beside, ``crawl_outcomes`` of them: crawl_pointers)."""
         body = {i: state for i, state in states.items() if i != MOVED}
         update: dict[str, Any] = {
             "TableName": self.table,
@@ -125,9 +129,10 @@ class PageBatches:
                 ":seen": _n(version),
             },
         }
-        if settles:
-            update["UpdateExpression"] += ", settled = :next ADD co :co"
+        if settles is not None:
+            update["UpdateExpression"] += f", settled = :next ADD co :co, {OUTCOME_NAMES} :jo"
             update["ExpressionAttributeValues"][":co"] = {"SS": crawl_outcome_names(version + 1, crawl_outcomes)}
+            update["ExpressionAttributeValues"][":jo"] = {"SS": [outcome_name(version + 1, settles)]}
         return {"Update": update}
 
     def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, StoredBatch]]:
@@ -276,9 +281,10 @@ class PageBatches:
     def finish_pages(
         self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
     ) -> Settled:
-        """Each batch's settled pages: its states and an outcome item, in one transaction with the pages'
-        crawl records and a counter shard (a settlement of several batches: one transaction for them all
-        while it holds them)."""
+        """Each batch's settled pages: an outcome item written apart, then its states naming it, in one
+        transaction with the pages' crawl records and a counter shard (a settlement of several batches: one
+        transaction for them all while it holds them)."""
+        tag = settlement_tag(lease)
         first: dict[str, PageOutcome] = {}
         for outcome in outcomes:
             if outcome.record.status.final:
@@ -294,6 +300,7 @@ class PageBatches:
                 by_batch.setdefault(placed[url][0], []).append(o)
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
+            apart: list[dict[str, Any]] = []
             applied: list[PageOutcome] = []
             held: list[tuple[StoredBatch, dict[str, dict[str, Any]]]] = []
             guarded: list[Any] = []
@@ -323,7 +330,7 @@ class PageBatches:
                 lines = list(finals.values())
                 parts = sized(lines, [len(line) for line in lines], len(lines))
                 crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site)
-                size = len(items) + 1 + len(parts) + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
+                size = len(items) + 1 + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
                 size += len(touched | crawled.touched)
                 if items and size > TRANSACTION_ITEMS:
                     self._hold(lease, batch, batch.states, moved=False)
@@ -332,13 +339,11 @@ class PageBatches:
                 applied.extend(mine)
                 crawl_outcomes = sum(1 for role, _ in crawled.roles if role == "outcome")
                 items.append(
-                    self._state_update(job_id, bid, states, version, settles=True, crawl_outcomes=crawl_outcomes)
+                    self._state_update(job_id, bid, states, version, settles=tag, crawl_outcomes=crawl_outcomes)
                 )
                 roles.append(("state", bid))
                 for part, run in enumerate(parts):
-                    outcome = outcome_sk(bid, version + 1, part)
-                    items.append(self.jobs.new_item(job_id, outcome, as_lines(run), version=None))
-                    roles.append(("outcome", bid))
+                    apart.append(self.jobs.apart_item(job_id, outcome_sk(bid, version + 1, part, tag), as_lines(run)))
                 items += crawled.items
                 roles += crawled.roles
                 guarded += crawled.guarded
@@ -354,6 +359,7 @@ class PageBatches:
             items.append(
                 self.jobs.counter_update(job_id, accounting.total(accounting.page_done(o.record) for o in applied))
             )
+            batch_put(self.client, self.table, apart)
             try:
                 self.jobs.transact(items)
             except TransactionFailed as exc:
