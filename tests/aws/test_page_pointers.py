@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -20,7 +21,7 @@ from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import CrawlRecord
 from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import JobRecord, SitemapRecord, SitemapURL, UrlStatus, body_of, url_key
-from harvester.model.state import Lease, PageOutcome
+from harvester.model.state import Lease, PageOutcome, PageRetry
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp()
@@ -710,3 +711,51 @@ def test_settled_records_whose_snapshot_is_their_listed_ones_are_stored_by_refer
     assert body_of(reader.store.get_page("job-two", url(3))) == expected[url(3)]  # type: ignore[arg-type]
     known = reader.store.get_page("job-two", url(3)).known  # type: ignore[union-attr]
     assert known is not None and known.signature == "sig-1"  # (its previous fetch)
+
+
+class Killed(BaseException):
+    """The container died (nothing catches it)."""
+
+
+def test_crawl_records_a_settlement_wrote_before_dying_are_never_read_as_the_batchs(aws: AwsAdapters) -> None:
+    """A settlement writes its crawl outcome item apart, before the transaction that names it: one that dies
+    between the two leaves an item nothing names, which no reading takes for the batch's records: by key
+    (the states' names), by query (its job's items gone: the crawl batch item's names), or a job's batches
+    read whole."""
+    c = Container(aws)
+    job_id = new_job(c, "job-one")
+    urls = list_pages(c, job_id, list(range(5)))
+    dying = Container(aws)
+    claimed = dying.store.claim_pages(job_id, urls[:1], lease("dies", seconds=10), now=NOW)
+    lost = [
+        PageOutcome(r.model_copy(update={"status": UrlStatus.COMPLETED}), crawl=fetched(r.known, "sig-lost"))
+        for r in claimed
+    ]
+    with (
+        mock.patch.object(dying.store.jobs, "transact", side_effect=Killed("before its transaction")),
+        pytest.raises(Killed),
+    ):
+        dying.store.finish_pages(job_id, lost, lease("dies", seconds=10), site=SITE)
+    assert crawl_items(aws)["CBO"] == 1  # (what it left)
+    again = Container(aws)  # (its message again once the lease lapsed: sent back to wait)
+    assert [r.url for r in again.store.claim_pages(job_id, urls[:1], lease("again"), now=NOW + 30)] == urls[:1]
+    retry = [PageRetry(urls[0], 1, "HTTP 503", T0)]
+    assert again.store.retry_pages(job_id, retry, lease("again")) == urls[:1]
+    assert settle(c, job_id, urls[1:2], "sig-1", token="p1")[0] == urls[1:2]  # (another page of the batch)
+
+    def signatures() -> dict[str, str | None]:
+        records = Container(aws).crawldb.get_urls(SITE, urls)
+        return {u: r.signature for u, r in records.items()}
+
+    def whole() -> dict[str, str | None]:
+        found = Container(aws).crawldb.pointers.job_records(SITE, job_id)
+        return {u: CrawlRecord.model_validate_json(text).signature for u, text in found}
+
+    expected = {u: "sig-1" if u == urls[1] else None for u in urls}
+    assert signatures() == expected
+    assert whole() == expected
+    job_items = {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": {"S": f"JOB#{job_id}"}}}
+    for item in list(aws.store.jobs.query(**job_items)):  # (the job's items expired)
+        aws.store.client.delete_item(TableName=aws.store.table, Key={"pk": item["pk"], "sk": item["sk"]})
+    assert signatures() == expected
+    assert whole() == expected

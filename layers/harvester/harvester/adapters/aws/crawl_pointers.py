@@ -15,10 +15,12 @@ job's batch items but in the site's partitions (no TTL: the crawl database outli
   ``CB#<job>#<bid>#L``, written just before the transaction (a transactional write costs twice the write
   units; a lines item without its batch's item is a listing's that never committed, and is not read);
   ``tomb``: a batch another writer made sure never commits (below).
-* ``CB#<job>#<bid>#O#<version>#<part>``: the crawl records a settlement of the batch wrote, ``<pos>\\t<record>``;
-  the job's states item of the batch names them (``co``, written in the settlement's transaction), so that a
-  reader of many batches reads their outcomes by key, a hundred at a time (a query of each batch's otherwise:
-  its job gone, or a settlement its pages' states show that ``co`` does not name).
+* ``CB#<job>#<bid>#O#<version>#<part>#<tag>``: the crawl records a settlement of the batch wrote,
+  ``<pos>\\t<record>``, apart, just before its transaction; the transaction names them (``co``) on the job's
+  states item of the batch and on the crawl batch item, so that a reader of many batches reads their
+  outcomes by key, a hundred at a time (a query of each batch's otherwise: its job gone, or a settlement its
+  pages' states show that ``co`` does not name), and an item no ``co`` names (its settlement lost a race or
+  died) is never read as the batch's (``pointer_items.counts``); it goes when the batch is collected.
 
 A URL's record is read from its pointer: the batch ``cur`` when committed, else ``prev`` (a listing between
 its pointer's write and its transaction, or one that died there, is not seen), else ``body``; in that batch,
@@ -66,10 +68,12 @@ from harvester.adapters.aws.pointer_items import (
     Pointer,
     Ref,
     batch_key,
+    counts,
     final_state,
     job_states_key,
     lines_key,
     lines_of,
+    named_by,
     outcome_key,
     parse_pointer,
     pointer_key,
@@ -201,7 +205,7 @@ class Pointers:
             # (no item: not committed, and a lines item is a listing's that never was; an item whose lines are
             # gone: collected as it was read, as an item read after its collection is not there)
             if item is not None and (lines is not None or APART not in item):
-                batches[ref] = CrawlBatch(ref, lines_of(item, lines))
+                batches[ref] = CrawlBatch(ref, lines_of(item, lines), named=named_by(item))
 
     def _read_outcomes(self, site: str, refs: set[Ref], batches: dict[Ref, CrawlBatch]) -> None:
         """The settlements' records of the committed batches ``refs`` whose outcomes are not read yet: by key,
@@ -222,7 +226,7 @@ class Pointers:
             item = states.get(ref)
             named = _named_outcomes(item) if item is not None else None
             if named is not None:
-                keys += [outcome_key(site, ref, version, part) for version, part in named]
+                keys += [outcome_key(site, ref, name) for name in named]
             elif item is None or "settled" in item:
                 self._query_outcomes(site, ref, batches)
         found = sorted(batch_get(self.client, self.table, keys), key=lambda item: item["sk"]["S"])
@@ -241,7 +245,8 @@ class Pointers:
             },
             ConsistentRead=True,
         ):
-            _add_outcomes(batches[ref].outcomes, item)
+            if counts(item["sk"]["S"], batches[ref].named):
+                _add_outcomes(batches[ref].outcomes, item)
 
     def pointer_pages(
         self, site: str, *, unless_listed_by: str | None = None, after: str | None = None
@@ -323,7 +328,7 @@ class Pointers:
         in its partition's order), so that memory holds one batch whatever the job's size. A URL in two of
         the job's batches comes twice: the later one is the record."""
         held: list[dict[str, Any]] = []
-        projection = f"sk, body, tomb, {APART}"
+        projection = f"sk, body, tomb, co, {APART}"
         for item in site_items(self.client, self.table, site, f"CB#{job_id}#", projection, consistent=True):
             if held and _batch_of(held[0]) != _batch_of(item):
                 yield from _batch_records(held)
@@ -434,18 +439,18 @@ def _bid(p: Pointer) -> str | None:
     return p.cur.bid if p.cur is not None else None
 
 
-def _named_outcomes(item: Mapping[str, Any]) -> list[tuple[int, int]] | None:
-    """The crawl outcome items (version, part) a states item names, when it names every settlement its
-    pages' states show (each settled page's ``o``); else None."""
+def _named_outcomes(item: Mapping[str, Any]) -> list[str] | None:
+    """The crawl outcome items (their names: ``crawl_outcome_names``) a states item names, when it names every
+    settlement its pages' states show (each settled page's ``o``); else None."""
     if "co" not in item:
         return None
-    named: list[tuple[int, int]] = []
+    named: list[str] = []
     versions = set()
     for name in item["co"]["SS"]:
         version, _, part = name.partition("#")
         versions.add(int(version))
         if part != NO_CRAWL_OUTCOME:
-            named.append((int(version), int(part)))
+            named.append(name)
     pages = orjson.loads(body_text(item)) if "body" in item else {}
     return named if settlements(pages) <= versions else None
 
@@ -471,17 +476,21 @@ def _batch_of(item: dict[str, Any]) -> str:
 def _batch_records(items: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
     """The URLs and records of one crawl batch's items (``job_records``)."""
     committed = apart = None
-    outcomes: dict[int, str] = {}
+    settled: list[dict[str, Any]] = []
     for item in items:
         sk = item["sk"]["S"]
-        if "#O#" in sk:  # (settlements in the order of their versions: the last one wins)
-            _add_outcomes(outcomes, item)
+        if "#O#" in sk:
+            settled.append(item)
         elif sk.endswith(LINES):
             apart = item
         else:
             committed = item
     if committed is None or (APART in committed and apart is None):  # (lines gone: collected as they were read)
         return
+    outcomes: dict[int, str] = {}
+    for item in settled:  # (in the order of their versions: the last one wins)
+        if counts(item["sk"]["S"], named_by(committed)):
+            _add_outcomes(outcomes, item)
     lines = lines_of(committed, apart)
     for i, line in enumerate(lines or ()):
         text = outcomes.get(i) or line[2:]

@@ -109,7 +109,8 @@ class Listing(Struct):
     mine: list[PageRecord]
     items: list[dict[str, Any]] = field(default_factory=list)
     roles: list[tuple[str, str]] = field(default_factory=list)
-    #: The items written apart before the transaction (the crawl batch's lines: pointer_items.py).
+    #: The items written apart before the transaction (a listing's crawl batch lines, a settlement's crawl
+    #: outcome items: pointer_items.py).
     apart: list[dict[str, Any]] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     #: What the transaction must guard beside its items, for a whole transaction at once (see ``PageBatches._guards``).

@@ -44,12 +44,13 @@ from harvester.adapters.aws.page_body import pack_settled
 from harvester.adapters.aws.pointer_items import (
     Ref,
     crawl_outcome_names,
+    naming,
     outcome_key,
     stale_check,
     stale_urls,
     whole_write,
 )
-from harvester.adapters.aws.state_table import TransactionFailed, batch_put, conflict_pause, created
+from harvester.adapters.aws.state_table import TransactionFailed, batch_put, conflict_pause
 from harvester.adapters.aws.state_table import n as _n
 from harvester.model import accounting
 from harvester.model.records import JobCounts, SitemapURL, body_of, url_key
@@ -112,11 +113,11 @@ class PageBatches:
         version: int,
         *,
         settles: str | None = None,
-        crawl_outcomes: int = 0,
+        crawl_outcomes: Sequence[str] = (),
     ) -> dict[str, Any]:
         """The states' write on the version read (``settles``: a settlement's tag; it names the outcome items
         the settlement wrote apart (``jo``), ``settled`` counts it for the moves of pointers that guard it, and
-        it adds to ``co`` the crawl outcome items it writes beside, ``crawl_outcomes`` of them: crawl_pointers)."""
+        it adds to ``co`` the crawl outcome items it wrote apart, by their names: crawl_pointers)."""
         body = {i: state for i, state in states.items() if i != MOVED}
         update: dict[str, Any] = {
             "TableName": self.table,
@@ -131,7 +132,8 @@ class PageBatches:
         }
         if settles is not None:
             update["UpdateExpression"] += f", settled = :next ADD co :co, {OUTCOME_NAMES} :jo"
-            update["ExpressionAttributeValues"][":co"] = {"SS": crawl_outcome_names(version + 1, crawl_outcomes)}
+            named = list(crawl_outcomes) or crawl_outcome_names(version + 1, 0, settles)
+            update["ExpressionAttributeValues"][":co"] = {"SS": named}
             update["ExpressionAttributeValues"][":jo"] = {"SS": [outcome_name(version + 1, settles)]}
         return {"Update": update}
 
@@ -329,7 +331,7 @@ class PageBatches:
                     continue  # (nothing of ours: the batch is read again by whatever comes next)
                 lines = list(finals.values())
                 parts = sized(lines, [len(line) for line in lines], len(lines))
-                crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site)
+                crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site, tag=tag)
                 size = len(items) + 1 + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
                 size += len(touched | crawled.touched)
                 if items and size > TRANSACTION_ITEMS:
@@ -337,7 +339,7 @@ class PageBatches:
                     break  # (the next round takes the rest)
                 held.append((batch, states))
                 applied.extend(mine)
-                crawl_outcomes = sum(1 for role, _ in crawled.roles if role == "outcome")
+                crawl_outcomes = [item["sk"]["S"].split("#O#")[1] for item in crawled.apart]
                 items.append(
                     self._state_update(job_id, bid, states, version, settles=tag, crawl_outcomes=crawl_outcomes)
                 )
@@ -346,6 +348,7 @@ class PageBatches:
                     apart.append(self.jobs.apart_item(job_id, outcome_sk(bid, version + 1, part, tag), as_lines(run)))
                 items += crawled.items
                 roles += crawled.roles
+                apart += crawled.apart
                 guarded += crawled.guarded
                 touched |= crawled.touched
             if not items:
@@ -366,6 +369,9 @@ class PageBatches:
                 failed = [roles[i] for i in exc.failed_conditions(len(roles))]
                 if not failed:
                     raise
+                if gone := [bid for role, bid in failed if role == "named"]:
+                    missing = f"crawl batch {gone[0]} of job {job_id} is not there to name its records"
+                    raise RuntimeError(missing) from exc
                 stale = stale_urls(failed)
                 settled.stale.extend(stale)
                 for url in stale:
@@ -392,7 +398,10 @@ class PageBatches:
         outcomes: Sequence[PageOutcome],
         *,
         site: str | None,
+        tag: str,
     ) -> Listing:
+        """The crawl records the settlement writes: its batch's, in crawl outcome items written apart (``apart``)
+        that an update of the crawl batch item names in the transaction; a moved page's, written whole."""
         site = self.jobs.site_of(job_id, site)
         ref = Ref(job_id, batch.bid)
         moved = set(batch.states.get(MOVED, []))
@@ -407,9 +416,13 @@ class PageBatches:
             else:
                 lines.append(f"{i}\t{body_of(o.crawl)}")
         crawled = Listing([])
-        for part, run in enumerate(sized(lines, [len(line) for line in lines], len(lines) or 1)):
-            crawled.items.append(self._crawl_item(outcome_key(site, ref, version, part), "\n".join(run)))
-            crawled.roles.append(("outcome", batch.bid))
+        runs = sized(lines, [len(line) for line in lines], len(lines) or 1) if lines else []
+        names = crawl_outcome_names(version, len(runs), tag) if runs else []
+        for name, run in zip(names, runs, strict=True):
+            crawled.apart.append({**outcome_key(site, ref, name), "body": stored_body("\n".join(run))})
+        if names:
+            crawled.items.append(naming(self.table, site, ref, names))
+            crawled.roles.append(("named", batch.bid))
         for o in whole:
             assert o.crawl is not None
             pointer = self.pointers.mover_base(site, o.crawl)
@@ -426,10 +439,6 @@ class PageBatches:
                 if pointer.sitemap:
                     crawled.touched.add(pointer.sitemap)
         return crawled
-
-    def _crawl_item(self, key: dict[str, Any], body: str) -> dict[str, Any]:
-        """A new item of a crawl batch (no ``expires_at``: the crawl database outlives jobs)."""
-        return created(self.table, {**key, "body": stored_body(body)})
 
     def _guards(self, job_id: str, guarded: Sequence[Any], *, site: str | None) -> list[tuple[dict[str, Any], str]]:
         """The guards of the pointers a settlement writes whole, for all its batches at once (two of its pages

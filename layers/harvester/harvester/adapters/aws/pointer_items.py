@@ -135,19 +135,49 @@ def crawl_batch_items(table: str, site: str, ref: Ref, lines: str) -> tuple[dict
     return item, created(table, {**batch_key(site, ref), APART: {"BOOL": True}})
 
 
-def outcome_key(site: str, ref: Ref, version: int, part: int) -> dict[str, Any]:
-    return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}#O#{version:06d}#{part}")}
+def outcome_key(site: str, ref: Ref, name: str) -> dict[str, Any]:
+    """The crawl outcome item of the batch ``ref`` a settlement wrote, by its name (``crawl_outcome_names``)."""
+    return {"pk": url_shard(site, ref.bid), "sk": _s(f"CB#{ref.job}#{ref.bid}#O#{name}")}
 
 
 #: The part ``co`` names for a settlement that wrote no crawl outcome item (``<version>#-``).
 NO_CRAWL_OUTCOME = "-"
 
 
-def crawl_outcome_names(version: int, parts: int) -> list[str]:
-    """What a settlement adds to its batch's states item's ``co``: ``<version>#<part>`` of each crawl outcome
-    item it writes (``outcome_key``), or ``<version>#-`` for none, so that a reader of the batch's records
-    reads them by key, and knows every settlement the states show (their pages' ``o``) is named."""
-    return [f"{version:06d}#{part}" for part in range(parts)] or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
+def crawl_outcome_names(version: int, parts: int, tag: str) -> list[str]:
+    """What a settlement adds to ``co``, on its batch's states item and on its crawl batch item:
+    ``<version>#<part>#<tag>`` of each crawl outcome item it writes (``outcome_key``; ``tag``: the settling
+    lease's), or ``<version>#-`` for none, so that a reader of the batch's records reads them by key, and
+    knows every settlement the states show (their pages' ``o``) is named. The items are written apart, just
+    before the settlement's transaction (a transactional write costs twice the write units): one no ``co``
+    names is a settlement's that did not commit (``counts``)."""
+    return [f"{version:06d}#{part}#{tag}" for part in range(parts)] or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
+
+
+def counts(sk: str, named: Iterable[str] | None) -> bool:
+    """Whether the crawl outcome item ``sk`` holds a settlement's records: written in its settlement's
+    transaction (no tag: an older version's), or named by ``co`` (``named``: the crawl batch item's)."""
+    name = sk.split("#O#")[1]
+    return name.count("#") < 2 or (named is not None and name in named)
+
+
+def naming(table: str, site: str, ref: Ref, names: Sequence[str]) -> dict[str, Any]:
+    """The update of a committed crawl batch item that names crawl outcome items (``co``) in their
+    settlement's transaction."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": batch_key(site, ref),
+            "UpdateExpression": "ADD co :co",
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": {":co": {"SS": list(names)}},
+        }
+    }
+
+
+def named_by(item: Mapping[str, Any] | None) -> frozenset[str] | None:
+    """The crawl outcome items a crawl batch item names (``co``), None when it names none."""
+    return frozenset(item["co"]["SS"]) if item is not None and "co" in item else None
 
 
 def job_states_key(ref: Ref) -> dict[str, Any]:
@@ -161,6 +191,8 @@ class CrawlBatch(Struct):
     ref: Ref
     lines: list[str] | None
     outcomes: dict[int, str] | None = None
+    #: The crawl outcome items its crawl batch item names (``co``; None: none).
+    named: frozenset[str] | None = None
     _positions: dict[str, int] | None = None
 
     @property
