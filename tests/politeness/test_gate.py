@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 import pytest
 
@@ -587,3 +588,43 @@ def test_a_single_request_books_its_turn_behind_the_page_bookings_rather_than_wa
 
     took = asyncio.run(scenario())
     assert took <= 0.1 + rules.book_ahead + rules.horizon
+
+
+def test_a_single_request_whose_gate_answers_slowly_takes_its_turn_rather_than_asking_again_and_again():
+    """The gate's answer takes longer than a turn may be missed by (LATE_MAX): a turn given for the moment
+    the gate was asked is missed by the time the answer is back. A missed turn is asked for again ahead by
+    about the answer's time (``Turns.lead``), so the request takes it: a few asks, not one after another
+    until its invocation ends (each a write of the host's item, keeping other workers' writes from landing)."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import waited_turn
+
+    answer = 0.08  # (seconds the gate's answer takes to come back: more than a step of the pace)
+
+    class FarGate(MemoryHostGate):
+        asked = 0
+
+        def acquire(self, *args: Any, **kwargs: Any) -> Grant:
+            self.asked += 1
+            grant = super().acquire(*args, **kwargs)
+            time.sleep(answer)
+            return grant
+
+        def arrive(self, *args: Any, **kwargs: Any) -> Any:
+            self.asked += 1
+            arrival = super().arrive(*args, **kwargs)
+            time.sleep(answer)
+            return arrival
+
+    gate = FarGate(GateRules(max_in_flight=8, horizon=1.0))
+    url = "http://example.com/sitemap.xml"
+
+    async def scenario() -> float:
+        async with asyncio.timeout(5.0), waited_turn(gate, url, 0.05) as turns:
+            return turns.starts[url]
+
+    started = time.time()
+    start = asyncio.run(scenario())
+    assert gate.asked <= 4, gate.asked
+    assert start - started <= 1.0

@@ -156,7 +156,15 @@ class HostReport(Struct):
 
 
 def admit(
-    state: HostState, token: str, want: int, *, spacing: float, now: float, rules: GateRules, rebook: bool = False
+    state: HostState,
+    token: str,
+    want: int,
+    *,
+    spacing: float,
+    now: float,
+    rules: GateRules,
+    rebook: bool = False,
+    lead: float = 0.0,
 ) -> Grant:
     """Grants start times to up to ``want`` requests, each ``spacing`` (or the slow-down) after the last one
     granted, within the horizon, and as many of the free slots as they can use: the grant's requests take
@@ -167,12 +175,13 @@ def admit(
     ``rebook``: requests of the grant ``token`` that missed their turns (their worker was busy) ask for new
     ones, keeping their slots: only the turn was missed. (Were the slot given back to ask again, a request
     the gate then had no turn for would leave its batch counting a slot the gate no longer does: one request
-    more than ``max_in_flight`` could reach the host.)"""
+    more than ``max_in_flight`` could reach the host.) Their new turns start ``lead`` from now at the soonest:
+    a turn granted for now would be missed again by the time the answer reached the worker."""
     _expire(state, now)
     held = state.grants.get(token)
     step = max(spacing, state.slowdown)
     if rebook and held is not None:
-        starts, start = _turns(state, want, step, now, rules)
+        starts, start = _turns(state, want, step, now, rules, lead=lead)
         if starts:
             state.next_start = start
             held[1] = now + rules.slot_seconds
@@ -292,9 +301,12 @@ def _grant(
     return Grant(token, tuple(starts), None if len(starts) == want else start, at=now, spread=step, slots=slots)
 
 
-def _turns(state: HostState, most: int, step: float, now: float, rules: GateRules) -> tuple[list[float], float]:
-    """Up to ``most`` start times ``step`` apart from the host's next, within the horizon; and the one after."""
-    start = max(now, state.next_start)
+def _turns(
+    state: HostState, most: int, step: float, now: float, rules: GateRules, *, lead: float = 0.0
+) -> tuple[list[float], float]:
+    """Up to ``most`` start times ``step`` apart from the host's next (``lead`` from now at the soonest),
+    within the horizon; and the one after."""
+    start = max(now + lead, state.next_start)
     starts: list[float] = []
     while len(starts) < most and start <= now + rules.horizon:
         starts.append(start)
@@ -331,12 +343,20 @@ class HostGate(Protocol):
     rules: GateRules
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
+        self,
+        host: str,
+        want: int,
+        *,
+        spacing: float,
+        now: float,
+        token: str | None = None,
+        rebook: bool = False,
+        lead: float = 0.0,
     ) -> Grant:
         """Start times (epoch seconds) for up to ``want`` requests to ``host``, at least ``spacing`` apart,
         and when the rest may ask again. Never raises for contention: it grants less. ``token``: add to
         that grant instead of making a new one; with ``rebook``, new turns for requests of that grant that
-        missed theirs, which keep their slots."""
+        missed theirs, which keep their slots, ``lead`` from ``now`` at the soonest."""
 
     def arrive(
         self,

@@ -19,11 +19,19 @@ class MemoryHostGate:
         self.hosts: dict[str, HostState] = {}
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
+        self,
+        host: str,
+        want: int,
+        *,
+        spacing: float,
+        now: float,
+        token: str | None = None,
+        rebook: bool = False,
+        lead: float = 0.0,
     ) -> Grant:
         state = self.hosts.setdefault(host, HostState())
         token = token or uuid.uuid4().hex
-        return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
+        return admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook, lead=lead)
 
     def arrive(
         self,

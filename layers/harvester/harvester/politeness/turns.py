@@ -54,6 +54,12 @@ class Turns(Struct):
     stopped: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: When the batch's last request to each host started: a page late for its turn starts a step after it.
     started: dict[str, float] = field(default_factory=dict)
+    #: How far ahead a missed turn is asked for again (``turn``): twice the gate's last answer time, doubled
+    #: at each turn missed since, up to half the horizon. A turn given for the moment the gate was asked is
+    #: missed by the time its answer is back (a turn is missed past LATE_MAX), and asked for again at once
+    #: it would be missed again: a request looping on the gate's item, its writes keeping other workers'
+    #: writes of the item from landing.
+    lead: float = 0.0
     _asking: dict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _ended: asyncio.Condition | None = None
 
@@ -114,7 +120,8 @@ class Turns(Struct):
                     return True
             elif now - start <= LATE_MAX or now <= grant.at + gate.rules.horizon:
                 return True  # (no pace kept: on time, or late in a slot of the grant, within its horizon)
-            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True)
+            again = gate.acquire(host, 1, spacing=spacing, now=now, token=grant.token, rebook=True, lead=self.lead)
+            self.lead = min(gate.rules.horizon / 2, max(2 * self.lead, 2 * (time.time() - now)))
             if again.starts:
                 self.starts[url] = again.starts[0]
                 # The gate was asked now: with no pace to keep, the grant's next pages go on in its slots

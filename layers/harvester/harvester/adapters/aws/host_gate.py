@@ -43,14 +43,22 @@ class DynamoHostGate:
         self._seen: dict[str, tuple[int, HostState]] = {}
 
     def acquire(
-        self, host: str, want: int, *, spacing: float, now: float, token: str | None = None, rebook: bool = False
+        self,
+        host: str,
+        want: int,
+        *,
+        spacing: float,
+        now: float,
+        token: str | None = None,
+        rebook: bool = False,
+        lead: float = 0.0,
     ) -> Grant:
         token = token or uuid.uuid4().hex
         fresh = False
         for _ in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
-            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook)
+            grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook, lead=lead)
             if not grant.starts:
                 if fresh or host not in self._seen:
                     return grant
