@@ -55,10 +55,10 @@ class Turns(Struct):
     #: When the batch's last request to each host started: a page late for its turn starts a step after it.
     started: dict[str, float] = field(default_factory=dict)
     #: How far ahead a missed turn is asked for again (``turn``): twice the gate's last answer time, doubled
-    #: at each turn missed since, up to half the horizon. A turn given for the moment the gate was asked is
-    #: missed by the time its answer is back (a turn is missed past LATE_MAX), and asked for again at once
-    #: it would be missed again: a request looping on the gate's item, its writes keeping other workers'
-    #: writes of the item from landing.
+    #: at each turn missed since, up to half the horizon, and halved at each turn taken. A turn given for the
+    #: moment the gate was asked is missed by the time its answer is back (a turn is missed past LATE_MAX),
+    #: and asked for again at once it would be missed again: a request looping on the gate's item, its
+    #: writes keeping other workers' writes from landing.
     lead: float = 0.0
     _asking: dict[str, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     _ended: asyncio.Condition | None = None
@@ -117,6 +117,7 @@ class Turns(Struct):
                 now = await self._paced_after(host, grant.spread)
                 if now <= _last_turn(grant, start) + LATE_MAX:
                     self.started[host] = now
+                    self.lead /= 2  # (taken: the next turn asked for again need not start as far ahead)
                     return True
             elif now - start <= LATE_MAX or now <= grant.at + gate.rules.horizon:
                 return True  # (no pace kept: on time, or late in a slot of the grant, within its horizon)
