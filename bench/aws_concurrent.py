@@ -23,7 +23,10 @@ What is counted: every request that reaches moto's server, booked to the functio
 bench/aws_cost.py's meter and prices (its docstring says how). Lambda's event source mapping is billed one
 ReceiveMessage per batch that returned messages and one DeleteMessageBatch per batch deleted; the empty
 receives of idle pollers and the harness's own calls are left out. Lambda compute is each invocation's
-measured duration times its function's MemorySize. Timeouts are invocations that ran past their function's
+measured duration times its function's MemorySize; the bench prints it again less the waits for this
+machine's CPUs, less the waits for moto's answers, and with those waits scaled to AWS's answer times
+(a model: tests/aws/poller.AWS_ANSWER_SECONDS, each invocation's requests overlapping as they did here).
+Timeouts are invocations that ran past their function's
 Timeout. WARC objects are counted in the bucket at the end (and those without their CDXJ index).
 
 ``--baseline REF`` runs the same measurement first against REF's engine, template and functions (a git
@@ -296,6 +299,7 @@ def _figures(**run: Any) -> dict[str, Any]:
     compute = per_function(lambda r: r.duration)
     uncontended = per_function(lambda r: r.duration - r.cpu_wait)
     unanswered = per_function(lambda r: r.duration - r.aws_wait)
+    modelled = per_function(lambda r: r.duration - r.aws_wait + r.aws_model_wait)
     timed_out = sum(1 for r in runs if r.duration > functions[r.function].timeout)
     dollars = priced(len(runs), sum(compute.values()) * pages / 1e6, lambda kind: units[kind])
     requests = sum(sum(ops.values()) for ops in by_function.values()) + len(runs) / pages
@@ -309,6 +313,8 @@ def _figures(**run: Any) -> dict[str, Any]:
         "compute_uncontended": sum(uncontended.values()),
         "compute_unanswered": sum(unanswered.values()),
         "compute_unanswered_by_function": unanswered,
+        "compute_modelled": sum(modelled.values()),
+        "dollars_modelled": (sum(dollars.values()) / pages * 1e6) - sum(compute.values()) + sum(modelled.values()),
         "by_function": by_function,
         "invocations": dict(invocations),
         "invocations_per_page": len(runs) / pages,
@@ -384,6 +390,11 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
         [f"{c.get('compute_unanswered', float('nan')):.2f}" for _, c in columns],
     )
     by_function("compute_unanswered_by_function", "  less the waits for AWS: ", ".2f")
+    line(
+        "Lambda compute with AWS's answer times (model: tests/aws/poller.AWS_ANSWER_SECONDS)",
+        [f"{c.get('compute_modelled', float('nan')):.2f}" for _, c in columns],
+    )
+    line("total with that compute (model)", [f"{c.get('dollars_modelled', float('nan')):.2f}" for _, c in columns])
     print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
         ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]

@@ -56,6 +56,7 @@ class ContainerRun:
     cpu: float = 0.0  # of ``duration``, the CPU seconds the container's process used
     peak_mib: float = 0.0  # the container's peak resident memory after the invocation
     aws_wait: float = 0.0  # of ``duration``, with an AWS request of the container in flight (poller.AwsWait)
+    aws_model_wait: float = 0.0  # ``aws_wait`` with AWS's answer times (poller.Invocation)
 
 
 @contextmanager

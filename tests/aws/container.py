@@ -98,6 +98,7 @@ def main(stack_json: str, function_logical_id: str, stop_file: str, log_file: st
                     "cpu": invocation.cpu,
                     "peak_mib": invocation.peak_mib,
                     "aws_wait": invocation.aws_wait,
+                    "aws_model_wait": invocation.aws_model_wait,
                     "records": len(invocation.message_ids),
                     "returned": len(invocation.returned_ids),
                     "error": invocation.traceback,

@@ -138,6 +138,9 @@ class Invocation:
     #: Of ``duration``, the seconds during which at least one AWS request of the handler's process was in
     #: flight (``AwsWait``; 0 where it is not installed): what the services' answers kept it waiting.
     aws_wait: float = 0.0
+    #: ``aws_wait`` as it would be with every request answered at AWS's speed (``AwsWait.answers``: scaled by
+    #: what its requests would take on AWS over what they took here).
+    aws_model_wait: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -145,17 +148,39 @@ class Invocation:
         return self.error is not None or self.timed_out or self.invalid_response is not None
 
 
+#: What an AWS request takes on AWS, in seconds, for the bench's model of compute at AWS's answer times
+#: (``AwsWait.modelled``): DynamoDB answers in single-digit milliseconds (its documentation's figure; a
+#: batch, query or transaction taken at twice to three times a single item's), S3 at its performance
+#: guide's first-byte latency of 100-200 ms (taken at its lower end for the small objects written here),
+#: SQS in tens of milliseconds. Assumptions, not measurements: the bench prints them as a model.
+AWS_ANSWER_SECONDS: dict[str, float] = {
+    "dynamodb": 0.008,
+    "dynamodb:BatchGetItem": 0.015,
+    "dynamodb:BatchWriteItem": 0.015,
+    "dynamodb:Query": 0.015,
+    "dynamodb:TransactGetItems": 0.015,
+    "dynamodb:TransactWriteItems": 0.025,
+    "s3": 0.1,
+    "sqs": 0.02,
+}
+
+
 class AwsWait:
     """The wall time during which at least one AWS request of this process is in flight (every botocore
     request, its retries included, from any thread): a handler's time that the services' latency makes,
     which on this machine is moto's, serving every request of every container one at a time. ``install``
-    hooks botocore; ``seconds()`` reads the running total."""
+    hooks botocore; ``seconds()`` reads the running total. ``answers()`` reads two more running sums over
+    the requests: the seconds each took here, and the seconds AWS_ANSWER_SECONDS says each takes on AWS (a
+    bench scales an invocation's wait by their ratio: the same requests, overlapping as they did, answered
+    at AWS's speed)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open = 0
         self._since = 0.0
         self._total = 0.0
+        self._took = 0.0
+        self._modelled = 0.0
 
     def install(self) -> None:
         from botocore.endpoint import Endpoint
@@ -163,30 +188,43 @@ class AwsWait:
         made = Endpoint.make_request
         wait = self
 
-        def make_request(endpoint: Any, *args: Any, **kwargs: Any) -> Any:
-            wait._enter()
+        def make_request(endpoint: Any, operation: Any, *args: Any, **kwargs: Any) -> Any:
+            asked = wait._enter()
             try:
-                return made(endpoint, *args, **kwargs)
+                return made(endpoint, operation, *args, **kwargs)
             finally:
-                wait._leave()
+                service = operation.service_model.endpoint_prefix
+                answer = AWS_ANSWER_SECONDS.get(f"{service}:{operation.name}", AWS_ANSWER_SECONDS.get(service, 0.0))
+                wait._leave(asked, answer)
 
         Endpoint.make_request = make_request  # type: ignore[method-assign]
 
-    def _enter(self) -> None:
+    def _enter(self) -> float:
         with self._lock:
+            now = time.monotonic()
             if self._open == 0:
-                self._since = time.monotonic()
+                self._since = now
             self._open += 1
+            return now
 
-    def _leave(self) -> None:
+    def _leave(self, asked: float = 0.0, answer: float = 0.0) -> None:
         with self._lock:
+            now = time.monotonic()
             self._open -= 1
             if self._open == 0:
-                self._total += time.monotonic() - self._since
+                self._total += now - self._since
+            if asked:
+                self._took += now - asked
+                self._modelled += answer
 
     def seconds(self) -> float:
         with self._lock:
             return self._total + (time.monotonic() - self._since if self._open else 0.0)
+
+    def answers(self) -> tuple[float, float]:
+        """The requests' seconds here and on AWS (AWS_ANSWER_SECONDS), summed over those answered so far."""
+        with self._lock:
+            return self._took, self._modelled
 
 
 #: This process's (installed by the containers of tests/aws/container.py).
@@ -478,9 +516,11 @@ class LambdaPoller:
         ids = tuple(m["MessageId"] for m in messages)
         invocation = Invocation(function_logical_id, str(uuid.uuid4()), ids)
         started, waited, used, answered = time.monotonic(), cpu_wait(), time.process_time(), AWS_WAIT.seconds()
+        took, modelled = AWS_WAIT.answers()
         try:
             handler = self.handler(function_logical_id)  # a cold start's init is not on the invoke's clock
             started, waited, used, answered = time.monotonic(), cpu_wait(), time.process_time(), AWS_WAIT.seconds()
+            took, modelled = AWS_WAIT.answers()
             context = FakeLambdaContext(function, invocation.request_id)
             with self.lambda_environment(function_logical_id):
                 invocation.result = handler(event, context)
@@ -492,6 +532,8 @@ class LambdaPoller:
         invocation.cpu_wait = min(invocation.duration, max(0.0, cpu_wait() - waited))
         invocation.cpu = time.process_time() - used
         invocation.aws_wait = min(invocation.duration, AWS_WAIT.seconds() - answered)
+        here, there = (now - then for now, then in zip(AWS_WAIT.answers(), (took, modelled), strict=True))
+        invocation.aws_model_wait = invocation.aws_wait * there / here if here > 0 else 0.0
         invocation.peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         invocation.started_at = started
         invocation.timed_out = invocation.error is None and invocation.duration > function.timeout

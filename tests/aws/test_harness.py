@@ -862,3 +862,31 @@ def test_the_wait_for_aws_counts_the_time_any_request_is_in_flight_once(monkeypa
     wait._enter()
     clock[0] = 110.5
     assert wait.seconds() == 3.5  # (in flight: counted up to now)
+
+
+def test_the_wait_for_aws_at_awss_answer_times_scales_the_requests_as_they_overlapped() -> None:
+    """bench/aws_concurrent.py models compute with AWS's answer times: the requests' times here and on AWS
+    (AWS_ANSWER_SECONDS) are summed by botocore operation, through the same hook as the wait, so an
+    invocation's wait can be scaled by their ratio. Two DynamoDB requests and one S3 request, through real
+    botocore clients against moto."""
+    import boto3
+    from botocore.endpoint import Endpoint
+    from moto import mock_aws
+
+    from tests.aws import poller as poller_module
+
+    wait = poller_module.AwsWait()
+    original = Endpoint.make_request
+    try:
+        with mock_aws():
+            wait.install()
+            dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+            dynamodb.list_tables()
+            dynamodb.list_tables()
+            boto3.client("s3", region_name="us-east-1").list_buckets()
+    finally:
+        Endpoint.make_request = original  # type: ignore[method-assign]
+    took, modelled = wait.answers()
+    answers = poller_module.AWS_ANSWER_SECONDS
+    assert modelled == pytest.approx(2 * answers["dynamodb"] + answers["s3"])
+    assert 0 < took <= wait.seconds() + 1e-9  # (no overlap here: the sum is the union)
