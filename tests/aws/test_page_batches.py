@@ -4,6 +4,7 @@ listing's pointers and its commit)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -400,3 +401,30 @@ def test_a_remainder_that_would_pass_an_items_size_stays_a_batch_of_its_own():
 def test_runs_of_full_batches_are_never_merged():
     assert [len(run) for run in batched(list(range(3)), [10] * 3, 1, PAGES_PER_MESSAGE)] == [1, 1, 1]
     assert [len(run) for run in batched(list(range(50)), [10] * 50, 25, PAGES_PER_MESSAGE)] == [25, 25]
+
+
+def test_a_settlements_outcome_items_count_only_under_the_name_its_committed_try_gave_them() -> None:
+    """Each transaction a settlement tries names its outcome items anew (``settlement_tag``): a try whose
+    transaction was cancelled (a stale crawl record held a page back) may have written more parts than the
+    try that committed; only the committed try's parts are folded, and an item of an older version written
+    inside its transaction (no tag) counts as it is."""
+    from harvester.adapters.aws.listed_batch import StoredBatch, outcome_sk, settlement_tag
+
+    first, second = settlement_tag(), settlement_tag()
+    assert first != second
+    batch = StoredBatch("b1", ["{}"] * 4)
+    batch.add_outcomes('1\t{"try":"first"}\n2\t{"try":"first"}', outcome_sk("b1", 3, 0, first))
+    batch.add_outcomes('3\t{"try":"first, its second part"}', outcome_sk("b1", 3, 1, first))
+    batch.add_outcomes('1\t{"try":"second"}', outcome_sk("b1", 3, 0, second))
+    batch.add_outcomes('0\t{"try":"older version"}', "BATCH#b1#O#000002#0")
+    state = {"s": "completed", "o": 3}
+    batch.read_states(
+        {
+            "body": {"S": json.dumps({"0": {**state, "o": 2}, "1": state})},
+            "version": {"N": "4"},
+            "jo": {"SS": [f"000003#{second}"]},
+        }
+    )
+    batch.fold_outcomes()
+    assert batch.outcomes == {"0": '{"try":"older version"}', "1": '{"try":"second"}'}
+    assert batch.read == {2, 3}

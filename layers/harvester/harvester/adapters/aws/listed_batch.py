@@ -6,7 +6,7 @@ Layout (``pk`` ``JOB#<id>``; the job's other items are job_items.py's):
   alone just before the listing's transaction (a transactional write costs twice the write units), so that
   a listing that did not commit can leave it behind: it is read only beside its states item;
 * ``BATCH#<bid>#O#<version>#<part>#<tag>``: the final records of the pages a settlement settled, by
-  position in the batch (a part per 256 KB); ``tag`` is the settling lease's (``settlement_tag``). Written
+  position in the batch (a part per 256 KB); ``tag`` is the settlement's (``settlement_tag``). Written
   apart, just before the settlement's transaction (a transactional write costs twice the write units), so
   that a settlement that did not commit (it lost its states' version to another writer, or died) can leave
   them behind: they count only when the states item names them (``jo``), and expire with the job. (Items
@@ -23,6 +23,7 @@ a batch sort together (records, outcomes, states), so a reading of the job folds
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -56,10 +57,11 @@ def outcome_sk(bid: str, version: int, part: int, tag: str) -> str:
 OUTCOME_NAMES = "jo"
 
 
-def settlement_tag(lease: Lease) -> str:
-    """What a settlement by ``lease`` adds to its outcome items' names: two settlements of one version (the
-    loser's written apart, not counted) write items of their own."""
-    return lease.token[:12]
+def settlement_tag() -> str:
+    """What a settlement's try adds to its outcome items' names, new for each transaction it tries: two
+    settlements of one version (the loser's written apart, not counted), or a try whose transaction was
+    cancelled and the next one (fewer parts, its stale pages held back), write items of their own."""
+    return uuid.uuid4().hex[:12]
 
 
 def outcome_name(version: int, tag: str) -> str:

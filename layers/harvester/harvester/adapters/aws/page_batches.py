@@ -7,10 +7,10 @@ message), so each of those writes is one item's for the whole batch, not one a p
 A claim reads the pages' pointers (crawl_pointers.py: eventually consistent first, see ``_place``) and their
 batches, then writes each batch's states once; the settlement and the retries that follow write on the
 version the claim left (``_held``), reading it again only when another worker moved it. A settlement writes
-its pages' outcome item apart (named by the settling lease: listed_batch.py), then its pages' states naming
-it, with their crawl records in an item of the crawl batch, except those of pages another writer moved
-meanwhile (their batch's moved list): written whole on their pointer, on the version their record was
-computed from.
+its pages' outcome item and their crawl records' item apart (under names of its own: listed_batch.py,
+crawl_pointers.py), then one transaction: its pages' states naming both, the crawl batch naming the second,
+and the records of pages another writer moved meanwhile (their batch's moved list), written whole on their
+pointer, on the version their record was computed from.
 """
 
 from __future__ import annotations
@@ -283,10 +283,9 @@ class PageBatches:
     def finish_pages(
         self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None
     ) -> Settled:
-        """Each batch's settled pages: an outcome item written apart, then its states naming it, in one
-        transaction with the pages' crawl records and a counter shard (a settlement of several batches: one
-        transaction for them all while it holds them)."""
-        tag = settlement_tag(lease)
+        """Each batch's settled pages: an outcome item and a crawl outcome item written apart, then one
+        transaction of its states naming them, its crawl batch naming the second and a counter shard (a
+        settlement of several batches: one transaction for them all while it holds them)."""
         first: dict[str, PageOutcome] = {}
         for outcome in outcomes:
             if outcome.record.status.final:
@@ -303,6 +302,7 @@ class PageBatches:
             items: list[dict[str, Any]] = []
             roles: list[tuple[str, str]] = []
             apart: list[dict[str, Any]] = []
+            tag = settlement_tag()
             applied: list[PageOutcome] = []
             held: list[tuple[StoredBatch, dict[str, dict[str, Any]]]] = []
             guarded: list[Any] = []

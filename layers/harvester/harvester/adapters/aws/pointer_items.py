@@ -146,11 +146,11 @@ NO_CRAWL_OUTCOME = "-"
 
 def crawl_outcome_names(version: int, parts: int, tag: str) -> list[str]:
     """What a settlement adds to ``co``, on its batch's states item and on its crawl batch item:
-    ``<version>#<part>#<tag>`` of each crawl outcome item it writes (``outcome_key``; ``tag``: the settling
-    lease's), or ``<version>#-`` for none, so that a reader of the batch's records reads them by key, and
-    knows every settlement the states show (their pages' ``o``) is named. The items are written apart, just
-    before the settlement's transaction (a transactional write costs twice the write units): one no ``co``
-    names is a settlement's that did not commit (``counts``)."""
+    ``<version>#<part>#<tag>`` of each crawl outcome item it writes (``outcome_key``; ``tag``: its try's,
+    listed_batch.settlement_tag), or ``<version>#-`` for none, so that a reader of the batch's records reads
+    them by key, and knows every settlement the states show (their pages' ``o``) is named. The items are
+    written apart, just before the settlement's transaction (a transactional write costs twice the write
+    units): one no ``co`` names is a settlement's that did not commit (``counts``)."""
     return [f"{version:06d}#{part}#{tag}" for part in range(parts)] or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
 
 
