@@ -149,7 +149,7 @@ class Invocation:
 
 
 #: What an AWS request takes on AWS, in seconds, for the bench's model of compute at AWS's answer times
-#: (``AwsWait.modelled``): DynamoDB answers in single-digit milliseconds (its documentation's figure; a
+#: (``AwsWait.answers``): DynamoDB answers in single-digit milliseconds (its documentation's figure; a
 #: batch, query or transaction taken at twice to three times a single item's), S3 at its performance
 #: guide's first-byte latency of 100-200 ms (taken at its lower end for the small objects written here),
 #: SQS in tens of milliseconds. Assumptions, not measurements: the bench prints them as a model.

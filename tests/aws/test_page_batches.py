@@ -408,21 +408,22 @@ def test_a_settlements_outcome_items_count_only_under_the_name_its_committed_try
     transaction was cancelled (a stale crawl record held a page back) may have written more parts than the
     try that committed; only the committed try's parts are folded, and an item of an older version written
     inside its transaction (no tag) counts as it is."""
-    from harvester.adapters.aws.listed_batch import StoredBatch, outcome_sk, settlement_tag
+    from harvester.adapters.aws.listed_batch import StoredBatch, outcome_sk, settlement_names, settlement_tag
 
     first, second = settlement_tag(), settlement_tag()
     assert first != second
+    tried, committed = settlement_names(3, 2, first), settlement_names(3, 1, second)
     batch = StoredBatch("b1", ["{}"] * 4)
-    batch.add_outcomes('1\t{"try":"first"}\n2\t{"try":"first"}', outcome_sk("b1", 3, 0, first))
-    batch.add_outcomes('3\t{"try":"first, its second part"}', outcome_sk("b1", 3, 1, first))
-    batch.add_outcomes('1\t{"try":"second"}', outcome_sk("b1", 3, 0, second))
+    batch.add_outcomes('1\t{"try":"first"}\n2\t{"try":"first"}', outcome_sk("b1", tried[0]))
+    batch.add_outcomes('3\t{"try":"first, its second part"}', outcome_sk("b1", tried[1]))
+    batch.add_outcomes('1\t{"try":"second"}', outcome_sk("b1", committed[0]))
     batch.add_outcomes('0\t{"try":"older version"}', "BATCH#b1#O#000002#0")
     state = {"s": "completed", "o": 3}
     batch.read_states(
         {
             "body": {"S": json.dumps({"0": {**state, "o": 2}, "1": state})},
             "version": {"N": "4"},
-            "jo": {"SS": [f"000003#{second}"]},
+            "jo": {"SS": committed},
         }
     )
     batch.fold_outcomes()

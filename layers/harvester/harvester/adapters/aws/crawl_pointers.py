@@ -20,7 +20,7 @@ job's batch items but in the site's partitions (no TTL: the crawl database outli
   states item of the batch and on the crawl batch item, so that a reader of many batches reads their
   outcomes by key, a hundred at a time (a query of each batch's otherwise: its job gone, or a settlement its
   pages' states show that ``co`` does not name), and an item no ``co`` names (its settlement lost a race or
-  died) is never read as the batch's (``pointer_items.counts``); it goes when the batch is collected.
+  died) is never read as the batch's (``listed_batch.counts``); it goes when the batch is collected.
 
 A URL's record is read from its pointer: the batch ``cur`` when committed, else ``prev`` (a listing between
 its pointer's write and its transaction, or one that died there, is not seen), else ``body``; in that batch,
@@ -59,7 +59,7 @@ import orjson
 
 from harvester.adapters.aws.crawl_parts import PartItems
 from harvester.adapters.aws.item_body import body_text
-from harvester.adapters.aws.listed_batch import settlements
+from harvester.adapters.aws.listed_batch import counts, settlements
 from harvester.adapters.aws.pointer_items import (
     APART,
     LINES,
@@ -68,7 +68,6 @@ from harvester.adapters.aws.pointer_items import (
     Pointer,
     Ref,
     batch_key,
-    counts,
     final_state,
     job_states_key,
     lines_key,
@@ -488,8 +487,9 @@ def _batch_records(items: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
     if committed is None or (APART in committed and apart is None):  # (lines gone: collected as they were read)
         return
     outcomes: dict[int, str] = {}
+    named = named_by(committed)
     for item in settled:  # (in the order of their versions: the last one wins)
-        if counts(item["sk"]["S"], named_by(committed)):
+        if counts(item["sk"]["S"], named):
             _add_outcomes(outcomes, item)
     lines = lines_of(committed, apart)
     for i, line in enumerate(lines or ()):

@@ -6,14 +6,14 @@ Layout (``pk`` ``JOB#<id>``; the job's other items are job_items.py's):
   alone just before the listing's transaction (a transactional write costs twice the write units), so that
   a listing that did not commit can leave it behind: it is read only beside its states item;
 * ``BATCH#<bid>#O#<version>#<part>#<tag>``: the final records of the pages a settlement settled, by
-  position in the batch (a part per 256 KB); ``tag`` is the settlement's (``settlement_tag``). Written
-  apart, just before the settlement's transaction (a transactional write costs twice the write units), so
-  that a settlement that did not commit (it lost its states' version to another writer, or died) can leave
-  them behind: they count only when the states item names them (``jo``), and expire with the job. (Items
-  without a tag were written inside the transaction, and count as they are.)
+  position in the batch (a part per 256 KB), named as ``settlement_names`` says. Written apart, just before
+  the settlement's transaction (a transactional write costs twice the write units), so that a settlement
+  that did not commit (it lost its states' version to another writer, or died) can leave them behind: they
+  count only when the states item names them (``jo``: ``counts``), and expire with the job. (Items without a
+  tag were written inside the transaction, and count as they are.)
 * ``BATCH#<bid>#S``: the pages' states since listing (status, attempts, retries, error, lease), by
   position, with the item's ``version``, ``settled`` (the version of its last settlement), ``jo`` (the
-  settlements' outcome items, ``<version>#<tag>``) and ``co`` (the crawl outcome items its settlements
+  settlements' outcome items, by name) and ``co`` (the crawl outcome items its settlements
   wrote: crawl_pointers.py); the listing's transaction writes it, so it is what says the batch was committed.
 
 A page's record is its outcome when it has one, else its listed record with its state applied. The items of
@@ -49,11 +49,12 @@ def state_sk(bid: str) -> str:
     return f"BATCH#{bid}#S"
 
 
-def outcome_sk(bid: str, version: int, part: int, tag: str) -> str:
-    return f"BATCH#{bid}#O#{version:06d}#{part}#{tag}"
+def outcome_sk(bid: str, name: str) -> str:
+    """A settlement's outcome item of the batch, by its name (``settlement_names``)."""
+    return f"BATCH#{bid}#O#{name}"
 
 
-#: The states item's attribute naming its settlements' outcome items (``outcome_name``).
+#: The states item's attribute naming its settlements' outcome items (``settlement_names``).
 OUTCOME_NAMES = "jo"
 
 
@@ -64,9 +65,18 @@ def settlement_tag() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def outcome_name(version: int, tag: str) -> str:
-    """How the states item names a settlement's outcome items (``jo``)."""
-    return f"{version:06d}#{tag}"
+def settlement_names(version: int, parts: int, tag: str) -> list[str]:
+    """The names of the outcome items a settlement's try writes, job and crawl alike: ``<version>#<part>#<tag>``
+    (``tag``: ``settlement_tag``), what the transaction that commits them names (``jo``, ``co``)."""
+    return [f"{version:06d}#{part}#{tag}" for part in range(parts)]
+
+
+def counts(sk: str, named: Iterable[str] | None) -> bool:
+    """Whether the outcome item ``sk`` (``...#O#<name>``, a job's or a crawl batch's) holds a settlement's
+    records: written in its settlement's transaction (no tag: an older version's), or named by the
+    transaction that committed it (``named``)."""
+    name = sk.split("#O#")[1]
+    return name.count("#") < 2 or (named is not None and name in named)
 
 
 #: The most bytes of packed records one item holds, before deflate (an item holds 400 KB): a batch of pages
@@ -177,8 +187,8 @@ class StoredBatch(Struct):
         return listed if state is None else applied(listed, state)
 
     def add_outcomes(self, text: str, sk: str) -> None:
-        """An outcome item read (``sk``: its sort key, ``BATCH#<bid>#O#<version>#<part>[#<tag>]``), folded
-        once the states item beside it is (``fold_outcomes``)."""
+        """An outcome item read (``sk``: its sort key, ``outcome_sk``), folded once the states item beside it
+        is (``fold_outcomes``)."""
         self.found[sk] = text
 
     def read_states(self, item: Mapping[str, Any]) -> None:
@@ -191,11 +201,9 @@ class StoredBatch(Struct):
         their versions (a page's last settlement wins); the others were written by settlements that did not
         commit."""
         for sk in sorted(self.found):
-            version, _, rest = sk.split("#O#")[1].partition("#")
-            tag = rest.partition("#")[2]
-            if tag and f"{version}#{tag}" not in self.named:
+            if not counts(sk, self.named):
                 continue
-            self.read.add(int(version))
+            self.read.add(int(sk.split("#O#")[1].partition("#")[0]))
             for line in self.found[sk].split("\n"):
                 i, _, body = line.partition("\t")
                 self.outcomes[i] = body

@@ -32,8 +32,8 @@ from harvester.adapters.aws.listed_batch import (
     StoredBatch,
     as_lines,
     holds,
-    outcome_name,
     outcome_sk,
+    settlement_names,
     settlement_tag,
     sized,
     state_of,
@@ -112,12 +112,12 @@ class PageBatches:
         states: Mapping[str, Any],
         version: int,
         *,
-        settles: str | None = None,
+        settles: Sequence[str] | None = None,
         crawl_outcomes: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """The states' write on the version read (``settles``: a settlement's tag; it names the outcome items
-        the settlement wrote apart (``jo``), ``settled`` counts it for the moves of pointers that guard it, and
-        it adds to ``co`` the crawl outcome items it wrote apart, by their names: crawl_pointers)."""
+        """The states' write on the version read (``settles``: a settlement's, the names of the outcome items
+        it wrote apart, which it adds to ``jo``; ``settled`` counts it for the moves of pointers that guard
+        it, and it adds ``crawl_outcomes`` to ``co``: crawl_pointers)."""
         body = {i: state for i, state in states.items() if i != MOVED}
         update: dict[str, Any] = {
             "TableName": self.table,
@@ -132,9 +132,8 @@ class PageBatches:
         }
         if settles is not None:
             update["UpdateExpression"] += f", settled = :next ADD co :co, {OUTCOME_NAMES} :jo"
-            named = list(crawl_outcomes) or crawl_outcome_names(version + 1, 0, settles)
-            update["ExpressionAttributeValues"][":co"] = {"SS": named}
-            update["ExpressionAttributeValues"][":jo"] = {"SS": [outcome_name(version + 1, settles)]}
+            update["ExpressionAttributeValues"][":co"] = {"SS": list(crawl_outcomes)}
+            update["ExpressionAttributeValues"][":jo"] = {"SS": list(settles)}
         return {"Update": update}
 
     def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, StoredBatch]]:
@@ -331,7 +330,9 @@ class PageBatches:
                     continue  # (nothing of ours: the batch is read again by whatever comes next)
                 lines = list(finals.values())
                 parts = sized(lines, [len(line) for line in lines], len(lines))
-                crawled = self._settle_crawl(job_id, batch, version + 1, placed, mine, site=site, tag=tag)
+                crawled, crawl_outcomes = self._settle_crawl(
+                    job_id, batch, version + 1, placed, mine, site=site, tag=tag
+                )
                 size = len(items) + 1 + len(crawled.items) + len(guarded) + len(crawled.guarded) + 1
                 size += len(touched | crawled.touched)
                 if items and size > TRANSACTION_ITEMS:
@@ -339,13 +340,13 @@ class PageBatches:
                     break  # (the next round takes the rest)
                 held.append((batch, states))
                 applied.extend(mine)
-                crawl_outcomes = [item["sk"]["S"].split("#O#")[1] for item in crawled.apart]
+                names = settlement_names(version + 1, len(parts), tag)
                 items.append(
-                    self._state_update(job_id, bid, states, version, settles=tag, crawl_outcomes=crawl_outcomes)
+                    self._state_update(job_id, bid, states, version, settles=names, crawl_outcomes=crawl_outcomes)
                 )
                 roles.append(("state", bid))
-                for part, run in enumerate(parts):
-                    apart.append(self.jobs.apart_item(job_id, outcome_sk(bid, version + 1, part, tag), as_lines(run)))
+                for name, run in zip(names, parts, strict=True):
+                    apart.append(self.jobs.apart_item(job_id, outcome_sk(bid, name), as_lines(run)))
                 items += crawled.items
                 roles += crawled.roles
                 apart += crawled.apart
@@ -399,9 +400,10 @@ class PageBatches:
         *,
         site: str | None,
         tag: str,
-    ) -> Listing:
+    ) -> tuple[Listing, list[str]]:
         """The crawl records the settlement writes: its batch's, in crawl outcome items written apart (``apart``)
-        that an update of the crawl batch item names in the transaction; a moved page's, written whole."""
+        that an update of the crawl batch item names in the transaction; a moved page's, written whole. With
+        what ``co`` is to name (``crawl_outcome_names``)."""
         site = self.jobs.site_of(job_id, site)
         ref = Ref(job_id, batch.bid)
         moved = set(batch.states.get(MOVED, []))
@@ -416,11 +418,11 @@ class PageBatches:
             else:
                 lines.append(f"{i}\t{body_of(o.crawl)}")
         crawled = Listing([])
-        runs = sized(lines, [len(line) for line in lines], len(lines) or 1) if lines else []
-        names = crawl_outcome_names(version, len(runs), tag) if runs else []
-        for name, run in zip(names, runs, strict=True):
-            crawled.apart.append({**outcome_key(site, ref, name), "body": stored_body("\n".join(run))})
-        if names:
+        runs = sized(lines, [len(line) for line in lines], len(lines))
+        names = crawl_outcome_names(version, len(runs), tag)
+        if runs:
+            for name, run in zip(names, runs, strict=True):
+                crawled.apart.append({**outcome_key(site, ref, name), "body": stored_body("\n".join(run))})
             crawled.items.append(naming(self.table, site, ref, names))
             crawled.roles.append(("named", batch.bid))
         for o in whole:
@@ -438,7 +440,7 @@ class PageBatches:
                 crawled.guarded.append(pointer)
                 if pointer.sitemap:
                     crawled.touched.add(pointer.sitemap)
-        return crawled
+        return crawled, names
 
     def _guards(self, job_id: str, guarded: Sequence[Any], *, site: str | None) -> list[tuple[dict[str, Any], str]]:
         """The guards of the pointers a settlement writes whole, for all its batches at once (two of its pages

@@ -12,6 +12,7 @@ import orjson
 from msgspec import Struct
 
 from harvester.adapters.aws.item_body import body_text, stored_body
+from harvester.adapters.aws.listed_batch import settlement_names
 from harvester.adapters.aws.state_table import created, versioned_put
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
@@ -146,19 +147,12 @@ NO_CRAWL_OUTCOME = "-"
 
 def crawl_outcome_names(version: int, parts: int, tag: str) -> list[str]:
     """What a settlement adds to ``co``, on its batch's states item and on its crawl batch item:
-    ``<version>#<part>#<tag>`` of each crawl outcome item it writes (``outcome_key``; ``tag``: its try's,
-    listed_batch.settlement_tag), or ``<version>#-`` for none, so that a reader of the batch's records reads
+    the name of each crawl outcome item it writes (``outcome_key``; listed_batch.settlement_names), or
+    ``<version>#-`` for none, so that a reader of the batch's records reads
     them by key, and knows every settlement the states show (their pages' ``o``) is named. The items are
     written apart, just before the settlement's transaction (a transactional write costs twice the write
-    units): one no ``co`` names is a settlement's that did not commit (``counts``)."""
-    return [f"{version:06d}#{part}#{tag}" for part in range(parts)] or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
-
-
-def counts(sk: str, named: Iterable[str] | None) -> bool:
-    """Whether the crawl outcome item ``sk`` holds a settlement's records: written in its settlement's
-    transaction (no tag: an older version's), or named by ``co`` (``named``: the crawl batch item's)."""
-    name = sk.split("#O#")[1]
-    return name.count("#") < 2 or (named is not None and name in named)
+    units): one no ``co`` names is a settlement's that did not commit (listed_batch.counts)."""
+    return settlement_names(version, parts, tag) or [f"{version:06d}#{NO_CRAWL_OUTCOME}"]
 
 
 def naming(table: str, site: str, ref: Ref, names: Sequence[str]) -> dict[str, Any]:
