@@ -82,11 +82,13 @@ def test_status_shows_the_jobs_pace_and_time_left_while_it_runs_and_its_pace_onc
     assert pace["seconds_left"] == pytest.approx((total - done) / pace["pages_per_second"], abs=1.0)
     # The text is Pace's wording of the same figures (made before they were rounded for the JSON: its time
     # left may differ from the rounded figures' by a second).
-    # (elapsed likewise: rounded for the JSON, it may cross a whole second the text rounded down)
+    # (elapsed likewise: rounded for the JSON, it may cross a whole second the text rounded down; and the rate,
+    # rounded to 0.001 in the JSON, may cross the 0.05 the text rounds at: 9.74996 is "9.7/s", 9.750 "9.8/s")
     wordings = {
-        " · ".join(Pace(pace["pages_per_second"], pace["elapsed_seconds"] + shift, left).parts())
+        " · ".join(Pace(pace["pages_per_second"] + nudge, pace["elapsed_seconds"] + shift, left).parts())
         for left in (pace["seconds_left"] - 1, pace["seconds_left"], pace["seconds_left"] + 1)
         for shift in (-0.5, 0.0, 0.5)
+        for nudge in (-0.0005, 0.0, 0.0005)
     }
     assert pace["text"] in wordings
     assert "/s · " in pace["text"] and pace["text"].endswith(" left")

@@ -3,6 +3,7 @@ handed out, discovery before pages, rank order within a host, and news (a send, 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,26 @@ def test_a_batch_whose_requests_are_over_frees_its_slots_before_it_is_done(queue
     assert dispatcher.take_batch(4) == [] and dispatcher.busy["j"] == 4
     dispatcher.done(second[0])
     assert len(dispatcher.take_batch(4)) == 1
+
+
+@pytest.mark.parametrize("waiting", ["wait", "wait_idle"])
+def test_a_wait_cancelled_in_the_loop_turn_its_news_came_in_is_cancelled(queue, waiting):
+    # Ctrl-C: asyncio.run cancels the run's main task, which may be in wait_idle just as a worker's last
+    # message is done. The cancellation must reach the run (3.11's wait_for returned normally and the crawl
+    # went on to its end, the interrupt lost).
+    queue.push(pages("a.example", 1))
+    dispatcher = Dispatcher(queue, ["j"], per_host=8)
+    taken = dispatcher.take()
+
+    async def run() -> str:
+        waiter = asyncio.create_task(getattr(dispatcher, waiting)(10.0))
+        await asyncio.sleep(0.01)  # (the waiter is waiting)
+        dispatcher.done(taken)  # the news, and the cancel in the same turn
+        waiter.cancel()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "returned"
+
+    assert asyncio.run(run()) == "cancelled"

@@ -212,7 +212,8 @@ class Turns(Struct):
 
                 wait = most if until is None else min(most, until - time.time())
                 try:
-                    await asyncio.wait_for(self._ended.wait_for(news), max(0.0, wait))
+                    async with asyncio.timeout(max(0.0, wait)):
+                        await self._ended.wait_for(news)
                 except TimeoutError:
                     return False
                 if PATIENCE.out_of_time() or (until is not None and time.time() >= until):

@@ -140,13 +140,15 @@ class Dispatcher:
         now = time.time()
         due = min((at for at in self.look_at.values() if now < at < float("inf")), default=now + timeout)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), min(timeout, due - now))
+            async with asyncio.timeout(min(timeout, due - now)):
+                await self.changed.wait()
 
     async def wait_idle(self, timeout: float) -> None:
         """Until a job has no message in flight any more (its last one done since the last call), or
         ``timeout`` passes: when the run looks again whether a job ended or stalled."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
         self._idle.clear()
 
     def forget(self, job_id: str) -> None:
