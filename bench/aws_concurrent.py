@@ -314,6 +314,7 @@ def _figures(**run: Any) -> dict[str, Any]:
         "compute_unanswered": sum(unanswered.values()),
         "compute_unanswered_by_function": unanswered,
         "compute_modelled": sum(modelled.values()),
+        "compute_modelled_by_function": modelled,
         "dollars_modelled": (sum(dollars.values()) / pages * 1e6) - sum(compute.values()) + sum(modelled.values()),
         "by_function": by_function,
         "invocations": dict(invocations),
@@ -394,6 +395,7 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
         "Lambda compute with AWS's answer times (model: tests/aws/poller.AWS_ANSWER_SECONDS)",
         [f"{c.get('compute_modelled', float('nan')):.2f}" for _, c in columns],
     )
+    by_function("compute_modelled_by_function", "  model: ", ".2f")
     line("total with that compute (model)", [f"{c.get('dollars_modelled', float('nan')):.2f}" for _, c in columns])
     print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):

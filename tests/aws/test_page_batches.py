@@ -384,12 +384,24 @@ def test_a_sitemap_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapt
 
 @pytest.mark.parametrize(
     ("count", "expected"),
-    [(0, []), (10, [10]), (49, [49]), (50, [50]), (51, [49, 2]), (97, [49, 48]), (99, [49, 50]), (148, [49, 49, 50])],
+    [
+        (0, []),
+        (10, [10]),
+        (49, [49]),
+        (50, [50]),
+        (51, [26, 25]),
+        (59, [30, 29]),
+        (97, [49, 48]),
+        (99, [50, 49]),
+        (148, [50, 49, 49]),
+        (196, [49, 49, 49, 49]),
+    ],
 )
-def test_a_listing_is_cut_in_batches_and_a_remainder_that_fits_a_page_message_goes_with_the_last(count, expected):
-    """A batch's pages travel in page messages of PAGES_PER_MESSAGE (50) at most: a remainder joins the batch
-    before it when the two still travel as one (a batch of a page or two costs its fetches a claim, a
-    settlement and an archive object, as a full one does), never to make a batch that two messages settle."""
+def test_a_listing_is_cut_in_even_batches_and_a_remainder_that_fits_a_page_message_is_shared_out(count, expected):
+    """A batch's pages travel in a page message of their own, of PAGES_PER_MESSAGE (50) at most: batches as
+    even as they can be (a batch of a few pages costs its fetches a claim, a settlement and an archive object,
+    as a full one does), a remainder shared out when the runs still fit a message, never a batch that two
+    messages settle."""
     assert [len(run) for run in batched(list(range(count)), [10] * count, 49, PAGES_PER_MESSAGE)] == expected
 
 

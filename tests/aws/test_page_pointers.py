@@ -485,11 +485,12 @@ def test_a_failed_guard_reports_every_url_it_guards(aws: AwsAdapters, monkeypatc
 
 
 def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_halves(aws: AwsAdapters) -> None:
-    """Sixty URLs each listed by a sitemap of its own in a job still fetching them, then all listed by one
-    sitemap of another job: a chunk of 49 would move 49 open pages' batches and 49 other sitemaps' epochs, past
-    DynamoDB's 100 items a transaction. It is halved before anything is written, and every URL is listed."""
+    """Ninety-eight URLs each listed by a sitemap of its own in a job still fetching them, then all listed by
+    one sitemap of another job: a chunk of 49 would move 49 open pages' batches and 49 other sitemaps' epochs,
+    past DynamoDB's 100 items a transaction. It is halved before anything is written, and every URL is
+    listed."""
     c = Container(aws)
-    ns = list(range(60))
+    ns = list(range(98))
     new_job(c, "job-1")
     c.store.add_sitemaps(
         "job-1", [SitemapRecord(url=sitemap_url(n + 2), origin=SitemapOrigin.INDEX, depth=1) for n in ns]
@@ -504,7 +505,7 @@ def test_a_chunk_whose_pointers_name_too_many_batches_and_sitemaps_is_listed_in_
     new_job(c, "job-2")
     assert sorted(list_pages(c, "job-2", ns)) == sorted(url(n) for n in ns)
     batches = {r.cur.bid for r in c.crawldb.pointers.read(SITE, [url(n) for n in ns]).values() if r.cur}
-    assert len(batches) == 3  # (24 and 25 of the first chunk of 49, and the 11 left)
+    assert len(batches) == 4  # (each chunk of 49 halved: 24 and 25, twice)
     assert {r.last_listed_job for r in Container(aws).crawldb.get_urls(SITE, [url(n) for n in ns]).values()} == {
         "job-2"
     }

@@ -28,7 +28,7 @@ from tests.aws.deployed import DeployedStack
 
 PAGES = 700
 STEP = 200
-BATCH = 49  # (a listed batch on AWS: page_listing.PageListing.record_batch)
+BATCH = 49  # (a listed batch on AWS: page_listing.PageListing.record_batch; a window of one here)
 
 
 def adapters_of(stack: DeployedStack) -> AwsAdapters:
@@ -36,10 +36,11 @@ def adapters_of(stack: DeployedStack) -> AwsAdapters:
 
 
 def lower_steps(stack: DeployedStack) -> None:
-    """Every function's step lowered (the template gives them one environment: a container the harness plays
-    builds its engine once for all of them)."""
+    """Every function's step lowered, and the listing's window to one batch (its default is four: a step
+    ends after the window that reaches its URLs, and the steps here count in batches) (the template gives
+    them one environment: a container the harness plays builds its engine once for all of them)."""
     for function in stack.sqs_functions:
-        function.environment.update(HARVEST_SITEMAP_STEP_URLS=str(STEP))
+        function.environment.update(HARVEST_SITEMAP_STEP_URLS=str(STEP), HARVEST_RECORD_BATCH=str(BATCH))
 
 
 @contextmanager

@@ -16,7 +16,6 @@ from harvester.fetch import Fetcher, FetchPolicy, parse_networks
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin, SitemapTask
 from harvester.model.records import SitemapRecord, SitemapStatus
 from harvester.patience import Busy
-from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.settings import EngineSettings
 
 POLICY = FetchPolicy(allow_networks=parse_networks(["127.0.0.0/8"]))
@@ -86,16 +85,6 @@ class SendingQueue:
         self.pushes.append([m for m in messages if isinstance(m, PageTask)])
         self._inner.push(messages, delay_seconds=delay_seconds)
 
-    def messages(self, size: int) -> dict[bool, list[int]]:
-        """The page batches SQS would carry, by lane (ranked above PRIORITY_LANE): a push's tasks of a lane
-        in batches of ``size`` (adapters/aws/sqs.py)."""
-        lanes: dict[bool, list[int]] = {False: [], True: []}
-        for tasks in self.pushes:
-            for lane, sizes in lanes.items():
-                n = sum(1 for t in tasks if (t.rank > PRIORITY_LANE) == lane)
-                sizes += [min(size, n - start) for start in range(0, n, size)]
-        return lanes
-
 
 class FlakyStore(CountingStore):
     """Refuses the ``fail_at``-th ``record_pages`` call once, as a store too busy to answer would."""
@@ -142,24 +131,11 @@ def _listed_by_lanes(tmp_path: Any, *, fail_at: int = 0) -> tuple[SendingQueue, 
         return asyncio.run(scenario())
 
 
-def test_each_lane_s_tasks_are_sent_in_full_page_batches_not_a_recorded_batch_s_share(tmp_path):
-    """A recorded batch's pages split between the two lanes (about 20 and 30 of 49 here): sent as each batch
-    is recorded, every page batch of either lane would be a share of one (41 messages for 1,000 pages);
-    a lane's tasks wait for the next batch's, once, and go in full batches."""
-    queue, urls, record = _listed_by_lanes(tmp_path)
-    sent = [t.url for tasks in queue.pushes for t in tasks]
-    assert sorted(sent) == sorted(urls) and len(urls) == 1000  # (every page's task sent, once)
-    assert record.pages_enqueued == 1000
-    lanes = queue.messages(BATCH)
-    assert sum(lanes[True]) > 300 and sum(lanes[False]) > 500  # (both lanes well fed)
-    fewest = sum(-(-sum(sizes) // BATCH) for sizes in lanes.values())
-    assert len(lanes[True]) + len(lanes[False]) <= fewest * 1.25, lanes
-
-
-def test_tasks_held_for_the_next_batch_are_sent_by_the_delivery_that_resumes_a_broken_reading(tmp_path):
-    """The reading breaks off after a few batches recorded, some of their tasks held: the delivery that
-    resumes from the sending checkpoint sends them (and those of the batch before it again, which the
-    page's record absorbs); no page's task is lost."""
+def test_a_broken_reading_s_tasks_are_all_sent_by_the_delivery_that_resumes_it(tmp_path):
+    """The reading breaks off after a few batches recorded: the delivery that resumes from the sending
+    checkpoint sends the tasks of the pages recorded past it (and at most a batch's again, which the page's
+    record absorbs); no page's task is lost. (How a store that keeps batches sends them, one page message a
+    batch of one lane: tests/aws/test_listing_lanes.py.)"""
     queue, urls, _ = _listed_by_lanes(tmp_path, fail_at=4)
     sent = [t.url for tasks in queue.pushes for t in tasks]
     assert set(sent) == set(urls) and len(urls) == 1000

@@ -129,6 +129,10 @@ class StateStore(Protocol):
     #: checkpoint) where the store allows it, so the size is the store's trade of commits against work
     #: redone after a crash.
     record_batch: int
+    #: Listed pages a sitemap reading hands ``record_pages`` at once. A store that keeps pages in batches, each
+    #: sent as one page message, takes several batches' worth and records them a lane at a time (``lanes``), so
+    #: that a page message holds one batch, which its fetches claim and settle whole; otherwise ``record_batch``.
+    listing_window: int
 
     # jobs -----------------------------------------------------------------------------------------
     def create_job(self, job: JobRecord) -> JobRecord:
@@ -187,6 +191,7 @@ class StateStore(Protocol):
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
         left: Mapping[str, str] | None = None,
+        lanes: Sequence[bool] | None = None,
     ) -> Recorded:
         """Registers the pages not yet known to the job (counting them, and counting those created final
         as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
@@ -198,6 +203,8 @@ class StateStore(Protocol):
         memory need not work them out again). ``left``: the sitemap each URL's crawl record named before this
         listing, by URL: their epochs move with the write, as this sitemap's does
         (``CrawlDatabase.sitemap_part``), and a URL a part the job adopted holds is the job's already.
+        ``lanes``: each page's page-message lane (True: the priority lane), when its task is to be sent: a store
+        that keeps pages in batches never puts two lanes' pages in one batch (``Recorded.batches``).
         Raises :class:`LeaseLost` if the sitemap's lease is not ours."""
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:

@@ -35,6 +35,9 @@ class Recorded(Struct):
 
     new: list[PageRecord] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    #: How many of ``new`` each batch written holds, in order (a store that keeps no batches: empty): the
+    #: sender sends each batch's tasks as a page message of its own.
+    batches: list[int] = field(default_factory=list)
 
 
 class Settled(Struct):

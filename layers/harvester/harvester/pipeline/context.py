@@ -90,6 +90,12 @@ class StepContext:
         """Listed pages per atomic write: the setting, or what suits the state store."""
         return self.settings.record_batch or self.store.record_batch
 
+    @property
+    def listing_window(self) -> int:
+        """Listed pages a sitemap's reading hands ``record_pages`` at once: the setting (``record_batch``), or
+        the state store's window (``StateStore.listing_window``)."""
+        return self.settings.record_batch or self.store.listing_window
+
     def first_crawl(self, job: JobRecord) -> bool:
         """Whether the job's site had no URL record when this process first asked, for this job. Then every
         record of the site is one this job wrote here (those it needs no lookup for: they are its own URLs,

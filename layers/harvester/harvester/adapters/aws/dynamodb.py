@@ -60,6 +60,7 @@ class DynamoStateStore:
     """The StateStore port on the state table (module docstring)."""
 
     record_batch = PageListing.record_batch
+    listing_window = PageListing.listing_window
 
     def __init__(
         self,
@@ -135,9 +136,18 @@ class DynamoStateStore:
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,  # (the pointers' conditional writes keep a URL once a job)
         left: Mapping[str, str] | None = None,  # (the epochs a listing moves are its pointers': page_listing.py)
+        lanes: Sequence[bool] | None = None,
     ) -> Recorded:
         return self.listing.record_pages(
-            job_id, sitemap_url, pages, checkpoint=checkpoint, lease=lease, site=site, crawl=crawl, enqueued=enqueued
+            job_id,
+            sitemap_url,
+            pages,
+            checkpoint=checkpoint,
+            lease=lease,
+            site=site,
+            crawl=crawl,
+            enqueued=enqueued,
+            lanes=lanes,
         )
 
     def mark_enqueued(self, job_id: str, sitemap_url: str, checkpoint: Checkpoint, lease: Lease) -> None:

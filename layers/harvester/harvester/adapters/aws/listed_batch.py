@@ -23,6 +23,7 @@ a batch sort together (records, outcomes, states), so a reading of the job folds
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -101,17 +102,24 @@ def sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[An
 
 
 def batched(items: Sequence[Any], sizes: Sequence[int], most: int, together: int) -> list[list[Any]]:
-    """``sized`` runs of ``most`` items, but a last run shorter than that (a remainder) goes with the run
-    before when the two are at most ``together`` items and fit ITEM_BYTES (a batch's pages travel in page
-    messages of ``together`` at most: a remainder joins the batch before it when the two still travel as
-    one, since a batch of a page or two costs its fetches a claim, a settlement and an archive object as a
-    full one does)."""
-    runs = sized(items, sizes, most)
-    if len(runs) > 1 and len(runs[-1]) < most:
-        tail = len(runs[-2]) + len(runs[-1])
-        if tail <= together and sum(sizes[len(items) - tail :]) <= ITEM_BYTES:
-            runs[-2:] = [runs[-2] + runs[-1]]
-    return runs
+    """``sized`` runs of ``most`` items at most, as even as they can be: a batch's pages travel in a page
+    message of their own, and a batch of a few pages costs its fetches a claim, a settlement and an archive
+    object as a full one does (59 pages are batches of 30 and 29, not 49 and 10). A remainder shorter than
+    ``most`` that fits a page message (``together``) with a run is shared out rather than a run of its own
+    (99 pages at 49: 50 and 49)."""
+    if not items:
+        return []
+    runs = math.ceil(len(items) / most)
+    remainder = len(items) - (runs - 1) * most
+    if runs > 1 and remainder < most and most + remainder <= together:
+        runs -= 1
+    even: list[list[Any]] = []
+    start = 0
+    for i in range(runs):  # (the first len % runs runs a page more; a run past ITEM_BYTES is cut again)
+        end = start + len(items) // runs + (i < len(items) % runs)
+        even += sized(items[start:end], sizes[start:end], end - start)
+        start = end
+    return even
 
 
 class Listing(Struct):

@@ -62,6 +62,11 @@ class PageListing:
     #: move, the sitemap's checkpoint and a counter shard fit a transaction unless many URLs name other
     #: sitemaps; a chunk whose items could pass the limit is halved before anything is written.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
+    #: Pages a reading hands a listing at once: four batches' worth, recorded a lane at a time in batches as
+    #: even as they can be, each sent as one page message (a first crawl's pages split 40/60 between the
+    #: lanes fill batches of 39 and 40 rather than one message of a lane holding parts of three batches,
+    #: each a claim, a settlement's fixed writes and its outcome items).
+    listing_window = 4 * record_batch
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
         self.jobs = jobs
@@ -83,21 +88,29 @@ class PageListing:
         site: str | None = None,
         crawl: Mapping[str, CrawlWrite] | None = None,
         enqueued: Checkpoint | None = None,
+        lanes: Sequence[bool] | None = None,
     ) -> Recorded:
         writes = crawl if site is not None and crawl else {}
         unique = accounting.first_per_url(pages)
         recorded = Recorded()
         packed = {p.url: pack(body_of(p), job_id) for p in unique}
-        sizes = [len(packed[p.url]) for p in unique]
-        chunks = batched(unique, sizes, self.record_batch, PAGES_PER_MESSAGE) or [[]]
+        lane_of = dict(zip([p.url for p in pages], lanes, strict=True)) if lanes is not None else {}
+        chunks: list[list[PageRecord]] = []
+        for lane in (True, False):  # (the priority lane's first: its tasks go first)
+            laned = [p for p in unique if lane_of.get(p.url, False) is lane]
+            chunks += batched(laned, [len(packed[p.url]) for p in laned], self.record_batch, PAGES_PER_MESSAGE)
+        chunks = chunks or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
         n = 0
         while chunks:
             chunk = chunks.pop(0)
             sitemap = self.sitemaps.leased_sitemap(job_id, sitemap_url, lease)
             last = not chunks
-            # The checkpoint moves with the last chunk only: until then, a crash must record the batch again.
-            target = checkpoint if last else sitemap.pages_recorded
+            # The recorded checkpoint moves past the whole window with its first batch: a delivery that stops
+            # before the last (a busy store, a crash) leaves the next one to record the window again and send
+            # every task of it again (SitemapRecord: up to ``pages_recorded``, sent again), its batches
+            # written meanwhile included, whose pages are the job's already (and so not new to it then).
+            target = checkpoint
             bid = uuid.uuid4().hex[:16]  # (random: a listing decided again, or after a crash, is a batch of its own)
             first = n == 0 and not sitemap.pages_recorded
             listing = self._list(job_id, bid, sitemap_key, chunk, lease, site=site, writes=writes, first=first)
@@ -128,6 +141,8 @@ class PageListing:
             if failed:
                 raise RuntimeError(f"batch {bid} of job {job_id} was written already: {failed}")
             recorded.new.extend(mine)
+            if mine:
+                recorded.batches.append(len(mine))
         return recorded
 
     def _list(

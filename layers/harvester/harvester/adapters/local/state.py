@@ -52,6 +52,7 @@ class SqliteStateStore:
     """The StateStore port (and the PageCounter) on the state file (module docstring)."""
 
     record_batch = PageRows.record_batch
+    listing_window = PageRows.record_batch  # (no batches: a page is handed out as its row)
 
     def __init__(self, conn: sqlite3.Connection, *, keep_pages: bool = True) -> None:
         """``keep_pages=False`` (a throwaway discovery run, whose pages are handed out as they are counted
@@ -162,6 +163,7 @@ class SqliteStateStore:
         enqueued: Checkpoint | None = None,
         keys: Sequence[int] | None = None,
         left: Mapping[str, str] | None = None,
+        lanes: Sequence[bool] | None = None,  # (no batches: one lane is as good as another)
     ) -> Recorded:
         return self.page_rows.record_pages(
             job_id,

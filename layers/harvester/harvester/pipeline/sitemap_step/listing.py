@@ -3,9 +3,11 @@
 ``PageListing.accept`` takes each accepted URL in document order: it counts its position (the checkpoint's
 unit) and digests it. A resumed reading skips the URLs its checkpoint says were sent, and at the checkpoint
 checks that they were the same ones (else ``ListingMoved``: the sitemap changed in between). The rest are
-batched; each batch is one atomic write (``record_pages``) that records the URLs new to the job with the
-crawl records their listing moves and the sitemap's checkpoint; only then are their page tasks sent, and a
-second write moves the sending checkpoint. A listing made afresh (a reading that starts over) records
+held in windows (``StateStore.listing_window``), each recorded by ``record_pages``, which records the URLs
+new to the job with the crawl records their listing moves and moves the sitemap's checkpoint (a store that
+keeps pages in batches writes them a lane at a time, a batch a transaction, the checkpoint with the last);
+only then are their page tasks sent, a page message a batch, and a second write moves the sending
+checkpoint. A listing made afresh (a reading that starts over) records
 every URL again and sends every pending page's task again.
 
 Each URL's job record is decided here: to be fetched (with its reason), not due, or listed only by a job
@@ -80,7 +82,7 @@ class PageListing:
         self.site = job.request.origin
         self.schedule = ctx.settings.schedule
         self.page_batch: list[tuple[int, str, PageEntry, int]] = []  # (position, URL, entry, key bits)
-        self.batch_size = ctx.record_batch
+        self.window = ctx.listing_window
         self.accepted = 0  # page entries accepted so far, in document order: the checkpoint's unit
         # With ``resend`` (a reading started over on a changed sitemap), the positions recorded and sent
         # before mean nothing: every URL is recorded again and every pending page's task is sent again.
@@ -115,13 +117,8 @@ class PageListing:
         self.floor = record.pages_enqueued
         #: The listing's entries come from the document the reading's first step kept (``Checkpoint.noted``).
         self.noted = False
-        #: Page tasks recorded and not sent yet, by lane (ranked above ``PRIORITY_LANE`` or not), all of the
-        #: last flush: a lane's tasks are sent in full page batches, and what is left of one flush waits for
-        #: the next flush's at most (``_send``).
-        self.unsent: dict[bool, list[PageTask]] = {False: [], True: []}
-        #: The checkpoint past the last flush's batch (the sending checkpoint once its tasks are all sent).
-        self.flushed: Checkpoint | None = None
-        self._before: Checkpoint | None = None  # (the flush's before it)
+        #: The rank of each page to fetch the last write recorded, by URL (its task's, and its lane's).
+        self._ranks: dict[str, float] = {}
 
     @property
     def restarted(self) -> bool:
@@ -142,7 +139,7 @@ class PageListing:
 
     def accept(self, url: str, entry: PageEntry, bits: int, raw: bytes) -> None:
         """A URL the screen accepted (``bits``: its key's bits; ``raw``: the form the checkpoint digests):
-        skipped if recorded and sent before a restart, else batched, a batch recorded once a batch more is held
+        skipped if recorded and sent before a restart, else held, a window recorded once a window more is held
         behind it (so that the reading's last write takes its remainder along, rather than a few pages alone:
         each batch written costs its fetches a claim, a settlement and an archive object).
 
@@ -164,10 +161,10 @@ class PageListing:
             return  # (the job's through the part, once adopted)
         batch = self.page_batch
         batch.append((index, url, entry, bits))
-        if len(batch) == self.batch_size:
+        if len(batch) == self.window:
             self._cut = (index + 1, self.digest.copy())
-        elif len(batch) >= 2 * self.batch_size:
-            self.flush(self.batch_size)
+        elif len(batch) >= 2 * self.window:
+            self.flush(self.window)
             self._cut = (index + 1, self.digest.copy())  # (the batch held now ends here)
             self._end_step()
 
@@ -185,14 +182,13 @@ class PageListing:
         if by_elements or self.ctx.ephemeral:
             return
         urls, seconds = settings.sitemap_step_urls, settings.sitemap_step_seconds
-        if (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds):
-            self._send([], final=True)  # (the tasks held back go now: the next step goes on past them)
-            if self.enqueued > self.floor:
-                raise StepEnded(self.record.url, self.enqueued, self.stepped)
+        spent = (urls and self.stepped >= urls) or (seconds and time.monotonic() - self.began >= seconds)
+        if spent and self.enqueued > self.floor:
+            raise StepEnded(self.record.url, self.enqueued, self.stepped)
 
     def flush(self, count: int | None = None) -> None:
-        """Records the pages held (the first ``count``, or all: fewer than two batches), then sends the tasks
-        of those to fetch and moves the sending checkpoint."""
+        """Records the pages held (the first ``count``, or all: fewer than two windows), then sends the tasks
+        of those to fetch, a page message a batch recorded, and moves the sending checkpoint."""
         if not self.page_batch:
             return
         if count is None:
@@ -213,48 +209,33 @@ class PageListing:
         sends = self.request.fetch_pages
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
         fresh = [(url, entry) for _, url, entry, _ in batch]
-        new = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
+        new, batches = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
         self.stepped += len(batch)
         self._keep_extensions(fresh, new, again)
         self.recorded = max(self.recorded, checkpoint)
-        if sends:
-            now, settings = self.ctx.clock(), self.ctx.settings
-            tasks += [
-                page.task(job_id, rank=rank_of(page, now, settings))
-                for page in new
-                if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
-            ]
-            self.flushed = self._checkpoint(checkpoint)
-            self._send(tasks, final=count is None)
-        else:
+        if not sends:
             self.enqueued = checkpoint
-
-    def _send(self, tasks: list[PageTask], *, final: bool) -> None:
-        """Sends the tasks of the batches recorded so far in full page batches per lane (a page function takes a
-        batch at a time, and each batch it takes costs a claim, a settlement, a WARC object and an invocation,
-        whatever its size, where a recorded batch's pages split between the two lanes fill neither), and
-        moves the sending checkpoint past what was all sent. What is left of a lane is held for the next
-        flush, once: left of an earlier flush, or at the reading's end (``final``), it goes as it is. So the
-        held tasks are all of the last flush, and the checkpoint is at most that flush's batch behind: a
-        delivery resumed from it sends that batch's tasks again (a page's record absorbs a task sent twice)."""
-        earlier = {lane: len(waiting) for lane, waiting in self.unsent.items()}  # (held by the flush before)
-        for task in tasks:
-            self.unsent[task.rank > PRIORITY_LANE].append(task)
-        sent: list[PageTask] = []
-        for lane, waiting in self.unsent.items():
-            cut = len(waiting) - len(waiting) % self.batch_size
-            if final or cut < earlier[lane]:  # (what would be left holds tasks held once already)
-                cut = len(waiting)
-            sent += waiting[:cut]
-            self.unsent[lane] = waiting[cut:]
-        if sent:
-            self.ctx.queue.push(sent)
-        held = any(self.unsent.values())
-        mark = self.flushed if not held else self._before
-        if mark is not None and mark.enqueued > self.enqueued:
-            self.ctx.store.mark_enqueued(self.job.job_id, self.record.url, mark, self.lease)
-            self.enqueued = mark.enqueued
-        self._before = self.flushed
+            return
+        # Each batch's tasks in a page message of their own (a store that keeps no batches: one run), so that
+        # a page function claims and settles a message's pages in one batch.
+        runs: list[list[PageTask]] = [tasks]
+        start = 0
+        for size in batches or [len(new)]:
+            runs.append(
+                [
+                    page.task(job_id, rank=self._ranks[page.url])
+                    for page in new[start : start + size]
+                    if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
+                ]
+            )
+            start += size
+        for run in runs:
+            if run:
+                self.ctx.queue.push(run)
+        self._ranks.clear()
+        if checkpoint > self.enqueued:
+            self.ctx.store.mark_enqueued(self.job.job_id, self.record.url, self._checkpoint(checkpoint), self.lease)
+            self.enqueued = checkpoint
 
     def reached_checkpoint(self) -> None:
         """At the checkpoint of a resumed reading (or at the end of a document shorter than it): the URLs
@@ -299,10 +280,11 @@ class PageListing:
 
     def _record(
         self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
-    ) -> list[SitemapURL | ListedRow]:
-        """Records a batch (``keys``: their URL keys' bits, worked out already) with the crawl records it
-        moves; when another job of the site moved one of them meanwhile, the batch is decided again on what
-        that job wrote.
+    ) -> tuple[list[SitemapURL | ListedRow], list[int]]:
+        """Records a window's pages (``keys``: their URL keys' bits, worked out already) with the crawl records
+        it moves, those to fetch a lane at a time (``_ranks``); when another job of the site moved one of them
+        meanwhile, the pages are decided again on what that job wrote. The pages new to the job, and how many
+        of them each batch written holds (``Recorded.batches``).
 
         The crawl record of a URL handed to a fetch is not written here but by the fetch's settlement, the
         listing and the fetch in one write (the job record carries it as ``known``): written at the listing
@@ -321,8 +303,9 @@ class PageListing:
                 self.ctx.listed(self.record.url, checkpoint - len(fresh), fresh)
             if new and self.ctx.found is not None:
                 self.ctx.found(self.record.url, [fresh[i] for i in new])
-            return []  # (nothing to send: a throwaway run fetches no page)
+            return [], []  # (nothing to send: a throwaway run fetches no page)
         new: list[SitemapURL | ListedRow] = []
+        batches: list[int] = []
         probes, held = self.probes, self.held
         first_crawl = self.ctx.first_crawl(self.job)
         for attempt in range(STALE_ATTEMPTS):
@@ -331,6 +314,7 @@ class PageListing:
             priors = self.ctx.crawldb.get_urls(self.site, [url for url, _ in fresh]) if lookup else {}
             now = self.ctx.clock()  # (one time for a batch: it is one write)
             decided = self._decide(fresh, priors, now)
+            lanes = self._lanes([page for page, _ in decided], now)
             recorded = self.ctx.store.record_pages(
                 self.job.job_id,
                 self.record.url,
@@ -342,12 +326,28 @@ class PageListing:
                 enqueued=self._checkpoint(checkpoint) if enqueue else None,
                 keys=keys,
                 left={url: p.sitemap for url, p in priors.items() if p.sitemap} if lookup else None,
+                lanes=lanes,
             )
             new += recorded.new
+            batches += recorded.batches
             if not recorded.stale:
-                return new
+                return new, batches
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
+
+    def _lanes(self, pages: list[SitemapURL | ListedRow], now: datetime) -> list[bool] | None:
+        """Each page's lane (True: ranked above ``PRIORITY_LANE``), its rank kept for its task; None when the
+        job fetches no page."""
+        if not self.request.fetch_pages:
+            return None
+        settings = self.ctx.settings
+        lanes: list[bool] = []
+        for page in pages:
+            order = 0.0
+            if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING:
+                order = self._ranks[page.url] = rank_of(page, now, settings)
+            lanes.append(order > PRIORITY_LANE)
+        return lanes
 
     def _decide(
         self, fresh: list[tuple[str, PageEntry]], priors: Mapping[str, CrawlRecord], now: datetime
