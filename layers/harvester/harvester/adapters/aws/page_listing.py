@@ -63,9 +63,9 @@ class PageListing:
     #: sitemaps; a chunk whose items could pass the limit is halved before anything is written.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
     #: Pages a reading hands a listing at once: four batches' worth, recorded a lane at a time in batches as
-    #: even as they can be, each sent as one page message (a first crawl's pages split 40/60 between the
-    #: lanes fill batches of 39 and 40 rather than one message of a lane holding parts of three batches,
-    #: each a claim, a settlement's fixed writes and its outcome items).
+    #: even as they can be, each sent as one page message, whose fetches claim and settle one batch (its
+    #: claim, its settlement's fixed writes and its outcome items once a message). A first crawl's window
+    #: whose pages split 40/60 between the lanes makes batches of 39 and 40.
     listing_window = 4 * record_batch
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
