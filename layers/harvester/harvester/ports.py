@@ -196,8 +196,10 @@ class StateStore(Protocol):
         """Registers the pages not yet known to the job (counting them, and counting those created final
         as succeeded/failed), writes the crawl record of each of them (``crawl``, by URL, versioned, in the
         crawl database of ``site``) and moves the sitemap's ``pages_recorded`` to ``checkpoint``,
-        atomically. A crawl record that another writer changed meanwhile makes the write stale: nothing of
-        that transaction is written (the checkpoint does not move) and its URLs come back in ``stale``.
+        atomically (a store that writes the pages in several batches, a write each, moves it with the first:
+        the pages up to it are sent again by a reading resumed there). A crawl record that another writer
+        changed meanwhile makes the write stale: nothing of that transaction is written (the checkpoint does
+        not move) and its URLs come back in ``stale``.
         With ``enqueued`` (a batch with no task to send), the write also does :meth:`mark_enqueued`'s.
         ``keys``: the pages' ``bits_of(page.key)`` when the caller has them (a store that de-duplicates in
         memory need not work them out again). ``left``: the sitemap each URL's crawl record named before this

@@ -5,7 +5,8 @@ unit) and digests it. A resumed reading skips the URLs its checkpoint says were 
 checks that they were the same ones (else ``ListingMoved``: the sitemap changed in between). The rest are
 held in windows (``StateStore.listing_window``), each recorded by ``record_pages``, which records the URLs
 new to the job with the crawl records their listing moves and moves the sitemap's checkpoint (a store that
-keeps pages in batches writes them a lane at a time, a batch a transaction, the checkpoint with the last);
+keeps pages in batches writes them a lane at a time, a batch a transaction, and moves the checkpoint past the
+whole window with the first, so that a delivery stopped between two records and sends the window again);
 only then are their page tasks sent, a page message a batch, and a second write moves the sending
 checkpoint. A listing made afresh (a reading that starts over) records
 every URL again and sends every pending page's task again.
