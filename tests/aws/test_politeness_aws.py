@@ -267,7 +267,10 @@ def test_jobs_for_different_sites_share_the_page_functions_and_a_slow_host_does_
     assert [(v["total_urls"], v["successful_count"]) for v in views] == [(30, 30), (16, 16)]
     assert overlapping(invocations) >= 2
     assert len(fast_hits) == 30 and len(slow_hits) == 16
-    assert min(gaps(fast_hits)) >= 0.05 - JITTER and min(gaps(slow_hits)) >= 0.05 - JITTER
+    assert min(gaps(fast_hits)) >= 0.05 - JITTER and min(gaps(slow_hits)) >= 0.05 - JITTER, (
+        timeline(fast_hits),
+        timeline(slow_hits),
+    )
     assert slow.max_in_flight == 2
     alone_span = alone_hits[-1].at - alone_hits[0].at
     fast_span = fast_hits[-1].at - fast_hits[0].at

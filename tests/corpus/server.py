@@ -11,7 +11,11 @@ Every request is logged (path, time, headers), so tests can assert what was *not
 address never sees a request, a sitemap is read once, retries are bounded. With ``kernel_times`` a
 request's time is when the kernel received its first bytes, not when a server thread got to read them:
 this process may be busy (moto, served from it to the Lambda containers of the AWS politeness tests, held
-its threads up to 0.27 s, and two requests sent 0.2 s apart were logged together).
+its threads up to 0.27 s, and two requests sent 0.2 s apart were logged together). Linux stamps received
+packets only while some socket asks for it, and turns stamping on in deferred kernel work: a server that
+sets the option and is sent its first request at once may get it unstamped on a loaded machine (timed
+when read, 0.3 s late). So this process keeps one stamping socket open for its life, and a server with
+``kernel_times`` starts only once stamps are seen taken at arrival.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class RouteServer:
         self._lock = threading.Lock()
         self._httpd = QuietServer((host, 0), _handler_for(self))
         if kernel_times:  # (set on the listener, a connection's first bytes are timed before it is accepted)
+            _stamping_on()
             self._httpd.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.host = host
         self.port = self._httpd.server_address[1]
@@ -252,6 +257,47 @@ def _handler_for(server: RouteServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+_stamper: socket.socket | None = None
+_stamping_seen = False
+_stamper_lock = threading.Lock()
+
+
+def _stamping_on(within: float = 5.0) -> None:
+    """Keeps the kernel stamping received packets for this process's life and waits until it does: a
+    datagram sent to the process's own stamping socket and read 20 ms later must carry its send time, not
+    its read time. Raises if stamping is not on ``within`` seconds (the times would be wrong)."""
+    global _stamper, _stamping_seen
+    with _stamper_lock:
+        if _stamping_seen:  # (the open stamping socket keeps it on)
+            return
+        if _stamper is None:
+            _stamper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            _stamper.bind(("127.0.0.1", 0))
+            _stamper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        deadline = time.monotonic() + within
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            while True:
+                sent = time.time()
+                sender.sendto(b"?", _stamper.getsockname())
+                time.sleep(0.02)
+                read = time.time()
+                stamp = _stamp(_stamper.recvmsg(1, 64)[1])
+                if stamp is not None and stamp - sent < (read - sent) / 2:
+                    _stamping_seen = True
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the kernel does not stamp received packets (SO_TIMESTAMPNS)")
+
+
+def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's receive time (``time.time()`` clock) in a message's ancillary data, if there is one."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
+            seconds, nanos = struct.unpack("qq", payload[:16])
+            return seconds + nanos / 1e9
+    return None
+
+
 def _arrival(connection: socket.socket) -> float | None:
     """When the kernel received the bytes waiting on ``connection`` (waits for some), on the
     ``time.monotonic()`` clock; None if the connection closed or the kernel gave no time."""
@@ -259,11 +305,22 @@ def _arrival(connection: socket.socket) -> float | None:
         data, ancillary, _, _ = connection.recvmsg(1, 64, socket.MSG_PEEK)
     except OSError:
         return None
-    for level, kind, payload in ancillary:
-        if data and level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= 16:
-            seconds, nanos = struct.unpack("qq", payload[:16])
-            return time.monotonic() - (time.time() - (seconds + nanos / 1e9))
-    return None
+    stamp = _stamp(ancillary) if data else None
+    return None if stamp is None else stamp - _clock_offset()
+
+
+def _clock_offset() -> float:
+    """``time.time() - time.monotonic()``, read between two monotonic readings as close together as a few
+    tries give (a thread switch between the two clocks' readings would shift a request's time by it)."""
+    best = (float("inf"), 0.0)
+    for _ in range(5):
+        before = time.monotonic()
+        real = time.time()
+        after = time.monotonic()
+        best = min(best, (after - before, real - (before + after) / 2))
+        if best[0] < 0.0005:
+            break
+    return best[1]
 
 
 @contextmanager

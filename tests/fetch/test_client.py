@@ -51,6 +51,30 @@ async def test_redirect_chain_recorded(server: TestServer) -> None:
     assert response.status_code == 200
 
 
+async def test_on_sent_is_called_as_each_request_goes_on_the_wire_its_connection_made(server: TestServer) -> None:
+    """A host's pace is kept from when its requests go out: a new connection (here a name resolving in
+    0.2 s) comes between a request's turn and its sending. ``on_sent`` is called once a request, each
+    redirect hop included, after the connection was made."""
+    from harvester.fetch import GuardedBackend, parse_networks
+
+    async def slow(host: str, port: int) -> list[str]:
+        await asyncio.sleep(0.2)
+        return ["127.0.0.1"]
+
+    server.reply("/a", 301, Location="/b")
+    server.reply("/b", 200, b"landed")
+    sent: list[float] = []
+    backend = GuardedBackend(parse_networks(["127.0.0.1/32"]), resolver=slow)
+    async with Fetcher(local_policy(), network_backend=backend) as fetcher:
+        began = time.monotonic()
+        _, body = await fetch(
+            fetcher, server.url("/a", host="slow.test"), on_sent=lambda: sent.append(time.monotonic())
+        )
+    assert body == b"landed" and [seen.path for seen in server.requests] == ["/a", "/b"]
+    assert len(sent) == 2
+    assert sent[0] - began >= 0.2
+
+
 def _chain(server: TestServer, length: int) -> None:
     for i in range(length):
         server.reply(f"/r{i}", 307, Location=f"/r{i + 1}")

@@ -191,6 +191,41 @@ async def run_batch(gate, urls, *, spacing, took):
     return turns, started, most
 
 
+def test_a_batch_paces_its_requests_from_when_each_went_on_the_wire_not_from_its_turn():
+    """A page's request goes out a while after its turn when its connection has to be made first (a TLS
+    handshake; here 60 ms for the first request, then a kept-alive connection): the batch's next request to
+    the host is paced from the sending (``Turns.sent``), so the host sees them a step apart (less at most
+    LATE_MAX), where paced from the turns it saw the first two 60 ms closer than the step."""
+    import asyncio
+
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.politeness.turns import Turns
+
+    gate = MemoryHostGate(GateRules(max_in_flight=4, horizon=2.0))
+    urls = [f"https://h.example/p/{n}" for n in range(4)]
+    sent: list[float] = []
+
+    async def batch() -> None:
+        turns = Turns()
+        grant = gate.acquire("h.example", len(urls), spacing=0.1, now=time.time())
+        turns.given("h.example", urls, grant, 0.1, horizon=gate.rules.horizon)
+
+        async def fetch(url: str) -> None:
+            assert await turns.turn(gate, url)
+            await asyncio.sleep(0.06 if url == urls[0] else 0.0)  # (the connection is made)
+            turns.sent(url)
+            sent.append(time.time())
+            await asyncio.sleep(0.01)
+            await turns.ended(url)
+
+        await asyncio.gather(*(fetch(u) for u in urls))
+        turns.release(gate)
+
+    asyncio.run(batch())
+    assert len(sent) == 4
+    assert min(b - a for a, b in itertools.pairwise(sent)) >= 0.1 - LATE_MAX - 0.002
+
+
 def test_a_batch_finding_every_slot_held_waits_for_one_within_the_horizon():
     """Two workers' batches to a host that allows two requests at once: the second asks while the first
     holds both slots. Its pages ask again when the gate says and are fetched once the first batch's slots

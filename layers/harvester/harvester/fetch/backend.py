@@ -36,6 +36,8 @@ from harvester.fetch.policy import ENV_ALLOW_NETWORKS
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 #: What aiohttp hands a socket factory: ``(family, type, proto, canonname, sockaddr)``.
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
+#: A request's extension: a callable of no arguments, called as the request goes on the wire.
+ON_SENT = "harvester.on_sent"
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -193,6 +195,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                 auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
+                trace_configs=[_SENT_TRACE],
             )
         return self._session
 
@@ -212,6 +215,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                 # (raw: the names as written, User-Agent rather than user-agent; a few servers care)
                 headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
                 allow_redirects=False,
+                trace_request_ctx=request.extensions.get(ON_SENT),
                 timeout=aiohttp.ClientTimeout(
                     total=None,
                     connect=_sum(timeout.get("pool"), timeout.get("connect")),
@@ -235,6 +239,18 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+async def _headers_sent(_session: aiohttp.ClientSession, trace: Any, _params: Any) -> None:
+    """aiohttp's signal that a request's head is about to be written, its connection made: the request's
+    ``ON_SENT`` callable, if it has one, is called."""
+    if trace.trace_request_ctx is not None:
+        trace.trace_request_ctx()
+
+
+_SENT_TRACE = aiohttp.TraceConfig()
+_SENT_TRACE.on_request_headers_sent.append(_headers_sent)
+_SENT_TRACE.freeze()
 
 
 class _ResponseStream(httpx.AsyncByteStream):

@@ -14,7 +14,7 @@ import math
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from types import TracebackType
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harvester.fetch.backend import GuardedBackend, GuardedTransport
+from harvester.fetch.backend import ON_SENT, GuardedBackend, GuardedTransport
 from harvester.fetch.errors import (
     BlockedAddress,
     ConnectionFailed,
@@ -98,6 +98,7 @@ class Fetcher:
         max_bytes: int,
         headers: Mapping[str, str] | None = None,
         retries: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> AbstractAsyncContextManager[FetchResponse]:
         """GET ``url``: redirects followed, retries done; the body is read from the yielded response.
 
@@ -105,23 +106,28 @@ class Fetcher:
         (after retries for 408, 429 and 5xx); so is a 3xx that is not followed (300, 304, 305, no Location).
         ``retries`` overrides the policy's for this fetch: a page is tried once per delivery (0), because
         its retries go through the queue, past the host's gate, on the URL's one retry budget.
+        ``on_sent`` is called as each request (each try, each redirect hop) goes on the wire, its connection
+        made: a host's pace is kept between requests as the host receives them, and a new connection (a TLS
+        handshake) can take longer than a pace's step.
         """
         if max_bytes < 0:
             raise ValueError("max_bytes must not be negative")
         if retries is not None and retries < 0:
             raise ValueError("retries must not be negative")
-        return self._open(url, max_bytes, dict(headers or {}), self.policy.retries if retries is None else retries)
+        retries = self.policy.retries if retries is None else retries
+        return self._open(url, max_bytes, dict(headers or {}), retries, on_sent)
 
     @asynccontextmanager
     async def _open(
-        self, url: str, max_bytes: int, headers: dict[str, str], retries: int
+        self, url: str, max_bytes: int, headers: dict[str, str], retries: int, on_sent: Callable[[], None] | None
     ) -> AsyncIterator[FetchResponse]:
         check_url(url)
+        extensions = {"timeout": self._timeouts, ON_SENT: on_sent} if on_sent else {"timeout": self._timeouts}
         deadline = time.monotonic() + self.policy.total_timeout
         attempt = 0
         while True:
             try:
-                response, hops = await self._follow(url, headers, deadline)
+                response, hops = await self._follow(url, headers, deadline, extensions)
             except FetchError as exc:
                 exc.attempts = attempt + 1
                 if not exc.retryable or attempt >= retries:
@@ -154,7 +160,7 @@ class Fetcher:
             await response.aclose()
 
     async def _follow(
-        self, url: str, headers: dict[str, str], deadline: float
+        self, url: str, headers: dict[str, str], deadline: float, extensions: dict[str, object]
     ) -> tuple[httpx.Response, tuple[httpx.Response, ...]]:
         """The final response, and the redirects on the way (their bodies discarded, their heads kept: an
         archive keeps each hop as an exchange of its own)."""
@@ -162,7 +168,7 @@ class Fetcher:
         hops: list[httpx.Response] = []
         current = url
         while True:
-            response = await self._send(current, headers, deadline, tuple(redirects))
+            response = await self._send(current, headers, deadline, tuple(redirects), extensions)
             location = (response.headers.get("location") or "").strip()
             if response.status_code not in REDIRECT_STATUSES or not location:
                 return response, tuple(hops)
@@ -188,7 +194,12 @@ class Fetcher:
             current = target
 
     async def _send(
-        self, url: str, headers: dict[str, str], deadline: float, redirects: tuple[str, ...]
+        self,
+        url: str,
+        headers: dict[str, str],
+        deadline: float,
+        redirects: tuple[str, ...],
+        extensions: dict[str, object],
     ) -> httpx.Response:
         remaining = deadline - time.monotonic()
         total = f"total time limit of {self.policy.total_timeout} s exceeded"
@@ -197,9 +208,7 @@ class Fetcher:
         try:
             # (Two spellings of one name, "Accept" and a caller's "accept", leave the caller's alone on the
             # wire: the pool merges headers by name; tests/fetch/test_client.py holds it to that.)
-            request = httpx.Request(
-                "GET", url, headers={**self._headers, **headers}, extensions={"timeout": self._timeouts}
-            )
+            request = httpx.Request("GET", url, headers={**self._headers, **headers}, extensions=extensions)
             async with asyncio.timeout(remaining):
                 return await self._transport.handle_async_request(request)
         except TimeoutError:

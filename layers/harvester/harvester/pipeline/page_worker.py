@@ -15,6 +15,7 @@ decided by ``page_outcomes``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import tempfile
@@ -257,7 +258,13 @@ async def _settle(
         headers = page_outcomes.validators(record.known, warc=archive is not None)
         # One request per delivery: a transient failure comes back through the queue, so that every
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
-        fetch = ctx.fetcher.open(record.url, max_bytes=settings.page_max_bytes, headers=headers, retries=0)
+        fetch = ctx.fetcher.open(
+            record.url,
+            max_bytes=settings.page_max_bytes,
+            headers=headers,
+            retries=0,
+            on_sent=functools.partial(admission.sent, record.url),
+        )
         sent = time.monotonic()
         try:
             async with fetch as response:

@@ -52,7 +52,8 @@ class Turns(Struct):
     #: Hosts that answered a request of the batch with a 429 or 503, with when the next of the batch's
     #: requests to each not yet sent asks again (each one a step after the last): see ``_throttled``.
     stopped: dict[str, tuple[float, float]] = field(default_factory=dict)
-    #: When the batch's last request to each host started: a page late for its turn starts a step after it.
+    #: When the batch's last request to each host started (went on the wire, once ``sent`` says so): the
+    #: batch's next request to the host starts a step after it at the earliest.
     started: dict[str, float] = field(default_factory=dict)
     #: How far ahead a missed turn is asked for again (``turn``): twice the gate's last answer time, doubled
     #: at each turn missed since, up to half the horizon, and halved at each turn taken. A turn given for the
@@ -228,6 +229,14 @@ class Turns(Struct):
         if self._ended is not None:
             async with self._ended:
                 self._ended.notify_all()
+
+    def sent(self, url: str) -> None:
+        """A request to ``url``'s host went on the wire now: the batch's next one to the host is paced from
+        here, not from its turn (a new connection, a TLS handshake, or a busy event loop can put a step's
+        worth between the two, and the host would see two requests less than a step apart)."""
+        host = host_of(url)
+        if host in self.started:
+            self.started[host] = max(self.started[host], time.time())
 
     def observe(self, url: str, *, status: int | None, latency: float, retry_after: str | None = None) -> None:
         """One request's answer (``status`` None: no answer, the request failed) for its host's slow-down."""
