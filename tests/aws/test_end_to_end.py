@@ -101,13 +101,13 @@ def test_a_2000_page_site_is_ingested_through_sqs_lambda_dynamodb_and_s3(aws, si
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"JOB#{job_id}"}, "sk": {"S": "JOB"}})
     assert int(item["Item"]["expires_at"]["N"]) > 0
     # Every page was requested once. The site's high priorities took their lane; the pages of both lanes
-    # travel in page batches of up to 50: a function took a message a batch, not a message a page (more
-    # than 2,000 / 50 messages only because a lane's last batch of a sitemap is not full, and pages past the
-    # host's turns were sent back to wait for them, never requested).
+    # travel in page messages of up to 100 (two recorded batches): a function took a message two batches,
+    # not a message a page (more than 2,000 / 100 messages only because a lane's last batches of a sitemap
+    # do not fill one, and pages past the host's turns were sent back to wait for them, never requested).
     assert {r["attempts"] for r in records} == {1}
     lane = stats.per_function["PagePriorityFunction"].records
     bulk = stats.per_function["PageFunction"].records
-    assert lane > 0 and bulk > 0 and 2000 / 50 <= lane + bulk < 2000 / 4, (lane, bulk)
+    assert lane > 0 and bulk > 0 and 2000 / 100 <= lane + bulk < 2000 / 4, (lane, bulk)
 
 
 def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_factory):

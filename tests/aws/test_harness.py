@@ -302,7 +302,7 @@ def test_environment_is_the_deployed_one(deployed_stack: Deployment) -> None:
         "HARVEST_USER_AGENT": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "HARVEST_RETENTION_DAYS": "30",
         "HARVEST_HOST_MAX_IN_FLIGHT": "8",
-        "HARVEST_PAGE_BATCH_SIZE": "50",
+        "HARVEST_PAGE_BATCH_SIZE": "100",
         "HARVEST_SNAPSHOT_REFS": "1",
         "HARVEST_SITEMAP_PART_MIN_URLS": "10",
         "HARVEST_SITEMAP_STEP_URLS": "10000",

@@ -21,9 +21,10 @@ from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.dynamodb import DynamoStateStore
 from harvester.adapters.aws.listed_batch import ITEM_BYTES, as_lines, batch_sk, batched
 from harvester.adapters.aws.page_body import pack
+from harvester.adapters.aws.page_listing import PageListing
 from harvester.adapters.aws.pointer_items import Ref, crawl_batch_items, listed_lines, pointer_key
 from harvester.adapters.aws.state_table import batch_put
-from harvester.model.messages import PAGES_PER_MESSAGE, JobRequest, SitemapOrigin
+from harvester.model.messages import JobRequest, SitemapOrigin
 from harvester.model.records import (
     JobRecord,
     SitemapRecord,
@@ -398,21 +399,20 @@ def test_a_sitemap_claim_whose_answer_was_lost_is_still_the_claims(aws: AwsAdapt
     ],
 )
 def test_a_listing_is_cut_in_even_batches_and_a_remainder_that_fits_a_page_message_is_shared_out(count, expected):
-    """A batch's pages travel in a page message of their own, of PAGES_PER_MESSAGE (50) at most: batches as
-    even as they can be (a batch of a few pages costs its fetches a claim, a settlement and an archive object,
-    as a full one does), a remainder shared out when the runs still fit a message, never a batch that two
-    messages settle."""
-    assert [len(run) for run in batched(list(range(count)), [10] * count, 49, PAGES_PER_MESSAGE)] == expected
+    """A listing's batches of 49 (a transaction's items) are as even as they can be (a batch of a few pages
+    costs its fetches a claim's and a settlement's writes as a full one does), a remainder shared out when
+    the run it joins still fits a batch (50: ``PageListing.batch_most``)."""
+    assert [len(run) for run in batched(list(range(count)), [10] * count, 49, PageListing.batch_most)] == expected
 
 
 def test_a_remainder_that_would_pass_an_items_size_stays_a_batch_of_its_own():
     sizes = [ITEM_BYTES // 49] * 50  # (the fifty together pass an item's size)
-    assert [len(run) for run in batched(list(range(50)), sizes, 49, PAGES_PER_MESSAGE)] == [49, 1]
+    assert [len(run) for run in batched(list(range(50)), sizes, 49, PageListing.batch_most)] == [49, 1]
 
 
 def test_runs_of_full_batches_are_never_merged():
-    assert [len(run) for run in batched(list(range(3)), [10] * 3, 1, PAGES_PER_MESSAGE)] == [1, 1, 1]
-    assert [len(run) for run in batched(list(range(50)), [10] * 50, 25, PAGES_PER_MESSAGE)] == [25, 25]
+    assert [len(run) for run in batched(list(range(3)), [10] * 3, 1, PageListing.batch_most)] == [1, 1, 1]
+    assert [len(run) for run in batched(list(range(50)), [10] * 50, 25, PageListing.batch_most)] == [25, 25]
 
 
 def test_a_settlements_outcome_items_count_only_under_the_name_its_committed_try_gave_them() -> None:

@@ -32,8 +32,9 @@ from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
 pytestmark = pytest.mark.time_budget
 
-#: One page batch (PageBatchSize's default): pages just under the spool's limit, and some that spill.
-NEAR_SPOOL, LARGE = 44, 6
+#: One page message (PageBatchSize's default: two recorded batches): pages just under the spool's limit, and
+#: some that spill.
+NEAR_SPOOL, LARGE = 88, 12
 LARGE_BYTES = 6 * MiB
 CONTAINERS = {
     "JobFunction": 1,

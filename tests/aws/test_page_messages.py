@@ -21,9 +21,9 @@ def pages(count: int, *, job: str = "job-1", path: str = "p", rank: float = 0.0)
 
 
 def test_a_push_of_pages_is_page_batches_of_the_limit_in_order_and_a_page_alone_is_a_page_task():
-    tasks = pages(120)
+    tasks = pages(240)
     bodies = list(page_messages(tasks, PAGES_PER_MESSAGE))
-    assert [len(page_tasks_in(b)) for b in bodies] == [50, 50, 20]
+    assert [len(page_tasks_in(b)) for b in bodies] == [100, 100, 40]
     assert [t for b in bodies for t in page_tasks_in(b)] == tasks
     (alone,) = page_messages(tasks[:1], PAGES_PER_MESSAGE)
     assert PageTask.model_validate_json(alone) == tasks[0]
@@ -80,12 +80,12 @@ def test_pages_are_packed_by_job_and_delay_and_the_priority_lanes_in_batches_of_
         page_queue_url="pages",
         page_priority_queue_url="lane",
     )
-    ahead = pages(55, path="ahead", rank=PRIORITY_LANE + 0.5)
+    ahead = pages(105, path="ahead", rank=PRIORITY_LANE + 0.5)
     mine, theirs = pages(30), pages(3, job="job-2", path="q")
-    queue.push([*ahead, *mine, *theirs], delay_seconds=[0.0] * 55 + [0.2] * 15 + [61.0] * 15 + [0.0] * 3)
+    queue.push([*ahead, *mine, *theirs], delay_seconds=[0.0] * 105 + [0.2] * 15 + [61.0] * 15 + [0.0] * 3)
     entries = [(url, e["DelaySeconds"], page_tasks_in(e["MessageBody"])) for url, batch in client.sent for e in batch]
     assert [(url, delay, len(tasks)) for url, delay, tasks in entries] == [
-        ("lane", 0, 50),  # (its own batches, of the same size: claimed, settled and archived by the batch)
+        ("lane", 0, 100),  # (its own batches, of the same size: claimed, settled and archived by the batch)
         ("lane", 0, 5),
         ("pages", 1, 15),  # (SQS's delays are whole seconds, never sooner)
         ("pages", 61, 15),

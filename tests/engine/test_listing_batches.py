@@ -140,3 +140,24 @@ def test_a_broken_reading_s_tasks_are_all_sent_by_the_delivery_that_resumes_it(t
     sent = [t.url for tasks in queue.pushes for t in tasks]
     assert set(sent) == set(urls) and len(urls) == 1000
     assert len(sent) - len(set(sent)) <= 2 * BATCH  # (sent again: at most the batch before the checkpoint's)
+
+
+def test_two_recorded_batches_of_a_lane_travel_as_one_page_message_whole():
+    """The listing sends a window's batches (each of one lane, the priority lane's first) two of a lane a
+    push, whole: a window whose pages split 78/118 between the lanes, in batches of 39, 39 and 40, 39, 39,
+    is three messages, 78, 79 and 39; two batches that would pass a message's pages are not put together."""
+    from harvester.model.messages import PAGES_PER_MESSAGE
+    from harvester.pipeline.ranking import PRIORITY_LANE
+    from harvester.pipeline.sitemap_step.listing import paired
+
+    def run(size: int, lane: bool, start: int) -> list[PageTask]:
+        rank = PRIORITY_LANE + 1.0 if lane else PRIORITY_LANE
+        return [PageTask(job_id="j", url=f"https://h.example/{start + n}", rank=rank) for n in range(size)]
+
+    runs = [run(39, True, 0), run(39, True, 39), run(40, False, 78), run(39, False, 118), run(39, False, 157)]
+    messages = paired(runs)
+    assert [len(m) for m in messages] == [78, 79, 39]
+    assert [t for m in messages for t in m] == [t for r in runs for t in r]
+    assert [len(m) for m in paired([run(39, True, 0), run(39, False, 39)])] == [39, 39]  # (two lanes)
+    big = PAGES_PER_MESSAGE // 2 + 1
+    assert [len(m) for m in paired([run(big, False, 0), run(big, False, big), run(0, False, 0)])] == [big, big]

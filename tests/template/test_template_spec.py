@@ -69,7 +69,7 @@ def test_parameters(source_template: dict[str, Any]) -> None:
         "ScheduleExpression": "rate(5 minutes)",
         "UserAgent": "Harvester/0.1 (+https://github.com/harvester-crawler/harvester)",
         "PageConcurrency": 20,
-        "PageBatchSize": 50,
+        "PageBatchSize": 100,
         "PageMemorySize": 256,
         "SnapshotRefs": "1",
         "HostMaxInFlight": 8,
@@ -94,9 +94,9 @@ def test_functions(translated_template: dict[str, Any], source_template: dict[st
     assert function["Layers"] == [{"Ref": layer_id(translated_template)}]
     environment = function["Environment"]["Variables"]
     assert {k: environment[k] for k in GLOBAL_ENV} == GLOBAL_ENV
-    # A page batch spools its pages, their captures and its WARC object to /tmp (~2 GB at worst for 50).
+    # A page message spools its pages, their captures and its WARC object to /tmp (~4 GB at worst for 100).
     # The job's end spools its records, their index and the parts it makes to /tmp.
-    storage = 2048 if function_id.startswith("Page") else 10240 if function_id == "JobEndFunction" else None
+    storage = 4096 if function_id.startswith("Page") else 10240 if function_id == "JobEndFunction" else None
     assert function.get("EphemeralStorage", {}).get("Size") == storage
     assert not any("RECURRING" in name for name in environment)  # (the scheduled sites are in the state table)
 

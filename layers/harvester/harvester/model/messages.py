@@ -178,8 +178,9 @@ class PageTask(Model, kw_only=True, frozen=True):
 
 Task = SitemapTask | PageTask
 
-#: The most pages one page message carries (``PageBatchSize`` in template.yaml can only lower it).
-PAGES_PER_MESSAGE = 50
+#: The most pages one page message carries (``PageBatchSize`` in template.yaml can only lower it): two
+#: recorded batches of a state store that keeps pages in batches of 49 (``StateStore.listing_window``).
+PAGES_PER_MESSAGE = 100
 
 
 class JobEnd(Model, kw_only=True, frozen=True):

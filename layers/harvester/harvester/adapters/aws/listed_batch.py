@@ -103,10 +103,10 @@ def sized(items: Sequence[Any], sizes: Sequence[int], most: int) -> list[list[An
 
 def batched(items: Sequence[Any], sizes: Sequence[int], most: int, together: int) -> list[list[Any]]:
     """``sized`` runs of ``most`` items at most, as even as they can be: a batch's pages travel in a page
-    message of their own, and a batch of a few pages costs its fetches a claim, a settlement and an archive
-    object as a full one does (59 pages are batches of 30 and 29, not 49 and 10). A remainder shorter than
-    ``most`` that fits a page message (``together``) with a run is shared out rather than a run of its own
-    (99 pages at 49: 50 and 49)."""
+    message with one other batch at most, and a batch of a few pages costs its fetches a claim's and a
+    settlement's writes as a full one does (59 pages are batches of 30 and 29, not 49 and 10). A remainder
+    shorter than ``most`` that fits a batch (``together`` items) with a run is shared out rather than a run
+    of its own (99 pages at 49: 50 and 49)."""
     if not items:
         return []
     runs = math.ceil(len(items) / most)

@@ -46,7 +46,6 @@ from harvester.adapters.aws.state_table import batch_put, conditional
 from harvester.adapters.aws.state_table import n as _n
 from harvester.adapters.aws.state_table import s as _s
 from harvester.model import accounting
-from harvester.model.messages import PAGES_PER_MESSAGE
 from harvester.model.records import CrawlWrite, PageRecord, SitemapURL, body_of, url_key
 from harvester.model.state import Checkpoint, Lease, Recorded
 
@@ -62,11 +61,14 @@ class PageListing:
     #: move, the sitemap's checkpoint and a counter shard fit a transaction unless many URLs name other
     #: sitemaps; a chunk whose items could pass the limit is halved before anything is written.
     record_batch = (TRANSACTION_ITEMS - 2) // 2
-    #: Pages a reading hands a listing at once: four batches' worth, recorded a lane at a time in batches as
-    #: even as they can be, each sent as one page message, whose fetches claim and settle one batch (its
-    #: claim, its settlement's fixed writes and its outcome items once a message). A first crawl's window
-    #: whose pages split 40/60 between the lanes makes batches of 39 and 40.
-    listing_window = 4 * record_batch
+    #: The most pages a batch holds: a remainder of one page goes along with a full batch (``batched``).
+    batch_most = record_batch + 1
+    #: Pages a reading hands a listing at once: eight batches' worth, recorded a lane at a time in batches as
+    #: even as they can be, sent two batches of a lane a page message (the listing pairs them), whose
+    #: fetches claim and settle them together (a claim, a settlement's fixed writes, a WARC object and its
+    #: index, a delivery once a message). A first crawl's window whose pages split 40/60 between the lanes
+    #: makes four batches of 39-40 and five of 47, so messages of 79, 78, 94, 94 and 47 pages.
+    listing_window = 8 * record_batch
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:
         self.jobs = jobs
@@ -98,7 +100,7 @@ class PageListing:
         chunks: list[list[PageRecord]] = []
         for lane in (True, False):  # (the priority lane's first: its tasks go first)
             laned = [p for p in unique if lane_of.get(p.url, False) is lane]
-            chunks += batched(laned, [len(packed[p.url]) for p in laned], self.record_batch, PAGES_PER_MESSAGE)
+            chunks += batched(laned, [len(packed[p.url]) for p in laned], self.record_batch, self.batch_most)
         chunks = chunks or [[]]
         sitemap_key = url_key(sitemap_url)  # (a pointer names its sitemap by its record's key)
         n = 0

@@ -7,7 +7,7 @@ held in windows (``StateStore.listing_window``), each recorded by ``record_pages
 new to the job with the crawl records their listing moves and moves the sitemap's checkpoint (a store that
 keeps pages in batches writes them a lane at a time, a batch a transaction, and moves the checkpoint past the
 whole window with the first, so that a delivery stopped between two records and sends the window again);
-only then are their page tasks sent, a page message a batch, and a second write moves the sending
+only then are their page tasks sent, two batches of a lane a page message, and a second write moves the sending
 checkpoint. A listing made afresh (a reading that starts over) records
 every URL again and sends every pending page's task again.
 
@@ -28,7 +28,7 @@ from harvester.crawldb.crawl_state import listed, listing_change
 from harvester.crawldb.part_diff import PartDiff
 from harvester.crawldb.schedule import due, lastmod_advanced
 from harvester.model.crawl import ChangeKind, CrawlRecord, SiteCrawl
-from harvester.model.messages import PageTask, Refetch
+from harvester.model.messages import PAGES_PER_MESSAGE, PageTask, Refetch
 from harvester.model.records import (
     CrawlRow,
     JobRecord,
@@ -217,9 +217,10 @@ class PageListing:
         if not sends:
             self.enqueued = checkpoint
             return
-        # Each batch's tasks in a page message of their own (a store that keeps no batches: one run), so that
-        # a page function claims and settles a message's pages in one batch.
-        runs: list[list[PageTask]] = [tasks]
+        # Each batch's tasks sent whole, two batches of a lane a page message where they fit one (a store that
+        # keeps no batches: one run), so that a page function claims and settles a message's pages in the
+        # fewest batches.
+        runs: list[list[PageTask]] = []
         start = 0
         for size in batches or [len(new)]:
             runs.append(
@@ -230,7 +231,7 @@ class PageListing:
                 ]
             )
             start += size
-        for run in runs:
+        for run in [tasks, *paired(runs)]:
             if run:
                 self.ctx.queue.push(run)
         self._ranks.clear()
@@ -431,3 +432,27 @@ class PageListing:
             priority=entry.priority,
             rank=order,
         )
+
+
+def paired(runs: list[list[PageTask]]) -> list[list[PageTask]]:
+    """Each run (a batch's tasks, all of one lane) with the next when both are of one lane and fit a page
+    message together (``PAGES_PER_MESSAGE``): one message, one delivery and one archive object for two batches."""
+    pairs: list[list[PageTask]] = []
+    waiting: list[PageTask] = []
+    for run in runs:
+        if not run:
+            continue
+        if waiting and _lane(waiting) == _lane(run) and len(waiting) + len(run) <= PAGES_PER_MESSAGE:
+            pairs.append(waiting + run)
+            waiting = []
+            continue
+        if waiting:
+            pairs.append(waiting)
+        waiting = run
+    if waiting:
+        pairs.append(waiting)
+    return pairs
+
+
+def _lane(run: list[PageTask]) -> bool:
+    return run[0].rank > PRIORITY_LANE
