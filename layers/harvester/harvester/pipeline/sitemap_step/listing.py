@@ -7,9 +7,9 @@ held in windows (``StateStore.listing_window``), each recorded by ``record_pages
 new to the job with the crawl records their listing moves and moves the sitemap's checkpoint (a store that
 keeps pages in batches writes them a lane at a time, a batch a transaction, and moves the checkpoint past the
 whole window with the first, so that a delivery stopped between two records and sends the window again);
-only then are their page tasks sent, two batches of a lane a page message, and a second write moves the sending
-checkpoint. A listing made afresh (a reading that starts over) records
-every URL again and sends every pending page's task again.
+only then are their page tasks sent, two batches a page message (the priority lane's one), and a second
+write moves the sending checkpoint. A listing made afresh (a reading that starts over) records every URL
+again and sends every pending page's task again.
 
 Each URL's job record is decided here: to be fetched (with its reason), not due, or listed only by a job
 that fetches nothing (final at once, ``_unfetched``; a URL new to the site then written straight as JSON by
@@ -217,9 +217,9 @@ class PageListing:
         if not sends:
             self.enqueued = checkpoint
             return
-        # Each batch's tasks sent whole, two batches of a lane a page message where they fit one (a store that
-        # keeps no batches: one run), so that a page function claims and settles a message's pages in the
-        # fewest batches.
+        # Each batch's tasks sent whole, two batches a page message where they fit one (``paired``; a store
+        # that keeps no batches: one run), so that a page function claims and settles a message's pages in
+        # the fewest batches.
         runs: list[list[PageTask]] = []
         start = 0
         for size in batches or [len(new)]:
@@ -435,14 +435,18 @@ class PageListing:
 
 
 def paired(runs: list[list[PageTask]]) -> list[list[PageTask]]:
-    """Each run (a batch's tasks, all of one lane) with the next when both are of one lane and fit a page
-    message together (``PAGES_PER_MESSAGE``): one message, one delivery and one archive object for two batches."""
+    """Each run (a batch's tasks, all of one lane) with the next when neither is the priority lane's and
+    both fit a page message together (``PAGES_PER_MESSAGE``): one message, one delivery and one archive object
+    for two batches. The priority lane's batches travel one a message: they arrive at hosts whose turns the
+    other lane's batches booked, are fetched in more parts, and each part's settlement writes every batch
+    of its message (bench/aws_concurrent.py: its write units a page rose by half paired); and smaller
+    messages serve important pages sooner."""
     pairs: list[list[PageTask]] = []
     waiting: list[PageTask] = []
     for run in runs:
         if not run:
             continue
-        if waiting and _lane(waiting) == _lane(run) and len(waiting) + len(run) <= PAGES_PER_MESSAGE:
+        if waiting and not _lane(waiting) and not _lane(run) and len(waiting) + len(run) <= PAGES_PER_MESSAGE:
             pairs.append(waiting + run)
             waiting = []
             continue
