@@ -35,9 +35,9 @@ def test_messages_reach_their_queues_intact(queues):
 
 
 def test_fan_out_sends_batches_of_ten_and_pages_in_page_batches(queues):
-    """On SQS a request sends ten messages, and a message carries a page batch of up to 50 pages of a job
-    (what a page function takes at once): 120 pages are three messages, 25 sitemap tasks three requests."""
-    pages = [PageTask(job_id="job-9", url=f"https://example.com/p/{n}") for n in range(120)]
+    """On SQS a request sends ten messages, and a message carries a page batch of up to 100 pages of a job
+    (what a page function takes at once): 240 pages are three messages, 25 sitemap tasks three requests."""
+    pages = [PageTask(job_id="job-9", url=f"https://example.com/p/{n}") for n in range(240)]
     others = [PageTask(job_id="job-8", url=f"https://example.com/o/{n}") for n in range(2)]
     sitemaps = [
         SitemapTask(job_id="job-9", url=f"https://example.com/s/{n}.xml", origin=SitemapOrigin.INDEX, depth=2)
@@ -49,7 +49,7 @@ def test_fan_out_sends_batches_of_ten_and_pages_in_page_batches(queues):
     if queues.name == "aws":
         assert queues.calls.get("SendMessageBatch") == 4  # 3 of sitemap tasks, 1 of the 4 page messages
         assert "SendMessage" not in queues.calls
-        assert queues.carried == {"pages": 4, "sitemaps": 25}  # 50 + 50 + 20 pages of job-9, 2 of job-8
+        assert queues.carried == {"pages": 4, "sitemaps": 25}  # 100 + 100 + 40 pages of job-9, 2 of job-8
 
 
 def test_delayed_messages_wait(queues):
