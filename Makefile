@@ -37,12 +37,14 @@ lint: $(STAMP)
 
 ## test: set-up, lint, then every test in two runs at once: the tests held to time budgets (a host's pace
 ## as the site sees the requests, containers side by side within an invocation's timeout), and niced
-## beside them every other test, a module to a worker, the longest first (TEST_WORKERS: about half of
-## their time is waiting on servers, delays and subprocesses, so twice a 2-core machine's cores). Niced, the others take only the CPU the timed tests leave; the timed run's output is
-## printed when both are over. The sources are compiled first: the many processes the tests start (the
-## containers, `harvest` commands) would each compile what they import where bytecode is not written.
+## beside them every other test, a module to a worker, the longest first (TEST_WORKERS: a third of
+## their time is waiting on servers, delays and subprocesses, so more workers than a 2-core machine's
+## cores; four made the run longer: the tests are CPU-bound beside the timed ones). Niced,
+## the others take only the CPU the timed tests leave; the timed run's output is printed when both are over.
+## The sources are compiled first: the many processes the tests start (the containers, `harvest`
+## commands) would each compile what they import where bytecode is not written.
 ## The slowest tests are listed at the end (`make test` is held to 10 minutes on a 2-core machine).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 #: The modules marked time_budget (the timed run collects only these).
 TIME_BUDGET_MODULES = $(shell grep -rl --include='test_*.py' '^pytestmark = pytest.mark.time_budget' tests)
 test: lint
