@@ -122,7 +122,7 @@ class Fetcher:
         self, url: str, max_bytes: int, headers: dict[str, str], retries: int, on_sent: Callable[[], None] | None
     ) -> AsyncIterator[FetchResponse]:
         check_url(url)
-        extensions = {"timeout": self._timeouts, ON_SENT: on_sent} if on_sent else {"timeout": self._timeouts}
+        extensions = {"timeout": self._timeouts, ON_SENT: on_sent}
         deadline = time.monotonic() + self.policy.total_timeout
         attempt = 0
         while True:

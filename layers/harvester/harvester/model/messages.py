@@ -179,7 +179,8 @@ class PageTask(Model, kw_only=True, frozen=True):
 Task = SitemapTask | PageTask
 
 #: The most pages one page message carries (``PageBatchSize`` in template.yaml can only lower it): two
-#: recorded batches of a state store that keeps pages in batches of 49 (``StateStore.listing_window``).
+#: recorded batches of the DynamoDB store, which keeps a job's pages in batches of up to 50
+#: (``PageListing.batch_most``; the listing sends two a message: ``sitemap_step.listing.paired``).
 PAGES_PER_MESSAGE = 100
 
 
