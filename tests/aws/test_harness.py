@@ -251,7 +251,7 @@ def test_event_sources_survived_translation(deployed_stack: Deployment) -> None:
         "JobEndFunction": ("JobEndQueue", 1, None, 5, ("ReportBatchItemFailures",)),
         "SitemapFunction": ("SitemapQueue", 1, None, 5, ("ReportBatchItemFailures",)),
         "PageFunction": ("PageQueue", 1, None, 20, ("ReportBatchItemFailures",)),
-        "PagePriorityFunction": ("PagePriorityQueue", 10, 1, 20, ("ReportBatchItemFailures",)),
+        "PagePriorityFunction": ("PagePriorityQueue", 1, None, 20, ("ReportBatchItemFailures",)),
     }
     assert stack.function("SchedulerFunction").event_sources == ()
     (rule,) = stack.function("SchedulerFunction").schedule_rules

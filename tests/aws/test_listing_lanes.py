@@ -1,5 +1,5 @@
 """A sitemap's pages as the sitemap function sends them: each page message holds two recorded batches of one
-lane (one where a window's lane has an odd one out; the priority lane's, one), whole, so that a page function
+lane (one where a window's lane has an odd one out), whole, so that a page function
 claims and settles a message's pages in as few batches as they were recorded in (a settlement's fixed writes
 once a message, not once for each batch a message holds part of), and a message's pages share one delivery
 and archive object."""
@@ -41,7 +41,7 @@ def drained(queue_url: str) -> list[list[PageTask]]:
 def test_each_page_message_holds_two_whole_recorded_batches_of_one_lane(deployed_stack: Any) -> None:
     """A urlset of 1,000 pages whose priorities run 0.0 to 0.9 (about 40 % of its new pages rank for the
     priority lane) listed by the sitemap function, its pages not fetched yet: every page message's pages are
-    two recorded batches' (one: a window's odd batch; the priority lane's, one), whole, all of one lane,
+    two recorded batches' (one: a window's odd batch), whole, all of one lane,
     every page sent once, and the batches about as few as the lanes' pages allow (even: 59 pages are 30 and
     29, not 49 and 10)."""
     stack, poller = deployed_stack
@@ -66,13 +66,12 @@ def test_each_page_message_holds_two_whole_recorded_batches_of_one_lane(deployed
     windows = -(-PAGES // PageListing.listing_window)
     for lane, messages in lanes.items():
         for tasks in messages:
-            assert len({batch_of[t.url] for t in tasks}) <= (1 if lane else 2), (lane, len(tasks))
+            assert len({batch_of[t.url] for t in tasks}) <= 2, (lane, len(tasks))
         # (a batch in one message: no batch's pages in two)
         per_batch = Counter(batch for tasks in messages for batch in {batch_of[t.url] for t in tasks})
         assert max(per_batch.values()) == 1
-        # two batches a message, but for each window's odd one out (the priority lane's: one)
-        if not lane:
-            assert len(messages) <= (len(per_batch) + windows) / 2, sorted(len(t) for t in messages)
+        # two batches a message, but for each window's odd one out
+        assert len(messages) <= (len(per_batch) + windows) / 2, (lane, sorted(len(t) for t in messages))
         pages = sum(len(tasks) for tasks in messages)
         # each window's lane share in batches of PageListing.record_batch at most, as even as can be
         fewest = -(-pages // PageListing.record_batch)

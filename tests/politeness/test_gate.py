@@ -497,29 +497,31 @@ def test_requests_the_bookings_leave_no_room_for_take_places_in_the_hosts_waitin
     no turn: a request ``ahead`` of it (the priority lane's) that comes when the bookings have room again
     takes the host's next turn, and the places given after it are counted a turn later."""
     state = HostState()
-    fill = arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-130)
-    assert fill.turns.count(None) == 9 and fill.later == pytest.approx(130.5)
+    fill = arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-127)
+    # (five whole pieces of a span each, 11 turns: the sixth, 127.5-132.5, would pass book_ahead)
+    assert fill.turns.count(None) == 15 and fill.later == pytest.approx(127.5)
     one = arrive(state, "one", [None] * 3, spacing=0.5, now=100.0, rules=BOOKING)
     other = arrive(state, "other", [None] * 3, spacing=0.5, now=100.1, rules=BOOKING)
     assert one.turns == (None, None, None) and one.grant.starts == ()
     assert (one.later, other.later, state.line) == pytest.approx((135.0, 136.5, 138.0))
     ahead = arrive(state, "lane", [None], spacing=0.5, now=101.0, rules=BOOKING, ahead=True)
-    assert ahead.turns == pytest.approx((130.5,)) and ahead.later is None and state.line == pytest.approx(138.5)
+    assert ahead.turns == pytest.approx((127.5,)) and ahead.later is None and state.line == pytest.approx(138.5)
 
 
 def test_while_requests_wait_in_the_line_a_newcomer_joins_it_unless_the_host_has_a_turn_within_the_horizon():
     """A batch that is not ahead does not take the turns the line's places were counted on: with the bookings'
-    room back (now + book_ahead past the host's next turn) it still joins the line; only turns within the
-    horizon (the host would otherwise be idle) are its to take."""
+    room back (now + book_ahead past the host's next turn) it still joins the line; only a batch whose first
+    turn is within the horizon (the host would otherwise be idle) takes turns, up to its span past that first
+    one, as a grant does (kept whole rather than cut at the horizon)."""
     state = HostState()
-    arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-130, line to 135)
+    arrive(state, "fill", [None] * 70, spacing=0.5, now=100.0, rules=BOOKING)  # (booked 100-127, line to 135)
     newcomer = arrive(state, "new", [None] * 2, spacing=0.5, now=101.0, rules=BOOKING)
     assert newcomer.turns == (None, None) and newcomer.later == pytest.approx(135.0)
-    assert state.next_start == pytest.approx(130.5) and state.line == pytest.approx(136.0)
+    assert state.next_start == pytest.approx(127.5) and state.line == pytest.approx(136.0)
     idle = HostState(line=200.0)  # (pages wait in the line, and the host has no turn booked)
-    soon = arrive(idle, "soon", [None] * 8, spacing=0.5, now=100.0, rules=BOOKING)
-    assert soon.grant.starts == pytest.approx((100.0, 100.5, 101.0, 101.5, 102.0))
-    assert soon.turns[5:] == (None, None, None) and soon.later == pytest.approx(202.5)
+    soon = arrive(idle, "soon", [None] * 14, spacing=0.5, now=100.0, rules=BOOKING)
+    assert soon.grant.starts == pytest.approx(tuple(100.0 + 0.5 * i for i in range(11)))  # (to 105: the span)
+    assert soon.turns[11:] == (None, None, None) and soon.later == pytest.approx(205.5)
 
 
 def test_the_waiting_line_is_counted_up_to_line_max_and_is_never_behind_the_pace():
@@ -663,3 +665,19 @@ def test_a_single_request_whose_gate_answers_slowly_takes_its_turn_rather_than_a
     start = asyncio.run(scenario())
     assert gate.asked <= 4, gate.asked
     assert start - started <= 1.0
+
+
+def test_a_batch_is_booked_a_whole_span_at_a_time_never_cut_where_the_bookings_end():
+    """A batch whose turns would run past ``book_ahead`` is not booked in part and lined in part (each part
+    then claimed and settled apart): it books whole pieces of a span's turns that fit, and the rest waits in
+    the line. (Before, a lane batch arriving at a host booked to 29.2 s ahead booked 17 pages and lined 22.)"""
+    edge = HostState(next_start=129.2)
+    cut = arrive(edge, "lane", [None] * 39, spacing=0.05, now=100.0, rules=BOOKING, ahead=True)
+    assert cut.turns == (None,) * 39 and cut.later == pytest.approx(129.2)  # (129.2 + 1.9 would pass 130)
+    room = HostState(next_start=127.0)
+    whole = arrive(room, "lane", [None] * 39, spacing=0.05, now=100.0, rules=BOOKING, ahead=True)
+    assert whole.turns == pytest.approx(tuple(127.0 + 0.05 * i for i in range(39))) and whole.later is None
+    slow = HostState(next_start=110.0)  # (at 1 s a request a span holds 6 turns: pieces of 6, whole)
+    pieces = arrive(slow, "bulk", [None] * 30, spacing=1.0, now=100.0, rules=BOOKING)
+    assert pieces.turns[:18] == pytest.approx(tuple(110.0 + i for i in range(18)))  # (110-127: three pieces)
+    assert pieces.turns[18:] == (None,) * 12 and pieces.later == pytest.approx(128.0)

@@ -21,7 +21,7 @@ FUNCTIONS = {
     "JobEndFunction": ("functions/job_end/", 900, 2048, "JobEndQueue", 1),
     "SitemapFunction": ("functions/sitemap/", 300, 1024, "SitemapQueue", 1),
     "PageFunction": ("functions/page/", 120, {"Ref": "PageMemorySize"}, "PageQueue", 1),
-    "PagePriorityFunction": ("functions/page/", 120, {"Ref": "PageMemorySize"}, "PagePriorityQueue", 10),
+    "PagePriorityFunction": ("functions/page/", 120, {"Ref": "PageMemorySize"}, "PagePriorityQueue", 1),
     "SchedulerFunction": ("functions/scheduler/", 300, 512, None, None),
 }
 #: Queues whose dead-letter queue is another's: the priority lane's dead pages are the page queue's.
@@ -134,7 +134,9 @@ def test_page_and_sitemap_concurrency_come_from_parameters(translated_template: 
     page = props(translated_template, "PageFunctionPages")
     sitemap = props(translated_template, "SitemapFunctionSitemaps")
     assert page["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "PageConcurrency"}}
-    assert "MaximumBatchingWindowInSeconds" not in page  # (one message: nothing to wait for)
+    lane = props(translated_template, "PagePriorityFunctionPriorityPages")
+    for mapping in (page, lane):  # (one message: nothing to wait for)
+        assert "MaximumBatchingWindowInSeconds" not in mapping
     assert sitemap["ScalingConfig"] == {"MaximumConcurrency": {"Ref": "SitemapConcurrency"}}
 
 

@@ -228,7 +228,9 @@ def arrive(
     when its batch was sent back (None: none). A booked turn still ahead is kept (the host's pace moved past
     it when it was booked) unless the host slowed down since it could have been booked; the others take the
     host's next turns, ``spacing`` (or the slow-down) apart and ``lead`` from now at the soonest (the batch's
-    claim comes between this move and its first request), up to ``book_ahead`` from now.
+    claim comes between this move and its first request), up to ``book_ahead`` from now, a span's worth of
+    them at a time and only whole: a batch is not cut where the bookings end (a part booked and a part lined
+    would each be claimed and settled apart).
 
     When the batch's first turn is within the horizon, its turns up to ``span`` after that first one are
     granted, with up to half the free slots (recorded under ``token``, as :func:`admit` does); the
@@ -252,9 +254,20 @@ def arrive(
     reach = now + (rules.horizon if queued and not ahead else rules.book_ahead)
     taken = start
     given: list[float | None] = []
+    # The requests without a turn take them a piece at a time, a piece being the turns a span holds (what a
+    # grant fetches in one go), and a piece only whole: granted now (its first turn within the horizon) or
+    # booked within reach; a piece cut where the bookings end would be claimed and settled in two parts.
+    piece = int(rules.span / step) + 1 if step > 0 else len(kept)
+    wanting, left, refused = kept.count(None), 0, False
     for turn in kept:
-        if turn is None and start <= reach:
-            turn, start = start, start + step
+        if turn is None:
+            if not left and not refused and start <= reach:
+                size = min(piece, wanting)
+                left = size if start <= now + rules.horizon or start + (size - 1) * step <= reach else 0
+            refused = not left
+            if left:
+                turn, start, left = start, start + step, left - 1
+            wanting -= 1
         given.append(turn)
     first = min((t for t in given if t is not None), default=None)
     soon: tuple[float, ...] = ()

@@ -435,18 +435,16 @@ class PageListing:
 
 
 def paired(runs: list[list[PageTask]]) -> list[list[PageTask]]:
-    """Each run (a batch's tasks, all of one lane) with the next when neither is the priority lane's and
-    both fit a page message together (``PAGES_PER_MESSAGE``): one message, one delivery and one archive object
-    for two batches. The priority lane's batches travel one a message: they arrive at hosts whose turns the
-    other lane's batches booked, are fetched in more parts, and each part's settlement writes every batch
-    of its message (bench/aws_concurrent.py: its write units a page rose by half paired); and smaller
-    messages serve important pages sooner."""
+    """Each run (a batch's tasks, all of one lane) with the next when both are of one lane and fit a page
+    message together (``PAGES_PER_MESSAGE``): one message, one delivery and one archive object for two
+    batches, the priority lane's too (its messages are delivered one an invocation, and the gate books a
+    batch's turns a span at a time, whole: a message's batches are fetched and settled together)."""
     pairs: list[list[PageTask]] = []
     waiting: list[PageTask] = []
     for run in runs:
         if not run:
             continue
-        if waiting and not _lane(waiting) and not _lane(run) and len(waiting) + len(run) <= PAGES_PER_MESSAGE:
+        if waiting and _lane(waiting) is _lane(run) and len(waiting) + len(run) <= PAGES_PER_MESSAGE:
             pairs.append(waiting + run)
             waiting = []
             continue
