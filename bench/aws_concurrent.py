@@ -80,6 +80,8 @@ class Booked:
     """What one function's containers asked of AWS."""
 
     tally: Tally = field(default_factory=Tally)
+    #: Table write units by operation and kind of item written (bench/aws_cost.item_kind).
+    item_units: collections.Counter[str] = field(default_factory=collections.Counter)
     deliveries: int = 0  # pages delivered (a page batch delivered twice: twice its pages)
     messages: int = 0  # records delivered
 
@@ -148,6 +150,8 @@ class ServerMeter(Meter):
             self.harness[name] += 1
             return
         units = self._units(None, service, operation, params, response, before)
+        for kind, n in self.items_written if before is not None else ():
+            booked.item_units[f"{operation} {kind}"] += n
         esm = service == "sqs" and operation in _ESM
         key = f"{name} (Lambda's poller)" if esm else name
         (booked.tally.esm if esm else booked.tally.calls)[key] += 1
@@ -272,6 +276,7 @@ def _figures(**run: Any) -> dict[str, Any]:
     pages = run["fetched"] or run["pages"]
     by_function: dict[str, dict[str, float]] = {}
     write_units: dict[str, dict[str, float]] = {}
+    item_units: dict[str, dict[str, float]] = {}
     units: collections.Counter[str] = collections.Counter()
     for name, booked in meter.functions.items():
         rows = {**booked.tally.calls, **booked.tally.esm}
@@ -283,6 +288,7 @@ def _figures(**run: Any) -> dict[str, Any]:
             if kind.startswith("WRU"):
                 written[op] += n / pages
         write_units[name] = dict(written)
+        item_units[name] = {kind: n / pages for kind, n in booked.item_units.items()}
     invocations = collections.Counter(r.function for r in runs)
 
     def billed(seconds: float, function: str) -> float:  # (dollars: GB-seconds by the millisecond, priced)
@@ -334,6 +340,7 @@ def _figures(**run: Any) -> dict[str, Any]:
             f: b.deliveries / b.messages for f, b in meter.functions.items() if f.startswith("Page") and b.messages
         },
         "write_units_by_function": write_units,
+        "write_units_by_item": item_units,
         "warc_objects_per_page": run["warc_objects"] / pages,
         "harness_calls": dict(meter.harness),
     }
@@ -404,6 +411,16 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
             line(function, [f"{sum(o.values()):.2f}" for o in ops])
             for op in sorted({op for o in ops for op in o}):
                 line(f"  {op}", [f"{o.get(op, 0.0):.2f}" for o in ops])
+    print("\nDynamoDB table write units per page by the kind of item written (names starred), by function")
+    for function in sorted({f for _, c in columns for f in c.get("write_units_by_item", {})}):
+        kinds = [c.get("write_units_by_item", {}).get(function, {}) for _, c in columns]
+        shown = sorted(
+            {k for o in kinds for k, n in o.items() if n >= 0.005}, key=lambda k: -max(o.get(k, 0) for o in kinds)
+        )
+        if shown:
+            line(function, ["" for _ in kinds])
+            for kind in shown:
+                line(f"  {kind}", [f"{o.get(kind, 0.0):.3f}" for o in kinds])
     print("\nHow the work ran")
     line("page deliveries per page (1: each delivered once)", [f"{c['deliveries_per_page']:.2f}" for _, c in columns])
     by_function("pages_per_message", "pages a delivered message holds: ", ".1f")

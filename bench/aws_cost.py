@@ -238,6 +238,9 @@ class Tally:
 class Meter:
     """The observer of bench/_aws_path.AwsRequests: makes each request, and books its count and units."""
 
+    #: The items the last write's units were booked to: (``item_kind``, table write units).
+    items_written: list[tuple[str, float]] = []
+
     def __init__(self, aws: AwsPath, *, where: bool) -> None:
         from moto.dynamodb.models import dynamodb_backends
 
@@ -361,9 +364,12 @@ class Meter:
     def _write_units(self, before: list[tuple[str, dict[str, Any], float, Any]]) -> list[tuple[str, float]]:
         table_units = 0.0
         index_units = 0.0
+        self.items_written = []
         for table_name, key, factor, old in before:
             new = self._stored(table_name, key)
-            table_units += factor * write_units(max(item_size(old), item_size(new)))
+            units = factor * write_units(max(item_size(old), item_size(new)))
+            table_units += units
+            self.items_written.append((item_kind(key), units))
             for index in self._table(table_name).global_indexes:
                 index_units += self._index_write_units(index, old, new)
         return [("WRU", table_units), ("WRU index", index_units)]
@@ -587,6 +593,17 @@ def costs(crawl: Crawl) -> dict[str, float]:
     """Dollars by service line, for the whole crawl."""
     tally = crawl.tally
     return priced(len(tally.invocations), sum(i.compute_dollars for i in tally.invocations), tally.unit)
+
+
+def item_kind(key: Mapping[str, Any]) -> str:
+    """An item's kind, from its key with the names in it starred: ``JOB BATCH#*#S`` (a batch's states),
+    ``CRAWL URL#*`` (a URL's pointer), ``HOST GATE``: the segments of upper-case letters kept."""
+
+    def shape(value: Any) -> str:
+        text = str(next(iter(value.values())) if isinstance(value, Mapping) else value)
+        return "#".join(part if re.fullmatch(r"[A-Z]{1,6}", part) else "*" for part in text.split("#"))
+
+    return f"{shape(key.get('pk', '')).split('#')[0]} {shape(key.get('sk', ''))}"
 
 
 def priced(invocations: int, compute: float, unit: Callable[[str], float]) -> dict[str, float]:
