@@ -89,7 +89,7 @@ def slow_site() -> Iterator[SlowSite]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), site.handler())
     server.daemon_threads = True
     site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     yield site
     server.shutdown()
     server.server_close()

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import inspect
 import json
@@ -106,12 +107,17 @@ CHECKED_SOURCES = {
 
 
 def changed_moto_code() -> list[str]:
+    return list(_changed())
+
+
+@functools.cache
+def _changed() -> tuple[str, ...]:  # (moto's code does not change within a process: read once, not each test)
     changed = []
     for name, (owner, digest) in CHECKED_SOURCES.items():
         source = inspect.getsource(getattr(owner, name.split(".")[1]))
         if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
             changed.append(name)
-    return changed
+    return tuple(changed)
 
 
 def speedup_applies() -> bool:

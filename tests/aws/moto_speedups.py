@@ -32,6 +32,7 @@ action, has its own patch in tests/aws/moto_dynamodb_speedups.py.)
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import inspect
 import warnings
@@ -42,6 +43,7 @@ from unittest import mock
 
 import moto
 import pytest
+from moto.core import responses as moto_responses
 from moto.sqs import models as sqs_models
 
 #: sha256 prefixes of the moto code the patches replace or rely on, as read in moto 5.2.5. The patches
@@ -58,19 +60,25 @@ CHECKED_SOURCES = {
     "Queue.approximate_number_of_messages_not_visible": "5dbecc4dda174358",
     "Message.visible": "5129b573308de62a",
     "Message.delayed": "e2fd48abf582683a",
+    "responses.method_names_from_class": "9dbac89d082b655f",
 }
 
 
 def _source_digest(qualified_name: str) -> str:
     owner, _, name = qualified_name.partition(".")
-    member = vars(getattr(sqs_models, owner))[name]
+    member = vars(moto_responses if owner == "responses" else getattr(sqs_models, owner))[name]
     function = member.fget if isinstance(member, property) else member
     return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
 
 
 def changed_moto_code() -> list[str]:
     """The checked pieces of moto whose source differs from the code the patches were checked against."""
-    return [name for name, digest in CHECKED_SOURCES.items() if _source_digest(name) != digest]
+    return list(_changed())
+
+
+@functools.cache
+def _changed() -> tuple[str, ...]:  # (moto's code does not change within a process: read once, not each test)
+    return tuple(name for name, digest in CHECKED_SOURCES.items() if _source_digest(name) != digest)
 
 
 def speedups_apply() -> bool:
@@ -133,6 +141,13 @@ def _patched_send_message(original: Any) -> Any:
     return send_message
 
 
+@functools.cache
+def _method_names(clazz: object) -> list[str]:
+    """``moto.core.responses.method_names_from_class``, once a class: what a response class defines does not
+    change while it serves (its result only read, by ``in``)."""
+    return [name for name, _ in inspect.getmembers(clazz, predicate=inspect.isfunction)]
+
+
 def _now_ms() -> float:
     return sqs_models.unix_time_millis()  # (moto's clock, looked up at call time: time-freezing applies)
 
@@ -162,6 +177,8 @@ def moto_sqs_speedups(*, receive: bool = True, send: bool = True) -> Iterator[No
         yield
         return
     with ExitStack() as stack:
+        # (every request of every service asks for its handler class's method names, by inspect.getmembers)
+        stack.enter_context(mock.patch.object(moto_responses, "method_names_from_class", _method_names))
         if receive:
             stack.enter_context(
                 mock.patch.object(

@@ -38,9 +38,12 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3
+import yaml
 from botocore.exceptions import ClientError
+from moto.cloudformation import models as cloudformation_models
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from tests.aws.deployed import DeployedFunction, DeployedStack, EventSource, ScheduleRule
@@ -97,6 +100,18 @@ def _unhook_moto_event_source_mappings(region: str, account_id: str) -> None:
         queue.lambda_event_source_mappings.clear()
 
 
+_yaml_load = yaml.load
+
+
+def _json_first(stream: Any, Loader: Any = None) -> Any:
+    """moto reads a template body with pure-Python YAML first (about 0.15 s for this one): the body sent here
+    is JSON, which reads the same."""
+    try:
+        return json.loads(stream)
+    except ValueError:
+        return _yaml_load(stream, Loader=Loader)
+
+
 def deploy_stack(
     template_path: str | Path = TEMPLATE_PATH,
     parameters: Mapping[str, Any] | None = None,
@@ -137,7 +152,7 @@ def deploy_stack(
 
     translated = translate(package_local_uris(source, base_dir, upload), parameter_values, region)
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), mock.patch.object(cloudformation_models.yaml, "load", _json_first):
         # moto warns each time it meets a resource type it cannot create (alarms, bucket policy):
         # DeployedStack.skipped lists them instead.
         warnings.filterwarnings("ignore", message="Tried to parse .* not supported by moto", category=UserWarning)

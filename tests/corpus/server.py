@@ -99,7 +99,9 @@ class RouteServer:
         self.host = host
         self.port = self._httpd.server_address[1]
         self.base = f"http://{host}:{self.port}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name=f"corpus-{self.base}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"corpus-{self.base}", daemon=True
+        )
 
     # the route table -------------------------------------------------------------------------------
 

@@ -81,10 +81,10 @@ def site(server: RouteServer, second_server: RouteServer, tmp_path_factory) -> F
             str(CONCURRENCY),
             "--scope",
             "any",
-            env={**FAST_RETRIES, **proxies},
-            # (40-110 s on an idle machine: after the 429 and 503 pages slow the host down, the pages left wait
-            # about 30 s before they are asked for again, which is issue 42's item 7; the default 120 s was
-            # passed in CI with two test groups side by side)
+            # (the host's slow-down after the 429 and 503 pages held to 2 s: at the default 60 s bound the pages
+            # left waited 30-90 s before they were asked for again, issue 42's item 7, which no assertion here
+            # is about; the slow-down itself: tests/politeness)
+            env={**FAST_RETRIES, **proxies, "HARVEST_HOST_SLOWDOWN_MAX": "2"},
             timeout=300,
         )
         proxy_hits = list(proxy.hits)

@@ -71,7 +71,7 @@ def flaky_site() -> Iterator[FlakySite]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), site.handler())
     server.daemon_threads = True
     site.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield site
     server.shutdown()

@@ -341,7 +341,9 @@ class LiveSite:
         for path in self.site:
             self._render(path)
         self._built = None
-        thread = threading.Thread(target=server.serve_forever, name="live-site", daemon=True)
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="live-site", daemon=True
+        )
         thread.start()
         try:
             yield self

@@ -168,7 +168,9 @@ class QuietServer(ThreadingHTTPServer):
 def serve(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serves ``root`` over HTTP on ``host``; yields the base URL (the port is picked by the OS)."""
     server = QuietServer((host, port), partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, name="demo-site", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="demo-site", daemon=True
+    )
     thread.start()
     try:
         yield f"http://{host}:{server.server_address[1]}"
