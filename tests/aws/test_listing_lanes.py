@@ -67,6 +67,8 @@ def test_each_page_message_holds_two_whole_recorded_batches_of_one_lane(deployed
     for lane, messages in lanes.items():
         for tasks in messages:
             assert len({batch_of[t.url] for t in tasks}) <= 2, (lane, len(tasks))
+            # (each task says where its listing stored it: the claim reads that batch, not the page's pointer)
+            assert all(t.stored is not None and t.stored.split("/")[0] == batch_of[t.url] for t in tasks)
         # (a batch in one message: no batch's pages in two)
         per_batch = Counter(batch for tasks in messages for batch in {batch_of[t.url] for t in tasks})
         assert max(per_batch.values()) == 1

@@ -302,6 +302,42 @@ def test_a_batchs_claim_settlement_and_retries_are_a_few_requests_for_all_its_pa
     assert Counter(r.status for r in store.pages(job_id)) == Counter({UrlStatus.COMPLETED: 40, UrlStatus.PENDING: 9})
 
 
+def test_a_claim_goes_where_the_listing_stored_each_page_without_reading_its_pointer(aws: AwsAdapters) -> None:
+    """The listing says where it stored each page (``Recorded.stored``, carried by its task): a claim given
+    that reads the batch alone (one BatchGetItem, no pointer read); a hint the batch does not bear out (another
+    position, another batch, a batch that never committed, garbage) falls back to the page's pointer."""
+    store = aws.store
+    job_id = new_job(store, "job-stored")
+    held = leased_sitemap(store, job_id)
+    recorded = store.record_pages(job_id, sitemap(1).url, [page(i) for i in range(60)], checkpoint=60, lease=held)
+    urls = [page(i).url for i in range(60)]
+    assert sorted(recorded.stored) == sorted(urls) and len({v.split("/")[0] for v in recorded.stored.values()}) == 2
+    keys: list[list[str]] = []
+
+    def seen(params: dict[str, Any], **_: Any) -> None:
+        keys.append([k["sk"]["S"] for table in params["RequestItems"].values() for k in table["Keys"]])
+
+    store.client.meta.events.register("provide-client-params.dynamodb.BatchGetItem", seen)
+    worker = DynamoStateStore(store.client, store.table)  # (a page function's container)
+    first = urls[:30]
+    claimed = worker.claim_pages(job_id, first, lease("p"), now=NOW, stored=recorded.stored)
+    assert [r.url for r in claimed] == first
+    assert len(keys) == 1 and not any(k.startswith("URL#") for k in keys[0])  # (the batch's two items only)
+    keys.clear()
+    rest = urls[30:]
+    other_bid = recorded.stored[urls[0]].split("/")[0]
+    wrong = {
+        rest[0]: recorded.stored[rest[1]],  # (another position of its batch)
+        rest[2]: f"{other_bid}/0",  # (another batch)
+        rest[3]: "0123456789abcdef/1",  # (no such batch)
+        rest[4]: "garbage",
+    }
+    claimed = worker.claim_pages(job_id, rest, lease("q"), now=NOW, stored={**recorded.stored, **wrong})
+    assert [r.url for r in claimed] == rest and {r.attempts for r in claimed} == {1}
+    pointers = [k for batch in keys for k in batch if k.startswith("URL#")]
+    assert sorted(pointers) == sorted(f"URL#{url_key(u)}" for u in [rest[0], rest[2], rest[3], rest[4]])
+
+
 @contextmanager
 def answer_lost_once(operation: str) -> Iterator[list[str]]:
     """The first ``operation`` request lands in moto and its answer is lost (a read timeout): botocore sends

@@ -251,9 +251,12 @@ class StateStore(Protocol):
     def sitemaps(self, job_id: str, *, status: SitemapStatus | None = None) -> Iterator[SitemapRecord]: ...
 
     # pages ----------------------------------------------------------------------------------------
-    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
+    def claim_pages(
+        self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float, stored: Mapping[str, str] | None = None
+    ) -> list[SitemapURL]:
         """pending (or processing with a lapsed lease) → processing for each URL that can be claimed;
-        increments ``attempts``. Final or elsewhere-leased URLs are left out of the result."""
+        increments ``attempts``. Final or elsewhere-leased URLs are left out of the result. ``stored``: where
+        ``record_pages`` said it recorded URLs (``Recorded.stored``), a hint the store may check and use."""
 
     def finish_pages(
         self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None

@@ -165,6 +165,9 @@ class PageTask(Model, kw_only=True, frozen=True):
     #: harvester.politeness.gate.arrive): it comes back shortly before and takes the host's next turns, ahead
     #: of requests that joined the line after it.
     place: float | None = None
+    #: Where the state store recorded it, as the store wrote it (the DynamoDB store: its batch and position),
+    #: so that a claim goes there without looking it up; None: looked up.
+    stored: str | None = None
 
     def __post_init__(self) -> None:
         # In the form records are keyed by (urls.normalize), so that a copy the page step makes with it never

@@ -182,8 +182,9 @@ class SitemapURL(Model, kw_only=True):
         links = self.extensions.get("alternates")
         return [(a["hreflang"], a["href"]) for a in links] if links else None
 
-    def task(self, job_id: str, *, rank: float = 0.0) -> PageTask:
-        """The page task that fetches this URL (again), served in ``rank`` order (pipeline.ranking)."""
+    def task(self, job_id: str, *, rank: float = 0.0, stored: str | None = None) -> PageTask:
+        """The page task that fetches this URL (again), served in ``rank`` order (pipeline.ranking), with
+        where the state store recorded it (``PageTask.stored``)."""
         return PageTask(
             job_id=job_id,
             url=self.url,
@@ -193,6 +194,7 @@ class SitemapURL(Model, kw_only=True):
             priority=self.priority,
             attempt=self.retries,
             rank=rank,
+            stored=stored,
         )
 
 

@@ -38,6 +38,9 @@ class Recorded(Struct):
     #: How many of ``new`` each batch written holds, in order (a store that keeps no batches: empty): the
     #: sender sends each batch's tasks as a page message of its own.
     batches: list[int] = field(default_factory=list)
+    #: Where each of ``new`` was recorded, by URL, as the store names it for its claims (``PageTask.stored``;
+    #: a store that needs no such hint: empty).
+    stored: dict[str, str] = field(default_factory=dict)
 
 
 class Settled(Struct):

@@ -125,7 +125,8 @@ async def _process_job_pages(
             result.deferred.extend(arrival.back)
             result.retried.extend(arrival.back)
             urls = [url for url in urls if url not in arrival.back]
-        claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp())
+        stored = {url: by_url[url].stored for url in urls if by_url[url].stored}
+        claimed = store.claim_pages(job.job_id, urls, lease, now=now.timestamp(), stored=stored)
         mine = [r.url for r in claimed]
         result.skipped.extend(u for u in urls if u not in set(mine))
         if claimed:

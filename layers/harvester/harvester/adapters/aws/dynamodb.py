@@ -166,8 +166,10 @@ class DynamoStateStore:
 
     # pages ----------------------------------------------------------------------------------------
 
-    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
-        return self.batches.claim_pages(job_id, urls, lease, now=now)
+    def claim_pages(
+        self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float, stored: Mapping[str, str] | None = None
+    ) -> list[SitemapURL]:
+        return self.batches.claim_pages(job_id, urls, lease, now=now, stored=stored)
 
     def finish_pages(
         self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None

@@ -136,8 +136,15 @@ class PageBatches:
             update["ExpressionAttributeValues"][":jo"] = {"SS": list(settles)}
         return {"Update": update}
 
-    def _place(self, job_id: str, urls: Sequence[str]) -> tuple[dict[str, tuple[str, int]], dict[str, StoredBatch]]:
+    def _place(
+        self, job_id: str, urls: Sequence[str], stored: Mapping[str, str] | None = None
+    ) -> tuple[dict[str, tuple[str, int]], dict[str, StoredBatch]]:
         """Each URL's batch and position, and those batches (records and states) as read now.
+
+        A URL whose task names the job's batch and position its listing stored it at (``stored``) is found
+        there when that batch holds it there, with no read of its pointer (a URL is in one committed batch of
+        a job: the listing's; a batch read that does not hold it, or never committed, falls back to the
+        pointer).
 
         A pointer is read eventually consistent (half a read unit) first: it names a batch before the batch
         commits and moves from it only when it never did, or when another job listed the URL, so one read
@@ -147,7 +154,16 @@ class PageBatches:
         query of the job's records, rare)."""
         placed: dict[str, tuple[str, int]] = {}
         batches: dict[str, StoredBatch] = {}
-        missing = list(urls)
+        hinted = {url: where for url in urls if (where := _stored_at(stored.get(url) if stored else None))}
+        if hinted:
+            batches |= read_batches(self.jobs, job_id, {bid for bid, _ in hinted.values()}, outcomes=False)
+            for url, (bid, i) in hinted.items():
+                batch = batches.get(bid)
+                if batch is not None and batch.position(url) == i:
+                    placed[url] = (bid, i)
+        missing = [url for url in urls if url not in placed]
+        if not missing:
+            return placed, batches
         for consistent in (False, True):
             pointed = self._pointed(job_id, missing, consistent=consistent)
             batches |= read_batches(
@@ -183,10 +199,13 @@ class PageBatches:
 
     # pages ----------------------------------------------------------------------------------------
 
-    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
-        """Each batch's pages claimed with one conditional write of its states (on the version read)."""
+    def claim_pages(
+        self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float, stored: Mapping[str, str] | None = None
+    ) -> list[SitemapURL]:
+        """Each batch's pages claimed with one conditional write of its states (on the version read); a URL
+        whose task says where the listing stored it (``stored``: ``stored_at``) is looked for there first."""
         wanted = list(dict.fromkeys(urls))
-        placed, batches = self._place(job_id, wanted)
+        placed, batches = self._place(job_id, wanted, stored or {})
         claimed: dict[str, SitemapURL] = {}
         by_batch: dict[str, list[str]] = {}
         for url in wanted:
@@ -536,3 +555,14 @@ class PageBatches:
             conflict_pause(min(attempt, 4))
             read = self._state(job_id, bid)
         return 0
+
+
+def stored_at(bid: str, i: int) -> str:
+    """Where a listing stored a page, as its task carries it (``PageTask.stored``): its batch and position."""
+    return f"{bid}/{i}"
+
+
+def _stored_at(text: str | None) -> tuple[str, int] | None:
+    """``stored_at`` read back; None for anything else (a task of another store or version: looked up)."""
+    bid, _, i = (text or "").partition("/")
+    return (bid, int(i)) if bid and i.isdigit() else None

@@ -31,6 +31,7 @@ from harvester.adapters.aws.crawl_parts import PartAdopters, touches
 from harvester.adapters.aws.crawl_pointers import Pointers
 from harvester.adapters.aws.job_items import TRANSACTION_ITEMS, JobItems
 from harvester.adapters.aws.listed_batch import Listing, as_lines, batch_sk, batched, state_sk
+from harvester.adapters.aws.page_batches import stored_at
 from harvester.adapters.aws.page_body import pack
 from harvester.adapters.aws.pointer_items import (
     Pointer,
@@ -145,6 +146,7 @@ class PageListing:
             recorded.new.extend(mine)
             if mine:
                 recorded.batches.append(len(mine))
+                recorded.stored.update((p.url, stored_at(bid, i)) for i, p in enumerate(mine))
         return recorded
 
     def _list(

@@ -226,8 +226,10 @@ class SqliteStateStore:
 
     # pages ----------------------------------------------------------------------------------------
 
-    def claim_pages(self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float) -> list[SitemapURL]:
-        return self.page_rows.claim_pages(job_id, urls, lease, now=now)
+    def claim_pages(
+        self, job_id: str, urls: Sequence[str], lease: Lease, *, now: float, stored: Mapping[str, str] | None = None
+    ) -> list[SitemapURL]:
+        return self.page_rows.claim_pages(job_id, urls, lease, now=now)  # (a row a URL: no hint to use)
 
     def finish_pages(
         self, job_id: str, outcomes: Sequence[PageOutcome], lease: Lease, *, site: str | None = None

@@ -210,7 +210,7 @@ class PageListing:
         sends = self.request.fetch_pages
         # With nothing to send, the write that records the batch also moves the sending checkpoint.
         fresh = [(url, entry) for _, url, entry, _ in batch]
-        new, batches = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
+        new, batches, stored = self._record(fresh, [bits for *_, bits in batch], checkpoint, enqueue=not sends)
         self.stepped += len(batch)
         self._keep_extensions(fresh, new, again)
         self.recorded = max(self.recorded, checkpoint)
@@ -225,7 +225,7 @@ class PageListing:
         for size in batches or [len(new)]:
             runs.append(
                 [
-                    page.task(job_id, rank=self._ranks[page.url])
+                    page.task(job_id, rank=self._ranks[page.url], stored=stored.get(page.url))
                     for page in new[start : start + size]
                     if isinstance(page, SitemapURL) and page.status is UrlStatus.PENDING and page.url not in again
                 ]
@@ -282,7 +282,7 @@ class PageListing:
 
     def _record(
         self, fresh: list[tuple[str, PageEntry]], keys: list[int], checkpoint: int, *, enqueue: bool
-    ) -> tuple[list[SitemapURL | ListedRow], list[int]]:
+    ) -> tuple[list[SitemapURL | ListedRow], list[int], dict[str, str]]:
         """Records a window's pages (``keys``: their URL keys' bits, worked out already) with the crawl records
         it moves, those to fetch a lane at a time (``_ranks``); when another job of the site moved one of them
         meanwhile, the pages are decided again on what that job wrote. The pages new to the job, and how many
@@ -305,9 +305,10 @@ class PageListing:
                 self.ctx.listed(self.record.url, checkpoint - len(fresh), fresh)
             if new and self.ctx.found is not None:
                 self.ctx.found(self.record.url, [fresh[i] for i in new])
-            return [], []  # (nothing to send: a throwaway run fetches no page)
+            return [], [], {}  # (nothing to send: a throwaway run fetches no page)
         new: list[SitemapURL | ListedRow] = []
         batches: list[int] = []
+        stored: dict[str, str] = {}
         probes, held = self.probes, self.held
         first_crawl = self.ctx.first_crawl(self.job)
         for attempt in range(STALE_ATTEMPTS):
@@ -332,8 +333,9 @@ class PageListing:
             )
             new += recorded.new
             batches += recorded.batches
+            stored |= recorded.stored
             if not recorded.stale:
-                return new, batches
+                return new, batches, stored
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
 
