@@ -212,9 +212,11 @@ def measure(pages: int, pollers: int, lanes: int, delay: float, template: Path, 
         store = AwsAdapters.from_env(stack.function("PageFunction").environment).store
         job_id = submit_job(JobRequest(site=site.url("/"), rate_limit_delay=delay), stack.outputs["JobQueueUrl"])
 
-        def done() -> bool:
+        def done() -> bool:  # (the job's end written: its status turns final before the end function runs)
             job = store.get_job(job_id)
-            return job is not None and job.status.final
+            return (
+                job is not None and job.status.final and (job.result_key is not None or job.error_message is not None)
+            )
 
         containers = {**OTHER_CONTAINERS, "PageFunction": pollers, "PagePriorityFunction": lanes}
         gc.collect()
