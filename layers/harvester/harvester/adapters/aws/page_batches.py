@@ -205,7 +205,7 @@ class PageBatches:
         """Each batch's pages claimed with one conditional write of its states (on the version read); a URL
         whose task says where the listing stored it (``stored``: ``stored_at``) is looked for there first."""
         wanted = list(dict.fromkeys(urls))
-        placed, batches = self._place(job_id, wanted, stored or {})
+        placed, batches = self._place(job_id, wanted, stored)
         claimed: dict[str, SitemapURL] = {}
         by_batch: dict[str, list[str]] = {}
         for url in wanted:

@@ -65,10 +65,10 @@ class PageListing:
     #: The most pages a batch holds: a remainder of one page goes along with a full batch (``batched``).
     batch_most = record_batch + 1
     #: Pages a reading hands a listing at once: eight batches' worth, recorded a lane at a time in batches as
-    #: even as they can be, sent two batches a page message (the priority lane's one: the listing's
-    #: ``paired``), whose fetches claim and settle them together (a claim, a settlement's fixed writes, a
-    #: WARC object and its index, a delivery once a message). A first crawl's window whose pages split 40/60
-    #: between the lanes makes four batches of 39-40 (four lane messages) and five of 47 (94, 94 and 47).
+    #: even as they can be, sent two batches of one lane a page message (the listing's ``paired``), whose
+    #: fetches claim and settle them together (a claim, a settlement's fixed writes, a WARC object and its
+    #: index, a delivery once a message). A first crawl's window whose pages split 40/60 between the lanes
+    #: makes four batches of 39-40 (two lane messages of 78-80) and five of 47 (94, 94 and 47).
     listing_window = 8 * record_batch
 
     def __init__(self, jobs: JobItems, sitemaps: SitemapItems, pointers: Pointers) -> None:

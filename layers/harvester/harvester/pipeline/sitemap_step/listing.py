@@ -7,7 +7,7 @@ held in windows (``StateStore.listing_window``), each recorded by ``record_pages
 new to the job with the crawl records their listing moves and moves the sitemap's checkpoint (a store that
 keeps pages in batches writes them a lane at a time, a batch a transaction, and moves the checkpoint past the
 whole window with the first, so that a delivery stopped between two records and sends the window again);
-only then are their page tasks sent, two batches a page message (the priority lane's one), and a second
+only then are their page tasks sent, two batches of one lane a page message, and a second
 write moves the sending checkpoint. A listing made afresh (a reading that starts over) records every URL
 again and sends every pending page's task again.
 
