@@ -491,6 +491,23 @@ def test_a_slow_down_since_a_booking_voids_it():
     assert all(t is None or t not in booked for t in again.turns)
 
 
+def test_a_booking_made_after_the_slow_down_is_kept_at_its_pace():
+    """A turn booked once the host slowed down was counted at the slowed pace: its batch takes it when it
+    comes back, however recent the slow-down (re-booked, it would go to the end of the bookings each time it
+    came back, and a request asked again after a 429 would wait ``book_ahead`` for nothing)."""
+    state = HostState()
+    arrive(state, "a", [None] * 20, spacing=0.5, now=100.0, rules=BOOKING)
+    before = arrive(state, "b", [None] * 2, spacing=0.5, now=100.0, rules=BOOKING).turns
+    settle(state, "a", HostReport(sent=1, throttled=1), spacing=0.5, now=101.0, rules=BOOKING)
+    after = arrive(state, "c", [None] * 2, spacing=0.5, now=101.5, rules=BOOKING).turns
+    assert min(after) >= max(before) and after[1] - after[0] == pytest.approx(SLOWDOWN_FLOOR)
+    stored = HostState.loads(state.dumps())  # (the rule survives the host's stored form)
+    back = arrive(stored, "c2", list(after), spacing=0.5, now=after[0] - 0.5, rules=BOOKING)
+    assert back.turns == after and back.grant.starts == after
+    voided = arrive(stored, "b2", list(before), spacing=0.5, now=before[0] - 0.5, rules=BOOKING)
+    assert all(t is not None and t not in before and t >= after[1] for t in voided.turns)
+
+
 def test_requests_the_bookings_leave_no_room_for_take_places_in_the_hosts_waiting_line():
     """Past ``book_ahead`` a request gets no turn but a place in the line behind the bookings: each batch is
     told when the pace reaches its first place, if every request ahead comes back for its turn. The line holds

@@ -68,7 +68,8 @@ def test_a_429_storm_slows_the_host_for_every_worker(host1, tmp_path):
     # Nothing was sent in the second after the storm began but what had been granted before its answers.
     assert [h for h in done.hits if first + 0.3 < h.at < first + 0.95] == []
     assert max(done.gaps()) >= 0.95
-    assert sorted(done.gaps())[len(done.gaps()) // 2] < 0.5  # and it sped up again
+    # and it came back: the turns booked once its first healthy answers halved the slow-down keep that pace
+    assert sorted(done.gaps())[len(done.gaps()) // 2] <= 0.5 + JITTER
     throttled = [r for r in done.records.values() if r["attempts"] > 1]
     assert throttled and all(r["attempts"] == 2 for r in throttled)  # each 429'd page asked twice, no more
 
@@ -87,6 +88,10 @@ def test_retry_after_holds_the_whole_host(host1, tmp_path):
     assert {r["status"] for r in done.records.values()} == {"completed"}
     answered = done.hits[0].at
     assert [h for h in done.hits if answered + 0.2 < h.at < answered + 1.95] == []
+    # The page asked again takes a turn behind those booked at the slowed pace (the host's nine other pages),
+    # not one booked ``book_ahead`` (30 s) later.
+    again = [h.at - answered for h in done.hits if h.path == done.hits[0].path]
+    assert len(again) == 2 and again[1] < 15, again
 
 
 def test_a_page_that_times_out_is_requested_retry_max_times_in_all(host1, tmp_path):

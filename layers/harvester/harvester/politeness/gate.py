@@ -88,6 +88,9 @@ class HostState(Struct):
     #: Where the host's waiting line ends: the turn the pace reaches once every request sent back without a
     #: booking so far has had its own (each batch of them comes back about when the pace reaches its place).
     line: float = 0.0
+    #: Where the bookings ended when the host last slowed down: every turn booked before the slow-down lies
+    #: before it (counted at the old pace: not kept), every turn booked since at or after it (kept).
+    slowed_from: float = 0.0
 
     def in_flight(self, now: float) -> int:
         return int(sum(count for count, until in self.grants.values() if until > now))
@@ -100,17 +103,28 @@ class HostState(Struct):
             "t": self.throttled,
             "a": self.slowed_at,
             "l": self.line,
+            "f": self.slowed_from,
         }
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str) -> HostState:
         data = json.loads(text)
-        return cls(data["n"], data["s"], data["g"], data.get("t", 0), data.get("a", 0.0), data.get("l", 0.0))
+        return cls(
+            data["n"],
+            data["s"],
+            data["g"],
+            data.get("t", 0),
+            data.get("a", 0.0),
+            data.get("l", 0.0),
+            data.get("f", 0.0),
+        )
 
     def copy(self) -> HostState:
         grants = {k: list(v) for k, v in self.grants.items()}
-        return HostState(self.next_start, self.slowdown, grants, self.throttled, self.slowed_at, self.line)
+        return HostState(
+            self.next_start, self.slowdown, grants, self.throttled, self.slowed_at, self.line, self.slowed_from
+        )
 
 
 class Grant(Struct, frozen=True):
@@ -226,7 +240,8 @@ def arrive(
 ) -> Arrival:
     """One move for a batch's requests to a host as they arrive, each asking with the turn booked for it
     when its batch was sent back (None: none). A booked turn still ahead is kept (the host's pace moved past
-    it when it was booked) unless the host slowed down since it could have been booked; the others take the
+    it when it was booked) unless it was booked before the host last slowed down (``HostState.slowed_from``:
+    it was counted at the old pace); the others take the
     host's next turns, ``spacing`` (or the slow-down) apart and ``lead`` from now at the soonest (the batch's
     claim comes between this move and its first request), up to ``book_ahead`` from now, a span's worth of
     them at a time and only whole: a batch is not cut where the bookings end (a part booked and a part lined
@@ -246,9 +261,7 @@ def arrive(
     moves: the batch waits for a slot (``later`` is soon)."""
     _expire(state, now)
     step = max(spacing, state.slowdown)
-    kept = [
-        t if t is not None and t >= now - LATE_MAX and t - rules.book_ahead >= state.slowed_at else None for t in turns
-    ]
+    kept = [t if t is not None and t >= now - LATE_MAX and t >= state.slowed_from else None for t in turns]
     start = max(now + lead, state.next_start)
     queued = state.line > start  # (requests wait in the host's line)
     reach = now + (rules.horizon if queued and not ahead else rules.book_ahead)
@@ -336,6 +349,7 @@ def settle(state: HostState, token: str, report: HostReport, *, spacing: float, 
         if report.granted_at is None or report.granted_at >= state.slowed_at:
             state.slowdown = min(rules.slowdown_max, max(2 * state.slowdown, 2 * spacing, SLOWDOWN_FLOOR))
             state.slowed_at = now
+            state.slowed_from = max(state.next_start, now)
         pause = min(report.retry_after, rules.retry_after_max) if report.retry_after else state.slowdown
         state.next_start = max(state.next_start, now + pause)
     elif report.sent and not report.errors and state.slowdown:

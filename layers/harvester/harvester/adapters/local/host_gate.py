@@ -26,7 +26,11 @@ class SqliteHostGate(MemoryHostGate):
 
     def changed(self, host: str, state: HostState) -> None:
         saved = HostState(
-            next_start=state.next_start, slowdown=state.slowdown, throttled=state.throttled, slowed_at=state.slowed_at
+            next_start=state.next_start,
+            slowdown=state.slowdown,
+            throttled=state.throttled,
+            slowed_at=state.slowed_at,
+            slowed_from=state.slowed_from,
         )
         with Transaction(self.conn) as db:
             db.execute(
