@@ -567,6 +567,57 @@ def test_a_batch_finding_every_slot_held_moves_nothing_and_waits_for_one():
     assert state.dumps() == before
 
 
+def test_a_batch_arriving_while_every_slot_is_held_asks_again_whole_and_is_granted_as_one():
+    """A batch back for its booked turns finds every slot held by batches still ending (page functions side
+    by side): it asks the gate again, whole, as slots free, and is granted its turns as one grant, rather
+    than each page waiting for a slot and asking for a turn of its own (which sent pages back to the queue
+    a few at a time, each few claimed, fetched and settled apart)."""
+    import asyncio
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from harvester.model.messages import JobRequest, PageTask
+    from harvester.model.records import JobRecord
+    from harvester.pipeline import admission
+    from harvester.politeness.memory import MemoryHostGate
+    from harvester.settings import EngineSettings
+
+    class Robots:
+        async def allowed(self, url: str) -> bool:
+            return True
+
+        async def crawl_delay(self, url: str) -> None:
+            return None
+
+    gate = MemoryHostGate(GateRules(max_in_flight=2, horizon=2.0, book_ahead=30.0, span=5.0))
+    now = time.time()
+    holder = gate.acquire("h.example", 2, spacing=0.05, now=now)  # (both slots, for a batch still ending)
+    turns = [now + 1.5 + 0.05 * n for n in range(4)]  # (booked before, for after the holder's end)
+    gate.hosts["h.example"].next_start = max(turns) + 0.05  # (the pace moved past them)
+    request = JobRequest(site="https://h.example/", rate_limit_delay=0.05)
+    job = JobRecord(job_id="j", request=request, start_time=datetime.now(UTC))
+    tasks = {
+        f"https://h.example/p/{n}": PageTask(job_id="j", url=f"https://h.example/p/{n}", turn=turn)
+        for n, turn in enumerate(turns)
+    }
+    ctx = SimpleNamespace(ephemeral=True, gate=gate, settings=EngineSettings(), robots=Robots())
+
+    async def ending_then_arriving():
+        async def end() -> None:
+            await asyncio.sleep(0.6)
+            gate.release("h.example", holder, HostReport(sent=2), spacing=0.05, now=time.time())
+
+        ending = asyncio.create_task(end())
+        admitted = await admission.arrive(ctx, job, tasks)
+        await ending
+        return admitted
+
+    admitted = asyncio.run(ending_then_arriving())
+    assert admitted.back == {} and admitted.turns.full == {} and admitted.turns.deferred == {}
+    assert sorted(admitted.turns.starts.values()) == pytest.approx(turns)  # (its booked turns, all granted)
+    assert len(admitted.turns.grants) == 1
+
+
 def test_a_batch_late_for_its_turns_keeps_the_pace_within_them_and_asks_again_for_the_rest():
     """The worker was busy when its batch's turns came: its pages start a step after one another from then,
     with no move of the gate, as long as they start within the batch's turns; a page that would start past

@@ -1,19 +1,22 @@
 """Admission: which pages of a batch may be requested now, and when, by the per-host gate.
 
-A batch asks the gate once per host as it arrives, before its pages are claimed (``arrive``): the pages
-whose turns come within the horizon are claimed and fetched now, at their turns; the gate books the turns
-of the next ones up to ``GateRules.book_ahead`` and they go back to the queue unclaimed, together, to come
-back just before their turns and take them (a batch waits once, in the queue, however busy its host); the
-rest, for which the bookings leave no room, take places in the host's waiting line and come back unclaimed
-shortly before the pace reaches them, ahead of the batches that joined the line after them (as the priority
-lane's batches are). With every slot of the host held, the batch's pages wait for one in the container
-(``Turns.given``). Within a host the batch's pages take their turns by priority, highest first (FIFO within
-a priority: the batch's order). Before the gate, robots.txt says which pages may be asked for at all (the
-job's discovery reading of it, taken when none is held: ``robots_copy``).
+A batch asks the gate once per host as it arrives, before its pages are claimed (``arrive``): the pages whose
+turns come within the horizon are claimed and fetched now, at their turns; the gate books the turns of the
+next ones up to ``GateRules.book_ahead`` and they go back to the queue unclaimed, together, to come back just
+before their turns and take them (a batch waits once, in the queue, however busy its host); the rest, for
+which the bookings leave no room, take places in the host's waiting line and come back unclaimed shortly
+before the pace reaches them, ahead of the batches that joined the line after them (as the priority lane's
+batches are). With every slot of the host held, the batch asks again, whole, as the gate says (slots free as
+other batches end), within the horizon, so that it is still granted, booked or lined as one; past the horizon
+its pages wait for slots in the container each on its own (``Turns.given``). Within a host the batch's pages
+take their turns by priority, highest first (FIFO within a priority: the batch's order). Before the gate,
+robots.txt says which pages may be asked for at all (the job's discovery reading of it, taken when none is
+held: ``robots_copy``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import defaultdict
@@ -23,9 +26,11 @@ from msgspec import Struct, field
 
 from harvester.model.messages import PageTask
 from harvester.model.records import JobRecord
+from harvester.patience import PATIENCE
 from harvester.pipeline import robots_copy
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.ranking import PRIORITY_LANE
+from harvester.politeness.gate import RECHECK_SECONDS
 from harvester.politeness.turns import Turns
 from harvester.urls import host_of
 
@@ -55,9 +60,17 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
         ahead = any(tasks[u].place is not None or tasks[u].rank > PRIORITY_LANE for u in urls)
         turns = [tasks[u].turn for u in urls]
         arrival = ctx.gate.arrive(host, turns, spacing=spacing[host], now=now, lead=lead, ahead=ahead)
+        # (every slot held: the batch asks again, whole, as slots free, within the horizon; a slot frees when
+        # a batch ends, so it asks at least every RECHECK_SECONDS, and ahead of its first turn by the lead)
+        deadline = now + horizon
+        while arrival.every_slot_held and (arrival.grant.later or now) <= deadline and not PATIENCE.out_of_time():
+            until = min((arrival.grant.later or now) - lead, now + RECHECK_SECONDS)
+            await asyncio.sleep(max(0.01, until - time.time()))
+            now = time.time()
+            arrival = ctx.gate.arrive(host, turns, spacing=spacing[host], now=now, lead=lead, ahead=ahead)
         grant = arrival.grant
-        if not grant.starts and grant.later is not None and grant.later <= now + horizon:
-            admitted.turns.given(host, urls, grant, spacing[host], horizon=horizon)  # (every slot held)
+        if arrival.every_slot_held and (grant.later or now) <= now + horizon:  # (still: each page waits for one)
+            admitted.turns.given(host, urls, grant, spacing[host], horizon=horizon)
             continue
         granted = set(grant.starts)
         if granted:

@@ -226,6 +226,11 @@ class Arrival(Struct, frozen=True):
     turns: tuple[float | None, ...] = ()
     later: float | None = None
 
+    @property
+    def every_slot_held(self) -> bool:
+        """Every slot of the host was held: nothing moved, and the batch may ask again at ``grant.later``."""
+        return not self.grant.starts and self.grant.later is not None and all(t is None for t in self.turns)
+
 
 def arrive(
     state: HostState,

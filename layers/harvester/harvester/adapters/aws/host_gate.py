@@ -7,6 +7,13 @@ still that one; a write that lost the race gets the current item back with its r
 container's view is current and one more per writer it raced. No item expires: a host's slow-down outlives
 jobs, and an item is a few hundred bytes.
 
+Where many containers move one host (page functions side by side), a container's view is mostly out of date
+by its next move, and a write that loses its race is billed as a write. So each container keeps, per host,
+how often its view turned out out of date (``_STALE_WEIGHT``: a moving average); while that is above
+``_READ_FIRST`` it reads the item (a strongly consistent read: a fifth of a write's price) before a move, and
+the move's write then loses only to a writer between the two. A container alone on a host keeps writing on
+its own view.
+
 Never raising for contention is the port's promise: after ``_RACES`` lost races an acquire grants nothing
 (its pages are deferred a moment) and a release is given up (its slots lapse with ``slot_seconds``).
 """
@@ -27,6 +34,11 @@ from harvester.politeness.gate import RECHECK_SECONDS
 log = logging.getLogger(__name__)
 
 _RACES = 8
+#: Read the host's item before a move while this share of this container's views were out of date (a
+#: consistent read costs a fifth of a write's price, and a write that loses its race a whole one).
+_READ_FIRST = 0.2
+#: The weight of the latest view's freshness in the moving average of how often views were out of date.
+_STALE_WEIGHT = 0.3
 Moved = TypeVar("Moved")
 
 
@@ -41,6 +53,8 @@ class DynamoHostGate:
         self.rules = rules or GateRules()
         #: host -> (version, state) as last read or written by this container.
         self._seen: dict[str, tuple[int, HostState]] = {}
+        #: host -> how often this container's view of it was out of date at a move (a moving average).
+        self._stale: dict[str, float] = {}
 
     def acquire(
         self,
@@ -54,8 +68,8 @@ class DynamoHostGate:
         lead: float = 0.0,
     ) -> Grant:
         token = token or uuid.uuid4().hex
-        fresh = False
-        for _ in range(_RACES):
+        fresh = read = self._read_first(host)
+        for race in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
             grant = admit(state, token, want, spacing=spacing, now=now, rules=self.rules, rebook=rebook, lead=lead)
@@ -65,7 +79,7 @@ class DynamoHostGate:
                 self._read(host)  # nothing for us on what we saw: see what is there now, once
                 fresh = True
                 continue
-            if self._write(host, version, state):
+            if self._written(host, version, state, first=race == 0 and not read):
                 return grant
             fresh = True
         log.warning("host gate contended; pages deferred", extra={"host": host})
@@ -86,7 +100,9 @@ class DynamoHostGate:
         def move(state: HostState) -> Arrival:
             return arrive(state, token, turns, spacing=spacing, now=now, rules=self.rules, lead=lead, ahead=ahead)
 
-        arrival = self._moved(host, move)
+        # (every slot held, on this container's view: looked at again on the item itself before the batch
+        # waits for a slot, as a view out of date holds grants given back since)
+        arrival = self._moved(host, move, unless=lambda arrival: arrival.every_slot_held)
         if arrival is None:
             log.warning("host gate contended; pages deferred", extra={"host": host})
             return Arrival(Grant(token, (), now + RECHECK_SECONDS), (None,) * len(turns), now + RECHECK_SECONDS)
@@ -106,16 +122,48 @@ class DynamoHostGate:
         if self._moved(host, give_back) is None:
             log.warning("host gate contended; a grant is left to lapse", extra={"host": host})
 
-    def _moved(self, host: str, move: Callable[[HostState], Moved]) -> Moved | None:
+    def _moved(
+        self, host: str, move: Callable[[HostState], Moved], *, unless: Callable[[Moved], bool] | None = None
+    ) -> Moved | None:
         """``move`` made on this container's view of the host's state and stored (nothing to store when it
-        changed nothing); made again on the item a lost race brought back, up to ``_RACES`` times (None)."""
-        for _ in range(_RACES):
+        changed nothing); made again on the item a lost race brought back, up to ``_RACES`` times (None).
+        A move that changed nothing and is ``unless`` on a view not just read is made again on the item read."""
+        read = self._read_first(host)
+        for race in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
             moved = move(state)
-            if state == seen or self._write(host, version, state):
+            if state == seen:
+                if read or unless is None or not unless(moved):
+                    return moved
+                self._read(host)
+                read = True
+                continue
+            if self._written(host, version, state, first=race == 0 and not read):
                 return moved
         return None
+
+    def _read_first(self, host: str) -> bool:
+        """Reads the host's item before a move while this container's views of it were mostly out of date
+        (True: read), and counts whether this one was."""
+        if self._stale.get(host, 0.0) <= _READ_FIRST:
+            return False
+        before = self._seen.get(host, (0, HostState()))[0]
+        self._read(host)
+        self._saw(host, stale=self._seen[host][0] != before)
+        return True
+
+    def _written(self, host: str, version: int, state: HostState, *, first: bool) -> bool:
+        """``_write``; ``first``: the move's first write on a view not just read, which counts whether that
+        view was out of date."""
+        written = self._write(host, version, state)
+        if first:
+            self._saw(host, stale=not written)
+        return written
+
+    def _saw(self, host: str, *, stale: bool) -> None:
+        average = self._stale.get(host, 0.0)
+        self._stale[host] = average + _STALE_WEIGHT * (float(stale) - average)
 
     def _read(self, host: str) -> None:
         item = self.client.get_item(TableName=self.table, Key=gate_key(host), ConsistentRead=True).get("Item")
