@@ -279,6 +279,7 @@ def _figures(**run: Any) -> dict[str, Any]:
     by_function: dict[str, dict[str, float]] = {}
     write_units: dict[str, dict[str, float]] = {}
     item_units: dict[str, dict[str, float]] = {}
+    read_units: dict[str, dict[str, float]] = {}
     units: collections.Counter[str] = collections.Counter()
     for name, booked in meter.functions.items():
         rows = {**booked.tally.calls, **booked.tally.esm}
@@ -286,10 +287,13 @@ def _figures(**run: Any) -> dict[str, Any]:
         for (kind, _), n in booked.tally.units.items():
             units[kind] += n
         written: collections.Counter[str] = collections.Counter()
+        read: collections.Counter[str] = collections.Counter()
         for (kind, op), n in booked.tally.units.items():
             if kind.startswith("WRU"):
                 written[op] += n / pages
-        write_units[name] = dict(written)
+            elif kind == "RRU":
+                read[op] += n / pages
+        write_units[name], read_units[name] = dict(written), dict(read)
         item_units[name] = {kind: n / pages for kind, n in booked.item_units.items()}
     invocations = collections.Counter(r.function for r in runs)
 
@@ -342,6 +346,7 @@ def _figures(**run: Any) -> dict[str, Any]:
             f: b.deliveries / b.messages for f, b in meter.functions.items() if f.startswith("Page") and b.messages
         },
         "write_units_by_function": write_units,
+        "read_units_by_function": read_units,
         "write_units_by_item": item_units,
         "warc_objects_per_page": run["warc_objects"] / pages,
         "harness_calls": dict(meter.harness),
@@ -406,13 +411,17 @@ def report(columns: list[tuple[str, dict[str, Any]]], delay: float) -> None:
     )
     by_function("compute_modelled_by_function", "  model: ", ".2f")
     line("total with that compute (model)", [f"{c.get('dollars_modelled', float('nan')):.2f}" for _, c in columns])
-    print("\nDynamoDB write units per page (1 KB an item written; 2 in a transaction), by function")
-    for function in sorted({f for _, c in columns for f in c.get("write_units_by_function", {})}):
-        ops = [c.get("write_units_by_function", {}).get(function, {}) for _, c in columns]
-        if max(sum(o.values()) for o in ops) >= 0.005:
-            line(function, [f"{sum(o.values()):.2f}" for o in ops])
-            for op in sorted({op for o in ops for op in o}):
-                line(f"  {op}", [f"{o.get(op, 0.0):.2f}" for o in ops])
+    for key, title in (
+        ("write_units_by_function", "DynamoDB write units per page (1 KB an item written; 2 in a transaction)"),
+        ("read_units_by_function", "DynamoDB read units per page (4 KB an item read consistently; half eventually)"),
+    ):
+        print(f"\n{title}, by function")
+        for function in sorted({f for _, c in columns for f in c.get(key, {})}):
+            ops = [c.get(key, {}).get(function, {}) for _, c in columns]
+            if max(sum(o.values()) for o in ops) >= 0.005:
+                line(function, [f"{sum(o.values()):.2f}" for o in ops])
+                for op in sorted({op for o in ops for op in o}):
+                    line(f"  {op}", [f"{o.get(op, 0.0):.2f}" for o in ops])
     print("\nDynamoDB table write units per page by the kind of item written (names starred), by function")
     for function in sorted({f for _, c in columns for f in c.get("write_units_by_item", {})}):
         kinds = [c.get("write_units_by_item", {}).get(function, {}) for _, c in columns]
