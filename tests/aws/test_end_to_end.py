@@ -21,6 +21,7 @@ from harvester.adapters.aws.stack import job_status, submit_job
 from harvester.engine import Engine
 from harvester.model.messages import JobRequest, PageBatchTask, PageTask
 from harvester.model.records import JobStatus, UrlStatus
+from harvester.pipeline.context import StepContext
 from harvester.urls import origin_of
 from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
@@ -124,15 +125,26 @@ def test_broken_links_fail_with_their_error_and_the_job_completes(aws, site_fact
 
 def test_a_sites_first_crawl_looks_up_none_of_its_urls_and_its_re_crawl_looks_them_up(aws, site_factory):
     """DynamoDB tells a site with no URL record from one with some (it cannot count them cheaply): the first
-    crawl decides every listed URL without reading the crawl database, the next one reads what it knows."""
+    crawl decides every listed URL without reading the crawl database, the next one reads what it knows.
+    Each listing of the first crawl is made as by a container that has not listed for the job before (one
+    of the sitemap function's containers side by side): the records the job's other urlsets wrote meanwhile
+    do not make it look up its URLs."""
     site = site_factory(pages=30, broken=0)
     stack, poller = aws()
     request = JobRequest(site=f"{site.base_url}/", rate_limit_delay=0.0001)
     spy = mock.patch.object(DynamoCrawlDatabase, "get_urls", autospec=True, side_effect=DynamoCrawlDatabase.get_urls)
+    first_crawl = StepContext.first_crawl
+
+    def new_container(ctx: StepContext, job: Any) -> bool:
+        ctx._first_crawls.clear()
+        return first_crawl(ctx, job)
+
     with spy as lookups:
         first = submit_job(request, stack.outputs["JobQueueUrl"])
-        poller.drain()
+        with mock.patch.object(StepContext, "first_crawl", new_container):
+            poller.drain()
         assert lookups.call_count == 0
+        assert len({r["sitemap"] for r in records_of(stack, first)}) >= 2  # (listings after the first one)
         again = submit_job(request, stack.outputs["JobQueueUrl"])
         poller.drain()
         looked_up = {url for call in lookups.call_args_list for url in call.args[2]}

@@ -116,9 +116,8 @@ def test_a_listing_that_lost_the_race_is_decided_again_on_the_winners_record(tmp
 
 
 class RaceOnFirstCrawl:
-    """The crawl database of a site's first crawl: empty when the job starts and when its listing asks, then
-    the other job lists and fetches ``urls`` first (this job looks none of them up: it saw no record of the
-    site)."""
+    """The crawl database of a site's first crawl: empty when the job starts, then the other job lists and
+    fetches ``urls`` first (this job looks none of them up: its site had no record when it started)."""
 
     def __init__(self, inner: Any, site: str, urls: set[str]) -> None:
         self._inner, self._site, self._urls = inner, site, urls
@@ -130,9 +129,7 @@ class RaceOnFirstCrawl:
     def count_urls(self, site: str) -> Any:
         count = self._inner.count_urls(site)
         self.counts += 1
-        if self.counts < 2:  # (the job's start looks first; the race is on the listing's look)
-            return count
-        for url in sorted(self._urls):
+        for url in sorted(self._urls):  # (right after the job's start saw the site empty)
             listing = listed(
                 None,
                 url=url,

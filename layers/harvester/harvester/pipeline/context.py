@@ -97,15 +97,20 @@ class StepContext:
         return self.settings.record_batch or self.store.listing_window
 
     def first_crawl(self, job: JobRecord) -> bool:
-        """Whether the job's site had no URL record when this process first asked, for this job. Then every
-        record of the site is one this job wrote here (those it needs no lookup for: they are its own URLs,
-        not new to it) or one another job wrote meanwhile (whose insert is then refused as stale, and the
-        batch is decided again with lookups). False when the backend cannot tell cheaply."""
+        """Whether the job lists its site's URLs without looking up their records: its site had none when
+        it started (``JobRecord.empty_site``), so every record of the site is one this job wrote (here or in
+        another container: its own URLs, not new to it) or one another job wrote since (whose insert is then
+        refused as stale, the batch decided again with lookups, and this process looks up from then on:
+        ``raced``). Not asked of the crawl database again: the job's other containers' listings are records
+        too, and a container that met them would look up every URL it lists (a read unit a page)."""
         first = self._first_crawls.get(job.job_id)
-        if first is None:  # (a site with records when the job started has them still: no need to ask)
-            first = job.empty_site and self.crawldb.count_urls(job.request.origin) == 0
-            self._first_crawls[job.job_id] = first
+        if first is None:
+            first = self._first_crawls[job.job_id] = job.empty_site
         return first
+
+    def raced(self, job: JobRecord) -> None:
+        """Another job's records refused a listing of the job's that looked up none: look up from now on."""
+        self._first_crawls[job.job_id] = False
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job's record, cached: its request never changes, and every step re-checks state by claiming."""

@@ -336,6 +336,8 @@ class PageListing:
             stored |= recorded.stored
             if not recorded.stale:
                 return new, batches, stored
+            if not lookup:
+                self.ctx.raced(self.job)
             log.info("crawl records moved meanwhile; deciding again", extra={"urls": len(recorded.stale)})
         raise RuntimeError(f"crawl records listed by {self.record.url} kept changing under job {self.job.job_id}")
 
