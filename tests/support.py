@@ -15,6 +15,12 @@ from typing import Any
 LOOPBACK = "127.0.0.0/8"
 
 
+def sigint_as_in_a_terminal() -> None:
+    """A ``preexec_fn`` for a `harvest` run a test interrupts with SIGINT (Ctrl-C): a test run started in the
+    background (cmd &) has SIGINT ignored, and an ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def harvest(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Runs the real `harvest` command (as installed: ``python -m harvester``) and captures its output."""
     return subprocess.run(

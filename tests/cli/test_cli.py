@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LOOPBACK, harvest, harvest_json
+from tests.support import LOOPBACK, harvest, harvest_json, sigint_as_in_a_terminal
 
 ALLOW = ("--allow-network", LOOPBACK)
 
@@ -448,9 +448,7 @@ def test_ctrl_c_says_resume_only_where_there_is_something_to_resume(tmp_path, co
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            # As in a terminal: a test run started in the background (cmd &) has SIGINT ignored, and an
-            # ignored signal stays ignored across exec.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=sigint_as_in_a_terminal,
         )
         time.sleep(2)
         process.send_signal(signal.SIGINT)

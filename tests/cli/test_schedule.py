@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tests.support import LOOPBACK, harvest, killed_part_way, urls_processed
+from tests.support import LOOPBACK, harvest, killed_part_way, sigint_as_in_a_terminal, urls_processed
 
 
 def test_the_sites_due_are_crawled_side_by_side_and_moved_to_their_next_slot(site_factory, tmp_path):
@@ -72,7 +72,12 @@ def test_two_schedules_of_one_site_interrupted_are_taken_up_by_the_next_run(site
         )
         assert add.returncode == 0, add.stderr
     args = ("schedule", "run", "--state-dir", str(state), "--allow-network", LOOPBACK, "--quiet", "--concurrency", "2")
-    process = subprocess.Popen([sys.executable, "-m", "harvester", *args], stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "harvester", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     # (after 40 URLs, or 3 s when the state file cannot be read while the crawls write it: 600 paced fetches of
     # one host take 12 s at least)
     deadline = time.monotonic() + 3

@@ -4,6 +4,7 @@ them through the real stores and servers)."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from typing import Any
 
@@ -125,6 +126,12 @@ def test_the_state_survives_its_stored_form():
     admit(state, "a", 2, spacing=0.5, now=3.0, rules=RULES)
     settle(state, "x", HostReport(sent=1, throttled=1), spacing=0.5, now=3.0, rules=RULES)
     assert HostState.loads(state.dumps()) == state
+    # A state stored before ``slowed_from`` was kept: the turns booked before its slow-down are still void.
+    old = json.loads(state.dumps())
+    del old["f"]
+    assert HostState.loads(json.dumps(old)).slowed_from == 3.0 + GateRules().book_ahead
+    del old["a"]
+    assert HostState.loads(json.dumps(old)).slowed_from == 0.0
 
 
 def test_a_burst_of_429s_to_requests_sent_at_the_old_pace_is_one_signal():

@@ -110,14 +110,16 @@ class HostState(Struct):
     @classmethod
     def loads(cls, text: str) -> HostState:
         data = json.loads(text)
+        slowed_at = data.get("a", 0.0)
         return cls(
             data["n"],
             data["s"],
             data["g"],
             data.get("t", 0),
-            data.get("a", 0.0),
+            slowed_at,
             data.get("l", 0.0),
-            data.get("f", 0.0),
+            # (a state stored without it: every turn booked before its slow-down lies within book_ahead of it)
+            data.get("f", slowed_at + GateRules().book_ahead if slowed_at else 0.0),
         )
 
     def copy(self) -> HostState:
