@@ -111,16 +111,10 @@ class HostState(Struct):
     def loads(cls, text: str) -> HostState:
         data = json.loads(text)
         slowed_at = data.get("a", 0.0)
-        return cls(
-            data["n"],
-            data["s"],
-            data["g"],
-            data.get("t", 0),
-            slowed_at,
-            data.get("l", 0.0),
-            # (a state stored without it: every turn booked before its slow-down lies within book_ahead of it)
-            data.get("f", slowed_at + GateRules().book_ahead if slowed_at else 0.0),
-        )
+        slowed_from = data.get("f")
+        if slowed_from is None:  # (stored without it: every turn booked before its slow-down is within book_ahead)
+            slowed_from = slowed_at + GateRules().book_ahead if slowed_at else 0.0
+        return cls(data["n"], data["s"], data["g"], data.get("t", 0), slowed_at, data.get("l", 0.0), slowed_from)
 
     def copy(self) -> HostState:
         grants = {k: list(v) for k, v in self.grants.items()}

@@ -68,7 +68,7 @@ class DynamoHostGate:
         lead: float = 0.0,
     ) -> Grant:
         token = token or uuid.uuid4().hex
-        fresh = read = self._read_first(host)
+        fresh = self._read_first(host)
         for race in range(_RACES):
             version, seen = self._seen.get(host, (0, HostState()))
             state = seen.copy()
@@ -79,7 +79,7 @@ class DynamoHostGate:
                 self._read(host)  # nothing for us on what we saw: see what is there now, once
                 fresh = True
                 continue
-            if self._written(host, version, state, first=race == 0 and not read):
+            if self._written(host, version, state, first=race == 0 and not fresh):
                 return grant
             fresh = True
         log.warning("host gate contended; pages deferred", extra={"host": host})
