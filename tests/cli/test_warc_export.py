@@ -11,8 +11,10 @@ import gzip
 import io
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,3 +280,73 @@ def test_get_names_what_is_wrong_in_one_line(crawled, tmp_path):
     assert line.startswith(f"harvest: {crawled.site.url(PLAIN_PAGE)}: its WARC file warc/") and line.endswith(
         " is missing"
     )
+
+
+def test_export_into_a_folder_writes_the_job_file_inside_it_and_through_a_link(crawled, tmp_path):
+    job = crawled.results[0]
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    run = export(crawled, job, "warc", "--output", str(folder))
+    written = folder / f"{job['job_id']}.warc.gz"
+    assert run.returncode == 0 and run.stderr.strip().startswith(f"harvest: wrote {written}:"), run.stderr
+    assert folder.is_dir() and check_warc_file_whole(written)
+    assert export(crawled, job, "csv", "--output", str(folder)).returncode == 0
+    assert (folder / f"{job['job_id']}.csv").read_text() == export(crawled, job, "csv").stdout
+
+    target, link = tmp_path / "kept.warc.gz", tmp_path / "link.warc.gz"
+    target.write_bytes(b"")
+    link.symlink_to(target)
+    assert export(crawled, job, "warc", "--output", str(link)).returncode == 0
+    assert link.is_symlink() and link.resolve() == target and target.read_bytes() == written.read_bytes()
+
+
+def test_export_writes_through_a_device_or_a_pipe_and_never_replaces_them(crawled, tmp_path):
+    job = crawled.results[0]
+    full = tmp_path / "full"
+    try:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # (/dev/full's device: every write fails)
+    except PermissionError:
+        full.symlink_to("/dev/full")
+    run = export(crawled, job, "warc", "--output", str(full))
+    assert run.returncode == 1 and run.stderr == f"harvest: --output {full}: No space left on device\n"
+    assert full.is_symlink() or stat.S_ISCHR(full.lstat().st_mode)
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()))
+    reader.start()
+    run = export(crawled, job, "jsonl", "--output", str(fifo))
+    reader.join(30)
+    assert run.returncode == 0, run.stderr
+    assert read == [export(crawled, job, "jsonl").stdout.encode()] and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_export_replaces_only_its_own_output_unless_forced(crawled, tmp_path):
+    job = crawled.results[0]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    run = export(crawled, job, "warc", "--output", str(notes))
+    assert run.returncode == 2 and notes.read_text() == "my notes\n"
+    assert run.stderr == (
+        f"harvest: --output {notes}: exists and is not output of this command: not replaced (give another path,"
+        " or --force to replace it)\n"
+    )
+    earlier = tmp_path / "earlier.parquet"
+    assert export(crawled, job, "parquet", "--output", str(earlier)).returncode == 0
+    assert export(crawled, job, "parquet", "--output", str(earlier)).returncode == 0  # (its own: replaced)
+    assert export(crawled, job, "jsonl", "--output", str(earlier)).returncode == 2  # (a parquet file: not jsonl)
+    assert export(crawled, job, "warc", "--output", str(notes), "--force").returncode == 0
+    assert check_warc_file_whole(notes) and list(tmp_path.glob(".*")) == []
+
+
+def test_export_to_a_path_it_cannot_write_says_so_in_one_line(crawled, tmp_path):
+    job = crawled.results[0]
+    for path, reason in (
+        ("/proc/harvest.warc.gz", "cannot write in /proc: "),
+        (str(tmp_path / "no" / "such" / "x.warc.gz"), f"no folder {tmp_path / 'no' / 'such'}"),
+    ):
+        run = export(crawled, job, "warc", "--output", path)
+        lines = run.stderr.splitlines()
+        assert run.returncode in (1, 2) and len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+        assert lines[0].startswith(f"harvest: --output {path}: {reason}"), run.stderr

@@ -22,7 +22,15 @@ from typing import Any
 
 from harvester import __version__
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
-from harvester.cli.errors import EXIT_CODES, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, CommandError, UsageError
+from harvester.cli.errors import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PIPE,
+    CommandError,
+    UsageError,
+)
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
 
@@ -47,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:  # (bad input, a busy or unusable state directory, a stuck job: cli.state)
         print(f"harvest: {exc}", file=sys.stderr)
         return exc.status
+    except OSError as exc:  # (a file a command reads or writes, the commands' own messages aside)
+        print(f"harvest: {_os_error(exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         # Only a crawl (or a run of the scheduled sites) keeps state to resume from; a discovery or a report
         # simply stopped.
@@ -54,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = "; run the same command again to resume" if resumes else ""
         print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _os_error(exc: OSError) -> str:
+    """An OS error in one line: the path(s) and the reason."""
+    paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    reason = exc.strerror or str(exc)
+    return f"{paths}: {reason}" if paths else reason
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,7 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         type=Path,
         metavar="PATH",
-        help="where to write (- for stdout; default: stdout for jsonl / csv, JOB_ID.warc.gz or JOB_ID.parquet)",
+        help="a file, or a folder to write JOB_ID.<format> in (- for stdout; default: stdout for jsonl / csv,"
+        " JOB_ID.warc.gz or JOB_ID.parquet); a device or a pipe is written through, a link to what it names",
+    )
+    export.add_argument(
+        "--force", action="store_true", help="replace an existing file at PATH that is not an export of this format"
     )
     _state_dir_argument(export)
     export.add_argument("--stack", help="export a deployed stack's job (its records, WARC objects and index)")

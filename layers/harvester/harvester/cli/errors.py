@@ -8,7 +8,8 @@ EXIT_INTERRUPTED = 130  # (128 + SIGINT)
 EXIT_PIPE = 141  # (128 + SIGPIPE: what a shell reports for a writer whose reader closed the pipe)
 EXIT_CODES = f"""exit status:
   {EXIT_OK}    done (every job completed; failed URLs are part of a completed job)
-  {EXIT_FAILED}    a job failed, or a file given is not what the command reads
+  {EXIT_FAILED}    a job failed, a file given is not what the command reads, or a file could not be read
+       or written (named, with the reason)
   {EXIT_USAGE}    bad input: an option, a site, a job id or a sites file line, named
   {EXIT_BUSY}    the state directory is in use by another running crawl
   {EXIT_STATE}    the state directory cannot be used (a file, not writable, damaged, another version's)

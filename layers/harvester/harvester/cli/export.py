@@ -12,53 +12,71 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
+import io
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from harvester.adapters.local.warc_files import indexed_end
 from harvester.archive.results import index_folder
 from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.output import output_file, output_target
 from harvester.cli.report import write_job_records
 from harvester.cli.state import open_stores
 
 #: The file name a binary format is written to by default: ``<job_id>.<extension>``.
-EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet"}
+EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
+#: What an existing file that ``--output`` may replace begins with: an export of the same format.
+OURS: dict[str, Callable[[bytes], bool]] = {
+    "warc": lambda head: head.startswith((b"\x1f\x8b", b"WARC/")),
+    "parquet": lambda head: head.startswith(b"PAR1"),
+    "jsonl": lambda head: head.startswith(b'{"url":'),
+    "csv": lambda head: head.startswith(b"url,"),
+}
 
 
 def run_export(args: argparse.Namespace) -> int:
     with open_stores(args) as (harvest, where):
         if harvest.store.get_job(args.job_id) is None:
             raise UsageError(f"no job {args.job_id!r} in {where}")
+        name = f"{args.job_id}.{EXTENSIONS[args.format]}"
         if args.format in ("jsonl", "csv"):
             if args.output is None or str(args.output) == "-":
                 write_job_records(harvest, args.job_id, args.format, sys.stdout)
-            else:
-                with _output(args.output) as out, open(out.fileno(), "w", newline="", closefd=False) as text:
-                    write_job_records(harvest, args.job_id, args.format, text)
+                return EXIT_OK
+            with _output(args, name) as out:
+                text = io.TextIOWrapper(out, encoding="utf-8", newline="")
+                write_job_records(harvest, args.job_id, args.format, text)
+                text.flush()
+                text.detach()
             return EXIT_OK
-        target = args.output or Path(f"{args.job_id}.{EXTENSIONS[args.format]}")
+        target = args.output or Path(name)
         if str(target) == "-" and sys.stdout.isatty():
             raise UsageError(f"--output -: {args.format} is binary; not written to a terminal (give a file)")
         if args.format == "warc":
             keys = list(harvest.warcs.files(args.job_id))
             if not keys:
                 raise UsageError(f"job {args.job_id} has no WARC files (it kept no page, or kept them as files)")
-            with _output(target) as out:
+            with _output(args, name, target) as out:
                 if args.stack:  # (an S3 object is stored whole or not at all)
                     copied = _concatenate_objects(harvest.documents, keys, out)
                 else:
                     copied = _concatenate([harvest.warcs.root / key for key in keys], out)
-            _said(target, f"{copied:,} bytes from {len(keys)} WARC file{'s' * (len(keys) != 1)}")
+            _said(target, name, f"{copied:,} bytes from {len(keys)} WARC file{'s' * (len(keys) != 1)}")
         else:
-            with _output(target) as out:
+            with _output(args, name, target) as out:
                 how = _index(harvest, args.job_id, out)
-            _said(target, f"the URL index ({how})")
+            _said(target, name, f"the URL index ({how})")
     return EXIT_OK
+
+
+def _output(
+    args: argparse.Namespace, name: str, target: Path | None = None
+) -> contextlib.AbstractContextManager[BinaryIO]:
+    return output_file(target or args.output, default_name=name, ours=OURS[args.format], force=args.force)
 
 
 def _concatenate_objects(documents: Any, keys: list[str], out: BinaryIO) -> int:
@@ -122,29 +140,6 @@ def _index(harvest: Any, job_id: str, out: BinaryIO) -> str:
     return how
 
 
-@contextlib.contextmanager
-def _output(target: Path) -> Iterator[BinaryIO]:
-    """Standard output for ``-``; else a temporary file beside ``target``, renamed onto it when the export
-    is whole (a failed or interrupted export leaves no half file under the name)."""
-    if str(target) == "-":
-        yield sys.stdout.buffer
-        return
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--output {target}: no folder {folder}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # (what a file the user's shell made would have, not mkstemp's 0600)
-    try:
-        with open(fd, "wb") as out:
-            yield out
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _said(target: Path, what: str) -> None:
+def _said(target: Path, name: str, what: str) -> None:
     if str(target) != "-":
-        print(f"harvest: wrote {target}: {what}", file=sys.stderr)
+        print(f"harvest: wrote {output_target(target, name)}: {what}", file=sys.stderr)
