@@ -206,8 +206,23 @@ def test_report_in_every_format(site_factory, tmp_path):
         (["crawl", "ftp://example.com/"], "site 'ftp://example.com/'"),
         (["crawl", "https://e.x/", "--allow-network", "300.1.2.3/8"], "300.1.2.3/8"),
         (["crawl", "https://e.x/", "--include", "re:("], "'re:(' is not a valid regular expression"),
-        (["crawl", "https://e.x/", "--concurrency", "0"], "--concurrency 0: must be at least 1"),
-        (["crawl", "https://e.x/", "--rate-limit-delay", "0"], "--rate-limit-delay 0.0: must be greater than 0"),
+        (["crawl", "https://e.x/", "--concurrency", "0"], "--concurrency 0: must be from 1 to 256"),
+        (["crawl", "https://e.x/", "--concurrency", "100000"], "--concurrency 100000: must be from 1 to 256"),
+        (["crawl", "https://e.x/", "--per-host", "1000"], "--per-host 1000: must be from 1 to 256"),
+        (
+            ["crawl", "https://e.x/", "--rate-limit-delay", "-1"],
+            "--rate-limit-delay -1.0: must be greater than or equal to 0",
+        ),
+        (["crawl", ""], "site '': not an http(s) URL: give it whole, with its scheme (https://example.com/)"),
+        (["report", "--site", "127.0.0.1:19500"], "--site '127.0.0.1:19500': not an http(s) URL: give it whole"),
+        (
+            ["crawl", "https://e.x/", "--concurency", "4"],
+            "harvest crawl: error: unrecognized arguments: --concurency 4 (did you mean --concurrency?)",
+        ),
+        (
+            ["schedule", "list", "--jsn"],
+            "harvest schedule list: error: unrecognized arguments: --jsn (did you mean --json?)",
+        ),
         (["crawl", "example.com"], "site 'example.com': not an http(s) URL: give it whole, with its scheme"),
         (["sitemaps", "example.com"], "site 'example.com': not an http(s) URL"),
         (["crawl", "https://e.x/", "--max-depth", "0"], "--max-depth 0: must be greater than or equal to 1"),
@@ -229,6 +244,31 @@ def test_bad_input_names_the_input_and_the_reason(args, message):
     assert run.returncode == 2
     assert message in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_mistyped_option_shows_its_commands_usage_not_the_top_level_one():
+    run = harvest("crawl", "https://e.x/", "--concurency", "4")
+    assert run.returncode == 2 and run.stderr.startswith("usage: harvest crawl ")
+
+
+def test_no_delay_paces_a_host_by_per_host_alone_and_a_page_given_as_the_site_crawls_its_root(site_factory, tmp_path):
+    site = site_factory(pages=40, broken=0)
+    run = harvest(
+        "crawl",
+        f"{site.base_url}/pages/1.html",
+        "--rate-limit-delay",
+        "0",
+        "--state-dir",
+        str(tmp_path / "s"),
+        *ALLOW,
+        "--json",
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["site"] == f"{site.base_url}/" and result["successful_processing"] == 40
+    assert f"harvest: {site.base_url}/pages/1.html: a site is crawled from its root: {site.base_url}/" in run.stderr
+    job = json.loads(harvest("report", result["job_id"], "--state-dir", str(tmp_path / "s")).stdout)["job"]
+    assert job["rate_limit_delay"] == 0
 
 
 def test_several_sites_are_crawled_in_one_run_each_as_its_own_job(site_factory, tmp_path):
@@ -395,7 +435,7 @@ def test_sitemaps_that_failed_are_named_on_stderr_in_every_format(served_dir, tm
     )
     run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", output)
     assert run.returncode == 1
-    assert f"{base}/laughs.xml: invalid: not a sitemap: forbidden XML construct: EntitiesForbidden" in run.stderr
+    assert f"{base}/laughs.xml: invalid: not a sitemap: it declares an entity (<!ENTITY a ...>)" in run.stderr
     assert f"{base}/soft404.xml: invalid: not a sitemap: root element <html>" in run.stderr
     assert "http://169.254.169.254/latest.xml: " in run.stderr and "169.254.169.254" in run.stderr
     assert "no sitemap of the site could be read" in run.stderr

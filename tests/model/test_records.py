@@ -64,7 +64,7 @@ def test_a_job_request_refuses_what_a_user_may_not_ask():
         ({"site": "https://e.x/" + "a" * 2048}, "site"),
         ({"site": "https://e.x/", "sitemaps": ["https://e.x/s.xml", "/s.xml"]}, r"sitemaps\[1\]"),
         ({"site": "https://e.x/", "include": ["re:("]}, r"include\[0\]"),
-        ({"site": "https://e.x/", "rate_limit_delay": 0}, "rate_limit_delay"),
+        ({"site": "https://e.x/", "rate_limit_delay": -0.5}, "rate_limit_delay"),
         ({"site": "https://e.x/", "max_depth": 51}, "max_depth"),
         ({"site": "https://e.x/", "job_id": "a b"}, "job_id"),
         ({"site": "https://e.x/", "job_id": "ab\n"}, "job_id"),
@@ -96,7 +96,7 @@ def test_bulk_processing_job_rules():
         {"progress_percentage": 100.5},
         {"current_url_index": 11},
         {"processed_count": 8},
-        {"rate_limit_delay": 0},
+        {"rate_limit_delay": -1},
         {"status": "paused"},
     ):
         with pytest.raises(ValidationError, match=next(iter(change))):
@@ -356,7 +356,7 @@ def test_a_request_built_in_code_is_started_in_the_form_the_queue_reads():
     assert type(request.rate_limit_delay) is float and request.scope is Scope.ANY
     assert request == JobRequest.model_validate_json(built.model_dump_json())
     assert request.fingerprint() == JobRequest.model_validate_json(request.model_dump_json()).fingerprint()
-    for bad in ({"max_depth": 100}, {"rate_limit_delay": 0}, {"scope": "world"}):
+    for bad in ({"max_depth": 100}, {"rate_limit_delay": 61}, {"scope": "world"}):
         with pytest.raises(ValidationError, match=next(iter(bad))):
             JobRequest(site="https://e.x/", **bad).validated()  # type: ignore[arg-type]
 

@@ -129,3 +129,14 @@ def check_crawl_3(site: LiveSite, mutation: Mutation, result: dict[str, Any], fe
     assert all((line["previous_status"], line["status"], line["state"]) == (200, 404, "gone") for line in gone)
     trust = result["lastmod_trust"]["127.0.0.1"]
     assert (trust["confirmed"], trust["refuted"], trust["trusted"]) == (3, 2, True)
+
+
+def check_crawl_4(site: LiveSite, mutation: Mutation, result: dict[str, Any]) -> None:
+    """Right after crawl 3 nothing is due: the two pages it found gone are not asked again, and count as
+    failed (known gone), not as successes, with the reason, whether listed one by one or adopted in a part."""
+    assert site.page_hits() == []
+    assert (result["total_urls"], result["successful_processing"], result["failed_processing"]) == (40, 38, 2)
+    assert result["known_failures"] == 2 and result["changes"]["not_due"] == 40
+    errors = {e["url"]: e["error"] for e in result["error_details"] if e["kind"] == "page"}
+    assert sorted(errors) == sorted(site.url(p) for p in mutation.gone)
+    assert all(e.startswith("gone: HTTP 404 Not Found at its last fetch on ") for e in errors.values()), errors

@@ -116,6 +116,9 @@ def test_three_crawls_on_aws_fetch_only_what_is_due_and_report_exactly_what_chan
     )["Items"]
     assert job_items and all("expires_at" in item for item in job_items)
 
+    fourth, _ = crawl(site, stack, poller)
+    scenario.check_crawl_4(site, mutation, fourth)
+
 
 def _batch_refs(stack: Any, site: str) -> set[str]:
     """The site's listed crawl batches (``job/bid``)."""

@@ -87,6 +87,12 @@ def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(liv
     assert records[site.url("/pages/0.html")]["change"] == "not_due"
     assert records[site.url(mutation.touched_304)]["http_status"] == 304
 
+    fourth = crawl(site, state)
+    scenario.check_crawl_4(site, mutation, fourth)
+    gone = {r["url"]: r for r in jsonl(Path(fourth["processed_urls"])) if r["status"] == "failed"}
+    assert sorted(gone) == sorted(site.url(p) for p in mutation.gone)
+    assert all(r["change"] == "not_due" and r["crawl_state"] == "gone" for r in gone.values())
+
 
 def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_that_is_gone(live_site, tmp_path):
     """A 304 is answered from the document the last complete reading stored: the job lists the same URLs.

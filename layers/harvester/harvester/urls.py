@@ -26,12 +26,22 @@ class InvalidURL(ValueError):
     """A URL that Harvester will not fetch; the message names the URL and the reason."""
 
 
+#: URL refusals (``refusal``, ``screen``) in words, for a person who gave the URL.
+REFUSAL_WORDS = {
+    "not_http": "not an http(s) URL: give it whole, with its scheme (https://example.com/)",
+    "no_host": "no host name",
+    "malformed": "not a well-formed URL",
+    "too_long": f"longer than {URL_MAX_LENGTH} characters",
+}
+
+
 def require_http_url(url: str) -> str:
-    """Validator for URLs a user gives (job requests, CLI): http(s), a host, not too long."""
+    """Validator for URLs a user gives (job requests, CLI): http(s), a host, not too long. The error says
+    why in words (``REFUSAL_WORDS``), after the URL as given."""
     url = url.strip()
     reason = refusal(url)
     if reason is not None:
-        raise InvalidURL(f"{url!r}: {reason}")
+        raise InvalidURL(f"{url!r}: {REFUSAL_WORDS.get(reason, reason)}")
     return url
 
 

@@ -12,6 +12,7 @@ HTTP clients or the local adapter.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
@@ -35,9 +36,15 @@ from harvester.cli.errors import (
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
 
 
+CONCURRENCY_HELP = "requests in flight at once across all sites, 1 to 256 (default 16)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = _command_parser(parser, args)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{_spelling(unknown, command)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -65,6 +72,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = "; run the same command again to resume" if resumes else ""
         print(f"\nharvest: interrupted{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command (and action) given, whose usage a mistake in its arguments is shown with."""
+    for attribute in ("command", "action"):
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, attribute, None)
+        if not actions or chosen not in actions[0].choices:
+            break
+        parser = actions[0].choices[chosen]
+    return parser
+
+
+def _spelling(unknown: list[str], parser: argparse.ArgumentParser) -> str:
+    """``(did you mean --concurrency?)`` for the first unknown option close to one the command has."""
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    for given in unknown:
+        if given.startswith("--"):
+            close = difflib.get_close_matches(given.partition("=")[0], known, n=1, cutoff=0.75)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def _os_error(exc: OSError) -> str:
@@ -100,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _job_arguments(crawl)
     _state_dir_argument(crawl)
-    crawl.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
+    crawl.add_argument("--concurrency", type=int, default=16, metavar="N", help=CONCURRENCY_HELP)
     crawl.add_argument(
         "--per-host",
         type=int,
@@ -114,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the task queue in memory, not in the state file (killed, the run sends its open work again"
         " from the records)",
     )
-    crawl.add_argument("--json", action="store_true", help="print the SitemapIngestionResult summary as JSON")
+    crawl.add_argument(
+        "--json",
+        action="store_true",
+        help="print the SitemapIngestionResult summary as JSON (an object for one site, a list for several)",
+    )
     crawl.add_argument("--quiet", action="store_true", help="no progress line")
     crawl.set_defaults(run=_command("crawl", "run_crawl"))
 
@@ -300,7 +333,7 @@ def _schedule_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         help="crawl the scheduled sites that are due, side by side (locally; for cron)",
     )
     _state_dir_argument(run)
-    run.add_argument("--concurrency", type=int, default=16, help="concurrent workers (default 16)")
+    run.add_argument("--concurrency", type=int, default=16, metavar="N", help=CONCURRENCY_HELP)
     run.add_argument(
         "--per-host", type=int, default=None, metavar="N", help="requests to one host in flight at once (default 8)"
     )
@@ -338,7 +371,7 @@ def _network_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CIDR",
         help="let fetches reach this non-public network (e.g. 127.0.0.0/8 for a local site)",
     )
-    parser.add_argument("--user-agent", help="User-Agent to send")
+    parser.add_argument("--user-agent", metavar="TEXT", help="User-Agent to send")
 
 
 def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> None:
@@ -358,11 +391,13 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _scope_arguments(parser)
     _delay_argument(parser)
     if network:
-        parser.add_argument("--job-id", help="job id (default: resume the unfinished job of the same command)")
+        parser.add_argument(
+            "--job-id", metavar="ID", help="job id (default: resume the unfinished job of the same command)"
+        )
 
 
 def _region_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--region", help="the stack's AWS region (default: the AWS configuration's)")
+    parser.add_argument("--region", metavar="REGION", help="the stack's AWS region (default: the AWS configuration's)")
 
 
 def _state_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -370,6 +405,7 @@ def _state_dir_argument(parser: argparse.ArgumentParser) -> None:
         "--state-dir",
         type=Path,
         default=DEFAULT_STATE_DIR,
+        metavar="DIR",
         help=f"where the state and documents live (default {DEFAULT_STATE_DIR})",
     )
 
@@ -385,6 +421,7 @@ def _scope_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-depth",
         type=int,
         default=10,
+        metavar="N",
         help="how deep sitemap indexes may nest below robots.txt and the probed locations (default 10)",
     )
 
@@ -394,6 +431,7 @@ def _delay_argument(parser: argparse.ArgumentParser) -> None:
         "--rate-limit-delay",
         type=float,
         default=None,
+        metavar="SECONDS",
         help="least seconds between two request starts to one host, across all workers (default 0.05)",
     )
 

@@ -64,14 +64,20 @@ def crawl_requests(
     return EXIT_OK if completed else EXIT_FAILED
 
 
+#: The most workers a run takes (``--concurrency``): each holds a connection and a batch of pages, and past a
+#: few hundred they cost memory and scheduling while a host's pace (``--per-host``, the delay) bounds the
+#: requests anyway.
+MAX_CONCURRENCY = 256
+
+
 def run_settings(args: argparse.Namespace) -> EngineSettings:
     """The engine's settings with the run's ``--per-host``, its ``--concurrency`` checked."""
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency {args.concurrency}: must be at least 1")
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise UsageError(f"--concurrency {args.concurrency}: must be from 1 to {MAX_CONCURRENCY}")
     settings = EngineSettings.from_env()
     if args.per_host is not None:
-        if args.per_host < 1:
-            raise UsageError(f"--per-host {args.per_host}: must be at least 1")
+        if not 1 <= args.per_host <= MAX_CONCURRENCY:
+            raise UsageError(f"--per-host {args.per_host}: must be from 1 to {MAX_CONCURRENCY}")
         settings = replace(settings, host_max_in_flight=args.per_host)
     return settings
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from harvester.cli.errors import UsageError
 from harvester.fetch import FetchPolicy, policy_for
@@ -35,15 +37,24 @@ def sites_given(args: argparse.Namespace, none: str) -> list[tuple[str, str]]:
 def site_request(args: argparse.Namespace, site: str, where: str) -> JobRequest:
     """``job_request`` for one of several sites, its complaint naming where the site was given (``sites_given``)."""
     try:
-        return job_request(args, site=site)
+        request = job_request(args, site=site)
     except UsageError as exc:
         message = str(exc)
         raise UsageError(message if message.startswith(where) else f"{where}: {message}") from None
+    note_root(site, request.site)
+    return request
+
+
+def note_root(given: str, site: str) -> None:
+    """Says so when the site given was a page of it: a job crawls a site from its root."""
+    parts = urlsplit(given.strip())
+    if parts.path not in ("", "/") or parts.query:
+        print(f"harvest: {given.strip()}: a site is crawled from its root: {site}", file=sys.stderr)
 
 
 def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:
     fields = {
-        "site": site or args.site,
+        "site": args.site if site is None else site,
         "sitemaps": tuple(args.sitemap),
         "include": tuple(args.include),
         "exclude": tuple(args.exclude),
@@ -80,15 +91,6 @@ FLAGS = {
     "refetch": "--full",
     "output": "--output",
 }
-#: URL refusals (harvester.urls) in words.
-_URL_REASONS = {
-    "not_http": "not an http(s) URL: give it whole, with its scheme (https://example.com/)",
-    "no_host": "no host name",
-    "malformed": "not a well-formed URL",
-    "too_long": "longer than 2048 characters",
-}
-
-
 #: A refusal as msgspec and the records' rules word it: the reason, and where (``- at `$.field[i]```).
 _WHERE = re.compile(r"(?P<reason>.*?)(?: - at `\$\.(?P<field>\w+)(?:\[(?P<index>\d+)\])?[^`]*`)?", re.S)
 _EXPECTED = re.compile(r"Expected `(?P<type>\w+)`(?: (?P<op>[<>]=?) (?P<bound>\S+))?")
@@ -103,10 +105,12 @@ def _validation_message(exc: ValidationError, fields: dict[str, Any]) -> str:
     assert where is not None  # (the pattern matches any text)
     field, index = where["field"] or "", where["index"]
     message = where["reason"]
-    code = message.rpartition(": ")[2]
+    given = fields.get(field)
+    if index is not None and isinstance(given, tuple | list) and int(index) < len(given):
+        given = given[int(index)]
     expected = _EXPECTED.match(message)
-    if code in _URL_REASONS:
-        message = _URL_REASONS[code]
+    if isinstance(given, str) and message.startswith(f"{given.strip()!r}: "):  # (a URL refused: urls.py)
+        message = message[len(f"{given.strip()!r}: ") :]
     elif field in _CHOICES and message.startswith("Invalid enum value"):
         message = "must be one of " + ", ".join(choice.value for choice in _CHOICES[field])
     elif expected and expected["op"]:
@@ -115,9 +119,6 @@ def _validation_message(exc: ValidationError, fields: dict[str, Any]) -> str:
         message = "must be up to 128 letters, digits, '.', '_', ':' or '-', beginning with a letter or digit"
     elif expected:
         message = f"must be of type {expected['type']}"
-    given = fields.get(field)
-    if index is not None and isinstance(given, tuple | list) and int(index) < len(given):
-        given = given[int(index)]
     if field == "site":
         return f"site {given!r}: {message}"
     if isinstance(given, dict | tuple | list) or field not in FLAGS:

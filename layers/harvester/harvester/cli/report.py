@@ -88,7 +88,7 @@ def _report_url(harvest: LocalHarvest, url: str) -> int:
     try:
         found = harvest.crawldb.find_url(normalize(require_http_url(url)))
     except ValueError as exc:
-        raise UsageError(f"--url: {exc}") from None
+        raise UsageError(f"--url {exc}") from None
     if not found:
         raise UsageError(f"--url {url}: not in the crawl database of {harvest.state_dir}")
     dump_json([{"site": site, **record.model_dump(mode="json")} for site, record in found], sys.stdout)
@@ -99,7 +99,7 @@ def _report_site(harvest: LocalHarvest, site: str, fmt: str) -> int:
     try:
         origin = origin_of(require_http_url(site))
     except ValueError as exc:
-        raise UsageError(f"--site: {exc}") from None
+        raise UsageError(f"--site {exc}") from None
     if origin not in harvest.crawldb.sites():
         known = ", ".join(harvest.crawldb.sites()) or "none"
         raise UsageError(f"--site {site}: not in the crawl database of {harvest.state_dir} (sites: {known})")

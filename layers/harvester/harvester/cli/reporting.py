@@ -156,7 +156,7 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         f"  site          {result.site}",
         f"  total urls    {result.total_urls}",
         f"  successful    {result.successful_processing}",
-        f"  failed        {result.failed_processing}",
+        f"  failed        {result.failed_processing}{_known(result)}",
         _reasons("excluded", result.excluded_processing, result.exclusions),
         f"  sitemaps      {result.sitemaps_ok} read, {result.sitemaps_total} looked at",
         f"  duration      {result.total_duration:.1f} s",
@@ -187,6 +187,15 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         if more > 0:
             lines.append(f"    ... and {more} more (see the records)")
     return "\n".join(lines)
+
+
+def _known(result: SitemapIngestionResult) -> str:
+    known = result.known_failures
+    if not known:
+        return ""
+    if known == result.failed_processing:
+        return " (known gone or failing from earlier crawls; not due, not fetched again)"
+    return f" ({known:,} of them known gone or failing from earlier crawls; not due, not fetched again)"
 
 
 def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> str:

@@ -37,6 +37,22 @@ def http_error(status_code: int) -> str:
         return f"HTTP {status_code}"
 
 
+def known_failure(record: CrawlRecord) -> str | None:
+    """Why a URL a job lists and does not fetch (not due) counts as failed, from what its crawl record says of
+    the last fetch: gone (a 404, 410, robots.txt or authorisation), or failing and waiting for its next try;
+    None for a URL whose last fetch was good (or that was never fetched). The job's record of it says so
+    instead of calling it completed: a known failure is not a success because it was not asked again."""
+    failing = record.state is CrawlState.UNFETCHED and record.retries > 0
+    if record.state is not CrawlState.GONE and not failing:
+        return None
+    answer = http_error(record.http_status) if record.http_status else "no usable answer"
+    when = f" on {record.last_fetch_time:%Y-%m-%d %H:%M} UTC" if record.last_fetch_time else ""
+    due = f"{record.next_fetch_time:%Y-%m-%d %H:%M} UTC"
+    if failing:
+        return f"failing: {answer} at its last fetch{when} (retry {record.retries}); not due again until {due}"
+    return f"gone: {answer} at its last fetch{when}; not due again until {due}"
+
+
 def listed(
     prior: CrawlRecord | None,
     *,
@@ -138,6 +154,9 @@ def _fetched(
         state, interval = CrawlState.GONE, schedule.gone(interval)
     else:  # gone, or a redirect that could not be followed
         state, interval = CrawlState.GONE, schedule.gone(interval)
+    if state is CrawlState.GONE:
+        # (the lastmod it was gone at is seen: only a later one makes it due before its gone interval)
+        update["fetched_last_modified"] = fetched.lastmod
     update |= {"state": state, "fetch_interval": interval, "next_fetch_time": schedule.after(now, interval)}
     return prior.model_copy(update=update)
 

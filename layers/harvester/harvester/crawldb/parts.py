@@ -44,7 +44,7 @@ PAGE_KINDS = frozenset(
 CLOCK_SKEW = 0.01
 
 #: Moved whenever the lines a listing writes change shape: parts made before are then not adopted.
-PART_FORMAT = 1
+PART_FORMAT = 2
 
 #: A part adopted in part hands its lineage on (``Lineage``): past this many earlier makers, or this many
 #: URLs left out (``excluded_bound``), the sitemap is listed whole again, which starts a lineage afresh.

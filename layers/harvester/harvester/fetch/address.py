@@ -89,10 +89,20 @@ def show(address: IPAddress) -> str:
 
 
 def _denied_by(address: IPAddress) -> tuple[IPNetwork, str] | None:
+    """The narrowest denied network holding ``address`` (``::1`` is loopback, not the ``::/96`` around it)."""
+    found: tuple[IPNetwork, str] | None = None
     for network, label in DENIED_NETWORKS:
-        if address.version == network.version and address in network:
-            return network, label
-    return None
+        held = address.version == network.version and address in network
+        if held and (found is None or network.prefixlen > found[0].prefixlen):
+            found = network, label
+    return found
+
+
+def network_to_allow(address: IPAddress) -> IPNetwork:
+    """What an allow list needs to let ``address`` through: the denied network holding it, or the address
+    alone when only the IPv4 address it embeds is denied."""
+    denied = _denied_by(address)
+    return denied[0] if denied else ipaddress.ip_network(address)
 
 
 class AddressPolicy(Struct, frozen=True):

@@ -28,7 +28,7 @@ import httpx
 import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from harvester.fetch.address import AddressPolicy, IPNetwork, parse_address
+from harvester.fetch.address import AddressPolicy, IPNetwork, network_to_allow, parse_address
 from harvester.fetch.errors import BlockedAddress
 from harvester.fetch.policy import ENV_ALLOW_NETWORKS
 
@@ -116,11 +116,12 @@ class GuardedBackend:
 def _blocked(host: str, refusals: list[tuple[str, str]]) -> BlockedAddress:
     via = "" if [a for a, _ in refusals] == [host] else f" (resolved from {host})"
     reasons = "; ".join(reason for _, reason in refusals)
+    allow = ",".join(dict.fromkeys(str(network_to_allow(parse_address(a))) for a, _ in refusals))
     return BlockedAddress(
         host,
         f"refused to connect to {', '.join(a for a, _ in refusals)}{via}: {reasons}. "
-        f"Only an allowed network gets through: --allow-network CIDR (harvest), {ENV_ALLOW_NETWORKS}"
-        " (AllowedNetworks on AWS), FetchPolicy.allow_networks (Python)",
+        f"To allow it: --allow-network {allow} (harvest), {ENV_ALLOW_NETWORKS}={allow} (AllowedNetworks on"
+        f" AWS), allow_networks={allow.split(',')!r} (Python)",
         address=refusals[0][0],
     )
 

@@ -89,8 +89,9 @@ class CrawlRecord(Model, kw_only=True):
     ``document_key`` or ``warc`` describe the last *good* fetch (a later 404 keeps them, so a page that comes back
     unchanged is recognised). ``last_modified``, ``change_frequency`` and ``priority`` are what the sitemap
     said when it last listed the URL (the names of the job's records, ``SitemapURL``);
-    ``fetched_last_modified`` is the sitemap's ``last_modified`` that was current at the last good fetch:
-    the sitemap's lastmod has *advanced* when the first is newer than the second.
+    ``fetched_last_modified`` is the sitemap's ``last_modified`` that was current at the last good fetch, or at
+    the fetch that found the URL gone: the sitemap's lastmod has *advanced* when the first is newer than the
+    second (a gone URL is not asked again every job for a lastmod it was found gone at).
 
     Records stored under the old names (``lastmod``, ``changefreq``, ``fetched_lastmod``, and
     ``last_modified`` for the header) read under these: see :mod:`harvester.model.stored_names`.
@@ -343,5 +344,5 @@ class Fetched(Struct, frozen=True):
     document_key: str | None = None
     #: The WARC response record holding the content (a new one, or the stored one it was identical to).
     warc: WarcLocation | None = None
-    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good fetch).
+    #: The sitemap lastmod the job listed the URL with (becomes ``fetched_last_modified`` of a good or gone fetch).
     lastmod: datetime | None = None

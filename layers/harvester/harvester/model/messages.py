@@ -87,15 +87,16 @@ class JobRequest(Model, kw_only=True, frozen=True):
     sitemap_exclude: tuple[str, ...] = ()
     max_depth: Annotated[int, Meta(ge=1, le=50)] = MAX_DEPTH
     fetch_pages: bool = True
-    rate_limit_delay: Annotated[float, Meta(gt=0, le=60)] = DEFAULT_RATE_LIMIT_DELAY
+    rate_limit_delay: Annotated[float, Meta(ge=0, le=60)] = DEFAULT_RATE_LIMIT_DELAY
     scope: Scope = Scope.SAME_HOST
     refetch: Refetch = Refetch.DUE
     output: Output = Output.WARC
     job_id: JobId | None = None
 
     def __post_init__(self) -> None:
-        # The URLs a user gives, stripped as require_http_url gives them back (a frozen Struct is set once).
-        force_setattr(self, "site", _http_url("site", self.site))
+        # The URLs a user gives, stripped as require_http_url gives them back (a frozen Struct is set once);
+        # the site as its root (discovery starts there; a page of it given as the site names the same site).
+        force_setattr(self, "site", origin_of(_http_url("site", self.site)) + "/")
         if self.sitemaps:
             sitemaps = tuple(_http_url(f"sitemaps[{i}]", url) for i, url in enumerate(self.sitemaps))
             force_setattr(self, "sitemaps", sitemaps)

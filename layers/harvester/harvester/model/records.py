@@ -319,7 +319,7 @@ class BulkProcessingJob(Model, kw_only=True):
     excluded_count: NonNegative = 0
     start_time: datetime
     last_update_time: datetime
-    rate_limit_delay: Annotated[float, Meta(gt=0)]
+    rate_limit_delay: Annotated[float, Meta(ge=0)]
     discovery_complete: bool
     sitemaps_total: NonNegative
     sitemaps_done: NonNegative
@@ -519,6 +519,9 @@ class SitemapIngestionResult(Model, kw_only=True):
     total_urls: NonNegative
     successful_processing: NonNegative
     failed_processing: NonNegative
+    #: Of ``failed_processing``: URLs this job did not fetch (not due) that the crawl database knows gone or
+    #: failing from an earlier fetch; their records say why. A known failure is not counted a success.
+    known_failures: NonNegative = 0
     #: Not fetched by rule (robots.txt, the address policy): neither a success nor a failure.
     excluded_processing: NonNegative = 0
     #: Where the JSON Lines of the job's records (``SitemapURL``) are.

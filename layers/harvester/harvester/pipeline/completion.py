@@ -388,7 +388,9 @@ def _write_result(
     snapshot = store.snapshot(job_id)
     now = snapshot.counts if snapshot else JobCounts()
     succeeded, failed, excluded = counts.succeeded, counts.failed, counts.excluded
-    if (now.urls_succeeded, now.urls_failed, now.urls_excluded) != (succeeded, failed, excluded):
+    # (an adoption counts its part's URLs as succeeded without reading its lines; the pass reads them)
+    listing = (now.urls_succeeded - counts.adopted_failed, now.urls_failed + counts.adopted_failed, now.urls_excluded)
+    if listing != (succeeded, failed, excluded):
         log.error(
             "counters disagree with a recount of the records; the result uses the recount",
             extra={"job_id": job_id, "counters": now.model_dump(), "recount": [succeeded, failed, excluded]},
@@ -400,6 +402,7 @@ def _write_result(
         total_urls=succeeded + failed + excluded,
         successful_processing=succeeded,
         failed_processing=failed,
+        known_failures=counts.known_failed,
         excluded_processing=excluded,
         exclusions=records.exclusions.counts,
         entries_dropped=dropped.counts,

@@ -17,6 +17,7 @@ from typing import Any
 from orjson import OPT_UTC_Z, dumps
 
 from harvester.crawldb.changes import feed_time
+from harvester.crawldb.crawl_state import known_failure
 from harvester.crawldb.schedule import Schedule
 from harvester.model.crawl import ChangeKind, CrawlRecord, CrawlState
 from harvester.model.records import CrawlRow, ListedRow, SitemapURL, UrlStatus
@@ -132,9 +133,14 @@ def listed_page(url: str, entry: PageEntry, sitemap: str, now: datetime) -> Site
 
 def unfetched(base: dict[str, Any], known: CrawlRecord, now: datetime, reason: str, change: ChangeKind) -> SitemapURL:
     """A URL this job lists but does not fetch: final at once, showing what the crawl database knows of it
-    (copied: nothing will fetch it, so it carries no snapshot to fetch on)."""
+    (copied: nothing will fetch it, so it carries no snapshot to fetch on). A URL not due that the crawl
+    database knows gone or failing is failed, with the reason (``known_failure``); a job that fetches no
+    page (``listed``) only lists."""
+    failure = known_failure(known) if reason == "not_due" else None
+    if failure is not None:
+        base["error_message"] = failure
     base.update(
-        status=UrlStatus.COMPLETED,
+        status=UrlStatus.FAILED if failure is not None else UrlStatus.COMPLETED,
         finished_at=now,
         fetch_reason=reason,
         change=change,

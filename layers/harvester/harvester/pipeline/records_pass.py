@@ -39,11 +39,15 @@ from harvester.pipeline.parts import MakerState, PartMaker
 log = logging.getLogger(__name__)
 
 _FINAL = frozenset(s.value for s in UrlStatus if s.final)
+#: The statuses of a URL listed and not fetched: completed, or failed when known gone or failing.
+_LISTED_FINAL = frozenset({UrlStatus.COMPLETED.value, UrlStatus.FAILED.value})
 #: Distinct reasons a tally keeps; past them, the rest are counted under ``other`` (reasons that name an
 #: address or a URL could be many).
 REASONS_KEPT = 50
 #: The counts of a ``RecordsTally`` that the pieces' add up.
-_SUMMED = ("succeeded", "failed", "excluded", "omitted", "listed", "adopted")
+_SUMMED = ("succeeded", "failed", "excluded", "omitted", "listed", "adopted", "known_failed", "adopted_failed")
+#: A failed record's status as its stored line writes it (a raw sequence no JSON string can hold).
+_FAILED_FIELD = b'"status":"failed"'
 #: The documents of a piece, by kind: ``<stem>.<kind>``.
 RECORDS, FEED, INDEX, SPOOL, TALLY = "records.jsonl", "feed.jsonl", "index.parquet", "spool", "tally.json"
 
@@ -74,6 +78,11 @@ class RecordsTally(Struct, kw_only=True):
     omitted: int = 0
     listed: int = 0
     adopted: int = 0
+    #: Of ``failed``: URLs the job did not fetch (not due) that the crawl database knows gone or failing
+    #: (``crawl_state.known_failure``); and those of them in adopted parts, which the listing counted as
+    #: succeeded (an adoption counts a part's URLs without reading its lines).
+    known_failed: int = 0
+    adopted_failed: int = 0
     exclusions: dict[str, int] = field(default_factory=dict)
     errors: list[ErrorDetail] = field(default_factory=list)
     changes: dict[str, int] = field(default_factory=dict)
@@ -120,11 +129,17 @@ class RecordsPass:
         """A sitemap's part: its lines with the job's tail."""
         counts, documents, extras = self.counts, self.ctx.documents, self.extras
         count, kind = item.urls, parts.reason_of(self.job.request)
+        block = adopted_lines(documents, self.job.request, item, extras) if count else b""
+        failed = block.count(_FAILED_FIELD)
         counts.listed += count
         counts.adopted += count
-        counts.succeeded += count
+        counts.succeeded += count - failed
+        counts.failed += failed
+        counts.known_failed += failed
+        counts.adopted_failed += failed
+        if failed:
+            self._failures(block)
         self.changes.add_counts({kind.value: count})
-        block = adopted_lines(documents, self.job.request, item, extras) if count else b""
         rows = item.part.index if not extras else None  # (else its index rows made with the job's)
         if self.maker is not None:
             self.maker.adopted(item, block, rows=rows)
@@ -139,9 +154,14 @@ class RecordsPass:
 
     def _listed(self, item: ListedBatch) -> None:
         """Records written straight as JSON a batch at a time, summarised then: copied now."""
-        count = item.count
-        self.counts.listed += count
-        self.counts.succeeded += count
+        count, counts = item.count, self.counts
+        failed = item.bodies.count(_FAILED_FIELD.decode())
+        counts.listed += count
+        counts.succeeded += count - failed
+        counts.failed += failed
+        counts.known_failed += failed
+        if failed:
+            self._failures(item.bodies.encode())
         self.changes.add_counts(item.kinds)
         block = enriched_block(item.bodies, self.extras) if self.extras else item.bodies.encode()
         self.out.add_block(block)
@@ -158,7 +178,7 @@ class RecordsPass:
         line = enriched_line(record_line(body), more) if more else record_line(body)
         self.out.add(line)
         if self.maker is not None:
-            if stored.get("fetch_reason") in UNFETCHED and stored.get("status") == UrlStatus.COMPLETED.value:
+            if stored.get("fetch_reason") in UNFETCHED and stored.get("status") in _LISTED_FINAL:
                 self.maker.listed_line(line, stored)
             else:
                 self.maker.fetched_line(line, stored)
@@ -173,11 +193,8 @@ class RecordsPass:
             self.exclusions.add(stored.get("error_message") or "unknown")
         else:
             counts.failed += 1
-            if len(counts.errors) < self.ctx.settings.max_error_details:
-                error = stored.get("error_message") or "unknown"
-                counts.errors.append(ErrorDetail(url=stored["url"], kind="page", error=error))
-            else:
-                counts.omitted += 1
+            counts.known_failed += stored.get("fetch_reason") == "not_due"
+            self._error(stored)
         kind = kind_of(stored)
         self.changes.add(kind)
         reason = stored.get("fetch_reason")
@@ -186,6 +203,20 @@ class RecordsPass:
         line = feed_line(stored, kind)
         if line is not None:
             self.changed.add(json_bytes(line))
+
+    def _failures(self, block: bytes) -> None:
+        """The errors of a block's failed lines (URLs known gone or failing), as a record's are kept."""
+        for line in block.splitlines():
+            if _FAILED_FIELD in line:
+                self._error(msgspec.json.decode(line))
+
+    def _error(self, stored: dict[str, Any]) -> None:
+        counts = self.counts
+        if len(counts.errors) < self.ctx.settings.max_error_details:
+            error = stored.get("error_message") or "unknown"
+            counts.errors.append(ErrorDetail(url=stored["url"], kind="page", error=error))
+        else:
+            counts.omitted += 1
 
     def flush(self) -> None:
         self.out.flush()

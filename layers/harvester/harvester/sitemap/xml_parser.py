@@ -197,6 +197,18 @@ def _forbid_doctype(name: str, sysid: str | None, pubid: str | None, has_interna
         raise DTDForbidden(name, sysid, pubid)
 
 
+def _forbidden(exc: DefusedXmlException) -> str:
+    """What a refused construct is, in words (defusedxml's own text is the exception's repr)."""
+    if isinstance(exc, EntitiesForbidden):
+        return (
+            f"it declares an entity (<!ENTITY {exc.name} ...>), which is never read: entities are how XML"
+            " bombs (billion laughs) and external-file reads work"
+        )
+    if isinstance(exc, DTDForbidden):
+        return f"it names an external DTD ({exc.sysid or exc.pubid}), which is never fetched"
+    return f"a forbidden XML construct ({type(exc).__name__})"
+
+
 def _forbid_entity(
     name: str,
     is_parameter_entity: bool,
@@ -433,7 +445,7 @@ class XmlParser:
             else:
                 raise Truncated(f"XML syntax error: {exc}") from None
         except DefusedXmlException as exc:
-            raise NotASitemap(f"not a sitemap: forbidden XML construct: {exc}") from None
+            raise NotASitemap(f"not a sitemap: {_forbidden(exc)}") from None
         except (ValueError, LookupError) as exc:
             # pyexpat's own refusals, e.g. "multi-byte encodings are not supported" for Shift_JIS.
             if self._root is None:
