@@ -84,6 +84,18 @@ async def test_loopback_refused_by_default(server: TestServer) -> None:
     assert caught.value.url == server.url("/")
     assert not caught.value.retryable
     assert server.connections == 0
+    assert caught.value.reason.endswith(
+        "To allow it: --allow-network 127.0.0.0/8 (harvest), HARVEST_ALLOW_NETWORKS=127.0.0.0/8 (AllowedNetworks on"
+        " AWS), allow_networks=['127.0.0.0/8'] (Python)"
+    )
+
+
+async def test_the_ipv6_loopback_is_refused_as_loopback_naming_the_network_to_allow() -> None:
+    async with Fetcher(local_policy(allow_networks=parse_networks(["127.0.0.0/8"]))) as fetcher:
+        with pytest.raises(BlockedAddress) as caught:
+            await get(fetcher, "http://[::1]:9/")
+    assert "::1 is in ::1/128 (loopback)" in caught.value.reason and "::/96" not in caught.value.reason
+    assert "--allow-network ::1/128 (harvest)" in caught.value.reason
 
 
 async def test_redirect_to_another_loopback_address_refused_at_the_hop(server: TestServer, server2: TestServer) -> None:
