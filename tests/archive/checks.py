@@ -53,8 +53,8 @@ def index_rows(parquet: Path) -> list[dict[str, Any]]:
     con = duckdb.connect()
     try:
         cursor = con.execute(
-            "SELECT * REPLACE (fetch_time::VARCHAR AS fetch_time, last_modified::VARCHAR AS last_modified)"
-            f" FROM {source}"
+            "SELECT * REPLACE (fetch_time::VARCHAR AS fetch_time, last_modified::VARCHAR AS last_modified,"
+            f" last_fetch_time::VARCHAR AS last_fetch_time) FROM {source}"
         )
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -60,11 +60,21 @@ RECORDS = [
         "sitemap": "https://www.example.com/sitemap.xml",
         "crawl_state": "fetched",
         "change": "new",
+        "fetch_reason": "new",
         "warc": WARC,
         "extensions": {"news": {"title": "t"}},
     },
     {"url": "https://example.com/a", "status": "failed", "error_message": "HTTP 404 Not Found", "http_status": 404},
     {"url": "https://example.com/c", "status": "excluded", "error_message": "robots.txt", "priority": 0.5},
+    {  # (not fetched by this job: what the crawl database knew of it, from an earlier job's fetch)
+        "url": "https://example.com/d",
+        "status": "completed",
+        "http_status": 200,
+        "fetch_time": "2025-12-01T00:00:00Z",
+        "crawl_state": "fetched",
+        "fetch_reason": "not_due",
+        "change": "not_due",
+    },
 ]
 
 
@@ -92,14 +102,14 @@ def test_an_index_has_common_crawls_columns_a_row_per_record_and_null_warc_colum
         records.write_bytes(lines)
     parquet = tmp_path / "index.parquet"
 
-    assert build_index(records, parquet, job_id="j-1", gzipped=gzipped) == 3
+    assert build_index(records, parquet, job_id="j-1", gzipped=gzipped) == 4
 
     con = duckdb.connect()
     described = con.execute(f"DESCRIBE SELECT * FROM '{parquet}'").fetchall()
     expected = {"TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE"}
     assert [(d[0], d[1]) for d in described] == [(name, expected.get(kind, kind)) for name, kind, _ in COLUMNS]
     rows = index_rows(parquet)
-    assert [r["url_surtkey"] for r in rows] == ["com,example)/a", "com,example)/b", "com,example)/c"]
+    assert [r["url_surtkey"] for r in rows] == ["com,example)/a", "com,example)/b", "com,example)/c", "com,example)/d"]
     fetched = rows[1]
     assert fetched == {
         "url": "https://www.example.com/b",
@@ -121,7 +131,15 @@ def test_an_index_has_common_crawls_columns_a_row_per_record_and_null_warc_colum
         "change": "new",
         "status": "completed",
         "error_message": None,
+        "fetch_reason": "new",
+        "last_fetch_time": "2026-01-01 00:00:00.5+00",
+        "last_fetch_status": 200,
     }
+    # A URL the job did not fetch: no fetch of this job's (Common Crawl's columns are its captures), the
+    # crawl database's last one beside.
+    carried = rows[3]
+    assert (carried["fetch_time"], carried["fetch_status"], carried["fetch_reason"]) == (None, None, "not_due")
+    assert (carried["last_fetch_time"], carried["last_fetch_status"]) == ("2025-12-01 00:00:00+00", 200)
     for row in (rows[0], rows[2]):
         assert all(row[name] is None for name in row if name.startswith("warc_") or name == "content_digest")
     assert (rows[0]["status"], rows[0]["fetch_status"], rows[0]["error_message"]) == (

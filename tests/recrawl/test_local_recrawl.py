@@ -23,6 +23,7 @@ from harvester.demo.live import LiveSite
 from harvester.limits import ROBOTS_MAX_BYTES
 from harvester.pipeline.completion import write_result
 from harvester.pipeline.context import StepContext
+from tests.archive.checks import index_rows
 from tests.recrawl import scenario
 from tests.support import (
     LOOPBACK,
@@ -92,6 +93,15 @@ def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(liv
     gone = {r["url"]: r for r in jsonl(Path(fourth["processed_urls"])) if r["status"] == "failed"}
     assert sorted(gone) == sorted(site.url(p) for p in mutation.gone)
     assert all(r["change"] == "not_due" and r["crawl_state"] == "gone" for r in gone.values())
+    # Its index tells its fetches (none) from what it carried over: the third job's 404s and 200s.
+    third_rows = {r["url"]: r for r in index_rows(Path(third["url_index"]))}
+    rows = index_rows(Path(fourth["url_index"]))
+    assert len(rows) == 40 and all(r["fetch_status"] is None and r["fetch_time"] is None for r in rows)
+    assert all(r["fetch_reason"] == "not_due" for r in rows)
+    assert sorted(r["url"] for r in rows if r["last_fetch_status"] == 404) == sorted(gone)
+    seconds = {r["url"]: r["last_fetch_time"][:19] for r in rows}  # (the crawl record's time: the settling's)
+    assert seconds == {url: r["last_fetch_time"][:19] for url, r in third_rows.items()}
+    assert sum(r["fetch_status"] is not None for r in third_rows.values()) == len(mutation.fetched)
 
 
 def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_that_is_gone(live_site, tmp_path):

@@ -25,6 +25,11 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     import duckdb
 
+#: A record of a URL the job listed and did not fetch: its ``fetch_time`` and ``http_status`` are the crawl
+#: database's, from an earlier job; the index has them as ``last_fetch_time`` / ``last_fetch_status`` only,
+#: so that ``fetch_time`` / ``fetch_status`` are this job's fetches (Common Crawl's meaning: its captures).
+_CARRIED = "fetch_reason IN ('not_due', 'listed')"
+
 #: The index's columns, in order: Common Crawl's names first (``content_digest`` is its base-32 SHA-1 without
 #: the ``sha1:`` prefix, as Common Crawl writes it; ``warc_filename`` a document key: a path under the
 #: documents folder, or the key in the bucket), then what Harvester knows of the URL. Each is (name, type,
@@ -32,8 +37,8 @@ if TYPE_CHECKING:
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("url", "VARCHAR", "url"),
     ("url_surtkey", "VARCHAR", "surt(url)"),
-    ("fetch_time", "TIMESTAMPTZ", "TRY_CAST(fetch_time AS TIMESTAMPTZ)"),
-    ("fetch_status", "SMALLINT", "TRY_CAST(http_status AS SMALLINT)"),
+    ("fetch_time", "TIMESTAMPTZ", f"CASE WHEN {_CARRIED} THEN NULL ELSE TRY_CAST(fetch_time AS TIMESTAMPTZ) END"),
+    ("fetch_status", "SMALLINT", f"CASE WHEN {_CARRIED} THEN NULL ELSE TRY_CAST(http_status AS SMALLINT) END"),
     ("content_mime_type", "VARCHAR", "NULLIF(lower(trim(split_part(content_type, ';', 1))), '')"),
     ("content_digest", "VARCHAR", "regexp_replace(warc.payload_digest, '^sha1:', '')"),
     ("warc_filename", "VARCHAR", "warc.filename"),
@@ -49,7 +54,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("change", "VARCHAR", "change"),
     ("status", "VARCHAR", "status"),
     ("error_message", "VARCHAR", "error_message"),
+    ("fetch_reason", "VARCHAR", "fetch_reason"),
+    ("last_fetch_time", "TIMESTAMPTZ", "TRY_CAST(fetch_time AS TIMESTAMPTZ)"),
+    ("last_fetch_status", "SMALLINT", "TRY_CAST(http_status AS SMALLINT)"),
 )
+#: A job's own rows next to those it only carried over: this job's columns, for a row of a URL it did not
+#: fetch (a part adopted, a not-due URL), what a job that lists and does not fetch writes (``carried``).
+_OWN = ("change", "fetch_reason", "fetch_time", "fetch_status")
 
 #: The fields of a record the columns read, as DuckDB reads them from the JSON (times as text, cast above:
 #: a sitemap's lastmod may carry any offset; a field a record lacks is NULL, the others are not read).
@@ -66,6 +77,7 @@ _RECORD_FIELDS = {
     "change": "VARCHAR",
     "status": "VARCHAR",
     "error_message": "VARCHAR",
+    "fetch_reason": "VARCHAR",
     "warc": 'STRUCT(filename VARCHAR, "offset" BIGINT, length BIGINT, record_type VARCHAR, payload_digest VARCHAR)',
 }
 
@@ -140,6 +152,18 @@ class IndexLines:
         self.close()
 
 
+def carried(kind: str) -> dict[str, str]:
+    """This job's columns (``_OWN``) of a row made ahead (a part's) for a URL the job lists and does not fetch:
+    its change and reason, the job's ``kind`` (an SQL literal: ``not_due`` or ``listed``), and no fetch of
+    its own."""
+    return {
+        "change": kind,
+        "fetch_reason": kind,
+        "fetch_time": "CAST(NULL AS TIMESTAMPTZ)",
+        "fetch_status": "CAST(NULL AS SMALLINT)",
+    }
+
+
 class MadeRows(NamedTuple):
     """Index rows made ahead of a job (``RowMaker``: a sitemap part's), as a job's index takes them: the
     file, the ``change`` its records have in this job, and the URLs whose rows it leaves out (a part adopted
@@ -193,8 +217,9 @@ def build_index(
         if sorted_rows is not None:
             change = rows[0].change if rows else None
             con.execute("SET preserve_insertion_order = true")
+            own = ", ".join(f"{sql} AS {name}" for name, sql in carried(_literal(change or "")).items())
             (count,) = con.execute(  # type: ignore[misc]
-                f"COPY (SELECT * REPLACE ({_literal(job_id)} AS job_id, {_literal(change or '')} AS change)"
+                f"COPY (SELECT * REPLACE ({_literal(job_id)} AS job_id, {own})"
                 f" FROM read_parquet({_literal(str(sorted_rows))}))"
                 f" TO {_literal(str(out))} (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE {ROW_GROUP_ROWS})"
             ).fetchone()
@@ -211,10 +236,16 @@ def build_index(
             con.execute(SURT_SQL)
         files += [(made.path, made.excluded) for made in rows]
         if rows:  # (one reader of every file, its rows made final as they stream into the sort)
-            changes = " ".join(f"WHEN {_literal(str(made.path))} THEN {_literal(made.change)}" for made in rows)
+            own = ", ".join(
+                "CASE filename "
+                + " ".join(
+                    f"WHEN {_literal(str(made.path))} THEN {carried(_literal(made.change))[name]}" for made in rows
+                )
+                + f" ELSE {name} END AS {name}"
+                for name in _OWN
+            )
             source = (
-                f"SELECT * EXCLUDE (filename) REPLACE ({_literal(job_id)} AS job_id,"
-                f" CASE filename {changes} ELSE change END AS change) FROM {_kept(con, files)}"
+                f"SELECT * EXCLUDE (filename) REPLACE ({_literal(job_id)} AS job_id, {own}) FROM {_kept(con, files)}"
             )
         else:
             source = f"SELECT * FROM read_parquet({_literal(str(unsorted))})"
