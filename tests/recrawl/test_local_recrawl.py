@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 import signal
@@ -102,6 +104,15 @@ def test_three_crawls_fetch_only_what_is_due_and_report_exactly_what_changed(liv
     seconds = {r["url"]: r["last_fetch_time"][:19] for r in rows}  # (the crawl record's time: the settling's)
     assert seconds == {url: r["last_fetch_time"][:19] for url, r in third_rows.items()}
     assert sum(r["fetch_status"] is not None for r in third_rows.values()) == len(mutation.fetched)
+    # `harvest get` of a page now gone prints what was stored, and says that it is gone.
+    got = subprocess.run(
+        [sys.executable, "-m", "harvester", "get", site.url(mutation.gone[0]), "--state-dir", str(state)],
+        capture_output=True,
+        check=False,
+    )
+    assert got.returncode == 0 and got.stdout == site.site[mutation.gone[0]].body
+    assert got.stderr.decode().startswith(f"harvest: {site.url(mutation.gone[0])}: gone: HTTP 404 Not Found at its")
+    assert got.stderr.decode().endswith("; printing the content of its last good fetch\n")
 
 
 def test_an_unchanged_sitemap_is_parsed_from_its_stored_copy_or_read_again_when_that_is_gone(live_site, tmp_path):
@@ -254,6 +265,26 @@ def test_the_crawl_database_view_of_a_site_and_of_a_url(live_site, tmp_path):
     assert len(rows.strip().splitlines()) == 41 and rows.startswith("url,state,")
     missing = harvest("report", "--url", site.url("/nowhere.html"), "--state-dir", str(state))
     assert missing.returncode == 2 and "not in the crawl database" in missing.stderr
+
+    # --format is honoured for a URL and for the list of jobs as for a job.
+    state_dir = ("--state-dir", str(state))
+    (line,) = harvest("report", "--url", site.url("/pages/3.html"), *state_dir, "--format", "jsonl").stdout.splitlines()
+    shown = json.loads(line)
+    keys = ("site", "url", "state", "http_status", "signature", "next_fetch_time")
+    assert [shown[k] for k in keys] == [record[k] for k in keys] and shown["warc"]["offset"] == record["warc"]["offset"]
+    table = harvest("report", "--url", site.url("/pages/3.html"), *state_dir, "--format", "csv").stdout
+    (row,) = csv.DictReader(io.StringIO(table))
+    assert (row["site"], row["url"], row["state"], row["http_status"]) == (
+        site.base,
+        site.url("/pages/3.html"),
+        "gone",
+        "404",
+    )
+    jobs = json.loads(harvest("report", *state_dir, "--format", "json").stdout)
+    assert [j["status"] for j in jobs] == ["completed", "completed"] and {j["site"] for j in jobs} == {site.url("/")}
+    listed = list(csv.DictReader(io.StringIO(harvest("report", *state_dir, "--format", "csv").stdout)))
+    assert [r["job_id"] for r in listed] == [j["job_id"] for j in jobs]
+    assert len(harvest("report", *state_dir).stdout.splitlines()) == 2  # (a line each, as before)
 
 
 def test_harvest_changes_prints_the_latest_feed_or_a_jobs_as_csv(live_site, tmp_path):

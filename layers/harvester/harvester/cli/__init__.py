@@ -182,8 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--format",
         choices=("json", "jsonl", "csv"),
-        default="json",
-        help="json: the job and its result; jsonl / csv: its URL records (with --site: the site's crawl records)",
+        default=None,
+        help="json (default with a JOB_ID, --url or --site): the job and its result; jsonl / csv: its URL records"
+        " (--site: the site's crawl records; --url: the URL's; no JOB_ID: the jobs, a line each by default)",
     )
     about = report.add_mutually_exclusive_group()
     about.add_argument("--url", help="the crawl record of this URL, in every site that lists it")

@@ -18,6 +18,8 @@ import sys
 from harvester.archive.stored import read_capture
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.state import open_stores
+from harvester.crawldb.crawl_state import known_failure
+from harvester.model.crawl import CrawlRecord, CrawlState
 from harvester.urls import normalize, origin_of, require_http_url
 
 
@@ -37,6 +39,7 @@ def run_get(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{url}: no content stored (last fetched {record.last_fetch_time:%Y-%m-%d %H:%M:%S}: {status})"
             )
+        _stale(url, record)
         out = sys.stdout.buffer
         if record.warc is None:
             if args.raw or args.headers:
@@ -60,3 +63,13 @@ def run_get(args: argparse.Namespace) -> int:
             out.write("\r\n".join(head).encode("latin-1", "replace"))
         out.write(stored.body if args.raw else stored.content)
     return EXIT_OK
+
+
+def _stale(url: str, record: CrawlRecord) -> None:
+    """Says so when the stored content is not what the URL answers now: its last fetch found it gone or
+    failing, or no sitemap lists it any more."""
+    failure = known_failure(record)
+    if failure is not None:
+        print(f"harvest: {url}: {failure}; printing the content of its last good fetch", file=sys.stderr)
+    elif record.state is CrawlState.ORPHAN:
+        print(f"harvest: {url}: no sitemap lists it any more; printing its last stored content", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Protocol, TextIO
 
@@ -17,9 +18,10 @@ from harvester.cli.reporting import (
     write_changes,
     write_csv,
     write_jsonl,
+    write_rows,
 )
 from harvester.cli.state import open_state
-from harvester.model.records import LoaderState, utcnow
+from harvester.model.records import JobRecord, LoaderState, utcnow
 from harvester.pipeline.part_documents import job_pages
 from harvester.ports import DocumentStore, StateStore
 from harvester.urls import normalize, origin_of, require_http_url
@@ -30,13 +32,12 @@ def run_report(args: argparse.Namespace) -> int:
         raise UsageError("give a JOB_ID, or --url / --site, not both")
     with open_state(args.state_dir) as harvest:
         if args.url:
-            return _report_url(harvest, args.url)
+            return _report_url(harvest, args.url, args.format or "json")
         if args.site:
-            return _report_site(harvest, args.site, args.format)
+            return _report_site(harvest, args.site, args.format or "json")
         store = harvest.store
         if not args.job_id:
-            for job in store.all_jobs():
-                print(f"{job.job_id}  {job.status.value:<11}  {job.start_time:%Y-%m-%d %H:%M:%S}  {job.site}")
+            _list_jobs(list(store.all_jobs()), args.format)
             return EXIT_OK
         snapshot = store.snapshot(args.job_id)
         if snapshot is None:
@@ -84,14 +85,37 @@ def write_job_records(harvest: JobStores, job_id: str, fmt: str, out: TextIO) ->
     return write_jsonl(pages, out) if fmt == "jsonl" else write_csv(pages, out)
 
 
-def _report_url(harvest: LocalHarvest, url: str) -> int:
+def _list_jobs(jobs: list[JobRecord], fmt: str | None) -> None:
+    """The state directory's jobs: a line each (no ``--format``), or as JSON, JSON Lines or CSV."""
+    rows = [
+        {"job_id": j.job_id, "status": j.status.value, "start_time": j.start_time.isoformat(), "site": j.site}
+        for j in jobs
+    ]
+    if fmt is None:
+        for job in jobs:
+            print(f"{job.job_id}  {job.status.value:<11}  {job.start_time:%Y-%m-%d %H:%M:%S}  {job.site}")
+    elif fmt == "json":
+        dump_json(rows, sys.stdout)
+    elif fmt == "jsonl":
+        sys.stdout.writelines(json.dumps(row) + "\n" for row in rows)
+    else:
+        write_rows(rows, sys.stdout, ("job_id", "status", "start_time", "site"))
+
+
+def _report_url(harvest: LocalHarvest, url: str, fmt: str) -> int:
     try:
         found = harvest.crawldb.find_url(normalize(require_http_url(url)))
     except ValueError as exc:
         raise UsageError(f"--url {exc}") from None
     if not found:
         raise UsageError(f"--url {url}: not in the crawl database of {harvest.state_dir}")
-    dump_json([{"site": site, **record.model_dump(mode="json")} for site, record in found], sys.stdout)
+    rows = [{"site": site, **record.model_dump(mode="json", exclude_none=fmt != "json")} for site, record in found]
+    if fmt == "json":
+        dump_json(rows, sys.stdout)
+    elif fmt == "jsonl":
+        sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    else:
+        write_rows(rows, sys.stdout, ("site", *CRAWL_CSV_FIELDS))
     return EXIT_OK
 
 

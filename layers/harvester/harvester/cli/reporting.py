@@ -48,7 +48,7 @@ def write_jsonl(records: Iterable[Model], out: TextIO) -> int:
 def write_csv(records: Iterable[Model], out: TextIO, fields: Sequence[str] = CSV_FIELDS) -> int:
     """The records as CSV: a column per field, a cell as the JSON Lines have the value (see ``cell``)."""
     rows = (record.model_dump(mode="json", exclude_none=True, exclude=_ENGINE_ONLY) for record in records)
-    return _write_rows(rows, out, fields)
+    return write_rows(rows, out, fields)
 
 
 def cell(value: Any) -> str:
@@ -61,7 +61,8 @@ def cell(value: Any) -> str:
     return json_bytes(value).decode()
 
 
-def _write_rows(rows: Iterable[dict[str, Any]], out: TextIO, fields: Sequence[str]) -> int:
+def write_rows(rows: Iterable[dict[str, Any]], out: TextIO, fields: Sequence[str]) -> int:
+    """Rows of JSON values as CSV: a header of ``fields``, then a line a row (a cell each: ``cell``)."""
     writer = csv.writer(out)
     writer.writerow(fields)
     count = 0
@@ -79,7 +80,7 @@ def write_changes(feed: bytes, out: TextIO, *, fmt: str = "jsonl") -> int:
         for line in lines:
             out.write((_current_line(line) if '"lastmod":' in line else line) + "\n")
         return len(lines)
-    return _write_rows((_current(json.loads(line)) for line in lines), out, CHANGE_CSV_FIELDS)
+    return write_rows((_current(json.loads(line)) for line in lines), out, CHANGE_CSV_FIELDS)
 
 
 def _current(line: dict[str, Any]) -> dict[str, Any]:
