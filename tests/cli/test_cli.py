@@ -271,6 +271,16 @@ def test_no_delay_paces_a_host_by_per_host_alone_and_a_page_given_as_the_site_cr
     assert job["rate_limit_delay"] == 0
 
 
+def test_a_site_whose_sitemaps_name_another_host_says_why_it_has_no_urls(site_factory, tmp_path):
+    site = site_factory(pages=5, broken=0)
+    as_localhost = site.base_url.replace("127.0.0.1", "localhost")
+    run = harvest("crawl", f"{as_localhost}/", "--state-dir", str(tmp_path / "s"), *ALLOW, "--allow-network", "::1/128")
+    assert run.returncode == 0, run.stderr
+    assert "  dropped       5 entries (URL hygiene): out_of_scope 5" in run.stdout
+    host = as_localhost.removeprefix("http://")
+    assert f"  note          5 entries name pages on other hosts than {host}, which the job's --scope" in run.stdout
+
+
 def test_several_sites_are_crawled_in_one_run_each_as_its_own_job(site_factory, tmp_path):
     one, two, three = (site_factory(pages=n, broken=0) for n in (5, 7, 3))
     listed = tmp_path / "sites.txt"

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from harvester.archive.lines import json_bytes
 from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
@@ -171,6 +172,13 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
     dropped = sum(result.entries_dropped.values())
     if dropped:
         lines.append(_reasons("dropped", dropped, result.entries_dropped, what=" entries (URL hygiene)"))
+    outside = result.entries_dropped.get("out_of_scope", 0)
+    if outside and outside >= result.total_urls:
+        lines.append(
+            f"  note          {outside:,} entries name pages on other hosts than {urlsplit(result.site).netloc},"
+            " which the job's --scope leaves out (same-host by default): crawl the site under the host its"
+            " sitemaps use, or give --scope same-domain or --scope any"
+        )
     warned = sum(result.entry_warnings.values())
     if warned:
         lines.append(_reasons("set aside", warned, result.entry_warnings, what=" values (entries kept)"))
