@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import subprocess
+import sys
+import time
 
 from tests.support import LOOPBACK, harvest, killed_part_way
 
@@ -86,3 +89,26 @@ def test_a_crawl_says_which_job_it_resumes_or_why_it_starts_another_and_jobs_can
     missing = harvest("jobs", "delete", first["job_id"], "--state-dir", state)
     assert missing.returncode == 2 and f"no job {first['job_id']!r}" in missing.stderr
     assert harvest("jobs", "cancel", "--state-dir", state).returncode == 2  # (no JOB_ID)
+
+
+def test_jobs_names_the_job_a_crawl_is_running_now_in_aligned_columns_and_quotes_options(site_factory, tmp_path):
+    site = site_factory(pages=400, broken=0)
+    state = tmp_path / "state"
+    base = ("crawl", f"{site.base_url}/", "--state-dir", str(state), "--allow-network", LOOPBACK, "--quiet")
+    killed_part_way((*base, "--include", "*/pages/1*"), state / "harvest.db", 20)  # (an unfinished job)
+    crawl = subprocess.Popen([sys.executable, "-m", "harvester", *base, "--rate-limit-delay", "0.02"], text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_jobs(str(state))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        listed = harvest("jobs", "--state-dir", str(state))
+        left, running = _jobs(str(state))
+    finally:
+        crawl.kill()
+        crawl.wait()
+    assert (left["running"], running["running"]) == (None, str(crawl.pid))
+    lines = listed.stdout.splitlines()
+    assert lines[0].endswith("(unfinished: its crawl command resumes it)")
+    assert lines[1].endswith(f"(running now: pid {crawl.pid})")
+    assert lines[0].index("http://") == lines[1].index("http://")  # (columns aligned)
+    assert left["options"] == ["--include '*/pages/1*'"]  # (quoted as a shell needs it)

@@ -21,6 +21,7 @@ import pytest
 
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.model.crawl import CrawlState
+from harvester.words import size
 from tests.corpus import sites as s
 from tests.corpus.cli import FAST_RETRIES, ONLY_127_0_0_1, Run, Tree, harvest
 from tests.corpus.server import Hit, RouteServer, serving
@@ -86,7 +87,7 @@ def test_the_page_size_limit_is_configurable(crawl):
     """HARVEST_PAGE_MAX_BYTES=1000: a 2 KB page fails naming the limit."""
     record = crawl.record(crawl.site, s.OVER_PAGE_LIMIT)
     assert record["status"] == "failed"
-    assert f"larger than {s.SMALL_PAGE_LIMIT} bytes" in record["error_message"]
+    assert f"larger than {size(s.SMALL_PAGE_LIMIT)}" in record["error_message"]
 
 
 def test_a_page_out_of_scope_is_neither_recorded_nor_fetched(crawl):

@@ -220,12 +220,12 @@ async def test_page_over_the_limit_is_truncated(server: TestServer) -> None:
     async with Fetcher(local_policy()) as fetcher:
         response, body = await fetch(fetcher, server.url("/big"), max_bytes=10_000)
         assert body == b"x" * 10_000
-        assert response.truncated == "larger than 10000 bytes"
+        assert response.truncated == "larger than 9.8 KiB"
         assert not response.complete
         response, body = await fetch(fetcher, server.url("/exact"), max_bytes=10_000)
         assert (len(body), response.truncated, response.complete) == (10_000, None, True)
         response, body = await fetch(fetcher, server.url("/chunked"), max_bytes=10_000)
-        assert (len(body), response.truncated) == (10_000, "larger than 10000 bytes")
+        assert (len(body), response.truncated) == (10_000, "larger than 9.8 KiB")
 
 
 def _bomb(size: int) -> bytes:

@@ -11,6 +11,7 @@ import pytest
 from harvester.inflate import DEFAULT_STEP
 from harvester.limits import SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.sitemap import SitemapKind, SitemapParser, parse_bytes
+from harvester.words import size
 
 from .helpers import feed_in_pieces, fixture, urls, urlset
 
@@ -98,7 +99,7 @@ def test_50001_entries_give_50000_and_truncated():
     entries += parser.close()
     assert len(entries) == SITEMAP_MAX_ENTRIES
     assert entries[-1].url == f"https://example.org/page/{SITEMAP_MAX_ENTRIES - 1}"
-    assert parser.report.truncated == "more than 50000 entries"
+    assert parser.report.truncated == "more than 50,000 entries"
 
 
 def test_exactly_the_limit_is_not_truncated():
@@ -124,7 +125,7 @@ def test_feeding_after_the_limit_is_ignored():
     assert parser.finished
     assert parser.feed(b"<url><loc>https://example.org/more</loc></url>") == []
     assert parser.close() == []
-    assert parser.report.truncated == "more than 1 entries"
+    assert parser.report.truncated == "more than 1 entry"
 
 
 # The size limit, plain and gzipped.
@@ -138,7 +139,7 @@ def test_byte_limit_on_a_plain_body():
     assert parser.finished
     entries += parser.close()
     assert 9 <= len(entries) <= 11
-    assert parser.report.truncated == f"larger than {limit} bytes uncompressed"
+    assert parser.report.truncated == f"larger than {size(limit)} uncompressed"
     assert parser.bytes_decoded == limit
 
 
@@ -147,7 +148,7 @@ def test_byte_limit_counts_uncompressed_bytes_of_a_gzipped_body():
     limit = len(document) // 2
     entries, report = parse_bytes(URL, gzip.compress(document), max_bytes=limit)
     assert 0 < len(entries) < 1000
-    assert report.truncated == f"larger than {limit} bytes uncompressed"
+    assert report.truncated == f"larger than {size(limit)} uncompressed"
 
 
 def test_a_document_of_exactly_the_limit_is_complete():
@@ -187,7 +188,7 @@ def test_gzip_bomb_is_never_inflated_past_the_limit(gigabyte_of_zeros_gzipped):
     elapsed = time.perf_counter() - started
     assert parser.finished
     assert parser.bytes_decoded <= SITEMAP_MAX_BYTES + DEFAULT_STEP
-    assert parser.report.truncated == f"larger than {SITEMAP_MAX_BYTES} bytes uncompressed"
+    assert parser.report.truncated == "larger than 50 MiB uncompressed"
     assert elapsed < 10
 
 
@@ -197,7 +198,7 @@ def test_gzip_bomb_in_one_chunk_stops_at_the_limit_too(gigabyte_of_zeros_gzipped
     parser.feed(gigabyte_of_zeros_gzipped)
     assert parser.finished
     assert parser.bytes_decoded <= limit + DEFAULT_STEP
-    assert parser.report.truncated == f"larger than {limit} bytes uncompressed"
+    assert parser.report.truncated == f"larger than {size(limit)} uncompressed"
 
 
 def test_xml_gzip_bomb_keeps_the_entries_before_the_limit():
@@ -208,7 +209,7 @@ def test_xml_gzip_bomb_keeps_the_entries_before_the_limit():
     parts.append(compressor.flush())
     entries, report = parse_bytes(URL, b"".join(parts), max_bytes=4 << 20)
     assert len(entries) == 3
-    assert report.truncated == f"larger than {4 << 20} bytes uncompressed"
+    assert report.truncated == "larger than 4 MiB uncompressed"
 
 
 def test_gzip_cut_mid_stream_keeps_complete_entries():

@@ -26,6 +26,7 @@ from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.output import output_file, output_target
 from harvester.cli.report import write_job_records
 from harvester.cli.state import open_stores
+from harvester.words import count, size
 
 #: The file name a binary format is written to by default: ``<job_id>.<extension>``.
 EXTENSIONS = {"warc": "warc.gz", "parquet": "parquet", "jsonl": "jsonl", "csv": "csv"}
@@ -65,7 +66,7 @@ def run_export(args: argparse.Namespace) -> int:
                     copied = _concatenate_objects(harvest.documents, keys, out)
                 else:
                     copied = _concatenate([harvest.warcs.root / key for key in keys], out)
-            _said(target, name, f"{copied:,} bytes from {len(keys)} WARC file{'s' * (len(keys) != 1)}")
+            _said(target, name, f"{size(copied)} from {count(len(keys), 'WARC file')}")
         else:
             with _output(args, name, target) as out:
                 how = _index(harvest, args.job_id, out)

@@ -4,11 +4,12 @@ of the job it takes up (resumed, with what it had done, or new, and why an unfin
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from harvester.adapters.local.runner import JobStart, LocalHarvest
+from harvester.adapters.local.runner import JobStart, LocalHarvest, running_jobs
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import FLAGS
 from harvester.cli.reporting import dump_json
@@ -30,24 +31,45 @@ def run_jobs(args: argparse.Namespace) -> int:
                 raise UsageError(f"no job {args.job_id!r} in {args.state_dir}")
             print(f"job {args.job_id}: deleted (its records and result files; the crawl database stays)")
             return EXIT_OK
-        rows = [_row(harvest, job) for job in harvest.store.all_jobs()]
+        holder = running_jobs(args.state_dir)
+        rows = [_row(harvest, job, holder) for job in harvest.store.all_jobs()]
     if args.json:
         dump_json(rows, sys.stdout)
     elif not rows:
         print(f"no job in {args.state_dir} yet")
     else:
-        for row in rows:
-            done = _done(row["processed_count"], row["total_urls"], complete=row["discovery_complete"])
-            note = "  (unfinished: its crawl command resumes it)" if row["open"] and not row["ended"] else ""
-            print(
-                f"{row['job_id']}  {row['status']:<11}  {done}"
-                f"  {row['start_time'][:19].replace('T', ' ')}  {row['site']}{note}"
-            )
+        _table(rows)
     return EXIT_OK
 
 
-def _row(harvest: LocalHarvest, job: JobRecord) -> dict[str, Any]:
+def _table(rows: list[dict[str, Any]]) -> None:
+    """The jobs a line each, in aligned columns."""
+    cells = [
+        (
+            row["job_id"],
+            row["status"],
+            _done(row["processed_count"], row["total_urls"], complete=row["discovery_complete"]),
+            row["start_time"][:19].replace("T", " "),
+            row["site"] + _note(row),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[n]) for line in cells) for n in range(4)]
+    for line in cells:
+        print("  ".join([*(cell.ljust(width) for cell, width in zip(line, widths, strict=False)), line[4]]))
+
+
+def _note(row: dict[str, Any]) -> str:
+    if row["running"]:
+        return f"  (running now: pid {row['running']})"
+    if row["open"] and not row["ended"]:
+        return "  (unfinished: its crawl command resumes it)"
+    return ""
+
+
+def _row(harvest: LocalHarvest, job: JobRecord, holder: tuple[str, list[str]] | None) -> dict[str, Any]:
     counts = harvest.store.counts(job.job_id)
+    running = holder[0] if holder is not None and job.job_id in holder[1] else None
     return {
         "job_id": job.job_id,
         "site": job.site,
@@ -59,6 +81,8 @@ def _row(harvest: LocalHarvest, job: JobRecord) -> dict[str, Any]:
         "end_time": job.end_time.isoformat() if job.end_time else None,
         "ended": job.status.final,
         "open": not harvest.store.is_closed(job.job_id),
+        #: The pid of the crawl running the job now, if one is.
+        "running": running,
         "options": options(job.request),
     }
 
@@ -91,8 +115,8 @@ def _flag(name: str, value: object) -> str:
     if name == "refetch":
         return flag if value == "all" else "due pages only"
     if isinstance(value, tuple):
-        return " ".join(f"{flag} {v}" for v in value) if value else f"no {flag}"
-    return f"{flag} {value}"
+        return " ".join(f"{flag} {shlex.quote(str(v))}" for v in value) if value else f"no {flag}"
+    return f"{flag} {shlex.quote(str(value))}"
 
 
 def _progress(counts: JobCounts) -> str:

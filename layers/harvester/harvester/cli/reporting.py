@@ -156,17 +156,17 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
     lines = [
         f"job {result.job_id}: {result.status.value}{' (resumed)' if resumed else ''}",
         f"  site          {result.site}",
-        f"  total urls    {result.total_urls}",
-        f"  successful    {result.successful_processing}",
-        f"  failed        {result.failed_processing}{_known(result)}",
+        f"  total urls    {result.total_urls:,}",
+        f"  successful    {result.successful_processing:,}",
+        f"  failed        {result.failed_processing:,}{_known(result)}",
         _reasons("excluded", result.excluded_processing, result.exclusions),
-        f"  sitemaps      {result.sitemaps_ok} read, {result.sitemaps_total} looked at",
+        f"  sitemaps      {result.sitemaps_ok:,} read, {result.sitemaps_total:,} looked at",
         f"  duration      {result.total_duration:.1f} s",
         f"  records       {result.processed_urls}",
     ]
     changes = result.changes
     if changes.listed_total() or changes.removed:
-        shown = [f"{getattr(changes, k)} {k.replace('_', ' ')}" for k in _CHANGE_ORDER if getattr(changes, k)]
+        shown = [f"{getattr(changes, k):,} {k.replace('_', ' ')}" for k in _CHANGE_ORDER if getattr(changes, k)]
         lines.append(f"  changes       {', '.join(shown) or 'none'}")
         lines.append(f"  change feed   {result.changes_location}")
     dropped = sum(result.entries_dropped.values())
@@ -185,8 +185,8 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
     for host, trust in result.lastmod_trust.items():
         lines.append(
             f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"
-            f" ({trust.score_before:.2f} -> {trust.score:.2f}; this job: {trust.confirmed} confirmed,"
-            f" {trust.refuted} refuted)"
+            f" ({trust.score_before:.2f} -> {trust.score:.2f}; this job: {trust.confirmed:,} confirmed,"
+            f" {trust.refuted:,} refuted)"
         )
     if result.error_details:
         lines.append(f"  errors ({len(result.error_details) + result.errors_omitted}):")
@@ -209,8 +209,8 @@ def _known(result: SitemapIngestionResult) -> str:
 
 def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> str:
     """``label  count`` and its reasons, most frequent first."""
-    shown = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"  {label:<13} {count}{what}" + (f": {shown}" if shown else "")
+    shown = ", ".join(f"{reason} {n:,}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"  {label:<13} {count:,}{what}" + (f": {shown}" if shown else "")
 
 
 def dump_json(data: Any, out: TextIO) -> None:

@@ -18,6 +18,7 @@ from msgspec import Struct
 
 from harvester.fetch.errors import ConnectionFailed, DecodingError, FetchError, FetchTimeout
 from harvester.inflate import BoundedInflater, DecompressionError
+from harvester.words import size
 
 #: Content-Encoding values undone here (what we advertise in Accept-Encoding).
 DECODED_ENCODINGS = ("gzip", "x-gzip", "deflate")
@@ -170,7 +171,7 @@ class FetchResponse:
             if len(chunk) > room:
                 if room:
                     yield chunk[:room]
-                self.truncated = f"larger than {self.max_bytes} bytes"
+                self.truncated = f"larger than {size(self.max_bytes)}"
                 return
             produced += len(chunk)
             yield chunk
@@ -185,7 +186,7 @@ class FetchResponse:
                 for out in inflater.feed(chunk):
                     yield out
                 if inflater.limit_reached:
-                    self.truncated = f"larger than {self.max_bytes} bytes"
+                    self.truncated = f"larger than {size(self.max_bytes)}"
                     return
             if self.truncated is not None:  # the compressed stream itself hit its limit
                 return
@@ -194,7 +195,7 @@ class FetchResponse:
         except DecompressionError as exc:
             raise DecodingError(self.url, f"{encoding} Content-Encoding: {exc}") from None
         if inflater.limit_reached:
-            self.truncated = f"larger than {self.max_bytes} bytes"
+            self.truncated = f"larger than {size(self.max_bytes)}"
             return
         # An empty body (204, 304, HEAD-like answers) carries no compressed stream at all.
         self.complete = inflater.complete or not received
@@ -225,7 +226,7 @@ class FetchResponse:
                     continue
                 read += len(chunk)
                 if limit is not None and read > limit:
-                    self.truncated = f"compressed body larger than {limit} bytes"
+                    self.truncated = f"compressed body larger than {size(limit)}"
                     return
                 if self.raw_sink is not None:
                     self.raw_sink.write(chunk)

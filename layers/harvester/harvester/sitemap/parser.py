@@ -28,6 +28,7 @@ from harvester.sitemap.robots import RobotsParser
 from harvester.sitemap.sink import NotASitemap, Sink, StopParsing, Truncated
 from harvester.sitemap.text import TextParser
 from harvester.sitemap.xml_parser import XmlParser
+from harvester.words import size
 
 #: Read size for local files.
 FILE_CHUNK = 256 * 1024
@@ -176,7 +177,7 @@ class SitemapParser:
     def _over_size(self) -> None:
         self._flush()
         if not self.finished:
-            raise Truncated(f"larger than {self.max_bytes} bytes uncompressed")
+            raise Truncated(f"larger than {size(self.max_bytes)} uncompressed")
 
     def _flush(self) -> None:
         """Before the parse is stopped from here (a limit, a broken gzip stream), the format parser reads

@@ -8,6 +8,7 @@ expat callback produced it, so that not one more byte of the document is read.
 from __future__ import annotations
 
 from harvester.sitemap.entries import Entry, ParseReport
+from harvester.words import count
 
 
 class StopParsing(Exception):
@@ -49,7 +50,7 @@ class Sink:
 
     def overflow(self) -> EntryLimitReached:
         """What ends the parse when one more entry arrives at the limit (for parsers that count inline)."""
-        return EntryLimitReached(f"more than {self.max_entries} entries")
+        return EntryLimitReached(f"more than {count(self.max_entries, 'entry')}")
 
     def take(self) -> list[Entry]:
         """The entries emitted since the last call, in document order."""

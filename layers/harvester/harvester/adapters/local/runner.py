@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 from harvester.adapters.local import collector
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
@@ -154,8 +155,23 @@ class LocalHarvest:
         return SitemapIngestionResult.model_validate_json(self.documents.get(key))
 
 
+class Holder:
+    """The lock of a state directory as its crawl holds it: the file says the crawl's pid, then the jobs it
+    runs, a line each (``running``), for `harvest jobs` to tell a running job from one left unfinished."""
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+
+    def running(self, job_ids: Sequence[str]) -> None:
+        handle = self._handle
+        handle.seek(0)
+        handle.truncate()
+        handle.write("\n".join([str(os.getpid()), *job_ids]))
+        handle.flush()
+
+
 @contextlib.contextmanager
-def exclusive(state_dir: Path) -> Iterator[None]:
+def exclusive(state_dir: Path) -> Iterator[Holder]:
     """One crawl per state directory at a time: two would hand out each other's in-flight messages."""
     state_dir.mkdir(parents=True, exist_ok=True)
     path = state_dir / "lock"
@@ -164,16 +180,30 @@ def exclusive(state_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = handle.read().strip() or "another process"
+            holder = handle.read().split("\n", 1)[0].strip() or "another process"
             raise StateDirBusy(f"{state_dir} is in use by a running harvest crawl (pid {holder})") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        holder = Holder(handle)
+        holder.running(())
         try:
-            yield
+            yield holder
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def running_jobs(state_dir: Path) -> tuple[str, list[str]] | None:
+    """The pid of the crawl that holds the state directory and the jobs it runs, or None when none does."""
+    try:
+        handle = open(state_dir / "lock")  # noqa: SIM115 (closed below)
+    except FileNotFoundError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, *jobs = handle.read().split("\n")
+            return pid.strip(), [job for job in jobs if job]
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
 
 
 def new_job_id() -> str:
@@ -250,7 +280,7 @@ class LocalRunner:
             raise ValueError("nothing to crawl")
         requests = [request.validated() for request in requests]  # (a ValidationError before any write)
         harvest = self.harvest
-        with exclusive(harvest.state_dir), collector.relaxed():
+        with exclusive(harvest.state_dir) as holder, collector.relaxed():
             retention = time.time() - self.settings.retention_days * 86400
             if expired := harvest.store.expire_jobs(retention):
                 log.info("per-job records of old jobs expired", extra={"jobs": expired})
@@ -260,6 +290,7 @@ class LocalRunner:
                 jobs.append((existing.job_id if existing else (request.job_id or new_job_id()), existing is not None))
             if len({job_id for job_id, _ in jobs}) < len(jobs):
                 raise Unprocessable("two of the crawls asked for are the same job: give each site once")
+            holder.running([job_id for job_id, _ in jobs])
             if self.on_start is not None:
                 for request, (job_id, resumed) in zip(requests, jobs, strict=True):
                     self.on_start(self._start(request, job_id, resumed))
