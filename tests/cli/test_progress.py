@@ -4,6 +4,7 @@ lines in a log."""
 from __future__ import annotations
 
 import io
+import re
 from datetime import UTC, datetime, timedelta
 
 from harvester.cli.progress import Pace, ProgressLine, duration, job_pace, rate_text, render
@@ -96,3 +97,35 @@ def test_a_slow_crawls_rate_keeps_a_decimal():
         "13/s",
     )
     assert Pace.of(0, 0.0, 10, estimable=True) == Pace(0.0, 0.0, None)
+
+
+def test_the_line_says_what_is_in_flight_and_waiting_and_the_time_left_covers_the_wait():
+    from harvester.adapters.local.activity import Activity, Task
+
+    now = NOW.timestamp()
+    hang = "https://e.x/p/hang.html"
+    doing = Activity(
+        in_flight=2,
+        longest=Task(hang, 1),
+        longest_since=now - 25,
+        waiting=1,
+        next=Task("https://e.x/p/flaky.html", 3),
+        next_at=now + 90,
+        last_at=now + 90,
+    )
+    # 297 of 300 pages in 30 s: 10/s would leave "about 0s"; the page waiting until 90 s from now says more.
+    line = render([view(297, 300)], elapsed=30.0, activity=doing, now=now)
+    until = datetime.fromtimestamp(now + 90).strftime("%H:%M:%S")
+    assert f"2 in flight ({hang} for 25s) · 1 waiting until {until} (https://e.x/p/flaky.html, attempt 3)" in line
+    assert line.endswith("about 1m30s left")
+    # Out for a few seconds only, a task is not named; on a narrow terminal the bar, the rate and the time
+    # elapsed, then the URLs give way.
+    brief = Activity(in_flight=1, longest=Task(hang, 1), longest_since=now - 2)
+    assert " · 1 in flight · " in render([view(297, 300)], elapsed=30.0, activity=brief, now=now)
+    deep = "https://e.x/a/rather/long/path/to/the/page/that/hangs.html"
+    long_out = Activity(in_flight=1, longest=Task(deep, 1), longest_since=now - 25)
+    narrow = render([view(297, 300)], elapsed=30.0, activity=long_out, now=now, width=115)
+    assert narrow.startswith("99.0% · 297/300 pages") and narrow.endswith(" left"), narrow
+    assert len(narrow) <= 115 and re.search(
+        r" · 1 in flight \(https://e\.x/a\S*…\S*/hangs\.html for 25s\) · about ", narrow
+    )

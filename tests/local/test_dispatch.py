@@ -160,3 +160,32 @@ def test_a_wait_cancelled_in_the_loop_turn_its_news_came_in_is_cancelled(queue, 
         return "returned"
 
     assert asyncio.run(run()) == "cancelled"
+
+
+@pytest.mark.parametrize("kind", ["state file", "memory"])
+def test_the_runs_activity_names_its_tasks_in_flight_and_the_first_and_last_waiting(queue, kind):
+    """What the progress line says of a run: the requests out (the one out longest), and the tasks delayed in
+    the queue, the first to come back with the request it makes next, and when the last one comes back;
+    neither what is in flight nor another job's tasks count as waiting."""
+    import time
+
+    from harvester.adapters.local.activity import Task, activity
+    from harvester.adapters.local.memory_queue import MemoryTaskQueue
+
+    tasks = queue if kind == "state file" else MemoryTaskQueue()
+    tasks.push(pages("a.example", 2))
+    retried = PageTask(job_id="j", url="https://a.example/flaky", attempt=2)
+    later = SitemapTask(job_id="j", url="https://a.example/s.xml", origin=SitemapOrigin.DECLARED, depth=1)
+    tasks.push([retried, later], delay_seconds=[30.0, 90.0])
+    tasks.push(pages("a.example", 1, job="other"), delay_seconds=5.0)
+    dispatcher = Dispatcher(tasks, ["j"], per_host=8)
+    out = dispatcher.take_batch(8)
+    assert [url(m) for m in out] == ["https://a.example/p/0", "https://a.example/p/1"]
+
+    now = time.time()
+    seen = activity(tasks, dispatcher, ["j"], now=now)
+    assert (seen.in_flight, seen.longest, seen.waiting) == (2, Task("https://a.example/p/0", 1), 2)
+    assert seen.next == Task("https://a.example/flaky", 3)  # (two retries so far: its third request)
+    assert now + 29 < seen.next_at < now + 31 and now + 89 < seen.last_at < now + 91
+    dispatcher.requests_over(out)
+    assert activity(tasks, dispatcher, ["j"], now=now + 100) == type(seen)()  # nothing out, nothing delayed

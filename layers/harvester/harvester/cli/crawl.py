@@ -46,6 +46,8 @@ def crawl_requests(
             on_progress=progress,
             on_start=announce,
         )
+        if progress:
+            progress.activity = runner.activity
         try:
             outcomes = asyncio.run(runner.crawl_all(requests))
         finally:

@@ -62,6 +62,8 @@ class PageRetry(Struct):
     #: No request was sent for it in this delivery (robots.txt could not be read, the host's gate said
     #: later): the try its claim counted is taken back, so ``attempts`` stays the requests sent.
     untried: bool = False
+    #: The wait the server asked for (its Retry-After, in seconds), when it asked for one.
+    retry_after: float | None = None
 
 
 class SitemapRelease(Struct, frozen=True):

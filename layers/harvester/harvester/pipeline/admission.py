@@ -17,6 +17,7 @@ held: ``robots_copy``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections import defaultdict
@@ -33,6 +34,8 @@ from harvester.pipeline.ranking import PRIORITY_LANE
 from harvester.politeness.gate import RECHECK_SECONDS
 from harvester.politeness.turns import Turns
 from harvester.urls import host_of
+
+log = logging.getLogger(__name__)
 
 
 class Admitted(Struct):
@@ -71,6 +74,7 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
         grant = arrival.grant
         if arrival.every_slot_held and (grant.later or now) <= now + horizon:  # (still: each page waits for one)
             admitted.turns.given(host, urls, grant, spacing[host], horizon=horizon)
+            log.debug("gate %s: every slot held; %d pages wait for one", host, len(urls), extra={"host": host})
             continue
         granted = set(grant.starts)
         if granted:
@@ -86,6 +90,19 @@ async def arrive(ctx: StepContext, job: JobRecord, tasks: Mapping[str, PageTask]
                 admitted.turns.starts[url] = turn
             else:
                 admitted.back[url] = (back, turn, None)
+        if log.isEnabledFor(logging.DEBUG):
+            taking = len([u for u in urls if u in admitted.turns.starts])
+            log.debug(
+                "gate %s: %d of %d pages take their turns now, %d booked later, %d in its waiting line"
+                " (spacing %.2f s)",
+                host,
+                taking,
+                len(urls),
+                len(booked),
+                sum(1 for t in arrival.turns if t is None),
+                spacing[host],
+                extra={"host": host, "pages": len(urls), "now": taking, "booked": len(booked)},
+            )
     return admitted
 
 

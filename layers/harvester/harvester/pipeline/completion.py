@@ -80,7 +80,13 @@ def maybe_complete(ctx: StepContext, job_id: str) -> bool:
         status, error = JobStatus.FAILED, f"no readable sitemap found for {job.site}"
     if not ctx.store.end_job(job_id, status, end_time=end_time, error_message=error):
         return False
-    log.info("job ended", extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total})
+    log.info(
+        "job %s ended %s (%d URLs)",
+        job_id,
+        status.value,
+        counts.urls_total,
+        extra={"job_id": job_id, "status": status.value, "total_urls": counts.urls_total},
+    )
     if not ctx.ephemeral:  # (a throwaway run has handed its pages out already, and keeps nothing)
         try:
             end(ctx, job_id)
@@ -344,7 +350,12 @@ def _write_result(
         if maker is not None and pieces:  # (the parts a few at a time, before the outputs)
             looked = parts_at < len(maker.wanted)
             made, parts_at = maker.finish(start=parts_at, pause=pause, most=PARTS_IN_ONE_STEP)
-            log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made), "next": parts_at})
+            log.info(
+                "job %s: %d sitemap parts made",
+                job_id,
+                len(made),
+                extra={"job_id": job_id, "parts": len(made), "next": parts_at},
+            )
             if parts_at is None and looked and pause is not None:  # (the outputs in a step of their own)
                 parts_at = len(maker.wanted)
             if parts_at is not None:
@@ -377,7 +388,7 @@ def _write_result(
             raise StepsLost(str(lost)) from None
         if maker is not None and alone:  # (for the next jobs: its documents are the site's, not the job's)
             made, _ = maker.finish()
-            log.info("sitemap parts made", extra={"job_id": job_id, "parts": len(made)})
+            log.info("job %s: %d sitemap parts made", job_id, len(made), extra={"job_id": job_id, "parts": len(made)})
             listed_only = maker.listed_only and sum(p.urls for p in made) == counts.listed
             if own is not None and url_index and made and listed_only:
                 # (the job's index is made of these parts' rows alone: sorted, for the next job that adopts them)

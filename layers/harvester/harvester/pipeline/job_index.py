@@ -75,7 +75,7 @@ def build_step_index(
     except Exception:
         log.exception("an index file of the job could not be built (its records are written)", extra={"job_id": job_id})
         return None
-    log.info("index file built", extra={"job_id": job_id, "rows": count})
+    log.info("job %s: URL index built (%d rows)", job_id, count, extra={"job_id": job_id, "rows": count})
     return built
 
 

@@ -25,7 +25,7 @@ def start_job(ctx: StepContext, request: JobRequest, *, job_id: str) -> None:
     if stored.request.fingerprint() != request.fingerprint():
         raise Unprocessable(conflict(job_id, stored.request, request))
     if stored.status is not JobStatus.PENDING:
-        log.info("job already started", extra={"job_id": job_id, "status": stored.status.value})
+        log.info("job %s already started", job_id, extra={"job_id": job_id, "status": stored.status.value})
         return
     seed(ctx, stored)
 
@@ -44,4 +44,10 @@ def seed(ctx: StepContext, job: JobRecord) -> None:
     records = ctx.store.add_sitemaps(job.job_id, seed_sitemaps(job.request, now=ctx.clock()))
     ctx.queue.push([task_for(job.job_id, r) for r in records if r.status is SitemapStatus.PENDING])
     ctx.store.mark_seeded(job.job_id)
-    log.info("job started", extra={"job_id": job.job_id, "site": job.site, "seeds": len(records)})
+    log.info(
+        "job %s started for %s (%d seeds)",
+        job.job_id,
+        job.site,
+        len(records),
+        extra={"job_id": job.job_id, "site": job.site, "seeds": len(records)},
+    )

@@ -98,19 +98,28 @@ def _crawled(ctx: StepContext, record: SitemapURL, fetched: Fetched | None, basi
 
 
 def retry_or_fail(
-    ctx: StepContext, record: SitemapURL, reason: str, *, tried: bool = True, wait: float = 0.0
+    ctx: StepContext, record: SitemapURL, reason: str, *, tried: bool = True, retry_after: float | None = None
 ) -> PageOutcome | PageRetry:
-    """A failure that may pass: tried again by this job after a back-off (or the ``wait`` the server asked
-    for, if longer) while the URL's budget lasts: ``retry_max`` requests in all, whichever delivery sent
-    them. Then final for the job, and one retry more toward gone in the crawl database."""
+    """A failure that may pass: tried again by this job while the URL's budget lasts (``retry_max`` requests
+    in all, whichever delivery sent them), after the wait the server asked for (``retry_after``, its
+    Retry-After, at most ``retry_backoff_max_seconds``) or, when it asked for none, after a back-off that
+    doubles at each retry. Then final for the job, and one retry more toward gone in the crawl database.
+    (The host's gate holds every request to the host for that Retry-After too: politeness.md.)"""
     settings = ctx.settings
     retries = record.retries + 1
     sent = record.attempts if tried else max(0, record.attempts - 1)
     if sent < settings.retry_max and retries < settings.retry_max:
-        delay = min(settings.retry_backoff_seconds * 2 ** (retries - 1), settings.retry_backoff_max_seconds)
-        not_before = ctx.clock() + timedelta(seconds=max(delay, min(wait, settings.retry_backoff_max_seconds)))
+        if retry_after is None:
+            delay = min(settings.retry_backoff_seconds * 2 ** (retries - 1), settings.retry_backoff_max_seconds)
+        else:
+            delay = min(retry_after, settings.retry_backoff_max_seconds)
         return PageRetry(
-            url=record.url, retries=retries, error_message=reason, not_before=not_before, untried=not tried
+            url=record.url,
+            retries=retries,
+            error_message=reason,
+            not_before=ctx.clock() + timedelta(seconds=delay),
+            untried=not tried,
+            retry_after=retry_after,
         )
     gave_up = record.model_copy(update={"retries": retries, "attempts": sent})
     fetched = Fetched(FetchResult.RETRY, http_status=record.http_status)

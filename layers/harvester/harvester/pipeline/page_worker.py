@@ -36,7 +36,7 @@ from harvester.model.messages import Output, PageTask
 from harvester.model.records import JobRecord, SitemapURL, UrlStatus
 from harvester.model.state import Lease, PageOutcome, PageRetry
 from harvester.patience import Busy
-from harvester.pipeline import give_back, page_archive, page_outcomes
+from harvester.pipeline import fetch_log, give_back, page_archive, page_outcomes
 from harvester.pipeline.admission import arrive, queue_delay
 from harvester.pipeline.context import StepContext
 from harvester.politeness.turns import Turns
@@ -122,6 +122,8 @@ async def _process_job_pages(
                 for url, (when, turn, place) in arrival.back.items()
             ]
             _send_back(ctx, back)
+            for url, (when, _, place) in arrival.back.items():
+                fetch_log.deferred(job.job_id, url, when, place=place)
             result.deferred.extend(arrival.back)
             result.retried.extend(arrival.back)
             urls = [url for url in urls if url not in arrival.back]
@@ -163,7 +165,7 @@ async def _fetch_and_settle(
     archive = WarcBatch() if job.request.fetch_pages and job.request.output is Output.WARC else None
     try:
         try:
-            settled = await asyncio.gather(*(_settle(ctx, job, record, admission, archive) for record in claimed))
+            settled = await asyncio.gather(*(_told(ctx, job, record, admission, archive) for record in claimed))
         finally:
             admission.release(ctx.gate)
             if requests_over is not None:
@@ -231,6 +233,17 @@ def _finish(ctx: StepContext, job: JobRecord, outcomes: list[PageOutcome], lease
     return applied
 
 
+async def _told(
+    ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Turns, archive: WarcBatch | None
+) -> PageOutcome | PageRetry:
+    """``_settle``, and its line in the log (``fetch_log``) as soon as the page's delivery is decided."""
+    settled = await _settle(ctx, job, record, admission, archive)
+    fetch_log.page(
+        job.job_id, record, settled, latency=admission.latency.get(record.url), retry_max=ctx.settings.retry_max
+    )
+    return settled
+
+
 async def _settle(
     ctx: StepContext, job: JobRecord, record: SitemapURL, admission: Turns, archive: WarcBatch | None
 ) -> PageOutcome | PageRetry:
@@ -257,6 +270,8 @@ async def _settle(
             not_before = datetime.fromtimestamp(admission.deferred[record.url], UTC)
             return PageRetry(record.url, record.retries, "waiting for its host's turn", not_before, untried=True)
         headers = page_outcomes.validators(record.known, warc=archive is not None)
+        if headers:
+            log.debug("conditional request %s: %s", record.url, headers, extra={"url": record.url, "headers": headers})
         # One request per delivery: a transient failure comes back through the queue, so that every
         # request of the URL is on its one budget (retry_max) and passes the host's gate.
         fetch = ctx.fetcher.open(
@@ -314,8 +329,8 @@ async def _settle_response(
     outcome = classify_status(code)
     if outcome is FetchResult.RETRY:
         if is_transient(code):
-            wait = parse_retry_after(response.headers.get("retry-after")) or 0.0
-            later = page_outcomes.retry_or_fail(ctx, record, http_error(code), wait=wait)
+            asked = parse_retry_after(response.headers.get("retry-after"))
+            later = page_outcomes.retry_or_fail(ctx, record, http_error(code), retry_after=asked)
             # Archived whether or not it is the last try: an archive keeps every answer a host gave.
             said = (
                 later.record

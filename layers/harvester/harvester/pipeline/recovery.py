@@ -80,7 +80,7 @@ def resume(
     if job.request.fetch_pages:
         report.pages_resent = _send_open_pages(ctx, job_id, time_left)
     report.ended = maybe_complete(ctx, job_id)
-    log.info("job resumed", extra={"job_id": job_id, **asdict(report)})
+    log.info("job %s resumed", job_id, extra={"job_id": job_id, **asdict(report)})
     return report
 
 

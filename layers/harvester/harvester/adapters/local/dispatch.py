@@ -57,8 +57,9 @@ class Dispatcher:
         #: Messages handed out and not yet done, by the host they make requests to; and by job.
         self.in_flight: Counter[str] = Counter()
         self.busy: Counter[str] = Counter()
-        #: Messages handed out whose requests may not be over yet (their slots still counted).
-        self._requesting: set[int] = set()
+        #: Messages handed out whose requests may not be over yet (their slots still counted), with when each
+        #: was handed out (for the progress line: what is in flight, and since when).
+        self.requesting: dict[int, tuple[float, Received]] = {}
         self.changed = asyncio.Event()
         #: Set when a job's last message in flight is done: the moment its end (or its stall) can be seen.
         self._idle = asyncio.Event()
@@ -118,9 +119,9 @@ class Dispatcher:
         budget's are free for other pages, as the gate's are. (Counted until :meth:`done`, a batch's
         slots would stay taken through its writes, and its hosts go short of requests.)"""
         for message in messages:
-            if message.id not in self._requesting:
+            if message.id not in self.requesting:
                 continue
-            self._requesting.discard(message.id)
+            del self.requesting[message.id]
             self.in_flight[message.host] -= 1
             if message.queue == "pages":
                 self.pages_in_flight -= 1
@@ -163,7 +164,7 @@ class Dispatcher:
 
     def _hand_out(self, message: Received) -> Received:
         self.in_flight[message.host] += 1  # (a sitemap's request takes one of its host's slots at the gate too)
-        self._requesting.add(message.id)
+        self.requesting[message.id] = (time.time(), message)
         if message.queue == "pages":
             self.pages_in_flight += 1
         self.busy[message.job_id] += 1

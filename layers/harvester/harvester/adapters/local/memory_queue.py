@@ -25,6 +25,7 @@ from harvester.adapters.local.queue import (
     QUEUES,
     Received,
     SqliteTaskQueue,
+    Waiting,
     job_of,
     lane,
     note_arrival,
@@ -113,6 +114,17 @@ class MemoryTaskQueue:
             if (entry := self.entries.get(id_)) and not entry.in_flight and entry.received.job_id in jobs
         ]
         return min(times, default=None)
+
+    def waiting(self, job_ids: Sequence[str], now: float) -> Waiting | None:
+        jobs = set(job_ids)
+        delayed = sorted(
+            (e.available_at, e.received.queue, e.received.body)
+            for e in self.entries.values()
+            if not e.in_flight and e.available_at > now and e.received.job_id in jobs and e.received.queue != "jobs"
+        )
+        if not delayed:
+            return None
+        return Waiting(len(delayed), *delayed[0], delayed[-1][0])
 
     def hosts(self, job_ids: Sequence[str]) -> list[str]:
         jobs = set(job_ids)
@@ -252,6 +264,14 @@ class FallbackQueue:
 
     def hosts(self, job_ids: Sequence[str]) -> list[str]:
         return sorted({*self.durable.hosts(job_ids), *self.memory.hosts(job_ids)})
+
+    def waiting(self, job_ids: Sequence[str], now: float) -> Waiting | None:
+        both = [w for q in (self.durable, self.memory) if (w := q.waiting(job_ids, now)) is not None]
+        if len(both) < 2:
+            return both[0] if both else None
+        first = min(both, key=lambda w: w.first_at)
+        count, last = sum(w.count for w in both), max(w.last_at for w in both)
+        return Waiting(count, first.first_at, first.first_queue, first.first_body, last)
 
     def holds(self, job_id: str) -> bool:
         return self.memory.holds(job_id) or self.durable.holds(job_id)

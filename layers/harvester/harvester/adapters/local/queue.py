@@ -59,6 +59,23 @@ def note_arrival(arrivals: dict[str | None, float], lane: str | None, available:
         arrivals[lane] = available
 
 
+#: Delayed tasks counted at most by ``waiting`` (it runs at each progress tick: a bounded index range).
+WAITING_COUNTED = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A run's sitemap and page tasks delayed in the queue (a retry's wait, a host's turn), not in flight: how
+    many (at most ``WAITING_COUNTED`` counted), the first to come back (its time and its message's body) and
+    when the last one does (epoch seconds)."""
+
+    count: int
+    first_at: float
+    first_queue: str
+    first_body: str
+    last_at: float
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     id: int
@@ -81,6 +98,7 @@ class LocalQueue(Protocol):
     def take_control(self, job_ids: Sequence[str], limit: int) -> list[Received]: ...
     def next_visible(self, job_ids: Sequence[str], host: str | None) -> float | None: ...
     def hosts(self, job_ids: Sequence[str]) -> list[str]: ...
+    def waiting(self, job_ids: Sequence[str], now: float) -> Waiting | None: ...
     def holds(self, job_id: str) -> bool: ...
     def delete(self, *messages: Received) -> None: ...
     def release(self, message: Received, *, delay_seconds: float, reason: str, counted: bool = True) -> None: ...
@@ -203,6 +221,26 @@ class SqliteTaskQueue:
             where, params = "host = ? AND queue = 'pages'", (host, *job_ids)
         sql = f"SELECT MIN(available_at) FROM messages WHERE {where} AND job_id IN ({marks}) AND in_flight = 0"
         return self.conn.execute(sql, params).fetchone()[0]
+
+    def waiting(self, job_ids: Sequence[str], now: float) -> Waiting | None:
+        """The jobs' sitemap and page tasks delayed past ``now`` (None: none, or SQLite did not answer): three
+        reads of the ``messages_ready`` index's range past ``now``, the count bounded."""
+        marks = ",".join("?" * len(job_ids))
+        where = (
+            f"FROM messages INDEXED BY messages_ready WHERE job_id IN ({marks})"
+            " AND queue IN ('sitemaps', 'pages') AND available_at > ? AND in_flight = 0"
+        )
+        params = (*job_ids, now)
+        try:
+            first = self.conn.execute(f"SELECT available_at, queue, body {where} ORDER BY available_at LIMIT 1", params)
+            row = first.fetchone()
+            if row is None:
+                return None
+            last = self.conn.execute(f"SELECT MAX(available_at) {where}", params).fetchone()[0]
+            count = self.conn.execute(f"SELECT COUNT(*) FROM (SELECT 1 {where} LIMIT {WAITING_COUNTED})", params)
+            return Waiting(count.fetchone()[0], row[0], row[1], row[2], last)
+        except sqlite3.Error:  # (busy: the progress line goes without it this once)
+            return None
 
     def hosts(self, job_ids: Sequence[str]) -> list[str]:
         """The hosts the jobs' queued pages go to (where a dispatcher starting on a resumed run looks)."""

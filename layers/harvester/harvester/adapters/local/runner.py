@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from harvester.adapters.local import collector
+from harvester.adapters.local.activity import Activity, activity
 from harvester.adapters.local.crawl import SqliteCrawlDatabase
 from harvester.adapters.local.database import Checkpointer, StateDirBusy, StorageFailed, connect, storage_failure
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
@@ -55,6 +56,8 @@ DOCUMENTS = "documents"
 PAGE_BATCH = 8
 POLL_INTERVAL = 0.05
 PROGRESS_INTERVAL = 0.2
+#: How long the run's activity (``LocalRunner.activity``: three reads of the queue) is kept for the progress line.
+ACTIVITY_INTERVAL = 1.0
 
 
 class JobStuck(RuntimeError):
@@ -268,6 +271,8 @@ class LocalRunner:
         self.found = found
         self.on_start = on_start
         self.listed = listed
+        self._dispatcher: Dispatcher | None = None
+        self._activity: tuple[float, Activity] | None = None
 
     async def crawl(self, request: JobRequest) -> CrawlOutcome:
         """Runs the job ``request`` describes to its end, resuming an unfinished one if there is one."""
@@ -354,9 +359,11 @@ class LocalRunner:
         )
         done = asyncio.Event()
         workers = [asyncio.create_task(self._worker(engine, dispatcher, done)) for _ in range(self.concurrency)]
+        self._dispatcher = dispatcher
         try:
             await self._supervise(engine, dispatcher, workers)
         finally:
+            self._dispatcher = None
             done.set()
             for worker in workers:
                 worker.cancel()
@@ -366,6 +373,17 @@ class LocalRunner:
         for outcome in ended:
             if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 raise outcome
+
+    def activity(self) -> Activity | None:
+        """What the run is doing now (None: it is not running): its tasks in flight and those waiting in the
+        queue for a later time; read again at most every ``ACTIVITY_INTERVAL`` seconds."""
+        dispatcher = self._dispatcher
+        if dispatcher is None:
+            return None
+        now = time.time()
+        if self._activity is None or now - self._activity[0] >= ACTIVITY_INTERVAL:
+            self._activity = (now, activity(self.harvest.queue, dispatcher, dispatcher.job_ids, now=now))
+        return self._activity[1]
 
     async def _supervise(self, engine: Engine, dispatcher: Dispatcher, workers: list[asyncio.Task[None]]) -> None:
         queue, store = self.harvest.queue, self.harvest.store

@@ -33,7 +33,7 @@ from harvester.model.messages import SitemapTask
 from harvester.model.records import SitemapRecord, SitemapStatus
 from harvester.model.state import Lease, SitemapOutcome, SitemapRelease
 from harvester.patience import Busy
-from harvester.pipeline import give_back
+from harvester.pipeline import fetch_log, give_back
 from harvester.pipeline.context import StepContext
 from harvester.pipeline.sitemap_step.listing import StepEnded
 from harvester.pipeline.sitemap_step.reading import Retry, SitemapReading
@@ -67,7 +67,7 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         give_back.sitemap(ctx, job, registered, lease, busy, attempts=registered.attempts)
         return None
     if record is None:
-        log.info("sitemap already done or in progress elsewhere", extra={"job_id": job.job_id, "url": url})
+        log.info("sitemap %s already done or in progress elsewhere", url, extra={"job_id": job.job_id, "url": url})
         # (a delivery again of a step whose end of the job met a busy service: the end is looked at again)
         give_back.complete_or_resend(ctx, job.job_id, [task])
         return None
@@ -98,7 +98,9 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
         release = SitemapRelease(None, record.attempts - 1 + failed, step.document)
         give_back.release(ctx, job, record, lease, release, after=0)
         log.info(
-            "sitemap read in steps: goes on from its checkpoint",
+            "sitemap read in steps: %s goes on from its checkpoint (%d URLs listed in this step)",
+            url,
+            step.listed,
             extra={"job_id": job.job_id, "url": url, "checkpoint": step.checkpoint, "listed": step.listed},
         )
         return None
@@ -108,16 +110,22 @@ async def process_sitemap(ctx: StepContext, task: SitemapTask) -> SitemapRecord 
             ctx.settings.retry_backoff_max_seconds,
         )
         give_back.release(ctx, job, record, lease, SitemapRelease(outcome.reason, outcome.attempts), after=delay)
-        log.info("sitemap to be read again", extra={"job_id": job.job_id, "url": url, "reason": outcome.reason})
+        fetch_log.sitemap_retry(
+            job.job_id,
+            url,
+            outcome.reason,
+            attempts=outcome.attempts,
+            retry_max=ctx.settings.retry_max,
+            until=ctx.clock().timestamp() + delay,
+        )
         return None
-    log.info(
-        "sitemap done",
-        extra={
-            "job_id": job.job_id,
-            "url": url,
-            "status": outcome.status.value,
-            "error": outcome.error_message,
-        },
-    )
+    if finished is not None:
+        fetch_log.sitemap(job.job_id, finished)
+    else:
+        log.info(
+            "sitemap %s: its lease went to another worker before its outcome was written",
+            url,
+            extra={"job_id": job.job_id, "url": url},
+        )
     give_back.complete_or_resend(ctx, job.job_id, [task])
     return finished

@@ -99,7 +99,8 @@ class SitemapReading:
                 )
             except ListingMoved:
                 log.info(
-                    "sitemap changed since its checkpoint; reading it again from the start",
+                    "sitemap %s changed since its checkpoint; reading it again from the start",
+                    self.record.url,
                     extra={"job_id": self.job.job_id, "url": self.record.url},
                 )
                 self.parsing.start_over()
