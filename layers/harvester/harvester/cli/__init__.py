@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="json",
         help="json: the job and its result; jsonl / csv: its URL records (with --site: the site's crawl records)",
     )
+    report.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the job's report page to FILE: one HTML file that loads nothing (its summary, changes,"
+        " statuses, failures, latency, sizes, lastmod trust, sitemap tree, the site's crawls)",
+    )
     about = report.add_mutually_exclusive_group()
     about.add_argument("--url", help="the crawl record of this URL, in every site that lists it")
     about.add_argument(
