@@ -1,4 +1,5 @@
-# Harvester: `make demo` and `make test` work on a fresh machine that has only Python 3.11.
+# Harvester: `make demo` and `make test` work on a fresh machine that has only Python 3.11 (`make test`, run as
+# root on Debian or Ubuntu, installs the Chromium its report tests open pages in).
 # Both create their own virtual environment (.venv) and install what they need into it.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -7,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BUILD := build
 
-.PHONY: demo test test-fast lint install bench clean
+.PHONY: demo test test-fast lint install bench clean chromium
 
 $(STAMP): pyproject.toml layers/harvester/requirements.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Harvester needs Python 3.11+, found " + sys.version'
@@ -47,9 +48,16 @@ lint: $(STAMP)
 ## While lint runs, one collection of the tests writes pytest's rewritten test modules (even where
 ## PYTHONDONTWRITEBYTECODE is set), which the four pytest processes then read instead of each rewriting them.
 TEST_WORKERS ?= 3
+## chromium: the headless browser the crawl report's tests open its page in (tests/browser.py; they fail
+## without it): Debian's package, installed when missing and make runs as root; else named, and make stops.
+chromium:
+	@command -v chromium > /dev/null || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+			apt-get update -q > /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium > /dev/null; \
+		else echo "make test needs Chromium for the crawl report's tests: apt-get install chromium (as root)"; exit 1; fi; }
 #: The modules marked time_budget (the timed run collects only these).
 TIME_BUDGET_MODULES = $(shell grep -rl --include='test_*.py' '^pytestmark = pytest.mark.time_budget' tests)
-test: $(STAMP)
+test: $(STAMP) chromium
 	@mkdir -p $(BUILD)
 	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > $(BUILD)/collect.log 2>&1 & collect=$$!; \
 	$(MAKE) --no-print-directory lint; linted=$$?; wait $$collect; test $$linted -eq 0

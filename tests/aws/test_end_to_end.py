@@ -7,6 +7,7 @@ import gc
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -153,6 +154,22 @@ def test_a_sites_first_crawl_looks_up_none_of_its_urls_and_its_re_crawl_looks_th
         result = result_of(stack, job_id)
         assert (result["total_urls"], result["successful_processing"]) == (30, 30)
     assert {r["url"] for r in records_of(stack, first)} == set(site.page_urls)
+    # Each job's end wrote its report page beside its result, with the site's crawls so far.
+    bucket, key = stack.outputs["DocumentBucketName"], f"jobs/{again}/report.html"
+    assert boto3.client("s3").head_object(Bucket=bucket, Key=key)["ContentType"] == "text/html; charset=utf-8"
+    page = adapters_of(stack).documents.get(key).decode()
+    shown = dict(re.findall(r'data-figure="([^"]+)" data-value="(\d+)"', page))
+    result = result_of(stack, again)
+    assert {name: int(shown[name]) for name in ("total_urls", "successful_processing", "failed_processing")} == {
+        "total_urls": 30,
+        "successful_processing": 30,
+        "failed_processing": 0,
+    }
+    assert int(shown["fetches.fetched"]) == result["fetches"]["fetched"]
+    assert {k: int(v) for k, v in shown.items() if k.startswith("changes.")} == {
+        f"changes.{kind}": n for kind, n in result["changes"].items()
+    }
+    assert re.findall(r'<tr data-job="([^"]+)"', page) == [first, again]
 
 
 def test_a_container_builds_its_engine_once_and_closes_its_connections_when_it_goes(aws, site_factory, caplog):

@@ -66,6 +66,7 @@ TIERS = [
     {"sitemap", "fetch"},
     {"model"},
     {"crawldb", "politeness", "archive"},
+    {"report"},
     {"settings", "ports"},
     {"pipeline"},
     {"engine"},

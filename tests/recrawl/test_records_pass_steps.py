@@ -118,8 +118,19 @@ def outputs(state: Path, site: LiveSite, result: SitemapIngestionResult) -> dict
             "sitemaps_ok",
         },
     )
+    fetches = result.fetches
+    assert fetches is not None
     return {
         "summary": summary,
+        # (the fetches counted as one pass counts them: all but the latencies, which differ between runs)
+        "fetches": (
+            fetches.fetched,
+            fetches.http_statuses,
+            fetches.failures,
+            fetches.failure_samples,
+            fetches.size_bytes,
+            fetches.latency_ms.count,
+        ),
         "errors": [(e.url, e.kind, e.error) for e in result.error_details],
         "trust": {host: (c.went, c.confirmed, c.refuted) for host, c in result.lastmod_trust.items()},
         "records": [(r["url"], r["status"], r.get("change"), r.get("sitemap"), r.get("http_status")) for r in records],

@@ -18,6 +18,11 @@ def result_key(job_id: str) -> str:
     return f"jobs/{job_id}/result.json"
 
 
+def report_key(job_id: str) -> str:
+    """The job's report page (harvester.report), beside its result."""
+    return f"jobs/{job_id}/report.html"
+
+
 def records_key(job_id: str) -> str:
     return f"jobs/{job_id}/urls.jsonl"
 

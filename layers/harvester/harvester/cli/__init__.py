@@ -186,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="json (default with a JOB_ID, --url or --site): the job and its result; jsonl / csv: its URL records"
         " (--site: the site's crawl records; --url: the URL's; no JOB_ID: the jobs, a line each by default)",
     )
+    report.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the job's report page to FILE: one HTML file that loads nothing (its summary, changes,"
+        " statuses, failures, latency, sizes, lastmod trust, sitemap tree, the site's crawls)",
+    )
     about = report.add_mutually_exclusive_group()
     about.add_argument("--url", help="the crawl record of this URL, in every site that lists it")
     about.add_argument(

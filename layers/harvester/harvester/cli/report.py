@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Protocol, TextIO
 
 from harvester.adapters.local.runner import LocalHarvest
@@ -30,7 +31,11 @@ from harvester.urls import normalize, origin_of, require_http_url
 def run_report(args: argparse.Namespace) -> int:
     if (args.url or args.site) and args.job_id:
         raise UsageError("give a JOB_ID, or --url / --site, not both")
+    if args.html is not None and (not args.job_id or args.format != "json"):
+        raise UsageError("--html writes one job's page: give a JOB_ID, and no --format")
     with open_state(args.state_dir) as harvest:
+        if args.html is not None:
+            return write_page(harvest, args.job_id, args.html, where=args.state_dir)
         if args.url:
             return _report_url(harvest, args.url, args.format or "json")
         if args.site:
@@ -62,6 +67,34 @@ def run_report(args: argparse.Namespace) -> int:
                 },
                 sys.stdout,
             )
+    return EXIT_OK
+
+
+def write_page(harvest: LocalHarvest, job_id: str, target: Path, *, where: object) -> int:
+    """``harvest report JOB --html FILE``: the job's report page, with the timeline of every job of its site
+    in the state directory up to it (read from their results: those ended before the site's history document
+    was kept included)."""
+    from harvester.report import history, page
+
+    job = harvest.store.get_job(job_id)
+    if job is None:
+        raise UsageError(f"no job {job_id!r} in {where}")
+    result = harvest.result(job_id)
+    if result is None:
+        raise UsageError(f"job {job_id} has no result yet ({job.status.value}): its page is written when it ends")
+    origin = job.request.origin
+    before = sorted(
+        (j for j in harvest.store.all_jobs() if j.result_key and j.job_id != job_id and j.request.origin == origin),
+        key=lambda j: j.start_time,
+    )
+    kept = [j for j in before if j.start_time <= job.start_time][-(history.POINTS_KEPT - 1) :]
+    earlier = (found for other in kept if (found := harvest.result(other.job_id)) is not None)
+    body = page.render(result, list(harvest.store.sitemaps(job_id)), history.points_of(earlier, upto=result))
+    try:
+        target.write_text(body, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--html {target}: cannot be written: {exc.strerror or exc}") from None
+    print(f"harvest: wrote {target}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -28,6 +28,7 @@ from harvester.model.crawl import (
     TrustChange,
     WarcLocation,
 )
+from harvester.model.fetch_stats import FetchStats
 from harvester.model.messages import JobRequest, PageTask, SitemapOrigin
 from harvester.model.stored_names import crawl_record_values, may_be_old_crawl_body, renamed
 from harvester.sitemap.entries import Image, NewsStory, from_json
@@ -127,6 +128,8 @@ class SitemapURL(Model, kw_only=True):
     #: This job's capture of the page in the job's WARC files (its response, or a revisit record).
     warc: WarcLocation | None = None
     fetch_time: datetime | None = None
+    #: Milliseconds from this job's request to its response's headers (None: no answer, or not fetched).
+    fetch_ms: NonNegative | None = None
     discovered_at: datetime | None = None
     finished_at: datetime | None = None
     # the crawl database
@@ -548,6 +551,8 @@ class SitemapIngestionResult(Model, kw_only=True):
     #: Where the job's columnar URL index is (the folder ``index/`` of Parquet files: a row per URL, Common
     #: Crawl's columns); None when it could not be written (the records are: see pipeline.job_index).
     url_index: str | None = None
+    #: What the job's fetches came to (None in a result written before it was counted).
+    fetches: FetchStats | None = None
 
     def __post_init__(self) -> None:
         if self.total_urls != self.successful_processing + self.failed_processing + self.excluded_processing:

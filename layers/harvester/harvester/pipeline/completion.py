@@ -51,6 +51,7 @@ from harvester.pipeline.orphan_pass import STALE_ATTEMPTS, RemovedLines, mark_or
 from harvester.pipeline.part_documents import keep_parts_index, parts_index_key
 from harvester.pipeline.parts import PartMaker
 from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsPass, piece_documents
+from harvester.report.stored import write_report
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +222,8 @@ def end_step(
     In order: the URLs the site stopped listing become orphan (``orphan_pass``), then the per-URL records
     (JSON Lines), their Parquet index and the change feed are written (``records_pass``, ``job_index``) with
     the sitemaps' parts for the next jobs (``parts``), the job's lastmod evidence is counted in the site's
-    trust, and the summary is written. Every step may run again (the writer
-    may die before the result is stored; ``recovery.resume`` then calls this again): orphans are marked with
+    trust, and the summary and its report page are written (``report.stored``). Every step may run again
+    (the writer may die before the result is stored; ``recovery.resume`` then calls this again): orphans are marked with
     the job that orphaned them, and a site remembers the jobs whose evidence it counted, so a second run
     reports the same and changes nothing twice. ``job``: its record, ended, when the caller has just read it.
 
@@ -430,9 +431,11 @@ def _write_result(
         changes_location=documents.location(changes_key(job_id)),
         lastmod_trust=trust,
         url_index=url_index,
+        fetches=records.fetches.stats,
     )
     body = json.dumps(result.model_dump(mode="json"), indent=2).encode()
     documents.put(result_key(job_id), body, content_type="application/json")
+    write_report(documents, job.request.origin, result, sitemaps)
     store.set_result(job_id, result_key(job_id))
     done = list(progress.removed_lines)  # (in the outputs now)
     if pieces:  # (and this step's own lines, stored as a piece of its own to be joined)

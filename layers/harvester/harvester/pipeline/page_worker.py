@@ -284,13 +284,16 @@ async def _settle(
         sent = time.monotonic()
         try:
             async with fetch as response:
+                latency = time.monotonic() - sent
                 admission.observe(
                     record.url,
                     status=response.status_code,
-                    latency=time.monotonic() - sent,
+                    latency=latency,
                     retry_after=response.headers.get("retry-after"),
                 )
-                return await _settle_response(ctx, job, record, response, archive, conditional=bool(headers))
+                return await _settle_response(
+                    ctx, job, record, response, archive, conditional=bool(headers), latency=latency
+                )
         finally:
             await admission.ended(record.url)
     except BlockedAddress as exc:  # the address policy's rule, not the page's failure: it was not fetched
@@ -314,6 +317,7 @@ async def _settle_response(
     archive: WarcBatch | None,
     *,
     conditional: bool,
+    latency: float,
 ) -> PageOutcome | PageRetry:
     code = response.status_code
     record = record.model_copy(
@@ -322,6 +326,7 @@ async def _settle_response(
             "content_type": response.content_type,
             "final_url": response.url if normalize(response.url) != record.url else None,
             "fetch_time": ctx.clock(),
+            "fetch_ms": round(latency * 1000),
             "etag": response.headers.get("etag"),
             "http_last_modified": response.headers.get("last-modified"),
         }

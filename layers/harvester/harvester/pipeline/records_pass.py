@@ -29,9 +29,11 @@ from harvester.archive.results import PARQUET_TYPE, enriched_block, enriched_lin
 from harvester.crawldb import parts
 from harvester.crawldb.changes import ChangeTally, feed_line, kind_of
 from harvester.crawldb.trust import UNFETCHED, Evidence, EvidenceTally
+from harvester.model.fetch_stats import FetchStats
 from harvester.model.records import ErrorDetail, JobRecord, SitemapURL, UrlStatus
 from harvester.model.state import AdoptedPart, ListedBatch
 from harvester.pipeline.context import StepContext
+from harvester.pipeline.fetch_tally import FetchTally
 from harvester.pipeline.job_index import build_step_index
 from harvester.pipeline.part_documents import PartRows, adopted_lines
 from harvester.pipeline.parts import MakerState, PartMaker
@@ -70,7 +72,7 @@ class ReasonTally:
 
 class RecordsTally(Struct, kw_only=True):
     """What a step of the records pass counted, as its piece keeps it (``tally.json``): its own counts, errors,
-    changes and evidence, the exclusions of every step up to it (``carry_on``)."""
+    changes and evidence, the exclusions and fetches of every step up to it (``carry_on``)."""
 
     succeeded: int = 0
     failed: int = 0
@@ -87,6 +89,7 @@ class RecordsTally(Struct, kw_only=True):
     errors: list[ErrorDetail] = field(default_factory=list)
     changes: dict[str, int] = field(default_factory=dict)
     evidence: dict[str, Evidence] = field(default_factory=dict)
+    fetches: FetchStats | None = None
     #: Whether the piece's index file was built (``INDEX``).
     indexed: bool = False
     maker: MakerState | None = None
@@ -106,6 +109,7 @@ class RecordsPass:
         self.out, self.changed = LineWriter(Tee(self.records, self.copy)), LineWriter(self.feed)  # type: ignore[arg-type]
         self.counts = RecordsTally()
         self.exclusions = ReasonTally()
+        self.fetches = FetchTally()
         self.changes, self.evidence = ChangeTally(), EvidenceTally()
         self.made_rows: list[PartRows] = []  # the adopted parts' index rows
         self._carried: dict[str, RecordsTally] = {}  # (the last piece's tally, read by ``carry_on``)
@@ -186,6 +190,7 @@ class RecordsPass:
         if status not in _FINAL:
             log.error("job ended with an open URL", extra={"job_id": self.job.job_id, "url": stored.get("url")})
             return
+        self.fetches.add(stored)
         if status == UrlStatus.COMPLETED.value:
             counts.succeeded += 1
         elif status == UrlStatus.EXCLUDED.value:
@@ -230,6 +235,7 @@ class RecordsPass:
         counts.exclusions = self.exclusions.counts
         counts.changes = self.changes.counts
         counts.evidence = self.evidence.hosts
+        counts.fetches = self.fetches.stats
         return counts
 
     def store_piece(self, stem: str) -> None:
@@ -257,12 +263,13 @@ class RecordsPass:
         return build_step_index(self.ctx, self.job.job_id, self.copy, self.made_rows, keep=keep, site=site, fetch=fetch)
 
     def carry_on(self, stems: Sequence[str]) -> None:
-        """Goes on counting the exclusions from the last of the pieces earlier steps stored (``stems``), as one
-        tally would: which reasons it names and which go under ``other`` depends on what came before.
-        ``FileNotFoundError`` when that piece's tally is gone."""
+        """Goes on counting the exclusions and the fetches from the last of the pieces earlier steps stored
+        (``stems``), as one tally would: which reasons it names and which go under ``other`` depends on what
+        came before. ``FileNotFoundError`` when that piece's tally is gone."""
         if stems:
             self._carried = {stems[-1]: self._tally_of(stems[-1])}
             self.exclusions.counts = dict(self._carried[stems[-1]].exclusions)
+            self.fetches.resume(self._carried[stems[-1]].fetches)
 
     def _tally_of(self, stem: str) -> RecordsTally:
         """A piece's tally (read once a step)."""
@@ -299,7 +306,7 @@ class RecordsPass:
                 held.refuted += found.refuted
         kept = self.ctx.settings.max_error_details
         merged.errors, merged.omitted = errors[:kept], merged.omitted + len(errors[kept:])
-        self.counts, self.changes, self.evidence = merged, changes, evidence  # (the exclusions carried on)
+        self.counts, self.changes, self.evidence = merged, changes, evidence  # (exclusions, fetches carried on)
 
     def join(self, key: str, kind: str, own: IO[bytes], stems: Iterable[str], stem: str, *, content_type: str) -> None:
         """Stores the output ``key``: the pieces' documents of ``kind``, then ``own`` (this step's), at once when
