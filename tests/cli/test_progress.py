@@ -63,7 +63,7 @@ def test_into_a_log_an_unchanged_line_is_not_written_again():
     progress(view(20000, done=True))
     lines = log.getvalue().splitlines()
     assert len(lines) == 3, lines
-    assert [line.split(" pages")[0].split()[-1] for line in lines] == ["100/20000", "200/20000", "20000/20000"]
+    assert [line.split(" pages")[0].split()[-1] for line in lines] == ["100/20,000", "200/20,000", "20,000/20,000"]
 
 
 def test_a_jobs_pace_from_its_start_time_and_counters_reads_like_the_progress_line():

@@ -131,6 +131,15 @@ def test_each_job_end_writes_its_page_beside_its_result(crawls, tmp_path):
         assert harvest("report", job, "--state-dir", str(crawls.state), "--html", str(page)).returncode == 0
         assert crawls.stored(job, "report.html").read_text() == page.read_text()
     assert page.read_text().count("<tr data-job=") == 2
+    # (a folder gets JOB_ID.html inside it; a file that is no report page is not replaced)
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert harvest("report", job, "--state-dir", str(crawls.state), "--html", str(folder)).returncode == 0
+    assert (folder / f"{job}.html").read_text() == page.read_text()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    kept = harvest("report", job, "--state-dir", str(crawls.state), "--html", str(notes))
+    assert kept.returncode == 2 and notes.read_text() == "mine"
 
 
 @pytest.mark.parametrize(
@@ -140,12 +149,13 @@ def test_each_job_end_writes_its_page_beside_its_result(crawls, tmp_path):
         (["--html", "x.html"], "harvest: --html writes one job's page: give a JOB_ID, and no --format\n"),
         (
             ["JOB", "--html", "/no/such/folder/r.html"],
-            "harvest: --html /no/such/folder/r.html: cannot be written: No such file or directory\n",
+            "harvest: --html /no/such/folder/r.html: no folder /no/such/folder\n",
         ),
+        (["JOB", "--html", "/proc/r.html"], "harvest: --html /proc/r.html: cannot write in /proc: "),
     ],
 )
 def test_a_page_that_cannot_be_written_is_named_with_the_reason(crawls, args, message):
     args = [crawls.second["job_id"] if a == "JOB" else a for a in args]
     run = harvest("report", *args, "--state-dir", str(crawls.state))
-    assert run.returncode == 2 and run.stderr.startswith(message), run.stderr
+    assert run.returncode == (1 if "/proc" in args[-1] else 2) and run.stderr.startswith(message), run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.splitlines()) == 1

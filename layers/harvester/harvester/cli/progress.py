@@ -132,7 +132,7 @@ def render(
         percentage = sum(v.progress_percentage for v in views) / len(views)
     filled = int(BAR_WIDTH * percentage / 100)
     bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-    total = f"{total_urls}{'' if all(v.discovery_complete for v in views) else '+'}"
+    total = f"{total_urls:,}{'' if all(v.discovery_complete for v in views) else '+'}"
     now = time.time() if now is None else now
     pace = Pace.of(
         processed - before,
@@ -143,9 +143,9 @@ def render(
     )
     parts = [
         f"[{bar}] {percentage:5.1f}%",
-        f"{processed}/{total} pages",
-        f"{sum(v.failed_count for v in views)} failed",
-        *([f"{excluded} excluded"] if (excluded := sum(v.excluded_count for v in views)) else []),
+        f"{processed:,}/{total} pages",
+        f"{sum(v.failed_count for v in views):,} failed",
+        *([f"{excluded:,} excluded"] if (excluded := sum(v.excluded_count for v in views)) else []),
         f"sitemaps {sum(v.sitemaps_done for v in views)}/{sum(v.sitemaps_total for v in views)}",
     ]
     if len(views) > 1:

@@ -11,6 +11,7 @@ from typing import Protocol, TextIO
 from harvester.adapters.local.runner import LocalHarvest
 from harvester.archive.results import changes_key, enriched
 from harvester.cli.errors import EXIT_OK, UsageError
+from harvester.cli.output import output_file, output_target
 from harvester.cli.progress import job_pace
 from harvester.cli.reporting import (
     CRAWL_CSV_FIELDS,
@@ -31,7 +32,7 @@ from harvester.urls import normalize, origin_of, require_http_url
 def run_report(args: argparse.Namespace) -> int:
     if (args.url or args.site) and args.job_id:
         raise UsageError("give a JOB_ID, or --url / --site, not both")
-    if args.html is not None and (not args.job_id or args.format != "json"):
+    if args.html is not None and (not args.job_id or args.format is not None):
         raise UsageError("--html writes one job's page: give a JOB_ID, and no --format")
     with open_state(args.state_dir) as harvest:
         if args.html is not None:
@@ -90,12 +91,17 @@ def write_page(harvest: LocalHarvest, job_id: str, target: Path, *, where: objec
     kept = [j for j in before if j.start_time <= job.start_time][-(history.POINTS_KEPT - 1) :]
     earlier = (found for other in kept if (found := harvest.result(other.job_id)) is not None)
     body = page.render(result, list(harvest.store.sitemaps(job_id)), history.points_of(earlier, upto=result))
-    try:
-        target.write_text(body, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--html {target}: cannot be written: {exc.strerror or exc}") from None
-    print(f"harvest: wrote {target}", file=sys.stderr)
+    name = f"{job_id}.html"
+    with output_file(target, default_name=name, ours=_a_report, option="--html") as out:
+        out.write(body.encode())
+    if str(target) != "-":
+        print(f"harvest: wrote {output_target(target, name)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _a_report(head: bytes) -> bool:
+    """Whether an existing file is a report page (which ``--html`` may replace)."""
+    return head.lstrip().lower().startswith(b"<!doctype html")
 
 
 class JobStores(Protocol):
