@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from harvester.archive.warc import (
     COMPRESSION_LEVEL,
@@ -46,7 +47,12 @@ def capture(url: str = "https://example.com/a?b=2&a=1", **fields: object) -> Cap
             ("ETag", '"v1"'),
         ],
         "body": GZIPPED,
-        "metadata": {"job_id": "j", "sitemap": "https://example.com/sitemap.xml", "crawl_state": "fetched"},
+        "metadata": {
+            "job_id": "j",
+            "sitemap": "https://example.com/sitemap.xml",
+            "crawl_state": "fetched",
+            "last_modified": datetime(2026, 2, 1, tzinfo=UTC),
+        },
     }
     values.update(fields)
     return Capture(**values)  # type: ignore[arg-type]
@@ -171,3 +177,10 @@ def test_each_record_is_its_own_gzip_member_at_the_archive_compression_level(arc
         assert member[:3] == b"\x1f\x8b\x08" and member[8] == 0  # (XFL 2 would say "maximum compression")
         again = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, 31)
         assert again.compress(gzip.decompress(member)) + again.flush() == member
+
+
+def test_a_metadata_record_writes_times_in_iso_8601(archive):
+    path, _ = archive
+    with path.open("rb") as stream:
+        bodies = [json.loads(r.content_stream().read()) for r in ArchiveIterator(stream) if r.rec_type == "metadata"]
+    assert bodies[0]["last_modified"] == "2026-02-01T00:00:00+00:00"

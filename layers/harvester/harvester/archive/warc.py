@@ -167,7 +167,7 @@ class WarcFile:
             metadata = self.writer.create_warc_record(
                 capture.url,
                 "metadata",
-                payload=io.BytesIO(json.dumps(capture.metadata, default=str, sort_keys=True).encode()),
+                payload=io.BytesIO(json.dumps(capture.metadata, default=_json_value, sort_keys=True).encode()),
                 warc_content_type="application/json",
                 warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": main_id},
             )
@@ -336,3 +336,8 @@ def _warc_date(when: datetime) -> str:
 def _request_target(url: str) -> str:
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def _json_value(value: object) -> str:
+    """A metadata value JSON has no type for: a time in ISO 8601 (as every other output writes it)."""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
