@@ -95,6 +95,13 @@ def _denied_by(address: IPAddress) -> tuple[IPNetwork, str] | None:
     return None
 
 
+def denying_network(address: IPAddress) -> IPNetwork | None:
+    """The denied network ``address`` is in: the one an allow list would name to reach it (None for an
+    address denied only for the IPv4 address it embeds, or not denied at all)."""
+    denied = _denied_by(address)
+    return None if denied is None else denied[0]
+
+
 class AddressPolicy(Struct, frozen=True):
     """The deny list with the caller's allow list punched through it."""
 
