@@ -135,7 +135,7 @@ def run_harvester(path: Path) -> tuple[int, str]:
             for entry in entries:
                 found += 1
                 url_chars += len(entry.url)
-                dated += entry.lastmod is not None and entry.changefreq is not None
+                dated += entry.last_modified is not None and entry.change_frequency is not None
                 priority += entry.priority
                 images += len(entry.images)
                 alternates += len(entry.alternates)

@@ -241,7 +241,7 @@ def test_records_written_straight_as_json_are_recorded_and_read_like_the_others(
     job_id = new_job(backend, fetch_pages=False)
     claimed_sitemap(backend, job_id)
     url = sitemap(1).url
-    entries = [PageEntry(page(n).url, lastmod=T0, changefreq="daily", priority=0.75) for n in range(3)]
+    entries = [PageEntry(page(n).url, last_modified=T0, change_frequency="daily", priority=0.75) for n in range(3)]
     rows = [
         r
         for r in first_listings([(e.url, e) for e in entries], sitemap=url, job_id=job_id, now=T0, schedule=Schedule())

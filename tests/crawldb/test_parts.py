@@ -151,14 +151,14 @@ def test_a_part_diff_says_which_of_its_urls_were_compared_and_listed() -> None:
     from harvester.sitemap import PageEntry
 
     sitemap = f"{SITE}sitemap.xml"
-    entries = {f"{SITE}{name}": PageEntry(url=f"{SITE}{name}", lastmod=AT) for name in ("a", "b", "c", "d")}
+    entries = {f"{SITE}{name}": PageEntry(url=f"{SITE}{name}", last_modified=AT) for name in ("a", "b", "c", "d")}
     block = b"".join(
         entry_fields(url, entry, sitemap) + b',"crawl_state":"fetched"}\n' for url, entry in entries.items()
     )
     diff = PartDiff(block, sitemap=sitemap)
     later = AT + timedelta(days=1)
     assert diff.keeps(f"{SITE}a", entries[f"{SITE}a"])
-    assert not diff.keeps(f"{SITE}b", PageEntry(url=f"{SITE}b", lastmod=later))  # (changed: listed)
+    assert not diff.keeps(f"{SITE}b", PageEntry(url=f"{SITE}b", last_modified=later))  # (changed: listed)
     assert not diff.keeps(f"{SITE}new", PageEntry(url=f"{SITE}new"))  # (not the part's)
     assert diff.keeps(f"{SITE}c", entries[f"{SITE}c"])
     assert diff.listed == {f"{SITE}b"}

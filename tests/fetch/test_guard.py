@@ -85,8 +85,8 @@ async def test_loopback_refused_by_default(server: TestServer) -> None:
     assert not caught.value.retryable
     assert server.connections == 0
     assert caught.value.reason.endswith(
-        "To allow it: --allow-network 127.0.0.0/8 (harvest), HARVEST_ALLOW_NETWORKS=127.0.0.0/8 (AllowedNetworks on"
-        " AWS), allow_networks=['127.0.0.0/8'] (Python)"
+        "Only an allowed network gets through: --allow-network 127.0.0.0/8 (harvest),"
+        ' HARVEST_ALLOW_NETWORKS=127.0.0.0/8 (AllowedNetworks on AWS), allow_networks=["127.0.0.0/8"] (Python)'
     )
 
 

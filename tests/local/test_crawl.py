@@ -180,7 +180,7 @@ def test_fetches_refuse_loopback_unless_allowed(site_factory, tmp_path):
     assert result["status"] == "failed"
     robots = next(e for e in result["error_details"] if e["url"].endswith("/robots.txt"))
     assert "127.0.0.1" in robots["error"]
-    assert "--allow-network CIDR" in robots["error"]  # (what the user of the command can type)
+    assert "--allow-network 127.0.0.0/8 (harvest)" in robots["error"]  # (what the user of the command can type)
 
 
 def test_memory_keeps_the_queue_out_of_the_state_file(site_factory, tmp_path):

@@ -240,8 +240,8 @@ def test_a_record_the_engine_builds_is_the_validated_one():
     for page in pages:
         base = {
             "url": page.url,
-            "last_modified": page.lastmod,
-            "change_frequency": page.changefreq,
+            "last_modified": page.last_modified,
+            "change_frequency": page.change_frequency,
             "priority": page.priority,
             "sitemap": "https://example.com/sitemap.xml",
             "extensions": page.extensions(),
@@ -300,7 +300,7 @@ def test_a_stored_body_is_msgspecs_json_whichever_encoder_wrote_it():
     records: list[Model] = [crawl_record(), full]
     for entry in entries:
         if isinstance(entry, PageEntry):
-            records.append(SitemapURL(url=entry.url, last_modified=entry.lastmod, extensions=entry.extensions()))
+            records.append(SitemapURL(url=entry.url, last_modified=entry.last_modified, extensions=entry.extensions()))
             records.append(
                 SitemapURL(url=entry.url, priority=0.0, status=UrlStatus.FAILED, error_message="x", known=full)
             )

@@ -45,8 +45,8 @@ def _entries() -> list[PageEntry]:
                 entries.append(
                     PageEntry(
                         f'https://example.com/p/{n}?q="é"\\',
-                        lastmod=lastmod,
-                        changefreq=changefreq,
+                        last_modified=lastmod,
+                        change_frequency=changefreq,
                         priority=priority,
                         images=(Image(loc=f"https://example.com/i/{n}.png"),) if n % 2 else (),
                         alternates=(Alternate(hreflang="de", href=f"https://example.com/de/{n}"),) if n % 3 else (),
@@ -60,8 +60,8 @@ def _models(entry: PageEntry, now: datetime, schedule: Schedule) -> tuple[Sitema
     known = listed(
         None,
         url=entry.url,
-        lastmod=entry.lastmod,
-        changefreq=entry.changefreq,
+        lastmod=entry.last_modified,
+        changefreq=entry.change_frequency,
         priority=entry.priority,
         sitemap=SITEMAP,
         job_id="job-1",

@@ -54,11 +54,11 @@ def test_rss2_items_link_then_permalink_guid(parse):
         "https://blog.example.org/posts/bad-date",
     ]
     with_link, guid_only, atom_link, bad_date = entries
-    assert with_link.lastmod == datetime(2024, 3, 5, 10, tzinfo=UTC)
+    assert with_link.last_modified == datetime(2024, 3, 5, 10, tzinfo=UTC)
     # RFC 822 with a two-digit year and a numeric offset.
-    assert guid_only.lastmod == datetime(2024, 3, 4, 9, 30, tzinfo=timezone(timedelta(hours=2)))
-    assert atom_link.lastmod == datetime(2024, 3, 1, 12, tzinfo=UTC)  # dc:date
-    assert bad_date.lastmod is None
+    assert guid_only.last_modified == datetime(2024, 3, 4, 9, 30, tzinfo=timezone(timedelta(hours=2)))
+    assert atom_link.last_modified == datetime(2024, 3, 1, 12, tzinfo=UTC)  # dc:date
+    assert bad_date.last_modified is None
     assert with_link.priority == 0.5
     # The item with a non-URL guid and no link has nothing to fetch.
     assert report.warnings == {"missing_loc": 1, "invalid_lastmod": 1}

@@ -318,7 +318,7 @@ def test_blocks_in_any_order_and_with_other_prefixes_are_read_by_the_plain_block
         assert taken.entries == 300, size
         assert (entries, report) == parse(document, cuts, plain=False)[:2]
     first = entries[0]
-    assert first.url == "https://example.org/page/0" and first.lastmod is not None and first.priority == 0.1
+    assert first.url == "https://example.org/page/0" and first.last_modified is not None and first.priority == 0.1
     assert [a.hreflang for a in first.alternates] == ["de", "fr"] and first.images[0].title == "T0"
 
 

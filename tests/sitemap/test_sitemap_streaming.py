@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
+import re
 import tracemalloc
+from datetime import UTC, datetime
 
 import pytest
 
@@ -63,6 +66,44 @@ def test_parse_file_streams_and_recognises_robots_txt(tmp_path):
     assert report.kind is None  # nothing has been read yet: the iterator is lazy
     assert len(list(entries)) == 7
     assert report.kind is SitemapKind.ROBOTS
+
+
+@pytest.mark.parametrize(("make", "error"), [("missing", FileNotFoundError), ("directory", IsADirectoryError)])
+def test_parse_file_raises_at_the_call_when_the_file_cannot_be_opened(tmp_path, make, error):
+    """Nothing to read is an error where parse_file is called, naming the file; not an empty iterator
+    that fails (or says nothing) later."""
+    path = tmp_path / "sitemap.xml.gz"
+    if make == "directory":
+        path.mkdir()
+    with pytest.raises(error, match=re.escape(str(path))):
+        parse_file(path)
+
+
+def test_parse_file_entries_name_their_fields_as_every_output_does(tmp_path):
+    path = tmp_path / "sitemap.xml"
+    path.write_bytes(
+        b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>https://example.org/a</loc>'
+        b"<lastmod>2024-03-05</lastmod><changefreq>weekly</changefreq><priority>0.8</priority></url></urlset>"
+    )
+    entries, report = parse_file(path)
+    (entry,) = list(entries)
+    assert (entry.last_modified, entry.change_frequency, entry.priority) == (
+        datetime(2024, 3, 5, tzinfo=UTC),
+        "weekly",
+        0.8,
+    )
+    assert set(entry.to_json()) == {"url", "last_modified", "change_frequency", "priority"}
+    assert report.kind is SitemapKind.URLSET
+
+
+def test_parse_file_closes_a_file_whose_entries_are_never_read(tmp_path):
+    path = tmp_path / "sitemap.xml"
+    path.write_bytes(urlset(3))
+    entries, _ = parse_file(path)
+    handle = entries.gi_frame.f_locals["handle"]
+    del entries
+    gc.collect()
+    assert handle.closed
 
 
 def test_parse_file_of_a_gzipped_sitemap(tmp_path):

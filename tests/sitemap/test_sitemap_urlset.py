@@ -22,8 +22,8 @@ def test_urlset_with_every_extension(parse):
     kettle, story, grilling = entries
 
     assert kettle.url == "https://shop.example.org/products/kettle"
-    assert kettle.lastmod == datetime(2024, 3, 5, 14, 30, tzinfo=timezone(timedelta(hours=1)))
-    assert kettle.changefreq == "weekly"
+    assert kettle.last_modified == datetime(2024, 3, 5, 14, 30, tzinfo=timezone(timedelta(hours=1)))
+    assert kettle.change_frequency == "weekly"
     assert kettle.priority == 0.8
     assert kettle.images == (
         Image(
@@ -54,8 +54,8 @@ def test_urlset_with_every_extension(parse):
         stock_tickers=("NASDAQ:AMAT", "BOM:500325"),
     )
     assert story.priority == 0.5
-    assert story.lastmod is None
-    assert story.changefreq is None
+    assert story.last_modified is None
+    assert story.change_frequency is None
 
     plus8 = timezone(timedelta(hours=8))
     assert grilling.priority == 1.0
@@ -99,8 +99,8 @@ def test_namespaces_prefixed_wrong_or_missing(parse, name):
     assert report.truncated is None
     assert len(entries) == 2
     first = entries[0]
-    assert first.lastmod is not None
-    assert first.changefreq in {"daily", "monthly"}
+    assert first.last_modified is not None
+    assert first.change_frequency in {"daily", "monthly"}
     assert first.priority == 0.3
 
 
@@ -116,7 +116,7 @@ def test_declared_encodings(parse, name):
     assert report.error is None
     assert report.truncated is None
     assert urls(entries) == ["https://example.org/café/crème-brûlée", "https://example.org/naïve"]
-    assert entries[0].lastmod == datetime(2024, 2, 29, tzinfo=UTC)
+    assert entries[0].last_modified == datetime(2024, 2, 29, tzinfo=UTC)
 
 
 def test_windows_1252_is_decoded_through_python_codecs(parse):
@@ -153,8 +153,8 @@ def test_cdata_entities_and_whitespace_are_cleaned(parse):
         "https://example.org/html-entity",
     ]
     newlines = entries[2]
-    assert newlines.lastmod == datetime(2024, 1, 2, tzinfo=UTC)
-    assert newlines.changefreq == "daily"
+    assert newlines.last_modified == datetime(2024, 1, 2, tzinfo=UTC)
+    assert newlines.change_frequency == "daily"
     assert newlines.priority == 0.9
     # Two <url>s without a usable <loc>, and one HTML entity expat does not know.
     assert report.warnings == {"missing_loc": 2, "undefined_entity": 1}
@@ -281,7 +281,7 @@ def test_an_entry_element_wrapping_the_text_of_a_loc_is_read_as_that_text():
         b"<url><loc>http://jobs.example.com/2</loc></url></urlset>"
     )
     entries, report = parse_bytes("http://jobs.example.com/sitemap.xml", document)
-    assert [(e.url, e.lastmod) for e in entries] == [
+    assert [(e.url, e.last_modified) for e in entries] == [
         ("http://jobs.example.com/2333221", datetime(2015, 4, 28, tzinfo=UTC)),
         ("http://jobs.example.com/2", None),
     ]

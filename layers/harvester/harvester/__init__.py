@@ -1,8 +1,9 @@
 """Harvester: sitemap ingestion on AWS serverless or on one machine, with one engine.
 
 The Python API (no AWS needed) is importable from here: ``sitemap_tree_for_homepage``, ``iter_pages``,
-``aiter_pages``, ``Discovery``, ``SitemapTree``, ``SitemapNode``, ``InvalidSitemap``; and the parser:
-``SitemapParser``, ``parse_file``.
+``aiter_pages``, ``Discovery``, ``SitemapTree``, ``SitemapNode``, ``InvalidSitemap``, ``SiteUnreachable``
+(raised when no location of a site answered); and the parser: ``SitemapParser``, ``parse_file``,
+``parse_bytes``.
 They are loaded on first use, so that the Lambda handlers, which import only the engine, stay light.
 """
 
@@ -16,6 +17,7 @@ __version__ = "0.1.0"
 _API = {
     "Discovery": "harvester.api.pages",
     "InvalidSitemap": "harvester.api.tree",
+    "SiteUnreachable": "harvester.api.errors",
     "SitemapNode": "harvester.api.tree",
     "SitemapTree": "harvester.api.tree",
     "aiter_pages": "harvester.api.pages",

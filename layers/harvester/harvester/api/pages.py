@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from harvester.adapters.local.page_spool import PageSpool
 from harvester.adapters.local.runner import LocalHarvest, LocalRunner
+from harvester.api.errors import SiteUnreachable
 from harvester.api.tree import SitemapTree
 from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
@@ -40,7 +41,7 @@ from harvester.pipeline.listed_rows import listed_page
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
 from harvester.sitemap import PageEntry
 
-__all__ = ["Discovery", "aiter_pages", "iter_pages", "sitemap_tree_for_homepage"]
+__all__ = ["Discovery", "SiteUnreachable", "aiter_pages", "iter_pages", "sitemap_tree_for_homepage"]
 
 T = TypeVar("T")
 _HANDOVER = 1024  # pages waiting for a slow consumer before the readers are held back
@@ -145,15 +146,22 @@ class Discovery:
 
     async def page_batches(self) -> AsyncIterator[list[SitemapURL]]:
         """:meth:`pages` a counted batch at a time (up to a few hundred): for consumers to whom the
-        per-item cost of an async generator matters (``iter_pages``)."""
+        per-item cost of an async generator matters (``iter_pages``). Raises :class:`SiteUnreachable` at
+        the end when no location of the site answered (``tree`` is set all the same)."""
         async for batch in self.batches(_records):
             yield batch
+        assert self.tree is not None
+        reason = self.tree.unreachable()
+        if reason is not None:
+            self.tree.close()  # (it has no page to keep)
+            raise SiteUnreachable(self.request.site, reason, self.tree)
 
     async def batches(self, make: Callable[[str, list[tuple[str, PageEntry]]], T]) -> AsyncIterator[T]:
         """What ``make`` builds of each batch of pages new to the run, given the sitemap listing them and
         each page's URL (normal form) and entry: the records :meth:`page_batches` hands out, or whatever a
         consumer writes (``harvest sitemaps`` makes its JSON lines straight from the entries). ``make`` runs
-        as the batch is counted; ``tree`` is set once every batch is out."""
+        as the batch is counted; ``tree`` is set once every batch is out. A site that did not answer ends it
+        as any other (``tree.unreachable()`` says so): the caller judges."""
         found: _Handover[T] = _Handover()
 
         def counted(sitemap: str, listed: list[tuple[str, PageEntry]]) -> None:
@@ -213,23 +221,31 @@ def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapU
 
 def sitemap_tree_for_homepage(homepage: str, **options: Any) -> SitemapTree:
     """USP's entry point: the sitemap tree of a site, with its pages (on disk until the tree is closed or
-    collected); options: those of :class:`Discovery` (``keep_pages=False``: the structure alone)."""
+    collected); options: those of :class:`Discovery` (``keep_pages=False``: the structure alone).
+    Raises :class:`SiteUnreachable` when no location of the site answered."""
     options.setdefault("keep_pages", True)
     return asyncio.run(Discovery(homepage, **options).run())
 
 
 def aiter_pages(site: str, **options: Any) -> AsyncIterator[SitemapURL]:
+    """:func:`iter_pages` for asyncio (``Discovery.pages()``): options are checked here, at the call."""
     return Discovery(site, **options).pages()
 
 
 def iter_pages(site: str, **options: Any) -> Iterator[SitemapURL]:
-    """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own)."""
+    """The pages of a site's sitemaps, as they are read (discovery runs on a thread of its own). The
+    options are checked at the call (``ValueError``, ``TypeError``); :class:`SiteUnreachable` comes from
+    the loop, before any page, when no location of the site answered."""
+    return _stream(Discovery(site, **options))
+
+
+def _stream(discovery: Discovery) -> Iterator[SitemapURL]:
     # Batches cross the thread boundary, not pages: a queue's locks are paid once a batch.
     handover: queue.Queue[list[SitemapURL] | BaseException | None] = queue.Queue(maxsize=_HANDOVER_BATCHES)
     stop = threading.Event()
 
     async def produce() -> None:
-        async for batch in Discovery(site, **options).page_batches():
+        async for batch in discovery.page_batches():
             while not stop.is_set():
                 try:
                     handover.put(batch, timeout=0.1)  # a slow consumer holds the discovery back

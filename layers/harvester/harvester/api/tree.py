@@ -219,6 +219,15 @@ class SitemapTree:
         """The sitemaps that could not be read, or were refused, with their reasons."""
         return [s for s in self.sitemaps() if s.status in ("invalid", "failed")]
 
+    def unreachable(self) -> str | None:
+        """Why no location of the site answered (robots.txt, the well-known locations, the sitemaps asked
+        for: their errors, each once), or None when one did, whatever it answered: a site answering "not
+        found" everywhere has no sitemap, and says so. The API raises
+        :class:`~harvester.api.errors.SiteUnreachable` with it."""
+        if not self.children or not all(_unanswered(c) for c in self.children):
+            return None
+        return "; ".join(dict.fromkeys(c.error or "" for c in self.children))
+
     @property
     def distinct_pages(self) -> int:
         """The distinct pages the sitemaps listed (``iter_pages`` gives as many)."""
@@ -285,8 +294,12 @@ def _found(node: SitemapNode) -> bool:
 
 
 def _unanswered(node: SitemapNode) -> bool:
-    """A probe that got no answer (refused by the address policy, unreachable): not found is not known."""
-    return node.status == SitemapStatus.ABSENT and node.http_status is None and bool(node.error)
+    """A location that got no answer (refused by the address policy, unreachable): for a probe, not found
+    is not known."""
+    return node.status in _NO_ANSWER and node.http_status is None and bool(node.error)
+
+
+_NO_ANSWER = frozenset({SitemapStatus.ABSENT, SitemapStatus.FAILED})
 
 
 def _label(node: SitemapNode) -> str:

@@ -136,8 +136,8 @@ def listed_lines(sitemap: str, listed: list[tuple[str, PageEntry]]) -> bytes:
             json_bytes(
                 {
                     "url": url,
-                    "last_modified": entry.lastmod.isoformat() if entry.lastmod else None,
-                    "change_frequency": entry.changefreq,
+                    "last_modified": entry.last_modified.isoformat() if entry.last_modified else None,
+                    "change_frequency": entry.change_frequency,
                     "priority": entry.priority,
                     "sitemap": sitemap,
                     **entry.extensions(),

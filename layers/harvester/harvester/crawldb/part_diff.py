@@ -28,10 +28,10 @@ def entry_fields(url: str, entry: PageEntry, sitemap: str) -> bytes:
     """The first fields of the line a listing writes for ``entry`` (those it takes from the entry), made as
     the listing makes them (``listed_rows``: orjson, or msgspec through the model for what orjson refuses)."""
     page: dict[str, object] = {"url": url}
-    if entry.lastmod is not None:
-        page["last_modified"] = entry.lastmod
-    if entry.changefreq is not None:
-        page["change_frequency"] = entry.changefreq
+    if entry.last_modified is not None:
+        page["last_modified"] = entry.last_modified
+    if entry.change_frequency is not None:
+        page["change_frequency"] = entry.change_frequency
     page["priority"] = entry.priority
     page["status"] = _COMPLETED
     page["sitemap"] = sitemap
@@ -41,8 +41,8 @@ def entry_fields(url: str, entry: PageEntry, sitemap: str) -> bytes:
     except TypeError:  # (an integer beyond 64 bits in an extension)
         model = SitemapURL(
             url=url,
-            last_modified=entry.lastmod,
-            change_frequency=entry.changefreq,
+            last_modified=entry.last_modified,
+            change_frequency=entry.change_frequency,
             priority=entry.priority,
             status=UrlStatus.COMPLETED,
             sitemap=sitemap,

@@ -98,11 +98,11 @@ def _denied_by(address: IPAddress) -> tuple[IPNetwork, str] | None:
     return found
 
 
-def network_to_allow(address: IPAddress) -> IPNetwork:
-    """What an allow list needs to let ``address`` through: the denied network holding it, or the address
-    alone when only the IPv4 address it embeds is denied."""
+def denying_network(address: IPAddress) -> IPNetwork | None:
+    """The denied network ``address`` is in: the one an allow list would name to reach it (None for an
+    address denied only for the IPv4 address it embeds, or not denied at all)."""
     denied = _denied_by(address)
-    return denied[0] if denied else ipaddress.ip_network(address)
+    return None if denied is None else denied[0]
 
 
 class AddressPolicy(Struct, frozen=True):

@@ -28,7 +28,7 @@ import httpx
 import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from harvester.fetch.address import AddressPolicy, IPNetwork, network_to_allow, parse_address
+from harvester.fetch.address import AddressPolicy, IPNetwork, denying_network, parse_address
 from harvester.fetch.errors import BlockedAddress
 from harvester.fetch.policy import ENV_ALLOW_NETWORKS
 
@@ -116,13 +116,33 @@ class GuardedBackend:
 def _blocked(host: str, refusals: list[tuple[str, str]]) -> BlockedAddress:
     via = "" if [a for a, _ in refusals] == [host] else f" (resolved from {host})"
     reasons = "; ".join(reason for _, reason in refusals)
-    allow = ",".join(dict.fromkeys(str(network_to_allow(parse_address(a))) for a, _ in refusals))
     return BlockedAddress(
         host,
         f"refused to connect to {', '.join(a for a, _ in refusals)}{via}: {reasons}. "
-        f"To allow it: --allow-network {allow} (harvest), {ENV_ALLOW_NETWORKS}={allow} (AllowedNetworks on"
-        f" AWS), allow_networks={allow.split(',')!r} (Python)",
+        f"Only an allowed network gets through: {_how_to_allow(refusals)}",
         address=refusals[0][0],
+    )
+
+
+def _how_to_allow(refusals: list[tuple[str, str]]) -> str:
+    """How each way in (the command, the environment, the Python API) allows the refused addresses'
+    networks, named as each takes them; ``CIDR`` where no denied network holds them."""
+    networks: list[str] = []
+    for address, _ in refusals:
+        with contextlib.suppress(ValueError):
+            network = denying_network(parse_address(address))
+            if network is not None and str(network) not in networks:
+                networks.append(str(network))
+    if not networks:
+        return (
+            f"--allow-network CIDR (harvest), {ENV_ALLOW_NETWORKS} (AllowedNetworks on AWS), "
+            "allow_networks=[CIDR] (Python)"
+        )
+    flags = " ".join(f"--allow-network {n}" for n in networks)
+    listed = ", ".join(f'"{n}"' for n in networks)
+    return (
+        f"{flags} (harvest), {ENV_ALLOW_NETWORKS}={','.join(networks)} (AllowedNetworks on AWS), "
+        f"allow_networks=[{listed}] (Python)"
     )
 
 

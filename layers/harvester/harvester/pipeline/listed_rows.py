@@ -61,7 +61,7 @@ def first_listings(
     rows: list[tuple[ListedRow, CrawlRow] | None] = []
     keep = rows.append
     for url, entry in fresh:
-        changefreq, lastmod = entry.changefreq, entry.lastmod
+        changefreq, lastmod = entry.change_frequency, entry.last_modified
         interval = intervals.get(changefreq)
         if interval is None:
             interval = intervals[changefreq] = float(schedule.initial(changefreq))
@@ -115,8 +115,8 @@ def listed_fields(url: str, entry: PageEntry, sitemap: str, now: datetime, **mor
     ``more``: one dict, built once, on the per-URL path)."""
     return {
         "url": url,
-        "last_modified": entry.lastmod,
-        "change_frequency": entry.changefreq,
+        "last_modified": entry.last_modified,
+        "change_frequency": entry.change_frequency,
         "priority": entry.priority,
         "sitemap": sitemap,
         "extensions": entry.extensions(),

@@ -138,7 +138,7 @@ def child(record: Fields, bare: list[str], report: ParseReport) -> ChildSitemap 
 def more_children(record: Fields, first: ChildSitemap) -> list[ChildSitemap]:
     """The further ``<loc>`` of an index's ``<sitemap>`` that has several: each is a sitemap the site lists,
     so each is read (with the element's lastmod), not only the first."""
-    return [ChildSitemap(url, first.lastmod) for text in record.get(LOC_MORE, ()) if (url := clean(text))]
+    return [ChildSitemap(url, first.last_modified) for text in record.get(LOC_MORE, ()) if (url := clean(text))]
 
 
 def rss_item(record: Fields, bare: list[str], report: ParseReport) -> PageEntry | None:

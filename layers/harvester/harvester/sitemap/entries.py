@@ -83,11 +83,13 @@ class Alternate(Struct, frozen=True):
 
 
 class PageEntry(Struct):
-    """One page a sitemap lists. ``priority`` is already defaulted (0.5) and clamped by the parser."""
+    """One page a sitemap lists: its ``<loc>``, ``<lastmod>`` (``last_modified``), ``<changefreq>``
+    (``change_frequency``) and ``<priority>``, under the names every output and record gives them.
+    ``priority`` is already defaulted (0.5) and clamped by the parser."""
 
     url: str
-    lastmod: datetime | None = None
-    changefreq: str | None = None
+    last_modified: datetime | None = None
+    change_frequency: str | None = None
     priority: float = 0.5
     images: tuple[Image, ...] = ()
     news: NewsStory | None = None
@@ -115,8 +117,8 @@ class PageEntry(Struct):
     def to_json(self) -> dict[str, Any]:
         return {
             "url": self.url,
-            "last_modified": self.lastmod.isoformat() if self.lastmod else None,
-            "change_frequency": self.changefreq,
+            "last_modified": self.last_modified.isoformat() if self.last_modified else None,
+            "change_frequency": self.change_frequency,
             "priority": self.priority,
             **self.extensions(),
         }
@@ -126,10 +128,10 @@ class ChildSitemap(Struct):
     """A sitemap another document points to: an index ``<sitemap>`` or a robots.txt ``Sitemap:`` line."""
 
     url: str
-    lastmod: datetime | None = None
+    last_modified: datetime | None = None  # its ``<lastmod>``
 
     def to_json(self) -> dict[str, Any]:
-        return {"sitemap": self.url, "last_modified": self.lastmod.isoformat() if self.lastmod else None}
+        return {"sitemap": self.url, "last_modified": self.last_modified.isoformat() if self.last_modified else None}
 
 
 Entry = PageEntry | ChildSitemap

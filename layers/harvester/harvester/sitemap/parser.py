@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+import weakref
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from harvester.inflate import BoundedInflater, DecompressionError, is_gzip
 from harvester.limits import SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
@@ -260,20 +261,27 @@ def parse_file(
     max_entries: int = SITEMAP_MAX_ENTRIES,
     max_bytes: int = SITEMAP_MAX_BYTES,
 ) -> tuple[Iterator[Entry], ParseReport]:
-    """A local file, read lazily: the report is final once the iterator is exhausted.
+    """A local file, opened here and read lazily: the report is final once the iterator is exhausted.
 
-    The file name stands in for the URL, so that a file called ``robots.txt`` is read as one.
+    A file that cannot be opened raises here, as ``open`` does (``FileNotFoundError``,
+    ``IsADirectoryError``, ``PermissionError``: an ``OSError`` naming the path); what the file holds is the
+    report's (``error``, ``truncated``), as for any sitemap. The file name stands in for the URL, so that a
+    file called ``robots.txt`` is read as one. The file is closed once the entries are read, or the iterator
+    closed or collected.
     """
     file = Path(path)
+    handle = file.open("rb")
     parser = SitemapParser(file.name, max_entries=max_entries, max_bytes=max_bytes)
+    entries = _read(handle, parser)
+    weakref.finalize(entries, handle.close)  # (closes it too when the entries are never read)
+    return entries, parser.report
 
-    def entries() -> Iterator[Entry]:
-        with file.open("rb") as handle:
-            while not parser.finished:
-                chunk = handle.read(FILE_CHUNK)
-                if not chunk:
-                    break
-                yield from parser.feed(chunk)
-        yield from parser.close()
 
-    return entries(), parser.report
+def _read(handle: BinaryIO, parser: SitemapParser) -> Generator[Entry, None, None]:
+    with handle:
+        while not parser.finished:
+            chunk = handle.read(FILE_CHUNK)
+            if not chunk:
+                break
+            yield from parser.feed(chunk)
+    yield from parser.close()

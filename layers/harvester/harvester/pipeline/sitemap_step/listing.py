@@ -388,8 +388,8 @@ class PageListing:
         known = listed(
             prior,
             url=url,
-            lastmod=entry.lastmod,
-            changefreq=entry.changefreq,
+            lastmod=entry.last_modified,
+            changefreq=entry.change_frequency,
             priority=entry.priority,
             sitemap=self.record.url,
             job_id=self.job.job_id,
@@ -399,19 +399,19 @@ class PageListing:
         change = listing_change(prior)
         base = listed_fields(url, entry, self.record.url, now)
         if not self.request.fetch_pages:
-            self.held += lastmod_advanced(known, entry.lastmod)  # (a job fetching pages would fetch it)
+            self.held += lastmod_advanced(known, entry.last_modified)  # (a job fetching pages would fetch it)
             return unfetched(base, known, now, "listed", change or ChangeKind.LISTED), known
         decision = due(
             known,
             new=prior is None,
-            lastmod=entry.lastmod,
+            lastmod=entry.last_modified,
             now=now,
             refetch_all=self.request.refetch is Refetch.ALL,
             trusted=prior is None or self._trusted(url),
             may_probe=self.probes < self.ctx.settings.lastmod_probes,
         )
         if decision.reason is None:
-            self.held += lastmod_advanced(known, entry.lastmod)
+            self.held += lastmod_advanced(known, entry.last_modified)
             return unfetched(base, known, now, "not_due", change or ChangeKind.NOT_DUE), known
         self.probes += decision.probe
         # The page step fetches on this snapshot (its validators, its signature) and writes it, moved by
@@ -426,13 +426,15 @@ class PageListing:
 
     def _task(self, url: str, entry: PageEntry) -> PageTask:
         """A task sent again after a restart (whether the URL is new to the site is not known here)."""
-        order = rank(entry.priority, new=False, lastmod=entry.lastmod, now=self.ctx.clock(), settings=self.ctx.settings)
+        order = rank(
+            entry.priority, new=False, lastmod=entry.last_modified, now=self.ctx.clock(), settings=self.ctx.settings
+        )
         return PageTask(
             job_id=self.job.job_id,
             url=url,
             sitemap=self.record.url,
-            lastmod=entry.lastmod,
-            changefreq=entry.changefreq,
+            lastmod=entry.last_modified,
+            changefreq=entry.change_frequency,
             priority=entry.priority,
             rank=order,
         )
