@@ -282,10 +282,19 @@ Step = Callable[["Engine", Model, SQSRecord], Awaitable[None]]
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
+#: The level of the line per fetch, retry, deferral and sitemap (``harvester.pipeline.fetch_log``) on AWS:
+#: WARNING unless the function's environment says otherwise, since at INFO the page function writes a JSON
+#: line per page to CloudWatch Logs (about half a KB: some $0.25 a million pages in ingestion).
+ENV_FETCH_LOG_LEVEL = "HARVEST_FETCH_LOG_LEVEL"
+
+
 def structured_logger() -> Logger:
-    """Powertools' JSON logger, also for the engine's own (stdlib) loggers."""
+    """Powertools' JSON logger, also for the engine's own (stdlib) loggers; the per-fetch lines at
+    ``HARVEST_FETCH_LOG_LEVEL`` (default WARNING)."""
     logger = Logger()
     copy_config_to_registered_loggers(source_logger=logger, include={"harvester"})
+    level = logging.getLevelName(os.environ.get(ENV_FETCH_LOG_LEVEL, "WARNING").upper())
+    logging.getLogger("harvester.pipeline.fetch_log").setLevel(level if isinstance(level, int) else logging.WARNING)
     return logger
 
 
