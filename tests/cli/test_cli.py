@@ -22,7 +22,7 @@ def test_sitemaps_tree_shows_the_tree_with_counts(site_factory):
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == f"{site.base_url}/"
-    assert lines[1] == f"└── {site.base_url}/robots.txt  [robots]  1 sitemaps"
+    assert lines[1] == f"└── {site.base_url}/robots.txt  [robots]  1 sitemap"
     assert f"{site.base_url}/sitemap_index.xml  [index]  3 sitemaps" in lines[2]
     counts = [line for line in lines if "[urlset]" in line]
     assert len(counts) == 3 and any(".xml.gz  [urlset]" in line for line in counts)
@@ -161,6 +161,18 @@ def test_parse_imports_the_parser_and_not_the_engine(tmp_path):
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
     assert run.stderr.strip() == "0 []"
     assert json.loads(run.stdout)["url"] == "https://e.x/a"
+
+
+def test_parse_says_which_values_it_set_aside(tmp_path):
+    file = tmp_path / "s.xml"
+    file.write_text(
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        "<url><loc>https://e.x/a</loc><lastmod>yesterday</lastmod><priority>2.5</priority></url>"
+        "<url><loc>https://e.x/b</loc><lastmod>also not a date</lastmod></url></urlset>"
+    )
+    run = harvest("parse", str(file))
+    assert run.returncode == 0 and len(run.stdout.splitlines()) == 2
+    assert run.stderr == f"harvest: {file}: set aside 3 values (entries kept): invalid_lastmod 2, invalid_priority 1\n"
 
 
 def test_parse_says_why_a_file_is_not_a_sitemap(tmp_path):

@@ -47,7 +47,7 @@ def test_recursion_is_caught_across_tasks_and_a_shared_sitemap_is_read_once(serv
     assert tree.count("shared.xml  [urlset]") == 1  # one sitemap URL, one reading per job
     assert f"{base}/a.xml  [index]  2 sitemaps  1 entries dropped (invalid_sitemap 1)" in tree
     # shared.xml hangs under a.xml, which listed it first: b.xml shows one followed child.
-    assert f"{base}/b.xml  [index]  1 sitemaps  1 entries dropped (invalid_sitemap 1)" in tree
+    assert f"{base}/b.xml  [index]  1 sitemap  1 entry dropped (invalid_sitemap 1)" in tree
     assert f"{base}/a.xml: recursion: lists itself (listed in {base}/a.xml)" in tree
     assert f"{base}/a.xml: recursion: is an ancestor of the sitemap listing it (listed in {base}/b.xml)" in tree
     assert tree.splitlines()[-1] == "3 pages in 4 sitemaps"  # p2 listed twice, counted once
@@ -71,4 +71,4 @@ def test_the_depth_limit_stops_a_runaway_chain(served_dir, tmp_path):
         "d4.xml" not in shallow.split("d3.xml")[1].split("\n")[0]
         and shallow.splitlines()[-1] == "0 pages in 3 sitemaps"
     )
-    assert deep.splitlines()[-1] == "1 pages in 8 sitemaps"
+    assert deep.splitlines()[-1] == "1 page in 8 sitemaps"

@@ -19,6 +19,7 @@ from typing import Any
 from harvester.adapters.local.page_spool import PageSpool
 from harvester.model.messages import SitemapOrigin
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.words import count
 
 __all__ = ["InvalidSitemap", "SitemapNode", "SitemapTree"]
 
@@ -255,8 +256,8 @@ class SitemapTree:
         for node in absent:
             if _unanswered(node):
                 unanswered[node.error or ""] += 1
-        for error, count in unanswered.items():
-            lines.append(f"({count} well-known locations could not be probed: {error})")
+        for error, many in unanswered.items():
+            lines.append(f"({count(many, 'well-known location')} could not be probed: {error})")
         return lines
 
     def render(self, *, show_absent: bool = False) -> str:
@@ -281,7 +282,7 @@ class SitemapTree:
                 listed = f" (listed in {parent.url})" if s.origin is None and parent else ""
                 lines.append(f"  {s.url}: {s.error}{listed}")
         read = sum(1 for s in self.sitemaps() if s.status == SitemapStatus.COMPLETED and s.kind != "robots")
-        lines += ["", f"{self.distinct_pages} pages in {read} sitemaps"]
+        lines += ["", f"{count(self.distinct_pages, 'page')} in {count(read, 'sitemap')}"]
         return "\n".join(lines)
 
 
@@ -308,17 +309,19 @@ def _label(node: SitemapNode) -> str:
     parts = [f"{node.url}  [{node.kind or node.status}]"]
     if node.status == SitemapStatus.COMPLETED:
         if node.page_count:
-            parts.append(f"{node.page_count} pages")
+            parts.append(count(node.page_count, "page"))
         followed = sum(1 for c in node.children if c.origin not in (None, "known_path"))
         if followed:
-            parts.append(f"{followed} sitemaps")
+            parts.append(count(followed, "sitemap"))
     else:
         parts.append(f"{node.status}: {node.error or ''}".rstrip(": "))
     if node.truncated:
         parts.append(f"truncated: {node.truncated}")
     dropped = sum(node.dropped.values())
     if dropped:
-        parts.append(f"{dropped} entries dropped ({', '.join(f'{k} {v}' for k, v in sorted(node.dropped.items()))})")
+        parts.append(
+            f"{count(dropped, 'entry')} dropped ({', '.join(f'{k} {v}' for k, v in sorted(node.dropped.items()))})"
+        )
     warned = sum(node.warnings.values())
     if warned:
         parts.append(f"{warned} values set aside ({', '.join(f'{k} {v}' for k, v in sorted(node.warnings.items()))})")

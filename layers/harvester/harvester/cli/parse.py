@@ -37,6 +37,11 @@ def run_parse(args: argparse.Namespace) -> int:
         # (An empty file is the parser's own error, "empty document", above.)
         print(f"harvest: {path}: not a sitemap: no URL in it", file=sys.stderr)
         return EXIT_FAILED
+    if report.warnings:
+        # (a value that does not parse is left out of its entry, which is kept: say which and how many)
+        said = ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.warnings.items(), key=lambda kv: -kv[1]))
+        total = sum(report.warnings.values())
+        print(f"harvest: {path}: set aside {total:,} value{'s' * (total != 1)} (entries kept): {said}", file=sys.stderr)
     if report.truncated:
         print(f"harvest: {path}: truncated: {report.truncated}", file=sys.stderr)
     if not count:

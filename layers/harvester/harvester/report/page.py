@@ -19,6 +19,7 @@ from harvester.report import charts
 from harvester.report.history import CrawlPoint
 from harvester.report.sitemap_tree import tree
 from harvester.report.style import CSS
+from harvester.words import count
 
 #: No fetch of any kind; the inline stylesheet alone.
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -134,7 +135,7 @@ def _failures(result: SitemapIngestionResult) -> str:
     sitemap_errors = [e for e in result.error_details if e.kind == "sitemap"]
     body = _table(("reason", "sample URLs", "URLs"), rows) if ordered else '<p class="note">No URL failed.</p>'
     if sitemap_errors:
-        body += f'<p class="note">{len(sitemap_errors):,} sitemaps failed: see the sitemap tree below.</p>'
+        body += f'<p class="note">{count(len(sitemap_errors), "sitemap")} failed: see the sitemap tree below.</p>'
     return f'<section id="failures"><h2>Failures by reason</h2>{body}</section>'
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from html import escape
 
 from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.words import count
 
 SITEMAPS_SHOWN = 500
 
@@ -63,13 +64,13 @@ def tree(sitemaps: list[SitemapRecord]) -> str:
 
 def _item_open(record: SitemapRecord) -> str:
     status = record.status.value
-    counts = [f"{record.pages_recorded:,} URLs"]
+    counts = [count(record.pages_recorded, "URL")]
     if record.pages_new:
         counts.append(f"{record.pages_new:,} listed here first")
     if record.children:
-        counts.append(f"{record.children:,} sitemaps")
+        counts.append(count(record.children, "sitemap"))
     if dropped := sum(record.dropped.values()):
-        counts.append(f"{dropped:,} entries dropped")
+        counts.append(f"{count(dropped, 'entry')} dropped")
     if warned := sum(record.warnings.values()):
         counts.append(f"{warned:,} values set aside")
     if record.not_modified:
