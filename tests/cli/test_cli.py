@@ -92,7 +92,7 @@ def test_sitemaps_lists_invalid_sitemaps_with_their_reason(served_dir, tmp_path)
     assert "invalid sitemaps (2):" in run.stdout
     assert f"{base}/soft404.xml: not a sitemap: root element <html>" in run.stdout
     assert f"{base}/gone.xml: HTTP 404 Not Found" in run.stdout
-    assert "1 entries dropped (not_http 1)" in run.stdout
+    assert "1 entry dropped (not_http 1)" in run.stdout
 
 
 def test_parse_reads_any_kind_of_local_sitemap(tmp_path):

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from harvester.archive.warc import parse_record
+from harvester.words import size
 from tests.corpus import sites as s
 from tests.corpus.cli import FAST_RETRIES, ONLY_127_0_0_1, Run, Tree, harvest
 from tests.corpus.server import Hit, RouteServer, serving
@@ -379,7 +380,7 @@ def test_a_403_page_is_final_too(site):
 def test_a_page_over_10_mib_or_a_content_encoding_bomb_fails_naming_the_size(site, path):
     record = site.record(path)
     assert record["status"] == "failed"
-    assert str(s.PAGE_MAX_BYTES) in record["error_message"]
+    assert f"larger than {size(s.PAGE_MAX_BYTES)}" in record["error_message"]
     assert not record.get("document_key") and not record.get("warc")
 
 

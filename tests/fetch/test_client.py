@@ -21,6 +21,7 @@ from harvester.fetch import (
     check_url,
     parse_retry_after,
 )
+from harvester.words import size
 from tests.fetch.fetch_helpers import Reply, Seen, TestServer, local_policy
 
 pytestmark = pytest.mark.anyio
@@ -257,7 +258,7 @@ async def test_gzip_bomb_is_cut_with_little_memory(server: TestServer, bomb: byt
             tracemalloc.stop()
     assert produced <= limit + 64 * KiB
     assert largest <= 64 * KiB
-    assert response.truncated == f"larger than {limit} bytes"
+    assert response.truncated == f"larger than {size(limit)}"
     assert not response.complete
     assert peak < 4 * MiB, peak  # the bomb is 128 MiB inflated
 

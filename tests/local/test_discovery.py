@@ -45,7 +45,7 @@ def test_recursion_is_caught_across_tasks_and_a_shared_sitemap_is_read_once(serv
     assert run.returncode == 0, run.stderr
     tree = run.stdout
     assert tree.count("shared.xml  [urlset]") == 1  # one sitemap URL, one reading per job
-    assert f"{base}/a.xml  [index]  2 sitemaps  1 entries dropped (invalid_sitemap 1)" in tree
+    assert f"{base}/a.xml  [index]  2 sitemaps  1 entry dropped (invalid_sitemap 1)" in tree
     # shared.xml hangs under a.xml, which listed it first: b.xml shows one followed child.
     assert f"{base}/b.xml  [index]  1 sitemap  1 entry dropped (invalid_sitemap 1)" in tree
     assert f"{base}/a.xml: recursion: lists itself (listed in {base}/a.xml)" in tree
@@ -66,7 +66,7 @@ def test_the_depth_limit_stops_a_runaway_chain(served_dir, tmp_path):
     deep = harvest("sitemaps", f"{base}/", "--allow-network", LOOPBACK).stdout
 
     # robots.txt is depth 1, d1 depth 2 ... d3 depth 4: d3's child would be depth 5.
-    assert "d3.xml  [index]  1 entries dropped (sitemap_too_deep 1)" in shallow
+    assert "d3.xml  [index]  1 entry dropped (sitemap_too_deep 1)" in shallow
     assert (
         "d4.xml" not in shallow.split("d3.xml")[1].split("\n")[0]
         and shallow.splitlines()[-1] == "0 pages in 3 sitemaps"

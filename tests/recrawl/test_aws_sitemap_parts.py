@@ -29,7 +29,7 @@ from harvester.model.messages import JobRequest
 from tests.recrawl.test_sitemap_parts import CYCLES, REPLACED, alter, move, replace
 
 #: A field of a line whose value follows the order of the job's writes, not what it found.
-_ORDERED = ("warc",)
+_ORDERED = ("warc", "fetch_ms")
 #: A time of the crawler's clock (or one reckoned from it, as a URL's next fetch), not of the site's pages, whose
 #: clock starts at live.EPOCH and moves a minute a change.
 _CLOCK = re.compile(rf"(?!{EPOCH.date().isoformat()})\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00)?")
@@ -87,7 +87,10 @@ def lines(text: str, site: LiveSite, jobs: dict[str, str]) -> list[str]:
 
 def summary(result: dict[str, Any], site: LiveSite, jobs: dict[str, str]) -> dict[str, Any]:
     own = ("job_id", "processed_urls", "changes_location", "url_index", "start_time", "end_time", "total_duration")
-    return json.loads(plain(json.dumps({k: v for k, v in result.items() if k not in own}), site, jobs))
+    kept = {k: v for k, v in result.items() if k not in own}
+    if kept.get("fetches"):  # (the network's timing: one run's own)
+        kept["fetches"] = {k: v for k, v in kept["fetches"].items() if k != "latency_ms"}
+    return json.loads(plain(json.dumps(kept), site, jobs))
 
 
 class Copies:

@@ -41,7 +41,7 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 #: Urlsets of a hundred URLs, and fewer after some are removed, keep parts here (the default keeps none below 100).
 SMALLEST = 10
 #: A field of a line whose value follows the order of the job's writes, not what it found (see the docstring).
-_ORDERED = ("warc",)
+_ORDERED = ("warc", "fetch_ms")
 
 
 def alter(site: LiveSite, cycle: str, rng: random.Random) -> None:
@@ -84,7 +84,8 @@ def clocked(harvest: LocalHarvest, at: datetime) -> None:
 
 
 def lines(path: str) -> list[bytes]:
-    """The file's lines, each as written, or without the fields that follow the order of writes."""
+    """The file's lines, each as written, or without the fields that follow the order of writes or the
+    network's timing (``fetch_ms``)."""
     out = []
     for line in Path(path).read_bytes().splitlines():
         if any(f'"{name}":'.encode() in line for name in _ORDERED):
@@ -121,7 +122,8 @@ def adopted(state: Path, job_id: str, *, partly: bool = False) -> int:
 
 
 def summary(result: SitemapIngestionResult) -> dict[str, Any]:
-    return result.model_dump(
+    """The result but what is one run's own: its job, places, times and fetch latencies."""
+    dumped: dict[str, Any] = result.model_dump(
         mode="json",
         exclude={
             "job_id",
@@ -133,6 +135,9 @@ def summary(result: SitemapIngestionResult) -> dict[str, Any]:
             "total_duration",
         },
     )
+    if dumped.get("fetches"):
+        dumped["fetches"].pop("latency_ms", None)
+    return dumped
 
 
 Check = Callable[[SitemapIngestionResult, SitemapIngestionResult], None]
