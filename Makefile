@@ -50,6 +50,7 @@ lint: $(STAMP)
 TEST_WORKERS ?= 3
 ## chromium: the headless browser the crawl report's tests open its page in (tests/browser.py; they fail
 ## without it): Debian's package, installed when missing and make runs as root; else named, and make stops.
+## `make test` installs it while lint runs (a download, not CPU).
 chromium:
 	@command -v chromium > /dev/null || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
@@ -57,10 +58,12 @@ chromium:
 		else echo "make test needs Chromium for the crawl report's tests: apt-get install chromium (as root)"; exit 1; fi; }
 #: The modules marked time_budget (the timed run collects only these).
 TIME_BUDGET_MODULES = $(shell grep -rl --include='test_*.py' '^pytestmark = pytest.mark.time_budget' tests)
-test: $(STAMP) chromium
+test: $(STAMP)
 	@mkdir -p $(BUILD)
-	@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > $(BUILD)/collect.log 2>&1 & collect=$$!; \
-	$(MAKE) --no-print-directory lint; linted=$$?; wait $$collect; test $$linted -eq 0
+	@$(MAKE) --no-print-directory chromium > $(BUILD)/chromium.log 2>&1 & browser=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > $(BUILD)/collect.log 2>&1 & collect=$$!; \
+	$(MAKE) --no-print-directory lint; linted=$$?; wait $$collect; \
+	wait $$browser || { cat $(BUILD)/chromium.log; exit 1; }; test $$linted -eq 0
 	@$(BIN)/python -m compileall -q -j 0 layers functions tests bench > /dev/null
 	@$(BIN)/python -m pytest -m time_budget $(TIME_BUDGET_MODULES) > $(BUILD)/time-budget.log 2>&1 & timed=$$!; \
 	trap 'kill $$timed 2>/dev/null' INT TERM; \
