@@ -6,6 +6,8 @@ import csv
 import gzip
 import io
 import json
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -161,6 +163,25 @@ def test_parse_imports_the_parser_and_not_the_engine(tmp_path):
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
     assert run.stderr.strip() == "0 []"
     assert json.loads(run.stdout)["url"] == "https://e.x/a"
+
+
+def test_parse_names_a_file_that_fails_as_it_is_read_and_an_output_that_fails_apart(tmp_path):
+    unreadable = harvest("parse", "/proc/self/mem")  # (opens, then every read fails: EIO)
+    assert (unreadable.returncode, unreadable.stderr) == (
+        1,
+        "harvest: /proc/self/mem: cannot be read: Input/output error\n",
+    )
+    file = tmp_path / "s.txt"
+    file.write_text("https://e.x/a\n" * 5000)
+    with open("/dev/full", "w") as full:
+        run = subprocess.run(
+            [sys.executable, "-m", "harvester", "parse", str(file)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    assert (run.returncode, run.stderr) == (1, "harvest: standard output: No space left on device\n")
 
 
 def test_parse_says_which_values_it_set_aside(tmp_path):

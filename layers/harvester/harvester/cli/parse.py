@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from harvester.archive.lines import LINES_PER_WRITE, json_bytes
-from harvester.cli.errors import EXIT_FAILED, EXIT_OK, UsageError
+from harvester.cli.errors import EXIT_FAILED, EXIT_OK, CommandError, UsageError
 from harvester.sitemap import Entry, SitemapKind, parse_file
 
 
@@ -28,7 +28,12 @@ def run_parse(args: argparse.Namespace) -> int:
         entries, report = parse_file(path)
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    count = write_entries(entries, sys.stdout)  # (read as they are parsed: the report is complete after)
+    try:
+        count = write_entries(entries, sys.stdout)  # (read as they are parsed: the report is complete after)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # (the file failing as it is read: a device, a disk error)
+        raise CommandError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     if report.error:
         print(f"harvest: {path}: {report.error}", file=sys.stderr)
         return EXIT_FAILED
@@ -54,7 +59,19 @@ def write_entries(entries: Iterable[Entry], out: TextIO) -> int:
     so that what the command says on stderr afterwards comes after the data."""
     out.flush()
     binary = getattr(out, "buffer", None)  # (a stream with no bytes under it takes the text)
-    write = binary.write if binary is not None else lambda data: out.write(data.decode())
+    raw = binary.write if binary is not None else lambda data: out.write(data.decode())
+
+    def write(data: bytes) -> None:
+        try:
+            if data:
+                raw(data)
+            else:
+                (binary or out).flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # (the output failing, not the file: named apart from a read error)
+            raise CommandError(f"standard output: {exc.strerror or exc}") from None
+
     count = 0
     lines: list[bytes] = []
     for entry in entries:
@@ -66,5 +83,5 @@ def write_entries(entries: Iterable[Entry], out: TextIO) -> int:
     if lines:
         write(b"".join(lines))
         count += len(lines)
-    (binary or out).flush()
+    write(b"")  # (a flush)
     return count
