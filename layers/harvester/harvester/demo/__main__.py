@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Change feed of the latest job:  .venv/bin/harvest changes --state-dir {where} [--format csv]\n"
             f"The site in the crawl database: .venv/bin/harvest report --site {base} --state-dir {where}\n"
             f"Jobs, progress and results:     .venv/bin/harvest report --state-dir {where}\n"
-            f"The pages as WARC (and CDXJ):   {where}/documents/warc/<job>/"
+            f"The pages as WARC (and CDXJ):   {where}/documents/warc/<job>/\n"
+            f"The crawl report, in a browser: {where}/documents/jobs/<job>/report.html"
         )
     return status
 
