@@ -60,7 +60,7 @@ def test_verbose_logs_a_line_per_fetch_retry_and_sitemap(site, tmp_path):
     first, second = (hit.at for hit in site.hits_of("/p/flaky"))
     assert 0.95 <= second - first < 10
     assert _lines(log, f"sitemap completed {site.url('/sitemap.xml')} (urlset, 200, attempt 1): 4 pages, ") == 1
-    assert _lines(log, f"sitemap completed {site.url('/robots.txt')} (robots, 200, attempt 1): 0 pages, 1 sitemaps")
+    assert _lines(log, f"sitemap completed {site.url('/robots.txt')} (robots, 200, attempt 1): 0 pages, 1 sitemap")
     assert "sitemap done" not in log
     # The well-known locations probed and not found are -vv's, not -v's.
     assert "sitemap absent" not in log

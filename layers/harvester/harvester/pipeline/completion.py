@@ -52,6 +52,7 @@ from harvester.pipeline.part_documents import keep_parts_index, parts_index_key
 from harvester.pipeline.parts import PartMaker
 from harvester.pipeline.records_pass import FEED, RECORDS, ReasonTally, RecordsPass, piece_documents
 from harvester.report.stored import write_report
+from harvester.words import count
 
 log = logging.getLogger(__name__)
 
@@ -352,9 +353,9 @@ def _write_result(
             looked = parts_at < len(maker.wanted)
             made, parts_at = maker.finish(start=parts_at, pause=pause, most=PARTS_IN_ONE_STEP)
             log.info(
-                "job %s: %d sitemap parts made",
+                "job %s: %s made",
                 job_id,
-                len(made),
+                count(len(made), "sitemap part"),
                 extra={"job_id": job_id, "parts": len(made), "next": parts_at},
             )
             if parts_at is None and looked and pause is not None:  # (the outputs in a step of their own)
@@ -389,7 +390,12 @@ def _write_result(
             raise StepsLost(str(lost)) from None
         if maker is not None and alone:  # (for the next jobs: its documents are the site's, not the job's)
             made, _ = maker.finish()
-            log.info("job %s: %d sitemap parts made", job_id, len(made), extra={"job_id": job_id, "parts": len(made)})
+            log.info(
+                "job %s: %s made",
+                job_id,
+                count(len(made), "sitemap part"),
+                extra={"job_id": job_id, "parts": len(made)},
+            )
             listed_only = maker.listed_only and sum(p.urls for p in made) == counts.listed
             if own is not None and url_index and made and listed_only:
                 # (the job's index is made of these parts' rows alone: sorted, for the next job that adopts them)

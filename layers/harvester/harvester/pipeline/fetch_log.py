@@ -16,6 +16,7 @@ from typing import Any
 
 from harvester.model.records import SitemapRecord, SitemapStatus, SitemapURL, UrlStatus
 from harvester.model.state import PageOutcome, PageRetry
+from harvester.words import count
 
 log = logging.getLogger(__name__)
 
@@ -160,15 +161,15 @@ def sitemap(job_id: str, record: SitemapRecord) -> None:
     if absent:
         log.debug("%s: %s", head, record.error_message or "not there", extra=fields)
         return
-    counts = [f"{record.pages_recorded:,} pages", f"{record.children} sitemaps"]
+    counts = [count(record.pages_recorded, "page"), count(record.children, "sitemap")]
     if record.not_modified:
         counts.append("unchanged since the last reading")
     if record.dropped:
-        counts.append(f"{fields['dropped']} dropped ({_tally(record.dropped)})")
+        counts.append(f"{count(fields['dropped'], 'entry')} dropped ({_tally(record.dropped)})")
     if record.invalid_children:
-        counts.append(f"{len(record.invalid_children)} child sitemaps refused")
+        counts.append(f"{count(len(record.invalid_children), 'child sitemap')} refused")
     if record.warnings:
-        counts.append(f"{fields['warnings']} warnings ({_tally(record.warnings)})")
+        counts.append(f"{count(fields['warnings'], 'warning')} ({_tally(record.warnings)})")
     if record.truncated:
         counts.append(f"cut short: {record.truncated}")
     if record.error_message:
@@ -193,4 +194,4 @@ def sitemap_retry(job_id: str, url: str, reason: str, *, attempts: int | None, r
 
 
 def _tally(counts: dict[str, int]) -> str:
-    return ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+    return ", ".join(f"{reason} {n:,}" for reason, n in sorted(counts.items()))
