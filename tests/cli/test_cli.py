@@ -184,6 +184,27 @@ def test_parse_names_a_file_that_fails_as_it_is_read_and_an_output_that_fails_ap
     assert (run.returncode, run.stderr) == (1, "harvest: standard output: No space left on device\n")
 
 
+def test_commands_that_only_read_the_state_directory_import_no_http_pool(tmp_path):
+    """`harvest report` and `harvest jobs` open the state directory through the engine's local adapter, but
+    fetch nothing: aiohttp, a third of the engine's import, is imported by the first fetch, not by theirs."""
+    import subprocess
+    import sys
+
+    state = tmp_path / "state"
+    program = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from harvester.adapters.local.runner import LocalHarvest\n"
+        "from harvester.cli import main\n"
+        f"with LocalHarvest.open(Path({str(state)!r})):\n"
+        "    pass\n"
+        f"statuses = [main([command, '--state-dir', {str(state)!r}]) for command in ('report', 'jobs')]\n"
+        "print(statuses, 'aiohttp' in sys.modules, file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
+    assert run.stderr.strip() == "[0, 0] False"
+
+
 def test_parse_says_which_values_it_set_aside(tmp_path):
     file = tmp_path / "s.xml"
     file.write_text(

@@ -20,17 +20,18 @@ import ipaddress
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import anyio
 import httpx
 import yarl
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from harvester.fetch.address import AddressPolicy, IPNetwork, denying_network, parse_address
 from harvester.fetch.errors import BlockedAddress
 from harvester.fetch.policy import ENV_ALLOW_NETWORKS
+
+if TYPE_CHECKING:
+    import aiohttp
 
 #: ``(host, port) -> IP address strings``; swapped in tests to play DNS tricks without DNS.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
@@ -146,31 +147,50 @@ def _how_to_allow(refusals: list[tuple[str, str]]) -> str:
     )
 
 
-class _GuardedResolver(AbstractResolver):
-    """aiohttp's resolver hook, answering with the guard's permitted addresses only."""
+@functools.cache
+def _aiohttp() -> tuple[Any, Any]:
+    """aiohttp, imported by the first transport made, and the request trace every pool shares: a command that
+    only reads the state directory (``harvest report``, ``export``, ``jobs``) imports the engine, which imports
+    this module, but never fetches, and aiohttp's import is a third of the engine's."""
+    import aiohttp
 
-    def __init__(self, backend: GuardedBackend, timeout: float | None) -> None:
-        self.backend = backend
-        self.timeout = timeout
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
+    trace.freeze()
+    return aiohttp, trace
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        addresses = await self.backend.permitted_addresses(host, port, self.timeout)
-        return [
-            ResolveResult(
-                hostname=host,
-                host=address,
-                port=port,
-                family=socket.AF_INET6 if ":" in address else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for address in addresses
-        ]
 
-    async def close(self) -> None:
-        pass
+@functools.cache
+def _resolver_class() -> type:
+    """aiohttp's resolver hook, answering with the guard's permitted addresses only (a class made on first
+    use: its base is aiohttp's)."""
+    from aiohttp.abc import AbstractResolver, ResolveResult
+
+    class GuardedResolver(AbstractResolver):
+        def __init__(self, backend: GuardedBackend, timeout: float | None) -> None:
+            self.backend = backend
+            self.timeout = timeout
+
+        async def resolve(
+            self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        ) -> list[ResolveResult]:
+            addresses = await self.backend.permitted_addresses(host, port, self.timeout)
+            return [
+                ResolveResult(
+                    hostname=host,
+                    host=address,
+                    port=port,
+                    family=socket.AF_INET6 if ":" in address else socket.AF_INET,
+                    proto=0,
+                    flags=socket.AI_NUMERICHOST,
+                )
+                for address in addresses
+            ]
+
+        async def close(self) -> None:
+            pass
+
+    return GuardedResolver
 
 
 @functools.cache
@@ -197,15 +217,17 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self.connect_timeout = connect_timeout
         self.ssl_context = ssl_context or default_ssl_context()
         self._session: aiohttp.ClientSession | None = None
+        _aiohttp()  # (here, as the fetcher is built: at a first request it would delay one whose turn was taken)
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
+            aiohttp, trace = _aiohttp()
             connector = aiohttp.TCPConnector(
                 limit=self.limits.max_connections or 0,
                 keepalive_timeout=self.limits.keepalive_expiry,
                 ssl=self.ssl_context,
-                resolver=_GuardedResolver(self.backend, self.connect_timeout),
+                resolver=_resolver_class()(self.backend, self.connect_timeout),
                 use_dns_cache=False,  # every new connection is resolved and checked again (DNS rebinding)
                 happy_eyeballs_delay=None,  # one address at a time, in the guard's order
                 socket_factory=self.backend.open_socket,
@@ -216,11 +238,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
                 auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
-                trace_configs=[_SENT_TRACE],
+                trace_configs=[trace],
             )
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        aiohttp, _ = _aiohttp()
         timeout = request.extensions.get("timeout", {})
         url = yarl.URL(str(request.url), encoded=True)  # the URL exactly as httpx normalised it
         if _legacy_ipv4(request.url.host):
@@ -269,11 +292,6 @@ async def _headers_sent(_session: aiohttp.ClientSession, trace: Any, _params: An
         trace.trace_request_ctx()
 
 
-_SENT_TRACE = aiohttp.TraceConfig()
-_SENT_TRACE.on_request_headers_sent.append(_headers_sent)
-_SENT_TRACE.freeze()
-
-
 class _ResponseStream(httpx.AsyncByteStream):
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -311,6 +329,7 @@ def _sum(first: float | None, second: float | None) -> float | None:
 @contextlib.contextmanager
 def _httpx_errors() -> Iterator[None]:
     """aiohttp's errors as the httpx errors they are, so the fetcher reads one vocabulary."""
+    aiohttp, _ = _aiohttp()
     try:
         yield
     except aiohttp.SocketTimeoutError as exc:
