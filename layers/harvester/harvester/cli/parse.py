@@ -16,6 +16,7 @@ from typing import TextIO
 from harvester.archive.lines import LINES_PER_WRITE, json_bytes
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, CommandError, UsageError
 from harvester.sitemap import Entry, SitemapKind, parse_file
+from harvester.words import count
 
 
 def run_parse(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def run_parse(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
-        count = write_entries(entries, sys.stdout)  # (read as they are parsed: the report is complete after)
+        written = write_entries(entries, sys.stdout)  # (read as they are parsed: the report is complete after)
     except BrokenPipeError:
         raise
     except OSError as exc:  # (the file failing as it is read: a device, a disk error)
@@ -37,7 +38,7 @@ def run_parse(args: argparse.Namespace) -> int:
     if report.error:
         print(f"harvest: {path}: {report.error}", file=sys.stderr)
         return EXIT_FAILED
-    if not count and report.kind in (None, SitemapKind.TEXT):
+    if not written and report.kind in (None, SitemapKind.TEXT):
         # Any bytes are read as a text sitemap: with no URL line at all, it is not one (a binary, JSON).
         # (An empty file is the parser's own error, "empty document", above.)
         print(f"harvest: {path}: not a sitemap: no URL in it", file=sys.stderr)
@@ -45,11 +46,11 @@ def run_parse(args: argparse.Namespace) -> int:
     if report.warnings:
         # (a value that does not parse is left out of its entry, which is kept: say which and how many)
         said = ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.warnings.items(), key=lambda kv: -kv[1]))
-        total = sum(report.warnings.values())
-        print(f"harvest: {path}: set aside {total:,} value{'s' * (total != 1)} (entries kept): {said}", file=sys.stderr)
+        total = count(sum(report.warnings.values()), "value")
+        print(f"harvest: {path}: set aside {total} (entries kept): {said}", file=sys.stderr)
     if report.truncated:
         print(f"harvest: {path}: truncated: {report.truncated}", file=sys.stderr)
-    if not count:
+    if not written:
         print(f"harvest: {path}: a {report.kind.value if report.kind else 'sitemap'} with no entries", file=sys.stderr)
     return EXIT_OK
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Protocol, TextIO
@@ -19,8 +18,8 @@ from harvester.cli.reporting import (
     site_view,
     write_changes,
     write_csv,
+    write_dicts,
     write_jsonl,
-    write_rows,
 )
 from harvester.cli.state import open_state
 from harvester.model.records import JobRecord, LoaderState, utcnow
@@ -133,12 +132,8 @@ def _list_jobs(jobs: list[JobRecord], fmt: str | None) -> None:
     if fmt is None:
         for job in jobs:
             print(f"{job.job_id}  {job.status.value:<11}  {job.start_time:%Y-%m-%d %H:%M:%S}  {job.site}")
-    elif fmt == "json":
-        dump_json(rows, sys.stdout)
-    elif fmt == "jsonl":
-        sys.stdout.writelines(json.dumps(row) + "\n" for row in rows)
     else:
-        write_rows(rows, sys.stdout, ("job_id", "status", "start_time", "site"))
+        write_dicts(rows, sys.stdout, fmt, ("job_id", "status", "start_time", "site"))
 
 
 def _report_url(harvest: LocalHarvest, url: str, fmt: str) -> int:
@@ -149,12 +144,7 @@ def _report_url(harvest: LocalHarvest, url: str, fmt: str) -> int:
     if not found:
         raise UsageError(f"--url {url}: not in the crawl database of {harvest.state_dir}")
     rows = [{"site": site, **record.model_dump(mode="json", exclude_none=fmt != "json")} for site, record in found]
-    if fmt == "json":
-        dump_json(rows, sys.stdout)
-    elif fmt == "jsonl":
-        sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    else:
-        write_rows(rows, sys.stdout, ("site", *CRAWL_CSV_FIELDS))
+    write_dicts(rows, sys.stdout, fmt, ("site", *CRAWL_CSV_FIELDS))
     return EXIT_OK
 
 

@@ -52,6 +52,16 @@ def write_csv(records: Iterable[Model], out: TextIO, fields: Sequence[str] = CSV
     return write_rows(rows, out, fields)
 
 
+def write_dicts(rows: list[dict[str, Any]], out: TextIO, fmt: str, fields: Sequence[str]) -> None:
+    """Rows of JSON values in the format a ``--format`` names: one JSON list, JSON Lines, or CSV (``fields``)."""
+    if fmt == "json":
+        dump_json(rows, out)
+    elif fmt == "jsonl":
+        out.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    else:
+        write_rows(rows, out, fields)
+
+
 def cell(value: Any) -> str:
     """A JSON value as one CSV cell: text as it is, nothing as nothing, anything else (numbers, booleans,
     the extensions, dicts, lists) as its compact JSON, so that one cell holds it whole and it parses back."""
