@@ -116,8 +116,10 @@ class JobRequest(Model, kw_only=True, frozen=True):
         return type(self).model_validate(to_builtins(self))
 
     def fingerprint(self) -> str:
-        """Identifies what the job does (everything but its id): the local runner resumes by it."""
-        body = self.model_dump(mode="json", exclude={"job_id"})
+        """Identifies what the job does (everything but its id): the local runner resumes by it. An option
+        left unset (None) is left out, so that a request written without it keeps its fingerprint when
+        options are added."""
+        body = {k: v for k, v in self.model_dump(mode="json", exclude={"job_id"}).items() if v is not None}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
