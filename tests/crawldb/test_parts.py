@@ -18,7 +18,7 @@ SITE = "https://example.com/"
 def part(**fields: object) -> SitemapPart:
     values: dict[str, object] = {
         "sitemap": f"{SITE}sitemap.xml", "kind": "urlset", "signature": "s1",
-        "listing": parts.listing_of(JobRequest(site=SITE)), "job_id": "job-1", "made_at": AT, "epoch": 7,
+        "listing": parts.listing_of(JobRequest(site=SITE), AT), "job_id": "job-1", "made_at": AT, "epoch": 7,
         "urls": 2, "lines": "k", "due_at": AT + timedelta(days=30),
     }  # fmt: skip
     values.update(fields)

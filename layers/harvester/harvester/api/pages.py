@@ -26,6 +26,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -37,8 +38,15 @@ from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL, utcnow
+from harvester.model.selection import EntrySelection
 from harvester.pipeline.listed_rows import listed_page
-from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
+from harvester.pipeline.sitemap_filter import (
+    ChildFilter,
+    EntryFilter,
+    RecurseCallback,
+    RecurseListCallback,
+    SitemapCallbacks,
+)
 from harvester.sitemap import PageEntry
 
 __all__ = ["Discovery", "SiteUnreachable", "aiter_pages", "iter_pages", "sitemap_tree_for_homepage"]
@@ -94,6 +102,16 @@ class Discovery:
     ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes);
     ``keep_pages``: the tree keeps each sitemap's pages, on disk, for USP's ``pages`` and ``all_pages()`` (a
     stream of the pages has no need of them: without it, they are handed out and gone).
+
+    The entries to list (a job request's ``select``: harvester/model/selection.py): ``since`` / ``before``
+    (a date or datetime, a duration before the run's start as a ``timedelta`` or text such as ``"7d"``),
+    ``require_lastmod``, ``min_priority``, ``changefreq``, ``extensions`` (``news``, ``image``, ``video``),
+    ``sitemap_since`` (child sitemaps by their index lastmod), ``alternates`` (each entry's hreflang
+    alternates as pages: their ``extensions`` name the entry, ``alternate_of``, and the ``hreflang``),
+    ``lang``; and two callables (Scrapy's ``sitemap_filter``): ``entry_filter(entry: PageEntry)`` returns
+    True to keep the entry, False to leave it out, or a URL to list instead (one of ``entry.alternates``,
+    say); ``child_filter(child: ChildSitemap)`` returns whether to follow a child sitemap. The entries left
+    out are counted by reason in their sitemap's ``dropped``.
     """
 
     def __init__(
@@ -114,8 +132,32 @@ class Discovery:
         concurrency: int = 8,
         rate_limit_delay: float = 0.05,
         keep_pages: bool = False,
+        since: str | datetime | timedelta | None = None,
+        before: str | datetime | timedelta | None = None,
+        require_lastmod: bool = False,
+        min_priority: float | None = None,
+        changefreq: Sequence[str] = (),
+        extensions: Sequence[str] = (),
+        sitemap_since: str | datetime | timedelta | None = None,
+        alternates: bool = False,
+        lang: str | None = None,
+        entry_filter: EntryFilter | None = None,
+        child_filter: ChildFilter | None = None,
     ) -> None:
+        select = selection(
+            since=since,
+            before=before,
+            require_lastmod=require_lastmod,
+            min_priority=min_priority,
+            changefreq=changefreq,
+            extensions=extensions,
+            sitemap_since=sitemap_since,
+            alternates=alternates,
+            lang=lang,
+        )
         try:
+            if select:  # (alone first: a refusal names its field, not the section's)
+                EntrySelection.model_validate(select)
             self.request = JobRequest.model_validate(
                 {
                     "site": site,
@@ -128,11 +170,12 @@ class Discovery:
                     "max_depth": max_depth,
                     "fetch_pages": False,
                     "rate_limit_delay": rate_limit_delay,
+                    **({"select": select} if select else {}),
                 }
             )
         except ValidationError as exc:
             raise ValueError(f"invalid discovery options: {exc}") from None
-        self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback)
+        self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback, entry_filter, child_filter)
         self.policy = policy_for(allow_networks, user_agent)
         self.concurrency = concurrency
         self.keep_pages = keep_pages
@@ -212,6 +255,23 @@ class Discovery:
             pass
         assert self.tree is not None
         return self.tree
+
+
+def selection(**given: Any) -> dict[str, Any]:
+    """The ``select`` section of the keyword arguments given (empty when none is): a moment given as a
+    datetime or date is written as ISO 8601, a timedelta as a duration in seconds."""
+    section: dict[str, Any] = {}
+    for name, value in given.items():
+        if value in (None, False, ()) or (isinstance(value, list) and not value):
+            continue
+        if isinstance(value, timedelta):
+            value = f"{int(value.total_seconds())}s"
+        elif isinstance(value, date):
+            value = value.isoformat()
+        elif isinstance(value, list | tuple):
+            value = tuple(value)
+        section[name] = value
+    return section
 
 
 def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapURL]:

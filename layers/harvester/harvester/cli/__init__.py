@@ -32,6 +32,7 @@ from harvester.cli.errors import (
     CommandError,
     UsageError,
 )
+from harvester.cli.selection import selection_arguments
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
 
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pattern_arguments(sitemaps)
     _scope_arguments(sitemaps)
     _delay_argument(sitemaps)
+    selection_arguments(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=_command("sitemaps", "run_sitemaps"))
 
@@ -398,6 +400,7 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _pattern_arguments(parser)
     _scope_arguments(parser)
     _delay_argument(parser)
+    selection_arguments(parser)
     if network:
         parser.add_argument(
             "--job-id", metavar="ID", help="job id (default: resume the unfinished job of the same command)"

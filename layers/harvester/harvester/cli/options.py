@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harvester.cli.errors import UsageError
+from harvester.cli.selection import selection_of
 from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, Output, Refetch, Scope
@@ -70,6 +71,9 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
         fields["rate_limit_delay"] = args.rate_limit_delay
     if getattr(args, "job_id", None):
         fields["job_id"] = args.job_id
+    select = selection_of(args)
+    if select is not None:
+        fields["select"] = select
     try:
         return JobRequest.model_validate(fields)
     except ValidationError as exc:

@@ -14,6 +14,7 @@ from harvester.crawldb.changes import OLD_FEED_NAMES, FeedLine
 from harvester.model.base import Model
 from harvester.model.crawl import CrawlRecord, CrawlState, HostTrust
 from harvester.model.records import SitemapIngestionResult, SitemapURL
+from harvester.model.selection import SELECTION_REASONS
 from harvester.ports import CrawlDatabase
 from harvester.sitemap import PageEntry
 from harvester.urls import host_of
@@ -179,9 +180,12 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         shown = [f"{getattr(changes, k):,} {k.replace('_', ' ')}" for k in _CHANGE_ORDER if getattr(changes, k)]
         lines.append(f"  changes       {', '.join(shown) or 'none'}")
         lines.append(f"  change feed   {result.changes_location}")
-    dropped = sum(result.entries_dropped.values())
-    if dropped:
-        lines.append(_reasons("dropped", dropped, result.entries_dropped, what=" entries (URL hygiene)"))
+    hygiene = {k: n for k, n in result.entries_dropped.items() if k not in SELECTION_REASONS}
+    if dropped := sum(hygiene.values()):
+        lines.append(_reasons("dropped", dropped, hygiene, what=" entries (URL hygiene)"))
+    chosen = {k: n for k, n in result.entries_dropped.items() if k in SELECTION_REASONS}
+    if left_out := sum(chosen.values()):
+        lines.append(_reasons("left out", left_out, chosen, what=" entries (the job's selection)"))
     outside = result.entries_dropped.get("out_of_scope", 0)
     if outside and outside >= result.total_urls:
         lines.append(

@@ -2,7 +2,8 @@
 
 A URL the job did not list is not necessarily gone from the site's sitemaps: a sitemap that lists it may
 have failed this time, or may not have been read at all (named sitemaps, sitemap patterns, callbacks, a
-``max_depth`` it lies beyond); the job may be about some pages only (patterns, scope); another job may have
+``max_depth`` it lies beyond); the job may be about some pages only (patterns, scope, a selection of entries
+by their fields or language, which can leave out a URL the site still lists); another job may have
 listed it meanwhile. A URL is often listed by more than one sitemap, and its crawl record names only the
 first, so no single sitemap can vouch for its absence. A known URL becomes orphan only when all of this holds:
 
@@ -42,6 +43,8 @@ class OrphanRule(Struct, frozen=True):
         job; one of them missing now (even "absent") leaves the tree uncertain for this job."""
         request = job.request
         whole = not (request.sitemaps or request.sitemap_include or request.sitemap_exclude or callbacks)
+        if request.select is not None and request.select.leaves_out:
+            whole = False  # (entries or child sitemaps left out by their fields or language)
         earlier = set(read_before)
         for sitemap in sitemaps:
             if sitemap.dropped.get(TOO_DEEP) or sitemap.dropped.get(FILTERED):

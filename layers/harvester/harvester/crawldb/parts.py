@@ -65,10 +65,21 @@ _TAIL = re.compile(
 )
 
 
-def listing_of(request: JobRequest) -> str:
+def listing_of(request: JobRequest, started: datetime) -> str:
     """What a job's options do to a sitemap's listing (the page patterns and the scope keep or drop its
-    URLs; the site names them), with the part format: two jobs with the same value list a document alike."""
-    shape = [PART_FORMAT, request.origin, list(request.include), list(request.exclude), str(request.scope)]
+    URLs; the site names them; a selection of entries, its moments resolved for the job started at
+    ``started``, only when it has one), with the part format: two jobs with the same value list a document
+    alike."""
+    shape: list[object] = [
+        PART_FORMAT,
+        request.origin,
+        list(request.include),
+        list(request.exclude),
+        str(request.scope),
+    ]
+    selected = request.select.listing(started) if request.select is not None else None
+    if selected is not None:
+        shape.append(selected)
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
 
 
@@ -166,7 +177,7 @@ def adoptable(
         return "no part"
     if signature is None or part.signature != signature:
         return "another document"
-    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch)
+    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch, started=started)
     if why is not None:
         return why
     if request.fetch_pages:
@@ -185,7 +196,7 @@ def partly_adoptable(
     not checked)."""
     if part is None:
         return "no part"
-    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch)
+    why = _made_before(part, started) or _same_listing(part, request=request, epoch=epoch, started=started)
     if why is not None:
         return why
     if part.held:  # (which URL is held is not on its line; a part made of this reading would not know it)
@@ -213,8 +224,8 @@ def excluded_bound(urls: int) -> int:
     return min(MAX_EXCLUDED, max(MIN_EXCLUDED, urls // 10))
 
 
-def _same_listing(part: SitemapPart, *, request: JobRequest, epoch: int | None) -> str | None:
-    if part.listing != listing_of(request):
+def _same_listing(part: SitemapPart, *, request: JobRequest, epoch: int | None, started: datetime) -> str | None:
+    if part.listing != listing_of(request, started):
         return "other options"
     if epoch is not None and part.epoch != epoch:
         return "its URLs' records moved since"

@@ -319,7 +319,9 @@ def _write_result(
         if sitemap.status in (SitemapStatus.FAILED, SitemapStatus.INVALID):
             errors.append(ErrorDetail(url=sitemap.url, kind="sitemap", error=sitemap.error_message or "unknown"))
     extras = store.extensions(job_id)  # (what later listings of a URL added: few)
-    maker = _part_maker(ctx, job, sitemaps, verbatim=not extras)
+    # (a part whose lines are an entry's alternates, or its page in a language, is not its elements' listing)
+    rewrites = job.request.select is not None and job.request.select.rewrites
+    maker = _part_maker(ctx, job, sitemaps, verbatim=not extras and not rewrites)
     stem, pieces = piece_key(job_id, len(progress.pieces), claim), progress.pieces
     # (the parts' spool let go whichever way it ends)
     with RecordsPass(ctx, job, extras=extras, maker=maker) as records, maker or nullcontext():

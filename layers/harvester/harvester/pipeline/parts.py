@@ -84,7 +84,7 @@ class PartMaker:
         self.job = job
         self.verbatim = verbatim  # (``SitemapPart.verbatim``, for the parts made of the job's lines alone)
         self.site = job.request.origin
-        self.listing = parts.listing_of(job.request)
+        self.listing = parts.listing_of(job.request, job.start_time)
         self.sitemaps = {
             s.url: s
             for s in sitemaps

@@ -9,6 +9,12 @@ the site's own children: every one is probed) and the level is USP's: 0 for robo
 those of an index it declares, ...; ``parent_urls`` are the ancestors of the listing sitemap (the site
 node left out) and itself. Python functions cannot ride in a queue message, so only in-process runs (the
 Python API, `harvest sitemaps`) have callbacks.
+
+Two more callbacks choose entries by what their sitemap says (Scrapy's ``sitemap_filter``), applied where the
+entries are screened (``sitemap_step.select``): ``entry_filter(entry) -> bool | str`` sees each page entry
+(``PageEntry``, all its fields and extensions) and keeps it (True), leaves it out (False) or names the URL
+to list instead (one of its alternates, say); ``child_filter(child) -> bool`` sees each child sitemap
+(``ChildSitemap``: its URL and its ``<lastmod>``) of robots.txt or of an index.
 """
 
 from __future__ import annotations
@@ -17,15 +23,20 @@ from collections.abc import Callable, Sequence
 
 from msgspec import Struct
 
+from harvester.sitemap import ChildSitemap, PageEntry
 from harvester.urls import UrlFilter
 
 RecurseCallback = Callable[[str, int, set[str]], bool]
 RecurseListCallback = Callable[[list[str], int, set[str]], list[str]]
+EntryFilter = Callable[[PageEntry], bool | str]
+ChildFilter = Callable[[ChildSitemap], bool]
 
 
 class SitemapCallbacks(Struct, frozen=True):
     recurse_callback: RecurseCallback | None = None
     recurse_list_callback: RecurseListCallback | None = None
+    entry_filter: EntryFilter | None = None
+    child_filter: ChildFilter | None = None
 
 
 def follow(

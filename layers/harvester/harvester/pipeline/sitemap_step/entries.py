@@ -3,8 +3,11 @@
 ``EntryScreen.take`` judges each parsed entry as it comes. A page URL passes URL hygiene (http(s),
 length), the job's scope and patterns, and goes to the listing the first time the sitemap lists it. A
 child sitemap passes hygiene, is checked against the ancestor chain that travels with the task
-(recursion) and the job's ``max_depth``, and is kept. Whatever is left out is counted by reason
-(``dropped``); invalid children are named with their reason, up to ``MAX_INVALID_CHILDREN_LISTED``.
+(recursion) and the job's ``max_depth``, and is kept. A job that selects entries (``select``: by their
+fields, alternates, language; the Python API's filters) has each entry chosen first (``select.pickers``:
+made once per reading, None without a selection, so that the loop of a job without one is unchanged).
+Whatever is left out is counted by reason (``dropped``); invalid children are named with their reason, up
+to ``MAX_INVALID_CHILDREN_LISTED``.
 
 Once the sitemap is read, ``follow`` applies the job's sitemap patterns and callbacks to the children kept,
 all at once, registers the ones followed (once per job) and sends their tasks.
@@ -22,6 +25,7 @@ from harvester.pipeline.context import StepContext
 from harvester.pipeline.discovery import known_path_probes, site_node, task_for
 from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.pipeline.sitemap_step.probes import asked
+from harvester.pipeline.sitemap_step.select import pickers
 from harvester.sitemap import ChildSitemap, PageEntry
 from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
 
@@ -55,10 +59,14 @@ class EntryScreen:
         self.children = 0  # children followed (the known-path probes left out)
         self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
         self.entries = 0  # entries the reading produced, children included
+        self.pick, self.pick_child = pickers(self.request.select, ctx.callbacks, job.start_time)
 
     def take(self, entries: Sequence[PageEntry | ChildSitemap]) -> None:
         """A parsed piece's entries: page URLs pass hygiene, scope, patterns and the first-declaration rule,
         and go to the listing. One loop on local names: it runs for every URL a site lists."""
+        if self.pick is not None:
+            self._take_selected(entries)
+            return
         self.entries += len(entries)
         site_host, scope, patterns = self.site_host, self.request.scope, self.filter
         first = self.seen_pages.add
@@ -95,6 +103,52 @@ class EntryScreen:
                 continue
             accept(url, entry, bits, raw)
 
+    def _take_selected(self, entries: Sequence[PageEntry | ChildSitemap]) -> None:
+        """``take`` for a job that selects entries: each page entry chosen (``pick``) gives the pages to
+        screen, or the reason it gives none."""
+        self.entries += len(entries)
+        pick = self.pick
+        assert pick is not None
+        for entry in entries:
+            if isinstance(entry, ChildSitemap):
+                self._take_child(entry)
+                continue
+            picked = pick(entry)
+            if isinstance(picked, str):
+                self._drop(picked)
+                continue
+            for page, alternate in picked:
+                self._take_page(page, alternate=alternate)
+
+    def _take_page(self, entry: PageEntry, *, alternate: bool) -> None:
+        """One page of ``_take_selected`` through the screen of ``take``; an alternate listed already is
+        passed over without being counted (every entry of an hreflang group names the group's pages)."""
+        screened = screen(entry.url)
+        if isinstance(screened, str):
+            self._drop(screened)
+            return
+        url, host = screened
+        if host != self.site_host and not host_in_scope(host, self.site_host, self.request.scope):
+            self._drop("out_of_scope")
+            return
+        if self.filter:
+            reason = self.filter.refusal(url)
+            if reason is not None:
+                self._drop(reason)
+                return
+        if self.ctx.counter is None:
+            key = url_key(url)
+            bits = bits_of(key)
+            raw = key.encode() + b"\n"
+        else:
+            raw = url_bits(url)
+            bits = int.from_bytes(raw)
+        if not self.seen_pages.add(bits):
+            if not alternate:
+                self._drop("duplicate_in_sitemap")
+            return
+        self.accept(url, entry, bits, raw)
+
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
@@ -118,6 +172,11 @@ class EntryScreen:
         if depth > self.request.max_depth:
             self._invalid_child(url, f"deeper than max_depth {self.request.max_depth}", drop=TOO_DEEP)
             return
+        if self.pick_child is not None:
+            reason = self.pick_child(entry if entry.url == url else ChildSitemap(url, entry.last_modified))
+            if reason is not None:
+                self._drop(reason)
+                return
         origin = SitemapOrigin.DECLARED if self.is_robots else SitemapOrigin.INDEX
         child = SitemapRecord(
             url=url,
