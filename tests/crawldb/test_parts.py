@@ -9,6 +9,7 @@ import pytest
 from harvester.crawldb import parts
 from harvester.model.crawl import ChangeKind, SitemapPart
 from harvester.model.messages import JobRequest, Refetch
+from harvester.model.selection import EntrySelection
 
 AT = datetime(2026, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
 LATER = AT + timedelta(seconds=1)  # (a job started after the part was made)
@@ -163,3 +164,21 @@ def test_a_part_diff_says_which_of_its_urls_were_compared_and_listed() -> None:
     assert diff.keeps(f"{SITE}c", entries[f"{SITE}c"])
     assert diff.listed == {f"{SITE}b"}
     assert diff.excluded() == [f"{SITE}b", f"{SITE}d"]  # (d: removed, left out unread)
+
+
+def test_a_part_is_adopted_only_under_the_same_selection_of_entries_its_moments_resolved():
+    """A selection that changes which URLs a sitemap lists (issue 43) enters the part's listing only when
+    set, so that the parts of jobs without one stay adoptable; a duration lists other pages for each job."""
+    plain = JobRequest(site=SITE)
+    assert parts.listing_of(plain, AT) == parts.listing_of(JobRequest(site=SITE, select=EntrySelection()), AT)
+    children_only = JobRequest(site=SITE, select=EntrySelection(sitemap_since="2026-01-01"))  # (no urlset's)
+    assert parts.listing_of(children_only, AT) == parts.listing_of(plain, AT)
+    dated = JobRequest(site=SITE, select=EntrySelection(since="2026-01-01"))
+    assert parts.listing_of(dated, AT) != parts.listing_of(plain, AT)
+    assert parts.listing_of(dated, AT) == parts.listing_of(dated, LATER)
+    recent = JobRequest(site=SITE, select=EntrySelection(since="7d"))
+    assert parts.listing_of(recent, AT) != parts.listing_of(recent, LATER)
+    for select in (EntrySelection(alternates=True), EntrySelection(lang="de"), EntrySelection(min_priority=0.6)):
+        assert parts.listing_of(JobRequest(site=SITE, select=select), AT) != parts.listing_of(plain, AT)
+    assert parts.adoptable(part(), signature="s1", request=dated, epoch=7, now=AT, started=LATER) == "other options"
+    assert parts.partly_adoptable(part(), request=dated, epoch=7, started=LATER) == "other options"

@@ -11,6 +11,7 @@ from harvester.cli.errors import UsageError
 from harvester.model.base import ValidationError
 from harvester.model.selection import ChangeFrequency, EntrySelection, Extension
 
+_BOUND = re.compile(r"Expected `float` ([<>]=) (\S+)")
 _WHERE = re.compile(r"(?P<reason>.*?) - at `\$\.(?P<field>\w+)[^`]*`", re.S)
 
 #: The section's fields as the command line names them (cli/options.py words a complaint with it).
@@ -83,6 +84,9 @@ def selection_of(args: argparse.Namespace) -> dict[str, Any] | None:
         where = _WHERE.fullmatch(str(exc))
         field = where["field"] if where is not None else None
         reason = where["reason"] if where is not None else str(exc)
+        bound = _BOUND.match(reason)
+        if bound is not None:
+            reason = f"must be {'at least' if bound[1] == '>=' else 'at most'} {bound[2]}"
         if field in given:
             raise UsageError(f"{FLAGS[field]} {given[field]}: {reason}") from None
         raise UsageError(f"{FLAGS['select']}: {reason}") from None

@@ -71,7 +71,7 @@ def moment(text: str, start: datetime) -> datetime:
             raise ValueError(f"{text!r} reaches back before the year 1") from None
     parsed = parse_datetime(text) if re.match(r"\d{4}-\d{2}", text) else None
     if parsed is None:
-        raise ValueError(f"{text!r} is neither a date (2026-01-01) nor a duration (7d, 12h, 2w, 30m)")
+        raise ValueError(f"{text!r} is neither a date (2026-01-01) nor a duration (7d, 12h, 2w, 30m, 90s)")
     return parsed
 
 
