@@ -31,14 +31,15 @@ FLAGS = {
 
 def selection_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags choosing which of the sitemaps' entries a job lists, in a group of their own."""
-    group = parser.add_argument_group(
-        "selecting entries",
-        "choose the entries a sitemap lists by what it says of them; the entries left out are counted, by"
-        " reason, and never made orphan for it. A WHEN is a date (2026-01-01, UTC) or a duration before the"
-        " job's start (30m, 12h, 7d, 2w)",
-    )
+    # (the rules, and what the summary says of the entries left out: docs/sitemaps.md, "Selecting entries")
+    group = parser.add_argument_group("selecting entries (left out ones are counted, never made orphan)")
     add = group.add_argument
-    add("--since", metavar="WHEN", help="pages whose lastmod is WHEN or later (pages without one are kept)")
+    add(
+        "--since",
+        metavar="WHEN",
+        help="pages whose lastmod is WHEN or later: a date (2026-01-01, UTC) or a duration before the job's start"
+        " (30m, 12h, 7d, 2w); pages without one are kept",
+    )
     add("--before", metavar="WHEN", help="pages whose lastmod is before WHEN (pages without one are kept)")
     add("--require-lastmod", action="store_true", help="leave out the pages that give no lastmod")
     add("--min-priority", type=float, metavar="P", help="pages whose priority is at least P (0.5 when not given)")
