@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from harvester.demo import serve
+from harvester.model.messages import JobRequest
+from harvester.model.selection import EntrySelection
 from tests.support import LOOPBACK, crawl_database, harvest, harvest_json
 
 ALLOW = ("--allow-network", LOOPBACK)
@@ -55,6 +57,9 @@ def test_a_job_that_leaves_entries_out_makes_none_of_them_orphan(base, tmp_path)
         "/undated": "unfetched",  # without a lastmod: kept
     }
 
+    listed = json.loads(harvest("jobs", "--state-dir", state, "--json").stdout)
+    assert [job["options"] for job in listed] == [["--no-pages"], ["--no-pages", "--since 2025-01-01"]]
+
     again = harvest_json("crawl", f"{base}/", "--state-dir", state, *ALLOW, "--no-pages", "--quiet")
     assert again["total_urls"] == 3 and again["changes"].get("removed", 0) == 0
     assert {r["state"] for r in crawl_database(Path(state), base).values()} == {"unfetched"}
@@ -93,6 +98,21 @@ def test_sitemaps_lists_the_pages_in_a_language(base, tmp_path):
     ]
     tree = harvest("sitemaps", f"{base}/", "--sitemap", f"{base}/hreflang.xml", *ALLOW, "--lang", "de")
     assert "other_language 1" in tree.stdout
+
+
+def test_a_job_left_unfinished_is_named_with_its_selection(capsys):
+    from harvester.adapters.local.runner import JobStart, differences
+    from harvester.cli.jobs import announce
+    from harvester.model.records import JobCounts, JobRecord, utcnow
+
+    theirs = JobRequest(site="https://example.com/", select=EntrySelection(since="7d", changefreq=("daily", "hourly")))
+    ours = JobRequest(site="https://example.com/", select=EntrySelection(lang="de", alternates=True))
+    job = JobRecord(job_id="job-1", request=theirs, start_time=utcnow())
+    announce(JobStart("job-2", ours.site, False, JobCounts(), ours, left=((job, differences(theirs, ours)),)))
+    assert (
+        "(it: --since 7d --changefreq daily --changefreq hourly; this command: --alternates --lang de)"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,11 @@ from harvester.adapters.local.runner import JobStart, LocalHarvest, running_jobs
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import FLAGS
 from harvester.cli.reporting import dump_json
+from harvester.cli.selection import selection_flags
 from harvester.cli.state import open_state
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobCounts, JobRecord
+from harvester.model.selection import EntrySelection
 
 
 def run_jobs(args: argparse.Namespace) -> int:
@@ -110,6 +112,8 @@ def options(request: JobRequest) -> list[str]:
 
 def _flag(name: str, value: object) -> str:
     flag = FLAGS[name]
+    if name == "select":
+        return selection_flags(value if isinstance(value, EntrySelection) else None)
     if name == "fetch_pages":
         return flag if not value else "pages fetched"
     if name == "refetch":

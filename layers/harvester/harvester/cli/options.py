@@ -94,6 +94,7 @@ FLAGS = {
     "fetch_pages": "--no-pages",
     "refetch": "--full",
     "output": "--output",
+    "select": "--since/--lang...",
 }
 #: A refusal as msgspec and the records' rules word it: the reason, and where (``- at `$.field[i]```).
 _WHERE = re.compile(r"(?P<reason>.*?)(?: - at `\$\.(?P<field>\w+)(?:\[(?P<index>\d+)\])?[^`]*`)?", re.S)

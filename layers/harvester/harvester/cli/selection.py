@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from typing import Any, get_args
 
 from harvester.cli.errors import UsageError
@@ -27,6 +28,24 @@ FLAGS = {
     "alternates": "--alternates",
     "lang": "--lang",
 }
+
+
+def selection_flags(select: EntrySelection | None) -> str:
+    """The section as the flags that give it (``harvest jobs`` lists a job's options with them)."""
+    if select is None:
+        return "no selection of entries"
+    words: list[str] = []
+    for name, flag in FLAGS.items():
+        value = getattr(select, name, None)
+        if value in (None, False, ()):
+            continue
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, tuple):
+            words += [f"{flag} {shlex.quote(str(v))}" for v in value]
+        else:
+            words.append(f"{flag} {shlex.quote(str(value))}")
+    return " ".join(words) or "no selection of entries"
 
 
 def selection_arguments(parser: argparse.ArgumentParser) -> None:
