@@ -163,3 +163,19 @@ def test_a_part_diff_says_which_of_its_urls_were_compared_and_listed() -> None:
     assert diff.keeps(f"{SITE}c", entries[f"{SITE}c"])
     assert diff.listed == {f"{SITE}b"}
     assert diff.excluded() == [f"{SITE}b", f"{SITE}d"]  # (d: removed, left out unread)
+
+
+def test_a_reading_rule_enters_the_listing_only_when_it_is_on():
+    """A part made under a rule that repairs, drops or admits URLs is not adopted by a job without it (nor the
+    reverse); a request with no rule on (only a size warning, which lists nothing otherwise) keeps the
+    listing, and with it the parts of jobs made before the rules existed."""
+    from harvester.model.reading import ReadingRules
+
+    plain = parts.listing_of(JobRequest(site=SITE))
+    assert parts.listing_of(JobRequest(site=SITE, reading=ReadingRules(warn_size=1024))) == plain
+    ruled = {
+        rule: parts.listing_of(JobRequest(site=SITE, reading=ReadingRules(**{rule: True})))
+        for rule in ("repair_urls", "strict_location", "allow_doctype")
+    }
+    assert len({plain, *ruled.values()}) == 4
+    assert JobRequest(site=SITE, reading=None).fingerprint() == JobRequest(site=SITE).fingerprint()

@@ -36,6 +36,7 @@ from harvester.api.tree import SitemapTree
 from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest
+from harvester.model.reading import DEFAULT_WARN_SIZE
 from harvester.model.records import SitemapURL, utcnow
 from harvester.pipeline.listed_rows import listed_page
 from harvester.pipeline.sitemap_filter import RecurseCallback, RecurseListCallback, SitemapCallbacks
@@ -93,7 +94,9 @@ class Discovery:
     request; ``allow_networks`` lets fetches reach non-public networks (a local test site);
     ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes);
     ``keep_pages``: the tree keeps each sitemap's pages, on disk, for USP's ``pages`` and ``all_pages()`` (a
-    stream of the pages has no need of them: without it, they are handed out and gone).
+    stream of the pages has no need of them: without it, they are handed out and gone). The reading rules
+    (``harvester.model.reading.ReadingRules``): ``repair_urls``, ``strict_location``, ``allow_doctype``, and
+    ``warn_size`` (bytes; None: 32 MiB; 0: no warning).
     """
 
     def __init__(
@@ -114,22 +117,32 @@ class Discovery:
         concurrency: int = 8,
         rate_limit_delay: float = 0.05,
         keep_pages: bool = False,
+        repair_urls: bool = False,
+        strict_location: bool = False,
+        allow_doctype: bool = False,
+        warn_size: int | None = None,
     ) -> None:
+        fields: dict[str, Any] = {
+            "site": site,
+            "sitemaps": tuple(sitemaps),
+            "include": tuple(include),
+            "exclude": tuple(exclude),
+            "sitemap_include": tuple(sitemap_include),
+            "sitemap_exclude": tuple(sitemap_exclude),
+            "scope": scope,
+            "max_depth": max_depth,
+            "fetch_pages": False,
+            "rate_limit_delay": rate_limit_delay,
+        }
+        if repair_urls or strict_location or allow_doctype or warn_size is not None:
+            fields["reading"] = {
+                "repair_urls": repair_urls,
+                "strict_location": strict_location,
+                "allow_doctype": allow_doctype,
+                "warn_size": DEFAULT_WARN_SIZE if warn_size is None else warn_size,
+            }
         try:
-            self.request = JobRequest.model_validate(
-                {
-                    "site": site,
-                    "sitemaps": tuple(sitemaps),
-                    "include": tuple(include),
-                    "exclude": tuple(exclude),
-                    "sitemap_include": tuple(sitemap_include),
-                    "sitemap_exclude": tuple(sitemap_exclude),
-                    "scope": scope,
-                    "max_depth": max_depth,
-                    "fetch_pages": False,
-                    "rate_limit_delay": rate_limit_delay,
-                }
-            )
+            self.request = JobRequest.model_validate(fields)
         except ValidationError as exc:
             raise ValueError(f"invalid discovery options: {exc}") from None
         self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback)

@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from msgspec import to_builtins
+
 from harvester.cli.errors import UsageError
+from harvester.cli.reading import reading_rules
 from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest, Output, Refetch, Scope
@@ -70,6 +73,8 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
         fields["rate_limit_delay"] = args.rate_limit_delay
     if getattr(args, "job_id", None):
         fields["job_id"] = args.job_id
+    if (reading := reading_rules(args)) is not None:
+        fields["reading"] = to_builtins(reading)
     try:
         return JobRequest.model_validate(fields)
     except ValidationError as exc:

@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import sys
 
+from msgspec import to_builtins
+
 from harvester.api.pages import Discovery
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK
 from harvester.cli.options import fetch_policy, job_request
@@ -26,6 +28,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         scope=request.scope,
         max_depth=request.max_depth,
         rate_limit_delay=request.rate_limit_delay,
+        **(to_builtins(request.reading) if request.reading is not None else {}),
     )
     discovery.policy = fetch_policy(args)
 

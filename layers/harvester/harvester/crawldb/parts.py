@@ -67,8 +67,18 @@ _TAIL = re.compile(
 
 def listing_of(request: JobRequest) -> str:
     """What a job's options do to a sitemap's listing (the page patterns and the scope keep or drop its
-    URLs; the site names them), with the part format: two jobs with the same value list a document alike."""
-    shape = [PART_FORMAT, request.origin, list(request.include), list(request.exclude), str(request.scope)]
+    URLs; the site names them; the reading rules that are on repair, drop or admit them), with the part
+    format: two jobs with the same value list a document alike. A rule enters only when it is on, so that
+    the parts of jobs without it stay adoptable."""
+    shape: list[object] = [
+        PART_FORMAT,
+        request.origin,
+        list(request.include),
+        list(request.exclude),
+        str(request.scope),
+    ]
+    if request.reading is not None and (rules := request.reading.listing()):
+        shape.append({"reading": rules})
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
 
 

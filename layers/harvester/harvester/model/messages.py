@@ -21,6 +21,7 @@ from msgspec.structs import force_setattr
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
 from harvester.model.base import Model, invalid
+from harvester.model.reading import ReadingRules
 from harvester.urls import origin_of, require_http_url, screen, validate_pattern
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z"
@@ -91,6 +92,8 @@ class JobRequest(Model, kw_only=True, frozen=True):
     scope: Scope = Scope.SAME_HOST
     refetch: Refetch = Refetch.DUE
     output: Output = Output.WARC
+    #: How the sitemaps are read beyond the defaults (harvester.model.reading); None: the defaults.
+    reading: ReadingRules | None = None
     job_id: JobId | None = None
 
     def __post_init__(self) -> None:
