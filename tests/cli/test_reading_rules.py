@@ -20,7 +20,7 @@ def _urlset(*locs: str, doctype: str = "", padding: int = 0) -> str:
     return f"{doctype}<urlset {NS}>{pad}" + "".join(f"<url><loc>{loc}</loc></url>" for loc in locs) + "</urlset>"
 
 
-def _site(root: Path, base: str) -> None:
+def write_rules_site(root: Path, base: str) -> None:
     """robots.txt declares news/declared.xml, whose URLs lie anywhere on the host (three without a scheme); the
     well-known sitemap_index.xml lists sub/child.xml (a URL outside sub/, over 1 KiB), sub/doc.xml (an external
     DTD) and, without a scheme, sub/list.txt (one line without a scheme)."""
@@ -49,7 +49,7 @@ def test_the_rules_repair_hold_to_the_location_read_a_doctype_and_warn_of_size(s
     root = tmp_path / "site"
     root.mkdir()
     base = served_dir(root)
-    _site(root, base)
+    write_rules_site(root, base)
 
     def listed(*flags: str) -> list[str]:
         run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", "jsonl", *flags)
@@ -77,7 +77,7 @@ def test_a_crawl_summary_and_result_count_the_repairs_the_drops_and_the_large_si
     root = tmp_path / "site"
     root.mkdir()
     base = served_dir(root)
-    _site(root, base)
+    write_rules_site(root, base)
     state = str(tmp_path / "state")
 
     text = harvest("crawl", f"{base}/", *ALLOW, *RULES, "--no-pages", "--state-dir", state, "--quiet")
@@ -96,7 +96,7 @@ def test_the_python_api_takes_the_rules_as_keyword_arguments(served_dir, tmp_pat
     root = tmp_path / "site"
     root.mkdir()
     base = served_dir(root)
-    _site(root, base)
+    write_rules_site(root, base)
     options = {"allow_networks": [LOOPBACK], "repair_urls": True, "strict_location": True, "allow_doctype": True}
 
     pages = sorted(page.url for page in iter_pages(f"{base}/", **options))
