@@ -137,3 +137,17 @@ def test_a_warning_size_that_is_not_one_is_refused_naming_it(served_dir, tmp_pat
         assert run.returncode == 2
         assert run.stderr.strip().splitlines()[-1].startswith(f"harvest: --warn-size {given}: {reason}"), run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_parse_reads_a_doctype_and_warns_of_size_when_asked(tmp_path):
+    doctype = '<!DOCTYPE urlset PUBLIC "-//Example//DTD Sitemap//EN" "http://evil.invalid/sitemap.dtd">'
+    path = tmp_path / "legacy.xml"
+    path.write_text(_urlset("https://www.example.org/a", doctype=doctype, padding=2000))
+
+    refused = harvest("parse", str(path))
+    read = harvest("parse", str(path), "--allow-doctype", "--warn-size", "1KiB")
+
+    assert refused.returncode == 1 and "it names an external DTD" in refused.stderr
+    assert read.returncode == 0, read.stderr
+    assert [json.loads(line)["url"] for line in read.stdout.splitlines()] == ["https://www.example.org/a"]
+    assert read.stderr == f"harvest: {path}: larger than 1 KiB uncompressed (--warn-size)\n"
