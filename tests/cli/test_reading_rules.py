@@ -125,6 +125,8 @@ def test_pages_the_location_rule_leaves_out_are_not_orphaned(served_dir, tmp_pat
 
     records = crawl_database(state, base)
     assert records[f"{base}/elsewhere/g"]["state"] != "orphan"
+    jobs = json.loads(harvest("jobs", "--state-dir", str(state), "--json").stdout)
+    assert sorted(job["options"] for job in jobs) == [["--no-pages"], ["--no-pages", "--strict-location"]]
     # (what a page no sitemap lists any more becomes: the pass ran, and judged)
     (root / "sub" / "child.xml").write_text(_urlset(f"{base}/sub/f"))
     assert harvest(*crawl).returncode == 0
@@ -151,3 +153,24 @@ def test_parse_reads_a_doctype_and_warns_of_size_when_asked(tmp_path):
     assert read.returncode == 0, read.stderr
     assert [json.loads(line)["url"] for line in read.stdout.splitlines()] == ["https://www.example.org/a"]
     assert read.stderr == f"harvest: {path}: larger than 1 KiB uncompressed (--warn-size)\n"
+
+
+def test_an_unfinished_job_left_for_its_reading_rules_names_them(capsys):
+    from datetime import UTC, datetime
+
+    from harvester.adapters.local.runner import JobStart, differences
+    from harvester.cli.jobs import announce
+    from harvester.model.messages import JobRequest
+    from harvester.model.reading import ReadingRules
+    from harvester.model.records import JobCounts, JobRecord
+
+    site = "https://example.com/"
+    theirs = JobRequest(site=site, reading=ReadingRules(strict_location=True, warn_size=1024))
+    ours = JobRequest(site=site)
+    left = JobRecord(job_id="job-a", request=theirs, start_time=datetime(2026, 1, 1, tzinfo=UTC))
+    start = JobStart("job-b", site, False, JobCounts(), ours, left=((left, differences(theirs, ours)),))
+
+    announce(start)
+
+    said = capsys.readouterr().err
+    assert "(it: --strict-location --warn-size 1024; this command: no reading rules)" in said

@@ -74,3 +74,14 @@ def reading_rules(args: argparse.Namespace) -> ReadingRules | None:
         return None
     warn = DEFAULT_WARN_SIZE if given is None else warn_size(given)
     return ReadingRules(repair_urls=repair, strict_location=strict, allow_doctype=doctype, warn_size=warn)
+
+
+def reading_flags(reading: ReadingRules | None) -> str:
+    """A job's reading rules as the command line gives them (what ``harvest jobs`` and a crawl that does not
+    resume a job show of its options)."""
+    if reading is None:
+        return "no reading rules"
+    flags = [f"--{name.replace('_', '-')}" for name in reading.listing()]
+    if reading.warn_size != DEFAULT_WARN_SIZE:
+        flags.append(f"--warn-size {reading.warn_size}")
+    return " ".join(flags) or "the default reading rules"
