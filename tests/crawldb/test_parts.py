@@ -182,3 +182,19 @@ def test_a_part_is_adopted_only_under_the_same_selection_of_entries_its_moments_
         assert parts.listing_of(JobRequest(site=SITE, select=select), AT) != parts.listing_of(plain, AT)
     assert parts.adoptable(part(), signature="s1", request=dated, epoch=7, now=AT, started=LATER) == "other options"
     assert parts.partly_adoptable(part(), request=dated, epoch=7, started=LATER) == "other options"
+
+
+def test_a_reading_rule_enters_the_listing_only_when_it_is_on():
+    """A part made under a rule that repairs, drops or admits URLs is not adopted by a job without it (nor the
+    reverse); a request with no rule on (only a size warning, which lists nothing otherwise) keeps the
+    listing, and with it the parts of jobs made before the rules existed."""
+    from harvester.model.reading import ReadingRules
+
+    plain = parts.listing_of(JobRequest(site=SITE), AT)
+    assert parts.listing_of(JobRequest(site=SITE, reading=ReadingRules(warn_size=1024)), AT) == plain
+    ruled = {
+        rule: parts.listing_of(JobRequest(site=SITE, reading=ReadingRules(**{rule: True})), AT)
+        for rule in ("repair_urls", "strict_location", "allow_doctype")
+    }
+    assert len({plain, *ruled.values()}) == 4
+    assert JobRequest(site=SITE, reading=None).fingerprint() == JobRequest(site=SITE).fingerprint()

@@ -37,6 +37,7 @@ from harvester.api.tree import SitemapTree
 from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest
+from harvester.model.reading import DEFAULT_WARN_SIZE
 from harvester.model.records import SitemapURL, utcnow
 from harvester.model.selection import EntrySelection
 from harvester.pipeline.listed_rows import listed_page
@@ -112,6 +113,9 @@ class Discovery:
     True to keep the entry, False to leave it out, or a URL to list instead (one of ``entry.alternates``,
     say); ``child_filter(child: ChildSitemap)`` returns whether to follow a child sitemap. The entries left
     out are counted by reason in their sitemap's ``dropped``.
+
+    The reading rules (``harvester.model.reading.ReadingRules``): ``repair_urls``, ``strict_location``,
+    ``allow_doctype``, and ``warn_size`` (bytes; None: 32 MiB; 0: no warning).
     """
 
     def __init__(
@@ -143,6 +147,10 @@ class Discovery:
         lang: str | None = None,
         entry_filter: EntryFilter | None = None,
         child_filter: ChildFilter | None = None,
+        repair_urls: bool = False,
+        strict_location: bool = False,
+        allow_doctype: bool = False,
+        warn_size: int | None = None,
     ) -> None:
         select = selection(
             since=since,
@@ -155,24 +163,31 @@ class Discovery:
             alternates=alternates,
             lang=lang,
         )
+        fields: dict[str, Any] = {
+            "site": site,
+            "sitemaps": tuple(sitemaps),
+            "include": tuple(include),
+            "exclude": tuple(exclude),
+            "sitemap_include": tuple(sitemap_include),
+            "sitemap_exclude": tuple(sitemap_exclude),
+            "scope": scope,
+            "max_depth": max_depth,
+            "fetch_pages": False,
+            "rate_limit_delay": rate_limit_delay,
+        }
+        if select:
+            fields["select"] = select
+        if repair_urls or strict_location or allow_doctype or warn_size is not None:
+            fields["reading"] = {
+                "repair_urls": repair_urls,
+                "strict_location": strict_location,
+                "allow_doctype": allow_doctype,
+                "warn_size": DEFAULT_WARN_SIZE if warn_size is None else warn_size,
+            }
         try:
             if select:  # (alone first: a refusal names its field, not the section's)
                 EntrySelection.model_validate(select)
-            self.request = JobRequest.model_validate(
-                {
-                    "site": site,
-                    "sitemaps": tuple(sitemaps),
-                    "include": tuple(include),
-                    "exclude": tuple(exclude),
-                    "sitemap_include": tuple(sitemap_include),
-                    "sitemap_exclude": tuple(sitemap_exclude),
-                    "scope": scope,
-                    "max_depth": max_depth,
-                    "fetch_pages": False,
-                    "rate_limit_delay": rate_limit_delay,
-                    **({"select": select} if select else {}),
-                }
-            )
+            self.request = JobRequest.model_validate(fields)
         except ValidationError as exc:
             raise ValueError(f"invalid discovery options: {exc}") from None
         self.callbacks = SitemapCallbacks(recurse_callback, recurse_list_callback, entry_filter, child_filter)

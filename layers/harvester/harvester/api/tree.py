@@ -19,6 +19,7 @@ from typing import Any
 from harvester.adapters.local.page_spool import PageSpool
 from harvester.model.messages import SitemapOrigin
 from harvester.model.records import JobStatus, SitemapRecord, SitemapStatus, SitemapURL
+from harvester.sitemap.entries import notices, values_set_aside
 from harvester.words import count
 
 __all__ = ["InvalidSitemap", "SitemapNode", "SitemapTree"]
@@ -322,7 +323,8 @@ def _label(node: SitemapNode) -> str:
         parts.append(
             f"{count(dropped, 'entry')} dropped ({', '.join(f'{k} {v}' for k, v in sorted(node.dropped.items()))})"
         )
-    warned = sum(node.warnings.values())
-    if warned:
-        parts.append(f"{warned} values set aside ({', '.join(f'{k} {v}' for k, v in sorted(node.warnings.items()))})")
+    values = values_set_aside(node.warnings)
+    if warned := sum(values.values()):
+        parts.append(f"{warned} values set aside ({', '.join(f'{k} {v}' for k, v in sorted(values.items()))})")
+    parts.extend(notices(node.warnings))
     return "  ".join(parts)

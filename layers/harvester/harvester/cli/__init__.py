@@ -32,6 +32,7 @@ from harvester.cli.errors import (
     CommandError,
     UsageError,
 )
+from harvester.cli.reading import reading_arguments
 from harvester.cli.selection import selection_arguments
 
 __all__ = ["CommandError", "UsageError", "build_parser", "main"]
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     _scope_arguments(sitemaps)
     _delay_argument(sitemaps)
     selection_arguments(sitemaps)
+    reading_arguments(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=_command("sitemaps", "run_sitemaps"))
 
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument(
         "file", type=Path, help="a urlset, index, text, RSS/Atom sitemap or robots.txt on disk, gzipped or not"
     )
+    reading_arguments(parse, parse=True)
     parse.set_defaults(run=_command("parse", "run_parse"))
 
     report = commands.add_parser(
@@ -401,6 +404,7 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _scope_arguments(parser)
     _delay_argument(parser)
     selection_arguments(parser)
+    reading_arguments(parser)
     if network:
         parser.add_argument(
             "--job-id", metavar="ID", help="job id (default: resume the unfinished job of the same command)"

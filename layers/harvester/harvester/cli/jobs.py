@@ -12,10 +12,12 @@ from typing import Any
 from harvester.adapters.local.runner import JobStart, LocalHarvest, running_jobs
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import FLAGS
+from harvester.cli.reading import reading_flags
 from harvester.cli.reporting import dump_json
 from harvester.cli.selection import selection_flags
 from harvester.cli.state import open_state
 from harvester.model.messages import JobRequest
+from harvester.model.reading import ReadingRules
 from harvester.model.records import JobCounts, JobRecord
 from harvester.model.selection import EntrySelection
 
@@ -107,10 +109,14 @@ def options(request: JobRequest) -> list[str]:
     apart)."""
     default = JobRequest(site=request.site)
     changed = [name for name in FLAGS if name != "job_id" and getattr(request, name) != getattr(default, name)]
+    if request.reading is not None:
+        changed.append("reading")
     return [_flag(name, getattr(request, name)) for name in changed]
 
 
 def _flag(name: str, value: object) -> str:
+    if isinstance(value, ReadingRules) or (name == "reading" and value is None):
+        return reading_flags(value)
     flag = FLAGS[name]
     if name == "select":
         return selection_flags(value if isinstance(value, EntrySelection) else None)

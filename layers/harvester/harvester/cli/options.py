@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from msgspec import to_builtins
+
 from harvester.cli.errors import UsageError
+from harvester.cli.reading import reading_rules
 from harvester.cli.selection import selection_of
 from harvester.fetch import FetchPolicy, policy_for
 from harvester.model.base import ValidationError
@@ -74,6 +77,8 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
     select = selection_of(args)
     if select is not None:
         fields["select"] = select
+    if (reading := reading_rules(args)) is not None:
+        fields["reading"] = to_builtins(reading)
     try:
         return JobRequest.model_validate(fields)
     except ValidationError as exc:

@@ -15,8 +15,11 @@ from typing import TextIO
 
 from harvester.archive.lines import LINES_PER_WRITE, json_bytes
 from harvester.cli.errors import EXIT_FAILED, EXIT_OK, CommandError, UsageError
+from harvester.cli.reading import warn_size
+from harvester.model.reading import DEFAULT_WARN_SIZE
 from harvester.sitemap import Entry, SitemapKind, parse_file
-from harvester.words import count
+from harvester.sitemap.entries import OVER_WARN_SIZE
+from harvester.words import count, size
 
 
 def run_parse(args: argparse.Namespace) -> int:
@@ -25,8 +28,9 @@ def run_parse(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: a directory, not a sitemap file")
     if not path.exists():
         raise UsageError(f"{path}: no such file")
+    warn = DEFAULT_WARN_SIZE if args.warn_size is None else warn_size(args.warn_size)
     try:
-        entries, report = parse_file(path)
+        entries, report = parse_file(path, allow_doctype=args.allow_doctype, warn_bytes=warn)
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
@@ -43,11 +47,14 @@ def run_parse(args: argparse.Namespace) -> int:
         # (An empty file is the parser's own error, "empty document", above.)
         print(f"harvest: {path}: not a sitemap: no URL in it", file=sys.stderr)
         return EXIT_FAILED
-    if report.warnings:
+    values = {reason: n for reason, n in report.warnings.items() if reason != OVER_WARN_SIZE}
+    if values:
         # (a value that does not parse is left out of its entry, which is kept: say which and how many)
-        said = ", ".join(f"{reason} {n:,}" for reason, n in sorted(report.warnings.items(), key=lambda kv: -kv[1]))
-        total = count(sum(report.warnings.values()), "value")
+        said = ", ".join(f"{reason} {n:,}" for reason, n in sorted(values.items(), key=lambda kv: -kv[1]))
+        total = count(sum(values.values()), "value")
         print(f"harvest: {path}: set aside {total} (entries kept): {said}", file=sys.stderr)
+    if OVER_WARN_SIZE in report.warnings:
+        print(f"harvest: {path}: larger than {size(warn)} uncompressed (--warn-size)", file=sys.stderr)
     if report.truncated:
         print(f"harvest: {path}: truncated: {report.truncated}", file=sys.stderr)
     if not written:

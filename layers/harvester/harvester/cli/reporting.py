@@ -17,6 +17,7 @@ from harvester.model.records import SitemapIngestionResult, SitemapURL
 from harvester.model.selection import SELECTION_REASONS
 from harvester.ports import CrawlDatabase
 from harvester.sitemap import PageEntry
+from harvester.sitemap.entries import OVER_WARN_SIZE, URL_REPAIRED, values_set_aside
 from harvester.urls import host_of
 
 #: The crawl record a job record carries is the engine's working copy; ``harvest report --url`` shows it.
@@ -193,9 +194,15 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
             " which the job's --scope leaves out (same-host by default): crawl the site under the host its"
             " sitemaps use, or give --scope same-domain or --scope any"
         )
-    warned = sum(result.entry_warnings.values())
-    if warned:
-        lines.append(_reasons("set aside", warned, result.entry_warnings, what=" values (entries kept)"))
+    values = values_set_aside(result.entry_warnings)
+    if warned := sum(values.values()):
+        lines.append(_reasons("set aside", warned, values, what=" values (entries kept)"))
+    if repaired := result.entry_warnings.get(URL_REPAIRED):
+        lines.append(f"  repaired      {repaired:,} URLs written without a scheme (given their sitemap's)")
+    if large := result.entry_warnings.get(OVER_WARN_SIZE):
+        lines.append(
+            f"  large         {large:,} sitemap{'s' if large != 1 else ''} past the warning size (reading.warn_size)"
+        )
     for host, trust in result.lastmod_trust.items():
         lines.append(
             f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"

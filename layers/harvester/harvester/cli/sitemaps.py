@@ -29,6 +29,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         max_depth=request.max_depth,
         rate_limit_delay=request.rate_limit_delay,
         **(to_builtins(request.select) if request.select is not None else {}),
+        **(to_builtins(request.reading) if request.reading is not None else {}),
     )
     discovery.policy = fetch_policy(args)
 

@@ -8,7 +8,8 @@ listed it meanwhile. A URL is often listed by more than one sitemap, and its cra
 first, so no single sitemap can vouch for its absence. A known URL becomes orphan only when all of this holds:
 
 * the job read the site's whole sitemap tree, every sitemap of it completely: nothing failed, was cut
-  short, was left out by the job's options or lay too deep; and no sitemap an earlier job read went missing
+  short, was left out by the job's options or lay too deep, and no page it lists was left out by the job's
+  location rule (``strict_location``); and no sitemap an earlier job read went missing
   for the first time now (a sitemap that vanishes at once is more often a glitch: the next job decides);
 * nobody listed it since this job started (another job of the site may be running);
 * the job's own scope and page patterns would have kept it (a job about ``/blog/`` says nothing of the rest).
@@ -22,6 +23,7 @@ from msgspec import Struct
 
 from harvester.model.crawl import CrawlRecord, CrawlState
 from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus
+from harvester.url_rules import OUTSIDE
 from harvester.urls import UrlFilter, in_scope
 
 
@@ -49,6 +51,8 @@ class OrphanRule(Struct, frozen=True):
         for sitemap in sitemaps:
             if sitemap.dropped.get(TOO_DEEP) or sitemap.dropped.get(FILTERED):
                 whole = False  # children it lists were not read
+            if sitemap.dropped.get(OUTSIDE):
+                whole = False  # pages it lists were left out by the job's location rule, not by the site
             if sitemap.status is SitemapStatus.COMPLETED and not sitemap.truncated:
                 continue
             if sitemap.url in earlier or sitemap.status not in (SitemapStatus.ABSENT, SitemapStatus.DUPLICATE):

@@ -68,8 +68,9 @@ _TAIL = re.compile(
 def listing_of(request: JobRequest, started: datetime) -> str:
     """What a job's options do to a sitemap's listing (the page patterns and the scope keep or drop its
     URLs; the site names them; a selection of entries, its moments resolved for the job started at
-    ``started``, only when it has one), with the part format: two jobs with the same value list a document
-    alike."""
+    ``started``, and the reading rules that are on repair, drop or admit them), with the part format: two
+    jobs with the same value list a document alike. A selection or a rule enters only when it is set, so
+    that the parts of jobs without it stay adoptable."""
     shape: list[object] = [
         PART_FORMAT,
         request.origin,
@@ -80,6 +81,8 @@ def listing_of(request: JobRequest, started: datetime) -> str:
     selected = request.select.listing(started) if request.select is not None else None
     if selected is not None:
         shape.append(selected)
+    if request.reading is not None and (rules := request.reading.listing()):
+        shape.append({"reading": rules})
     return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
 
 

@@ -21,6 +21,7 @@ from msgspec.structs import force_setattr
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
 from harvester.model.base import Model, invalid
+from harvester.model.reading import ReadingRules
 from harvester.model.selection import EntrySelection
 from harvester.urls import origin_of, require_http_url, screen, validate_pattern
 
@@ -94,6 +95,8 @@ class JobRequest(Model, kw_only=True, frozen=True):
     output: Output = Output.WARC
     #: Which entries the job lists, by their sitemap fields, alternates and language (None: every one).
     select: EntrySelection | None = None
+    #: How the sitemaps are read beyond the defaults (harvester.model.reading); None: the defaults.
+    reading: ReadingRules | None = None
     job_id: JobId | None = None
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from html import escape
 
 from harvester.model.records import SitemapRecord, SitemapStatus
+from harvester.sitemap.entries import notices, values_set_aside
 from harvester.words import count
 
 SITEMAPS_SHOWN = 500
@@ -71,8 +72,9 @@ def _item_open(record: SitemapRecord) -> str:
         counts.append(count(record.children, "sitemap"))
     if dropped := sum(record.dropped.values()):
         counts.append(f"{count(dropped, 'entry')} dropped")
-    if warned := sum(record.warnings.values()):
+    if warned := sum(values_set_aside(record.warnings).values()):
         counts.append(f"{warned:,} values set aside")
+    counts.extend(notices(record.warnings))
     if record.not_modified:
         counts.append("unchanged since the last crawl")
     if record.http_status is not None and not record.error_message:

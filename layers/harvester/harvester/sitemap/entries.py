@@ -137,6 +137,29 @@ class ChildSitemap(Struct):
 Entry = PageEntry | ChildSitemap
 
 
+#: The warning of a document that inflated past the size a job warns at (``SitemapParser``'s ``warn_bytes``).
+OVER_WARN_SIZE = "over_warn_size"
+#: How many URLs of a sitemap the job's reading rules repaired (``ReadingRules.repair_urls``).
+URL_REPAIRED = "url_repaired"
+#: A sitemap's warnings that are not about values set aside (the others are: a value that does not parse).
+NOTICES = frozenset({OVER_WARN_SIZE, URL_REPAIRED})
+
+
+def values_set_aside(warnings: Mapping[str, int]) -> dict[str, int]:
+    """The warnings about values set aside (entries kept), without the ``NOTICES``."""
+    return {reason: n for reason, n in warnings.items() if reason not in NOTICES}
+
+
+def notices(warnings: Mapping[str, int]) -> list[str]:
+    """The ``NOTICES`` among a sitemap's warnings, in words."""
+    said = []
+    if n := warnings.get(URL_REPAIRED):
+        said.append(f"{n:,} URL{'s' if n != 1 else ''} repaired (no scheme)")
+    if n := warnings.get(OVER_WARN_SIZE):
+        said.append("larger than the warning size" if n == 1 else f"{n:,} larger than the warning size")
+    return said
+
+
 class ParseReport(Struct):
     """How the reading of one document went, beside the entries it produced."""
 

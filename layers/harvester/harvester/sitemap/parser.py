@@ -24,7 +24,7 @@ from typing import BinaryIO, Protocol
 from harvester.inflate import BoundedInflater, DecompressionError, is_gzip
 from harvester.limits import SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.sitemap.detect import Sniffed, Sniffer, is_robots_url
-from harvester.sitemap.entries import Entry, ParseReport, SitemapKind
+from harvester.sitemap.entries import OVER_WARN_SIZE, Entry, ParseReport, SitemapKind
 from harvester.sitemap.robots import RobotsParser
 from harvester.sitemap.sink import NotASitemap, Sink, StopParsing, Truncated
 from harvester.sitemap.text import TextParser
@@ -77,6 +77,9 @@ class SitemapParser:
         max_entries: int = SITEMAP_MAX_ENTRIES,
         max_bytes: int = SITEMAP_MAX_BYTES,
         robots: bool | None = None,
+        allow_doctype: bool = False,
+        warn_bytes: int = 0,
+        schemeless: bool = False,
     ) -> None:
         self.url = url
         #: Whether a non-XML body is a robots.txt. The caller may know better than the URL's path: a
@@ -84,6 +87,13 @@ class SitemapParser:
         self.robots = is_robots_url(url) if robots is None else robots
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        #: Read a document with a DOCTYPE, entities still refused (``XmlParser``'s ``allow_doctype``).
+        self.allow_doctype = allow_doctype
+        #: Past this many uncompressed bytes (0: never), the report warns ``over_warn_size``, once.
+        self.warn_bytes = warn_bytes
+        self._warn_at = warn_bytes or max_bytes  # (the limit ends the parse before the test could pass it)
+        #: A text sitemap's lines without a scheme are entries too, for the screen to repair.
+        self.schemeless = schemeless
         self.report = ParseReport()
         self._sink = Sink(self.report, max_entries)
         self._head = b""  # the first bytes, held until gzip can be told from the rest
@@ -152,10 +162,14 @@ class SitemapParser:
         if len(chunk) > room:
             if room > 0:
                 self._decoded += room
+                if self._decoded > self._warn_at:
+                    self._large()
                 self._to_format(chunk[:room])
             self._over_size()
             return
         self._decoded += len(chunk)
+        if self._decoded > self._warn_at:
+            self._large()
         self._to_format(chunk)
 
     def _inflate(self, chunk: bytes) -> None:
@@ -164,6 +178,8 @@ class SitemapParser:
         try:
             for piece in inflater.feed(chunk):
                 self._decoded += len(piece)
+                if self._decoded > self._warn_at:
+                    self._large()
                 self._to_format(piece)
                 if self.finished:
                     return
@@ -174,6 +190,11 @@ class SitemapParser:
             raise Truncated(f"gzip: {exc}") from None
         if inflater.limit_reached:
             self._over_size()
+
+    def _large(self) -> None:
+        """The document inflated past ``warn_bytes``: warned once, read on (Scrapy's DOWNLOAD_WARNSIZE)."""
+        self.report.warn(OVER_WARN_SIZE)
+        self._warn_at = self.max_bytes
 
     def _over_size(self) -> None:
         self._flush()
@@ -198,13 +219,13 @@ class SitemapParser:
     def _choose_format(self, verdict: Sniffed) -> _FormatParser:
         form: _FormatParser
         if verdict.is_xml:
-            form = self._xml = XmlParser(self._sink, self.report, verdict.encoding)
+            form = self._xml = XmlParser(self._sink, self.report, verdict.encoding, allow_doctype=self.allow_doctype)
         elif self.robots:
             self.report.kind = SitemapKind.ROBOTS
             form = RobotsParser(self.url, self._sink, self.report, verdict.encoding)
         else:
             self.report.kind = SitemapKind.TEXT
-            form = TextParser(self._sink, self.report, verdict.encoding)
+            form = TextParser(self._sink, self.report, verdict.encoding, schemeless=self.schemeless)
         self._format = form
         return form
 
@@ -218,6 +239,8 @@ class SitemapParser:
             try:
                 for piece in self._inflater.finish():
                     self._decoded += len(piece)
+                    if self._decoded > self._warn_at:
+                        self._large()
                     self._to_format(piece)
             except DecompressionError as exc:
                 self._flush()
@@ -246,10 +269,18 @@ class SitemapParser:
 
 
 def parse_bytes(
-    url: str, data: bytes, *, max_entries: int = SITEMAP_MAX_ENTRIES, max_bytes: int = SITEMAP_MAX_BYTES
+    url: str,
+    data: bytes,
+    *,
+    max_entries: int = SITEMAP_MAX_ENTRIES,
+    max_bytes: int = SITEMAP_MAX_BYTES,
+    allow_doctype: bool = False,
+    warn_bytes: int = 0,
 ) -> tuple[list[Entry], ParseReport]:
     """A whole body at once; the same rules and results as feeding it in pieces."""
-    parser = SitemapParser(url, max_entries=max_entries, max_bytes=max_bytes)
+    parser = SitemapParser(
+        url, max_entries=max_entries, max_bytes=max_bytes, allow_doctype=allow_doctype, warn_bytes=warn_bytes
+    )
     entries = parser.feed(data)
     entries += parser.close()
     return entries, parser.report
@@ -260,6 +291,8 @@ def parse_file(
     *,
     max_entries: int = SITEMAP_MAX_ENTRIES,
     max_bytes: int = SITEMAP_MAX_BYTES,
+    allow_doctype: bool = False,
+    warn_bytes: int = 0,
 ) -> tuple[Iterator[Entry], ParseReport]:
     """A local file, opened here and read lazily: the report is final once the iterator is exhausted.
 
@@ -271,7 +304,9 @@ def parse_file(
     """
     file = Path(path)
     handle = file.open("rb")
-    parser = SitemapParser(file.name, max_entries=max_entries, max_bytes=max_bytes)
+    parser = SitemapParser(
+        file.name, max_entries=max_entries, max_bytes=max_bytes, allow_doctype=allow_doctype, warn_bytes=warn_bytes
+    )
     entries = _read(handle, parser)
     weakref.finalize(entries, handle.close)  # (closes it too when the entries are never read)
     return entries, parser.report

@@ -14,6 +14,7 @@ import codecs
 from harvester.sitemap.entries import PageEntry, ParseReport
 from harvester.sitemap.sink import Sink
 from harvester.sitemap.values import STRIP_CHARS
+from harvester.url_rules import schemeless
 
 #: A line longer than this is no URL (the protocol's limit is 2,048 characters); it is dropped as it
 #: streams in rather than held in memory whole.
@@ -120,13 +121,19 @@ class LineParser:
 
 
 class TextParser(LineParser):
-    """A plain-text sitemap: each line that is an http(s) URL becomes a page."""
+    """A plain-text sitemap: each line that is an http(s) URL becomes a page; with ``schemeless``, also each
+    line that may be one written without its scheme (``harvester.url_rules.schemeless``), for the job's URL
+    repair to give it the sitemap's."""
+
+    def __init__(self, sink: Sink, report: ParseReport, encoding: str, *, schemeless: bool = False) -> None:
+        super().__init__(sink, report, encoding)
+        self._schemeless = schemeless
 
     def _line(self, line: str) -> None:
         value = line.strip(STRIP_CHARS)
         if not value:
             return
-        if looks_like_http_url(value):
+        if looks_like_http_url(value) or (self._schemeless and schemeless(value)):
             self._sink.emit(PageEntry(value))
         else:
             self._report.warn("not_a_url")

@@ -16,7 +16,10 @@ Why it is written the way it is:
   never a cut-off URL; per-entry state is dropped as soon as the entry is out.
 * Hardening as defusedxml's ``forbid_entities`` and ``forbid_external``: an entity declaration or a reference
   to an external DTD ends the parse where it stands, so entity expansion (billion laughs) and external
-  entities never happen; a bare DOCTYPE (``<!DOCTYPE urlset>``) is read past. Undeclared entities
+  entities never happen; a bare DOCTYPE (``<!DOCTYPE urlset>``) is read past. With ``allow_doctype``
+  (crawler-commons' ``allowDocTypeDefinitions``) a DOCTYPE is read whatever it declares but entities that
+  would expand: an external DTD is never fetched, an external entity never read (a reference to it reads as
+  nothing), and an internal or parameter entity still ends the parse. Undeclared entities
   (``&nbsp;`` from HTML-minded CMSs) are read as HTML's rather than stopping the parse.
 """
 
@@ -197,6 +200,28 @@ def _forbid_doctype(name: str, sysid: str | None, pubid: str | None, has_interna
         raise DTDForbidden(name, sysid, pubid)
 
 
+def _allow_doctype(name: str, sysid: str | None, pubid: str | None, has_internal_subset: bool) -> None:
+    """``allow_doctype``: any DOCTYPE of a sitemap is read past, its external DTD named but never fetched
+    (expat reads no external subset: parameter entities are not parsed)."""
+    if name and name.rpartition(":")[2].lower() == "html":
+        raise NotASitemap("not a sitemap: root element <html> (an HTML page)")
+
+
+def _forbid_expanding_entity(
+    name: str,
+    is_parameter_entity: bool,
+    value: str | None,
+    base: str | None,
+    sysid: str | None,
+    pubid: str | None,
+    notation_name: str | None,
+) -> None:
+    """``allow_doctype``: an entity whose reference would expand (an internal one: its value; a parameter
+    one: declarations) ends the parse; an external general entity is declared, and never read."""
+    if value is not None or is_parameter_entity:
+        raise EntitiesForbidden(name, value, base, sysid, pubid, notation_name)
+
+
 def _forbidden(exc: DefusedXmlException) -> str:
     """What a refused construct is, in words (defusedxml's own text is the exception's repr)."""
     if isinstance(exc, EntitiesForbidden):
@@ -252,10 +277,13 @@ class XmlParser:
     #: Whether plain ``<url>`` blocks may be read without expat's callbacks (tests compare both ways).
     read_plain_blocks: ClassVar[bool] = True
 
-    def __init__(self, sink: Sink, report: ParseReport, encoding: str = "utf-8") -> None:
+    def __init__(
+        self, sink: Sink, report: ParseReport, encoding: str = "utf-8", *, allow_doctype: bool = False
+    ) -> None:
         self._sink = sink
         self._report = report
         self._encoding = encoding
+        self._allow_doctype = allow_doctype
         self._parser = self._new_parser(None)
         self._root: str | None = None
         # The chunks fed before the current one while no root element has been seen, for that one restart
@@ -284,6 +312,11 @@ class XmlParser:
         parser.EntityDeclHandler = _forbid_entity
         parser.UnparsedEntityDeclHandler = _forbid_unparsed_entity
         parser.ExternalEntityRefHandler = _forbid_external
+        if self._allow_doctype:
+            parser.StartDoctypeDeclHandler = _allow_doctype
+            parser.EntityDeclHandler = _forbid_expanding_entity
+            parser.UnparsedEntityDeclHandler = None
+            parser.ExternalEntityRefHandler = self._skip_external
         # As if an external DTD existed that nobody reads: an undeclared entity (&nbsp; from an HTML-minded
         # CMS) is then skipped instead of being a fatal error, and nothing can declare one since an entity
         # declaration is refused.
@@ -474,6 +507,13 @@ class XmlParser:
 
     def _end_cdata(self) -> None:
         self._in_cdata = False
+
+    def _skip_external(self, context: str | None, base: str | None, sysid: str | None, pubid: str | None) -> int:
+        """``allow_doctype``: a reference to an external entity reads as nothing (crawler-commons' resolver
+        of empty entities); nothing is fetched or opened."""
+        if context is not None or sysid is not None or pubid is not None:
+            self._report.warn("external_entity")
+        return 1
 
     def _skipped_entity(self, name: str, is_parameter_entity: bool) -> None:
         self._report.warn("undefined_entity")

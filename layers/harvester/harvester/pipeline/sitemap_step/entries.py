@@ -5,9 +5,12 @@ length), the job's scope and patterns, and goes to the listing the first time th
 child sitemap passes hygiene, is checked against the ancestor chain that travels with the task
 (recursion) and the job's ``max_depth``, and is kept. A job that selects entries (``select``: by their
 fields, alternates, language; the Python API's filters) has each entry chosen first (``select.pickers``:
-made once per reading, None without a selection, so that the loop of a job without one is unchanged).
-Whatever is left out is counted by reason (``dropped``); invalid children are named with their reason, up
-to ``MAX_INVALID_CHILDREN_LISTED``.
+made once per reading, None without a selection, so that the loop of a job without one is unchanged). The
+job's reading rules (``ReadingRules``) may repair a URL hygiene refused for want of a scheme (counted as
+``url_repaired`` among the sitemap's warnings) and hold page URLs to the sitemap's location
+(``harvester.url_rules``); with the rules off, the loop is the same as without them. Whatever is left out
+is counted by reason (``dropped``); invalid children are named with their reason, up to
+``MAX_INVALID_CHILDREN_LISTED``.
 
 Once the sitemap is read, ``follow`` applies the job's sitemap patterns and callbacks to the children kept,
 all at once, registers the ones followed (once per job) and sends their tasks.
@@ -15,10 +18,11 @@ all at once, registers the ones followed (once per job) and sends their tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from harvester.keyset import KeySet, bits_of, url_bits
 from harvester.model.messages import SitemapOrigin
+from harvester.model.reading import rules_of
 from harvester.model.records import FILTERED, TOO_DEEP, JobRecord, SitemapRecord, SitemapStatus, url_key
 from harvester.pipeline import sitemap_filter
 from harvester.pipeline.context import StepContext
@@ -27,7 +31,9 @@ from harvester.pipeline.sitemap_filter import SitemapCallbacks
 from harvester.pipeline.sitemap_step.probes import asked
 from harvester.pipeline.sitemap_step.select import pickers
 from harvester.sitemap import ChildSitemap, PageEntry
-from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, refusal, screen
+from harvester.sitemap.entries import URL_REPAIRED
+from harvester.url_rules import OUTSIDE, SitemapLocation, repaired
+from harvester.urls import UrlFilter, host_in_scope, host_of, normalize, origin_of, refusal, screen
 
 MAX_INVALID_CHILDREN_LISTED = 100
 
@@ -60,6 +66,32 @@ class EntryScreen:
         self.declared: list[str] = []  # robots.txt Sitemap: lines, to leave out of the known-path probes
         self.entries = 0  # entries the reading produced, children included
         self.pick, self.pick_child = pickers(self.request.select, ctx.callbacks, job.start_time)
+        rules = rules_of(self.request.reading)
+        self.repair = rules.repair_urls
+        self.repaired = 0  # URLs given the sitemap's scheme (``repair``)
+        self.location: SitemapLocation | None = None
+        if rules.strict_location:
+            declared = origin_of(self.request.site) + "/robots.txt" in record.ancestors
+            self.location = SitemapLocation([record.url], declared_host=self.site_host if declared else None)
+        self.where = record.url  # where the sitemap was read from: the scheme a repaired URL takes
+        # The page patterns, behind the location rule when it holds.
+        self.patterns: UrlFilter | _Located = (
+            self.filter if self.location is None else _Located(self.location, self.filter)
+        )
+
+    def read_at(self, final_url: str) -> None:
+        """Where the document is read from (after redirects): its scheme is the one a repaired URL takes,
+        and its directory one a strict location allows."""
+        self.where = normalize(final_url)
+        if self.location is not None:
+            self.location.at(self.where)
+
+    def warnings(self, found: Mapping[str, int]) -> dict[str, int]:
+        """The sitemap's warnings: those of its document (``found``) and the URLs repaired here."""
+        counted = dict(found)
+        if self.repaired:
+            counted[URL_REPAIRED] = counted.get(URL_REPAIRED, 0) + self.repaired
+        return counted
 
     def take(self, entries: Sequence[PageEntry | ChildSitemap]) -> None:
         """A parsed piece's entries: page URLs pass hygiene, scope, patterns and the first-declaration rule,
@@ -68,7 +100,8 @@ class EntryScreen:
             self._take_selected(entries)
             return
         self.entries += len(entries)
-        site_host, scope, patterns = self.site_host, self.request.scope, self.filter
+        site_host, scope, patterns = self.site_host, self.request.scope, self.patterns
+        repair = self._repaired if self.repair else None
         first = self.seen_pages.add
         accept = self.accept
         drop = self._drop
@@ -79,7 +112,9 @@ class EntryScreen:
                 self._take_child(entry)
                 continue
             screened = screen(entry.url)
-            if isinstance(screened, str):
+            if isinstance(screened, str) and (
+                repair is None or isinstance(screened := repair(entry.url, screened), str)
+            ):
                 drop(screened)
                 continue
             url, host = screened
@@ -121,18 +156,21 @@ class EntryScreen:
                 self._take_page(page, alternate=alternate)
 
     def _take_page(self, entry: PageEntry, *, alternate: bool) -> None:
-        """One page of ``_take_selected`` through the screen of ``take``; an alternate listed already is
-        passed over without being counted (every entry of an hreflang group names the group's pages)."""
+        """One page of ``_take_selected`` through the screen of ``take`` (its reading rules included); an
+        alternate listed already is passed over without being counted (every entry of an hreflang group names
+        the group's pages)."""
         screened = screen(entry.url)
-        if isinstance(screened, str):
+        if isinstance(screened, str) and (
+            not self.repair or isinstance(screened := self._repaired(entry.url, screened), str)
+        ):
             self._drop(screened)
             return
         url, host = screened
         if host != self.site_host and not host_in_scope(host, self.site_host, self.request.scope):
             self._drop("out_of_scope")
             return
-        if self.filter:
-            reason = self.filter.refusal(url)
+        if self.patterns:
+            reason = self.patterns.refusal(url)
             if reason is not None:
                 self._drop(reason)
                 return
@@ -152,12 +190,26 @@ class EntryScreen:
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
+    def _repaired(self, url: str, reason: str) -> tuple[str, str] | str:
+        """A URL hygiene refused (``reason``) as ``screen`` takes it once given the sitemap's scheme, or the
+        reason it stays refused."""
+        if reason != "not_http" or (fixed := repaired(url, self.where)) is None:
+            return reason
+        screened = screen(fixed)
+        if isinstance(screened, str):
+            return reason
+        self.repaired += 1
+        return screened
+
     def _take_child(self, entry: ChildSitemap) -> None:
-        reason = refusal(entry.url)
+        url = entry.url
+        reason = refusal(url)
+        if reason is not None and self.repair and not isinstance(fixed := self._repaired(url, reason), str):
+            reason, url = None, fixed[0]
         if reason is not None:
             self._drop(f"sitemap_{reason}")
             return
-        url = normalize(entry.url)
+        url = normalize(url)
         if url in self.seen_children:
             self._drop("duplicate_in_sitemap")
             return
@@ -253,3 +305,21 @@ class EntryScreen:
         if sitemap.parent == self.record.url:
             return True
         return self.is_robots and sitemap.origin is SitemapOrigin.KNOWN_PATH
+
+
+class _Located:
+    """The job's page patterns behind the location rule: what ``EntryScreen.take`` asks of its patterns."""
+
+    __slots__ = ("location", "patterns")
+
+    def __init__(self, location: SitemapLocation, patterns: UrlFilter) -> None:
+        self.location = location
+        self.patterns = patterns
+
+    def __bool__(self) -> bool:
+        return True
+
+    def refusal(self, url: str) -> str | None:
+        if not self.location.allows(url):
+            return OUTSIDE
+        return self.patterns.refusal(url) if self.patterns else None

@@ -17,6 +17,7 @@ from harvester.crawldb.part_diff import KeptTwice, PartDiff
 from harvester.limits import ROBOTS_MAX_BYTES, SITEMAP_MAX_BYTES, SITEMAP_MAX_ENTRIES
 from harvester.model.crawl import SitemapCrawl
 from harvester.model.messages import SitemapOrigin
+from harvester.model.reading import rules_of
 from harvester.model.records import JobRecord, SitemapRecord
 from harvester.model.state import Lease
 from harvester.patience import Busy
@@ -47,6 +48,8 @@ class ReadingParse:
         self.whole = WholeAdoption(ctx, job, record, lease)
         self.partial = PartialAdoption(ctx, job, record, lease)
         self.robots = record.origin is SitemapOrigin.ROBOTS
+        self.rules = rules_of(job.request.reading)
+        self.final_url: str | None = None  # where the document is read from, once a parser reads it
 
     @property
     def limit(self) -> int:
@@ -54,14 +57,28 @@ class ReadingParse:
         return ROBOTS_MAX_BYTES if self.robots else SITEMAP_MAX_BYTES
 
     def parser(self, final_url: str) -> SitemapParser:
-        """A parser of the document (each parse of a body, a first or one again, reads it alike)."""
-        return SitemapParser(final_url, max_entries=SITEMAP_MAX_ENTRIES, max_bytes=self.limit, robots=self.robots)
+        """A parser of the document (each parse of a body, a first or one again, reads it alike), with the
+        job's reading rules (robots.txt has a size limit of its own: no size warning)."""
+        self.final_url = final_url
+        self.screen.read_at(final_url)
+        rules = self.rules
+        return SitemapParser(
+            final_url,
+            max_entries=SITEMAP_MAX_ENTRIES,
+            max_bytes=self.limit,
+            robots=self.robots,
+            allow_doctype=rules.allow_doctype,
+            warn_bytes=0 if self.robots else rules.warn_size,
+            schemeless=rules.repair_urls,
+        )
 
     def start_over(self) -> None:
         """Forgets the skipped reading: every entry is judged again, by a fresh screen, and listed by a fresh
         listing that records every URL again and sends every pending page's task again."""
         self.listing = self.listing.afresh()
         self.screen = EntryScreen(self.ctx, self.job, self.record, self.listing.accept)
+        if self.final_url is not None:
+            self.screen.read_at(self.final_url)
 
     async def paced(self, parser: SitemapParser, chunk: bytes) -> None:
         """Parses the chunk in pieces, each piece's entries screened, letting ``ctx.pause`` hold the reading
@@ -98,7 +115,8 @@ class ReadingParse:
         counts (``report``); False when the entries kept for it must be listed after all: the reading then
         starts over."""
         diff = self.listing.diff
-        if self.partial.adopt(diff, self.listing, self.screen.dropped, report, clean=clean):
+        warnings = self.screen.warnings(report.warnings)
+        if self.partial.adopt(diff, self.listing, self.screen.dropped, report, warnings, clean=clean):
             self.listing.diff = None
             return True
         log.info("sitemap part not adopted in part; listing its entries", extra={"url": self.record.url})

@@ -126,20 +126,21 @@ class PartialAdoption:
         listing: PageListing,
         dropped: Mapping[str, int],
         report: ParseReport,
+        warnings: Mapping[str, int],
         *,
         clean: bool,
     ) -> bool:
         """Adopts the part ``diff`` compared the listing's entries with, but for those it did not keep (listed
         one by one, or gone); True when done, or when there is nothing to adopt. False when the reading did
         not end cleanly (nothing is adopted) or the store refused: the entries kept must be listed. The part
-        is adopted with the reading's counts (``dropped``, the ``report``'s kind and warnings): a delivery
+        is adopted with the reading's counts (``dropped``, ``warnings``, the ``report``'s kind): a delivery
         after the adoption finishes the sitemap with them."""
         if diff is None or not diff.kept:
             return True  # (nothing compared, or every entry listed one by one)
         assert self.part is not None
         if not clean:
             return False
-        counted: dict[str, object] = {"dropped": dict(dropped), "warnings": dict(report.warnings)}
+        counted: dict[str, object] = {"dropped": dict(dropped), "warnings": dict(warnings)}
         if report.kind is not None:
             counted["kind"] = report.kind.value
         return self.ctx.store.adopt_part(

@@ -122,6 +122,7 @@ class SitemapReading:
         outcome.attempts = self.spent
         outcome.restarted = self.parsing.listing.restarted
         outcome.dropped = screen.dropped
+        outcome.warnings = screen.warnings(outcome.warnings)
         outcome.invalid_children = screen.invalid_children
         return outcome
 
