@@ -641,6 +641,7 @@ def test_the_cli_reference_synopsis_names_every_option_of_every_command_and_no_o
         "--sitemap-exclude",
     }
     job_options |= {"--scope", "--max-depth", "--rate-limit-delay"}
+    job_options |= {"--no-robots", "--no-known-paths", "--known-path", "--keep-site-path"}
     parsers = dict(commands.choices)
     for name, sub in commands.choices.items():  # (a command of commands: `schedule add`, ...)
         for action in sub._actions:

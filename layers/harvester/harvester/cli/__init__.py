@@ -23,6 +23,7 @@ from typing import Any
 
 from harvester import __version__
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
+from harvester.cli.discovery import discovery_arguments
 from harvester.cli.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pattern_arguments(sitemaps)
     _scope_arguments(sitemaps)
     _delay_argument(sitemaps)
+    discovery_arguments(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=_command("sitemaps", "run_sitemaps"))
 
@@ -398,6 +400,7 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _pattern_arguments(parser)
     _scope_arguments(parser)
     _delay_argument(parser)
+    discovery_arguments(parser)
     if network:
         parser.add_argument(
             "--job-id", metavar="ID", help="job id (default: resume the unfinished job of the same command)"

@@ -10,10 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harvester.adapters.local.runner import JobStart, LocalHarvest, running_jobs
+from harvester.cli.discovery import discovery_flags
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import FLAGS
 from harvester.cli.reporting import dump_json
 from harvester.cli.state import open_state
+from harvester.model.discovery import DiscoveryOptions
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobCounts, JobRecord
 
@@ -105,11 +107,14 @@ def options(request: JobRequest) -> list[str]:
     apart)."""
     default = JobRequest(site=request.site)
     changed = [name for name in FLAGS if name != "job_id" and getattr(request, name) != getattr(default, name)]
-    return [_flag(name, getattr(request, name)) for name in changed]
+    return [_flag(name, getattr(request, name)) for name in changed] + discovery_flags(request.discovery)
 
 
 def _flag(name: str, value: object) -> str:
-    flag = FLAGS[name]
+    if name == "discovery":
+        options = value if isinstance(value, DiscoveryOptions) else None
+        return " ".join(discovery_flags(options)) or "the default discovery"
+    flag = FLAGS.get(name, name)  # (the site itself: kept with its path, or not)
     if name == "fetch_pages":
         return flag if not value else "pages fetched"
     if name == "refetch":

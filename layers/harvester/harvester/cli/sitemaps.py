@@ -26,6 +26,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         scope=request.scope,
         max_depth=request.max_depth,
         rate_limit_delay=request.rate_limit_delay,
+        **(request.discovery.model_dump() if request.discovery is not None else {}),  # (USP's names, as the API's)
     )
     discovery.policy = fetch_policy(args)
 
