@@ -645,6 +645,7 @@ def test_the_cli_reference_synopsis_names_every_option_of_every_command_and_no_o
     job_options |= {"--since", "--before", "--require-lastmod", "--min-priority", "--changefreq", "--with-extension"}
     job_options |= {"--sitemap-since", "--alternates", "--lang"}
     job_options |= {"--repair-urls", "--strict-location", "--allow-doctype", "--warn-size"}  # (the reading rules)
+    job_options |= {"--no-robots", "--no-known-paths", "--known-path", "--keep-site-path"}
     parsers = dict(commands.choices)
     for name, sub in commands.choices.items():  # (a command of commands: `schedule add`, ...)
         for action in sub._actions:

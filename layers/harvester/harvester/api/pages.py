@@ -25,7 +25,7 @@ import contextlib
 import queue
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -99,7 +99,11 @@ class Discovery:
 
     ``site`` is the home page (robots.txt and the well-known locations of its origin are looked at), or,
     with ``sitemaps``, the scope and the parent of the sitemaps to start from. Options are those of a job
-    request; ``allow_networks`` lets fetches reach non-public networks (a local test site);
+    request; discovery's have USP's names and meaning: ``use_robots=False`` skips robots.txt (as a source of
+    sitemaps), ``use_known_paths=False`` the well-known locations, ``extra_known_paths`` are paths probed
+    besides them (relative to the home page; none when ``use_known_paths`` is off, as in USP), and
+    ``normalize_homepage_url=False`` keeps the home page's path: robots.txt and the known paths are looked
+    for under it. ``allow_networks`` lets fetches reach non-public networks (a local test site);
     ``rate_limit_delay``: the least time between two requests to one host (robots.txt, sitemaps, probes);
     ``keep_pages``: the tree keeps each sitemap's pages, on disk, for USP's ``pages`` and ``all_pages()`` (a
     stream of the pages has no need of them: without it, they are handed out and gone).
@@ -131,6 +135,10 @@ class Discovery:
         max_depth: int = 10,
         recurse_callback: RecurseCallback | None = None,
         recurse_list_callback: RecurseListCallback | None = None,
+        use_robots: bool = True,
+        use_known_paths: bool = True,
+        extra_known_paths: Iterable[str] | None = None,
+        normalize_homepage_url: bool = True,
         allow_networks: Sequence[str] = (),
         user_agent: str | None = None,
         concurrency: int = 8,
@@ -175,6 +183,13 @@ class Discovery:
             "fetch_pages": False,
             "rate_limit_delay": rate_limit_delay,
         }
+        discovery = {
+            "use_robots": use_robots,
+            "use_known_paths": use_known_paths,
+            "extra_known_paths": _paths(extra_known_paths) if use_known_paths else (),
+            "normalize_homepage_url": normalize_homepage_url,
+        }
+        fields["discovery"] = discovery  # (a section of defaults is none: JobRequest drops it)
         if select:
             fields["select"] = select
         if repair_urls or strict_location or allow_doctype or warn_size is not None:
@@ -287,6 +302,13 @@ def selection(**given: Any) -> dict[str, Any]:
             value = tuple(value)
         section[name] = value
     return section
+
+
+def _paths(paths: Iterable[str] | None) -> tuple[str, ...]:
+    """USP's ``extra_known_paths`` (a set there: any collection of paths here), in their order, each once."""
+    if isinstance(paths, str):
+        raise ValueError(f"invalid discovery options: extra_known_paths is a collection of paths, not {paths!r}")
+    return tuple(dict.fromkeys(paths or ()))
 
 
 def _records(sitemap: str, listed: list[tuple[str, PageEntry]]) -> list[SitemapURL]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from harvester import __version__
 from harvester.adapters.local.defaults import DEFAULT_STATE_DIR
+from harvester.cli.discovery import discovery_arguments
 from harvester.cli.errors import (
     EXIT_CODES,
     EXIT_FAILED,
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     _delay_argument(sitemaps)
     selection_arguments(sitemaps)
     reading_arguments(sitemaps)
+    discovery_arguments(sitemaps)
     sitemaps.add_argument("--show-absent", action="store_true", help="also list well-known paths not found")
     sitemaps.set_defaults(run=_command("sitemaps", "run_sitemaps"))
 
@@ -405,6 +407,7 @@ def _job_arguments(parser: argparse.ArgumentParser, *, network: bool = True) -> 
     _delay_argument(parser)
     selection_arguments(parser)
     reading_arguments(parser)
+    discovery_arguments(parser)
     if network:
         parser.add_argument(
             "--job-id", metavar="ID", help="job id (default: resume the unfinished job of the same command)"

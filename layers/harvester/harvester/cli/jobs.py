@@ -6,20 +6,21 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from harvester.adapters.local.runner import JobStart, LocalHarvest, running_jobs
+from harvester.cli.discovery import discovery_flags
 from harvester.cli.errors import EXIT_OK, UsageError
 from harvester.cli.options import FLAGS
 from harvester.cli.reading import reading_flags
 from harvester.cli.reporting import dump_json
 from harvester.cli.selection import selection_flags
 from harvester.cli.state import open_state
+from harvester.model.discovery import DiscoveryOptions
 from harvester.model.messages import JobRequest
-from harvester.model.reading import ReadingRules
 from harvester.model.records import JobCounts, JobRecord
-from harvester.model.selection import EntrySelection
 
 
 def run_jobs(args: argparse.Namespace) -> int:
@@ -108,18 +109,31 @@ def options(request: JobRequest) -> list[str]:
     """The request as the crawl command's options (those that differ from the defaults; the job id is shown
     apart)."""
     default = JobRequest(site=request.site)
-    changed = [name for name in FLAGS if name != "job_id" and getattr(request, name) != getattr(default, name)]
-    if request.reading is not None:
-        changed.append("reading")
+    changed = [
+        name
+        for name in FLAGS
+        if name != "job_id" and name not in _SECTIONS and getattr(request, name) != getattr(default, name)
+    ]
+    changed += [name for name in _SECTIONS if getattr(request, name) is not None]
     return [_flag(name, getattr(request, name)) for name in changed]
 
 
+def _discovery_words(options: DiscoveryOptions | None) -> str:
+    return " ".join(discovery_flags(options)) or "the default discovery"
+
+
+#: A job request's optional sections, each shown as the flags that give it (or words for its absence).
+_SECTIONS: dict[str, Callable[[Any], str]] = {
+    "select": selection_flags,
+    "reading": reading_flags,
+    "discovery": _discovery_words,
+}
+
+
 def _flag(name: str, value: object) -> str:
-    if isinstance(value, ReadingRules) or (name == "reading" and value is None):
-        return reading_flags(value)
-    flag = FLAGS[name]
-    if name == "select":
-        return selection_flags(value if isinstance(value, EntrySelection) else None)
+    if name in _SECTIONS:
+        return _SECTIONS[name](value)
+    flag = FLAGS.get(name, name)  # (the site itself: kept with its path, or not)
     if name == "fetch_pages":
         return flag if not value else "pages fetched"
     if name == "refetch":

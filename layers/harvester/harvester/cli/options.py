@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from msgspec import to_builtins
 
+from harvester.cli.discovery import discovery_options
 from harvester.cli.errors import UsageError
 from harvester.cli.reading import reading_rules
 from harvester.cli.selection import selection_of
@@ -50,10 +51,13 @@ def site_request(args: argparse.Namespace, site: str, where: str) -> JobRequest:
 
 
 def note_root(given: str, site: str) -> None:
-    """Says so when the site given was a page of it: a job crawls a site from its root."""
-    parts = urlsplit(given.strip())
-    if parts.path not in ("", "/") or parts.query:
+    """Says so when the site given was a page of it: a job crawls a site from its root (or, keeping the site's
+    path, from that path as a folder: ``--keep-site-path``)."""
+    parts, path = urlsplit(given.strip()), urlsplit(site).path
+    if path == "/" and (parts.path not in ("", "/") or parts.query):
         print(f"harvest: {given.strip()}: a site is crawled from its root: {site}", file=sys.stderr)
+    elif path != "/" and (parts.path.rstrip("/") != path.rstrip("/") or parts.query):
+        print(f"harvest: {given.strip()}: the site's sitemaps are looked for under {site}", file=sys.stderr)
 
 
 def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, site: str | None = None) -> JobRequest:
@@ -70,6 +74,9 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
         "refetch": "all" if getattr(args, "full", False) else "due",
         "output": getattr(args, "output", "warc"),
     }
+    discovery = discovery_options(args)
+    if discovery is not None:
+        fields["discovery"] = discovery
     if getattr(args, "rate_limit_delay", None) is not None:
         fields["rate_limit_delay"] = args.rate_limit_delay
     if getattr(args, "job_id", None):

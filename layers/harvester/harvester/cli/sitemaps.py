@@ -30,6 +30,7 @@ def run_sitemaps(args: argparse.Namespace) -> int:
         rate_limit_delay=request.rate_limit_delay,
         **(to_builtins(request.select) if request.select is not None else {}),
         **(to_builtins(request.reading) if request.reading is not None else {}),
+        **(request.discovery.model_dump() if request.discovery is not None else {}),  # (USP's names, as the API's)
     )
     discovery.policy = fetch_policy(args)
 

@@ -2,10 +2,11 @@
 
 A URL the job did not list is not necessarily gone from the site's sitemaps: a sitemap that lists it may
 have failed this time, or may not have been read at all (named sitemaps, sitemap patterns, callbacks, a
-``max_depth`` it lies beyond); the job may be about some pages only (patterns, scope, a selection of entries
-by their fields or language, which can leave out a URL the site still lists); another job may have
-listed it meanwhile. A URL is often listed by more than one sitemap, and its crawl record names only the
-first, so no single sitemap can vouch for its absence. A known URL becomes orphan only when all of this holds:
+``max_depth`` it lies beyond, discovery options that skip robots.txt or the well-known paths or start below
+the site's root); the job may be about some pages only (patterns, scope, a selection of entries by their
+fields or language, which can leave out a URL the site still lists); another job may have listed it
+meanwhile. A URL is often listed by more than one sitemap, and its crawl record names only the first, so no
+single sitemap can vouch for its absence. A known URL becomes orphan only when all of this holds:
 
 * the job read the site's whole sitemap tree, every sitemap of it completely: nothing failed, was cut
   short, was left out by the job's options or lay too deep, and no page it lists was left out by the job's
@@ -47,6 +48,8 @@ class OrphanRule(Struct, frozen=True):
         whole = not (request.sitemaps or request.sitemap_include or request.sitemap_exclude or callbacks)
         if request.select is not None and request.select.leaves_out:
             whole = False  # (entries or child sitemaps left out by their fields or language)
+        if request.discovery is not None and request.discovery.partial(request.site):
+            whole = False  # (sitemaps only robots.txt, the known paths or the root lead to were not looked for)
         earlier = set(read_before)
         for sitemap in sitemaps:
             if sitemap.dropped.get(TOO_DEEP) or sitemap.dropped.get(FILTERED):

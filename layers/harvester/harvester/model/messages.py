@@ -21,6 +21,7 @@ from msgspec.structs import force_setattr
 
 from harvester.limits import MAX_DEPTH, URL_MAX_LENGTH
 from harvester.model.base import Model, invalid
+from harvester.model.discovery import DiscoveryOptions, homepage
 from harvester.model.reading import ReadingRules
 from harvester.model.selection import EntrySelection
 from harvester.urls import origin_of, require_http_url, screen, validate_pattern
@@ -97,12 +98,21 @@ class JobRequest(Model, kw_only=True, frozen=True):
     select: EntrySelection | None = None
     #: How the sitemaps are read beyond the defaults (harvester.model.reading); None: the defaults.
     reading: ReadingRules | None = None
+    #: How the job looks for sitemaps (None: robots.txt, then the well-known paths, from the site's root).
+    discovery: DiscoveryOptions | None = None
     job_id: JobId | None = None
 
     def __post_init__(self) -> None:
         # The URLs a user gives, stripped as require_http_url gives them back (a frozen Struct is set once);
-        # the site as its root (discovery starts there; a page of it given as the site names the same site).
-        force_setattr(self, "site", origin_of(_http_url("site", self.site)) + "/")
+        # the site as its root (discovery starts there; a page of it given as the site names the same site),
+        # or as given when its discovery keeps the path (``DiscoveryOptions.normalize_homepage_url``).
+        if self.discovery is not None and self.discovery.default:
+            force_setattr(self, "discovery", None)  # (the same job as one without the section: one fingerprint)
+        site = _http_url("site", self.site)
+        keep_path = self.discovery is not None and not self.discovery.normalize_homepage_url
+        force_setattr(self, "site", homepage(site) if keep_path else origin_of(site) + "/")
+        if self.discovery is not None and self.sitemaps:
+            raise invalid("discovery", "a job that names its sitemaps runs no discovery: leave its options out")
         if self.sitemaps:
             sitemaps = tuple(_http_url(f"sitemaps[{i}]", url) for i, url in enumerate(self.sitemaps))
             force_setattr(self, "sitemaps", sitemaps)

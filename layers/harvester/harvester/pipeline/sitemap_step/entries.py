@@ -247,10 +247,11 @@ class EntryScreen:
 
     async def follow_found(self) -> None:
         """The children the reading found, followed (``follow``); robots.txt also leads to the site's
-        well-known paths, whatever happened to it (a site may have none). They are the site's own children,
-        not robots.txt's: USP's callbacks choose among the children of robots.txt and of indexes, and USP
-        reads every well-known path whatever they say. Those the site's last job found absent are asked here
-        (``probes.asked``); the others are tasks of their own."""
+        well-known paths (unless the job's discovery skips them), whatever happened to it (a site may have
+        none). They are the site's own children, not robots.txt's: USP's callbacks choose among the
+        children of robots.txt and of indexes, and USP reads every well-known path whatever they say. Those
+        the site's last job found absent are asked here (``probes.asked``); the others are tasks of their
+        own."""
         record, request = self.record, self.job.request
         # USP's numbering: robots.txt's children are at level 0, with robots.txt as their only parent.
         parents = {a for a in record.ancestors if a != site_node(request)} | {record.url}
