@@ -47,7 +47,8 @@ def test_sitemaps_jsonl_lists_every_page_with_what_its_sitemap_says(site_factory
 
 def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_path):
     """The CLI makes its lines straight from the entries, the API its records: both say the same of every
-    kind of entry (images, news, videos, alternates; entities; any lastmod)."""
+    kind of entry (images, news, videos, alternates, mobile, PageMap; a feed's stories; entities; any
+    lastmod)."""
     from harvester import iter_pages
 
     root = tmp_path / "site"
@@ -58,7 +59,14 @@ def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_pa
     for host in ("shop", "news", "video"):  # (its pages are on three hosts: all on the served one here)
         text = text.replace(f"https://{host}.example.org", base)
     (root / "sitemap.xml").write_text(text)
-    (root / "robots.txt").write_text(f"Sitemap: {base}/sitemap.xml\n")
+    # crawler-commons' fixtures (a TV show's video, Mobile, PageMap) and a feed whose items are news stories.
+    more = ["cc_sitemap-videos-tvshow.xml", "cc_sitemap-mobile.xml", "cc_pagemaps-sitemap.xml", "rss1.xml"]
+    for name in more:
+        text = (fixture.parent / name).read_text()
+        for host in ("https://example.org", "http://www.example.com", "https://journal.example.org"):
+            text = text.replace(host, base)
+        (root / name).write_text(text)
+    (root / "robots.txt").write_text("".join(f"Sitemap: {base}/{name}\n" for name in ["sitemap.xml", *more]))
     run = harvest("sitemaps", f"{base}/", *ALLOW, "--format", "jsonl")
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     records = [
@@ -72,7 +80,16 @@ def test_a_sitemaps_line_says_what_the_python_api_record_says(served_dir, tmp_pa
         }
         for page in iter_pages(f"{base}/", allow_networks=[LOOPBACK])
     ]
-    assert len(lines) >= 3 and {"images", "news", "videos", "alternates"} <= {k for line in lines for k in line}
+    kinds = {"images", "news", "videos", "alternates", "mobile", "pagemap"}
+    assert len(lines) >= 3 and kinds <= {k for line in lines for k in line}
+    shown = {line["url"]: line for line in lines}
+    assert shown[f"{base}/my-tv-show/23/13/"]["videos"][0]["tvshow"]["episode_number"] == 13
+    assert shown[f"{base}/foo"]["pagemap"][0] == {
+        "type": "document",
+        "id": "one",
+        "attributes": {"name": "Doc One", "review": "3.5"},
+    }
+    assert shown[f"{base}/entries/1"]["news"]["title"] == "First entry"
     assert sorted(lines, key=lambda line: line["url"]) == sorted(records, key=lambda line: line["url"])
 
 
@@ -116,6 +133,34 @@ def test_parse_reads_any_kind_of_local_sitemap(tmp_path):
     assert [r["sitemap"] for r in robots] == ["https://e.x/s1.xml", "/s2.xml"]
     listed = [json.loads(line)["url"] for line in harvest("parse", str(tmp_path / "list.txt")).stdout.splitlines()]
     assert listed == ["https://e.x/one", "https://e.x/two"]
+
+
+def test_parse_shows_every_extension():
+    fixtures = Path(__file__).parent.parent / "sitemap" / "fixtures"
+
+    def parsed(name: str) -> list[dict]:
+        run = harvest("parse", str(fixtures / name))
+        assert run.returncode == 0, run.stderr
+        return [json.loads(line) for line in run.stdout.splitlines()]
+
+    [video] = parsed("cc_sitemap-videos-tvshow.xml")[0]["videos"]
+    assert video["tvshow"] == {
+        "show_title": "My TV Show!",
+        "video_type": "full",
+        "episode_title": "Thu, Jun 05, 2025",
+        "season_number": 23,
+        "episode_number": 13,
+        "premier_date": "2025-06-05T21:00:00+00:00",
+    }
+    assert video["content_segments"][1] == {"loc": "https://example.org/video/video/23-13-2.mp4", "duration": 1172}
+    assert [page.get("mobile") for page in parsed("cc_sitemap-mobile.xml")] == [True, True, None]
+    assert parsed("cc_pagemaps-sitemap.xml")[1]["pagemap"] == [
+        {"type": "document", "id": "two", "attributes": {"name": "Doc Two", "review": "4.0"}}
+    ]
+    assert parsed("atom1.xml")[1]["news"] == {
+        "title": "A link without rel",
+        "publication_date": "2024-03-04T08:00:00-05:00",
+    }
 
 
 def test_parse_writes_a_number_beyond_64_bits_as_it_is_read(tmp_path):

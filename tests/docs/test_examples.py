@@ -32,7 +32,17 @@ from harvester.crawldb.changes import FeedLine
 from harvester.demo import serve
 from harvester.model.messages import JobRequest
 from harvester.model.records import SitemapURL
-from harvester.sitemap import ChildSitemap, PageEntry
+from harvester.sitemap import (
+    Alternate,
+    ChildSitemap,
+    ContentSegment,
+    Image,
+    NewsStory,
+    PageEntry,
+    PageMapObject,
+    TvShow,
+    Video,
+)
 from tests.support import LOOPBACK
 
 ROOT = Path(__file__).parents[2]
@@ -270,6 +280,31 @@ def test_the_csv_columns_in_the_cli_reference_are_the_models_fields():
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     assert _bullet(text, "`report JOB --format csv` in SitemapURL's order:") == list(CSV_FIELDS)
     assert _bullet(text, "`report --site --format csv` in the crawl record's:") == list(CRAWL_CSV_FIELDS)
+
+
+def test_the_extensions_in_the_docs_are_those_of_a_page_entry():
+    """docs/sitemaps.md#extensions: the keys of a page's extensions and each one's fields, as the models have
+    them (what ``PageEntry.extensions`` writes: every field, those without a value left out)."""
+    text = (ROOT / "docs" / "sitemaps.md").read_text(encoding="utf-8")
+    section = text[text.index("## Extensions") :]
+    section = section[: section.index("\n## ") if "\n## " in section else len(section)]
+    start = section.index("only when present:")
+    keys = section[start : section.index(".", start)]
+    assert re.findall(r"`(\w+)`", keys) == list(PageEntry.__struct_fields__[4:])
+    models = {
+        "`images`": Image,
+        "`news`": NewsStory,
+        "`videos`": Video,
+        "a video's `content_segments`": ContentSegment,
+        "a video's `tvshow`": TvShow,
+        "`alternates`": Alternate,
+        "`pagemap`": PageMapObject,
+    }
+    for opening, model in models.items():
+        start = section.index(f"\n* {opening}")
+        bullet = section[start : min(i for i in (section.find("\n*", start + 1), section.find("\n\n", start)) if i > 0)]
+        said = re.findall(r"`(\w+)`", bullet.split("):", 1)[1])
+        assert said == list(model.__struct_fields__), opening
 
 
 def test_harvest_parse_and_parsed_entries_name_a_pages_values_as_the_records_do(site, tmp_path):

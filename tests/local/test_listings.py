@@ -1,5 +1,6 @@
 """A URL listed by two sitemaps: the first listing makes the record, and what a later one adds in extensions
-(a news sitemap's story after an RSS feed's item) is kept in the job's records, not thrown away."""
+(a news sitemap's story after an RSS feed's item) is kept in the job's records, not thrown away: a kind the
+record lacked, or the fields its news story lacked."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 from tests.support import LOOPBACK, harvest, jsonl
 
 NEWS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:news="http://www.google.com/schemas/sitemap-news/0.9"'
+#: What the news sitemap's story adds to the feed item's (which has only a title).
+NEWS_ADDS = {"publication_name": "Daily", "publication_language": "en", "publication_date": "2026-11-20T00:00:00+00:00"}
 
 
 def news_site(root: Path, base: str, stories: int) -> list[str]:
@@ -52,8 +55,9 @@ def test_news_metadata_of_a_url_an_rss_feed_listed_first_is_kept(served_dir, tmp
     records = {r["url"]: r for r in jsonl(Path(result["processed_urls"]))}
     assert set(records) == set(urls)
     assert {r["sitemap"] for r in records.values()} == {f"{base}/feed.rss"}  # (the first listing made them)
-    titles = {url: (records[url].get("extensions") or {}).get("news", {}).get("title") for url in urls}
-    assert titles == {url: f"Story {n}" for n, url in enumerate(urls)}
+    # The feed item's story (its title: the first listing's, which wins) with what the news sitemap adds.
+    story = {url: {"title": f"t{n}", **NEWS_ADDS} for n, url in enumerate(urls)}
+    assert {url: (records[url].get("extensions") or {}).get("news") for url in urls} == story
     report = harvest("report", result["job_id"], "--state-dir", state, "--format", "jsonl")
     shown = {r["url"]: r for r in map(json.loads, report.stdout.splitlines())}
-    assert all(shown[url]["extensions"]["news"]["title"] == f"Story {n}" for n, url in enumerate(urls))
+    assert {url: shown[url]["extensions"]["news"] for url in urls} == story

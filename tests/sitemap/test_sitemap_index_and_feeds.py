@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 from harvester.sitemap import ChildSitemap, PageEntry, SitemapKind
+from harvester.sitemap.entries import NewsStory
 
 from .helpers import fixture, urls
 
@@ -60,6 +61,10 @@ def test_rss2_items_link_then_permalink_guid(parse):
     assert atom_link.last_modified == datetime(2024, 3, 1, 12, tzinfo=UTC)  # dc:date
     assert bad_date.last_modified is None
     assert with_link.priority == 0.5
+    # An item's title and date are its news story (ultimate-sitemap-parser's reading); without a title, none.
+    assert with_link.news == NewsStory(title="With a link", publication_date=with_link.last_modified)
+    assert guid_only.news == NewsStory(title="Only a permalink guid", publication_date=guid_only.last_modified)
+    assert atom_link.news is None and bad_date.news is None
     # The item with a non-URL guid and no link has nothing to fetch.
     assert report.warnings == {"missing_loc": 1, "invalid_lastmod": 1}
 
@@ -67,26 +72,38 @@ def test_rss2_items_link_then_permalink_guid(parse):
 def test_rss1_items(parse):
     entries, report = parse(URL, fixture("rss1.xml"))
     assert report.kind is SitemapKind.RSS
+    date = datetime(2023, 12, 24, 18, tzinfo=timezone(timedelta(hours=1)))
     assert entries == [
-        PageEntry(
-            "https://journal.example.org/entries/1",
-            datetime(2023, 12, 24, 18, tzinfo=timezone(timedelta(hours=1))),
+        PageEntry("https://journal.example.org/entries/1", date, news=NewsStory("First entry", publication_date=date)),
+        PageEntry(  # named only by rdf:about
+            "https://journal.example.org/entries/2", news=NewsStory("An entry named only by rdf:about")
         ),
-        PageEntry("https://journal.example.org/entries/2"),  # named only by rdf:about
     ]
 
 
 def test_atom1_entries(parse):
     entries, report = parse(URL, fixture("atom1.xml"))
     assert report.kind is SitemapKind.ATOM
+    second = datetime(2024, 3, 4, 8, tzinfo=timezone(timedelta(hours=-5)))
+    third = datetime(2024, 3, 3, tzinfo=UTC)
     assert entries == [
-        PageEntry("https://atom.example.org/2024/03/05/first", datetime(2024, 3, 5, 18, 30, 2, tzinfo=UTC)),
+        # The news story's date is the publication's (<published>), the entry's the update's.
+        PageEntry(
+            "https://atom.example.org/2024/03/05/first",
+            datetime(2024, 3, 5, 18, 30, 2, tzinfo=UTC),
+            news=NewsStory("Alternate and self links", publication_date=datetime(2024, 3, 1, 10, tzinfo=UTC)),
+        ),
         PageEntry(
             "https://atom.example.org/2024/03/04/second",
-            datetime(2024, 3, 4, 8, tzinfo=timezone(timedelta(hours=-5))),
+            second,
+            news=NewsStory("A link without rel", publication_date=second),
         ),
         # No link: an http(s) <id> stands in; the <source>'s link and date belong to another feed.
-        PageEntry("https://atom.example.org/2024/03/03/third", datetime(2024, 3, 3, tzinfo=UTC)),
+        PageEntry(
+            "https://atom.example.org/2024/03/03/third",
+            third,
+            news=NewsStory("No link, an http id", publication_date=third),
+        ),
     ]
     assert report.warnings == {"missing_loc": 1}
 
@@ -94,17 +111,22 @@ def test_atom1_entries(parse):
 def test_atom03_entries(parse):
     entries, report = parse(URL, fixture("atom03.xml"))
     assert report.kind is SitemapKind.ATOM
+    issued = datetime(2005, 7, 1, 8, tzinfo=timezone(timedelta(hours=-4)))
     assert entries == [
-        PageEntry("https://old.example.org/2005/07/31/entry", datetime(2005, 7, 31, 12, 29, 29, tzinfo=UTC)),
         PageEntry(
-            "https://old.example.org/2005/07/01/entry",
-            datetime(2005, 7, 1, 8, tzinfo=timezone(timedelta(hours=-4))),
+            "https://old.example.org/2005/07/31/entry",
+            datetime(2005, 7, 31, 12, 29, 29, tzinfo=UTC),
+            news=NewsStory("Modified and issued", publication_date=datetime(2005, 7, 30, 8, tzinfo=UTC)),
+        ),
+        PageEntry(
+            "https://old.example.org/2005/07/01/entry", issued, news=NewsStory("Issued only", publication_date=issued)
         ),
     ]
 
 
 def test_every_loc_of_an_index_sitemap_element_is_a_child_to_read():
-    """Two ``<loc>`` in one ``<sitemap>``: both are sitemaps the site lists (only the first was read)."""
+    """Two ``<loc>`` in one ``<sitemap>``: both are sitemaps the site lists (only the first was read); the
+    ``<lastmod>`` after the second is the second's alone."""
     from harvester.sitemap import parse_bytes
 
     document = (
@@ -113,7 +135,7 @@ def test_every_loc_of_an_index_sitemap_element_is_a_child_to_read():
     )
     entries, report = parse_bytes("https://www.example.org/sitemap_index.xml", document)
     assert entries == [
-        ChildSitemap("https://www.example.org/sitemap1.xml", datetime(2024, 1, 1, tzinfo=UTC)),
+        ChildSitemap("https://www.example.org/sitemap1.xml"),
         ChildSitemap("https://www.example.org/sitemap2.xml", datetime(2024, 1, 1, tzinfo=UTC)),
     ]
     assert report.error is None

@@ -203,7 +203,15 @@ def block(draw: st.DrawFn) -> str:
         parts.insert(
             draw(st.integers(0, len(parts))),
             draw(
-                st.sampled_from(["<mobile:mobile/>", "<!-- x -->", "<news:news><news:title>t</news:title></news:news>"])
+                st.sampled_from(
+                    [
+                        *["<mobile:mobile/>", "<!-- x -->", "<news:news><news:title>t</news:title></news:news>"],
+                        '<PageMap><DataObject type="d"><Attribute name="n">v</Attribute></DataObject></PageMap>',
+                        "<video:video><video:tvshow><video:season_number>2</video:season_number></video:tvshow>"
+                        '<video:content_segment_loc duration="5">https://example.org/s</video:content_segment_loc>'
+                        "</video:video>",
+                    ]
+                )
             ),
         )
     if draw(st.integers(0, 4)) == 4:

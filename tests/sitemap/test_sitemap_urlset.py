@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from harvester.sitemap import Alternate, Image, NewsStory, PageEntry, SitemapKind, Video
+from harvester.sitemap import Alternate, Image, NewsStory, PageEntry, PageMapObject, SitemapKind, Video
 
 from .helpers import feed_in_pieces, fixture, urls, urlset
 
@@ -204,16 +204,22 @@ def test_unknown_changefreq_and_bad_lastmod_are_dropped_with_a_warning(parse):
     assert report.warnings == {"invalid_changefreq": 1, "invalid_lastmod": 1}
 
 
-def test_unknown_elements_and_attributes_are_ignored(parse):
+def test_unknown_elements_and_attributes_are_ignored_and_a_pagemap_attribute_is_no_field(parse):
     document = b"""<urlset xmlns:mobile="http://www.google.com/schemas/sitemap-mobile/1.0" xmlns:pm="urn:x">
-      <url><loc>https://example.org/a</loc><mobile:mobile/>
+      <url><loc>https://example.org/a</loc><mobile:mobile/><x:unknown a="1">text</x:unknown>
         <pm:PageMap><pm:DataObject type="x">
           <pm:Attribute name="loc">https://example.org/not-the-loc</pm:Attribute>
         </pm:DataObject></pm:PageMap>
       </url>
     </urlset>"""
     entries, _ = parse(URL, document)
-    assert entries == [PageEntry("https://example.org/a")]
+    assert entries == [
+        PageEntry(
+            "https://example.org/a",
+            mobile=True,
+            pagemap=(PageMapObject("x", attributes={"loc": "https://example.org/not-the-loc"}),),
+        )
+    ]
 
 
 def test_first_loc_wins_and_entries_keep_document_order(parse):

@@ -86,10 +86,14 @@ def record_line(body: str) -> bytes:
 
 
 def with_later_kinds(extensions: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """A record's extensions and the kinds later listings added that its first listing lacked (its own win)."""
+    """A record's extensions and the kinds later listings added that its first listing lacked (its own win).
+    A news story takes the fields a later one adds that its own lacks: a feed item's story is its title and
+    date, a news sitemap's later listing of the page adds the publication, the keywords, ..."""
     merged = dict(extensions)
     for kind, value in more.items():
-        merged.setdefault(kind, value)
+        own = merged.setdefault(kind, value)
+        if kind == "news" and own is not value and isinstance(own, dict) and isinstance(value, dict):
+            merged[kind] = value | own
     return merged
 
 

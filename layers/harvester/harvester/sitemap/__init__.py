@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from harvester.sitemap.entries import (
     Alternate,
     ChildSitemap,
+    ContentSegment,
     Entry,
     Image,
     NewsStory,
     PageEntry,
+    PageMapObject,
     ParseReport,
     SitemapKind,
+    TvShow,
     Video,
 )
 
@@ -42,13 +45,16 @@ _LAZY = {
 __all__ = [
     "Alternate",
     "ChildSitemap",
+    "ContentSegment",
     "Entry",
     "Image",
     "NewsStory",
     "PageEntry",
+    "PageMapObject",
     "ParseReport",
     "SitemapKind",
     "SitemapParser",
+    "TvShow",
     "Video",
     "parse_bytes",
     "parse_changefreq",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from msgspec import Struct, field
 from msgspec.structs import fields
@@ -56,6 +56,24 @@ class NewsStory(Struct, frozen=True):
         return self.publication_date
 
 
+class TvShow(Struct, frozen=True):
+    """A video's ``<video:tvshow>``, as crawler-commons models it (``VideoAttributes.TVShow``)."""
+
+    show_title: str | None = None
+    video_type: str | None = None  # full, preview, clip, interview, news or other
+    episode_title: str | None = None
+    season_number: int | None = None
+    episode_number: int | None = None
+    premier_date: datetime | None = None
+
+
+class ContentSegment(Struct, frozen=True):
+    """A ``<video:content_segment_loc duration="...">``: one part of a video in several files."""
+
+    loc: str
+    duration: int | None = None
+
+
 class Video(Struct, frozen=True):
     thumbnail_loc: str | None = None
     title: str | None = None
@@ -73,6 +91,17 @@ class Video(Struct, frozen=True):
     tags: tuple[str, ...] = ()
     category: str | None = None
     uploader: str | None = None
+    content_segments: tuple[ContentSegment, ...] = ()
+    tvshow: TvShow | None = None
+
+
+class PageMapObject(Struct, frozen=True):
+    """A PageMap ``<DataObject type=".." id="..">`` and its ``<Attribute name="..">`` values (the text, else
+    the ``value`` attribute; a name given twice keeps the last), as crawler-commons' ``PageMapDataObject``."""
+
+    type: str | None = None
+    id: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 class Alternate(Struct, frozen=True):
@@ -95,6 +124,10 @@ class PageEntry(Struct):
     news: NewsStory | None = None
     videos: tuple[Video, ...] = ()
     alternates: tuple[Alternate, ...] = ()
+    #: ``<mobile:mobile/>``: the page is marked as one for mobile devices.
+    mobile: bool = False
+    #: The DataObjects of the entry's ``<PageMap>``, in document order.
+    pagemap: tuple[PageMapObject, ...] = ()
 
     def extensions(self) -> dict[str, Any]:
         """The extension fields that are present, JSON-ready (used by page tasks and ``--format jsonl``)."""
@@ -112,6 +145,10 @@ class PageEntry(Struct):
             out["videos"] = [_json_ready(v) for v in self.videos]
         if self.alternates:
             out["alternates"] = [{"hreflang": a.hreflang, "href": a.href} for a in self.alternates]
+        if self.mobile:
+            out["mobile"] = True
+        if self.pagemap:
+            out["pagemap"] = [_json_ready(o) for o in self.pagemap]
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -176,34 +213,55 @@ def _json_ready(obj: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in obj.__struct_fields__:
         value = getattr(obj, name)
-        if value is None or value == ():
+        if value is None or value == () or value == {}:
             continue
         if isinstance(value, datetime):
             value = value.isoformat()
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [_json_ready(v) for v in value] if isinstance(value[0], Struct) else list(value)
+        elif isinstance(value, Struct):
+            value = _json_ready(value)
+        elif isinstance(value, dict):
+            value = dict(value)
         out[name] = value
     return out
 
 
 def from_json(kind: type[T], data: Mapping[str, Any]) -> T:
-    """An extension (an image, a news story, a video) back from what ``PageEntry.extensions`` made of it: a
-    job record keeps its extensions as JSON, and readers of the record ask for the parser's types."""
+    """An extension (an image, a news story, a video, a PageMap object) back from what
+    ``PageEntry.extensions`` made of it: a job record keeps its extensions as JSON, and readers of the record
+    ask for the parser's types."""
     values: dict[str, Any] = {}
-    for name, is_time in _shape(kind):
+    for name, is_time, nested in _shape(kind):
         if name not in data:
             continue
         value = data[name]
-        if isinstance(value, list):
+        if nested is not None:
+            if isinstance(value, list):
+                value = tuple(from_json(nested, v) for v in value)
+            elif isinstance(value, Mapping):
+                value = from_json(nested, value)
+        elif isinstance(value, list):
             value = tuple(value)
         elif isinstance(value, str) and is_time:
             value = datetime.fromisoformat(value)
+        elif isinstance(value, dict):
+            value = dict(value)
         values[name] = value
     return kind(**values)
 
 
 @cache
-def _shape(kind: type) -> tuple[tuple[str, bool], ...]:
-    """An extension type's fields, each with whether it holds a time: once a type (msgspec resolves the
-    annotations each time it is asked, where a record's extensions are read one by one)."""
-    return tuple((f.name, str(f.type).startswith("datetime")) for f in fields(kind))
+def _shape(kind: type) -> tuple[tuple[str, bool, type | None], ...]:
+    """An extension type's fields, each with whether it holds a time and the extension type it holds (a
+    video's segments and TV show): once a type (msgspec resolves the annotations each time it is asked,
+    where a record's extensions are read one by one)."""
+    return tuple((f.name, str(f.type).startswith("datetime"), _nested(f.type)) for f in fields(kind))
+
+
+def _nested(annotation: Any) -> type | None:
+    """The Struct type a field holds, alone, optional or in a tuple; None for any other field."""
+    for arg in (annotation, *get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, Struct):
+            return arg
+    return None

@@ -244,19 +244,20 @@ class PlainUrls:
 
 def _any_order(block: str, plain: bool, report: ParseReport) -> PageEntry | None:
     """The page of a block the general pattern matched, built as the exact reader builds it: the first
-    non-empty text of each field, then the images and the links each in document order."""
+    non-empty text of each field, then the images and the links each in document order, all up to a second
+    ``<loc>``."""
     fields: dict[str, str] = {}
     images: list[Image] = []
     alternates: list[Alternate] = []
-    repeated = False
     for child in _ANY_CHILD.finditer(block, block.index(">") + 1):
         name, text, inside, hreflang, href = child.groups()
         if name is not None:
             if text and name not in fields:
                 fields[name] = text if plain else _xml_text(text)
-            elif text and name == "loc" and not repeated:
-                repeated = True  # (warned once a block, as the exact reader does: builders.page)
+            elif text and name == "loc":
+                # A second <loc>: warned of, and nothing after it is the first one's (builders.unusual_page).
                 report.warn("repeated_loc")
+                break
         elif inside is not None:
             made = _image(_ANY_IMAGE_FIELD.findall(inside), plain)
             if made is not None:

@@ -38,8 +38,8 @@ from defusedxml.common import (
     ExternalReferenceForbidden,
 )
 
-from harvester.sitemap import builders
-from harvester.sitemap.builders import ABOUT, LINK_HREF, LOC_MORE, MORE, Fields
+from harvester.sitemap import builders, rare_elements
+from harvester.sitemap.builders import ABOUT, LINK_HREF, LOC_MORE, MORE, NEWS, RARE, Fields
 from harvester.sitemap.detect import root_kind
 from harvester.sitemap.entries import (
     Alternate,
@@ -67,8 +67,9 @@ _RECORD = 3  # <url>, <sitemap>, <item>, <entry>: one entry
 _IMAGE = 4
 _VIDEO = 5
 _NEWS = 6
-_SKIP = 7  # a nested element whose fields belong to something else (Atom <source>)
-_FIELD = 16
+# 7 to 15: rare_elements' (a video's <video:tvshow>, Mobile, PageMap, ...), _SKIP among them.
+_SKIP = rare_elements.SKIP  # a nested element whose fields belong to something else (Atom <source>)
+_FIELD = rare_elements.FIRST_FIELD
 _NO_FIELD = -1
 
 #: Distinct qualified names remembered; past this a document of made-up names is classified each time,
@@ -105,14 +106,23 @@ _VIDEO_FIELDS = (
     "category",
     "uploader",
 )
-_RSS_FIELDS = ("link", "guid", "pubdate", "date", "updated")
-_ATOM_FIELDS = ("updated", "modified", "published", "issued", "id")
+_RSS_FIELDS = ("link", "guid", "pubdate", "date", "updated", "title", "description")
+_ATOM_FIELDS = ("updated", "modified", "published", "issued", "id", "title", "summary", "tagline")
 _INDEX_FIELDS = ("loc", "lastmod")
 #: Every field's key in the dict an entry collects, indexed by its code (codes below _FIELD are not fields).
 _FIELD_KEYS: tuple[str, ...] = ("",) * _FIELD + tuple(
-    dict.fromkeys(_PAGE_FIELDS + _IMAGE_FIELDS + _NEWS_FIELDS + _VIDEO_FIELDS + _RSS_FIELDS + _ATOM_FIELDS)
+    dict.fromkeys(
+        _PAGE_FIELDS
+        + _IMAGE_FIELDS
+        + _NEWS_FIELDS
+        + _VIDEO_FIELDS
+        + rare_elements.TV_SHOW_FIELDS
+        + _RSS_FIELDS
+        + _ATOM_FIELDS
+    )
 )
 _FIELD_CODES = {name: code for code, name in enumerate(_FIELD_KEYS) if code >= _FIELD}
+_LOC = _FIELD_CODES["loc"]
 
 
 class _Grammar:
@@ -137,18 +147,24 @@ class _Grammar:
 _GRAMMARS = {
     SitemapKind.URLSET: _Grammar(
         ("url",),
-        _PAGE_FIELDS + _IMAGE_FIELDS + _NEWS_FIELDS + _VIDEO_FIELDS,
-        subs={"image": _IMAGE, "video": _VIDEO, "news": _NEWS},
+        _PAGE_FIELDS + _IMAGE_FIELDS + _NEWS_FIELDS + _VIDEO_FIELDS + rare_elements.TV_SHOW_FIELDS,
+        subs={
+            "image": _IMAGE,
+            "video": _VIDEO,
+            "news": _NEWS,
+            **rare_elements.SUBS,
+        },
         link=True,
     ),
     # crawler-commons' leniency: a <sitemap> holding its URL as bare text, without <loc>.
     SitemapKind.INDEX: _Grammar(("sitemap",), _INDEX_FIELDS),
-    # RSS 2.0 <item> and RSS 1.0 <item rdf:about>; <dc:date> is "date" once the prefix is gone.
-    SitemapKind.RSS: _Grammar(("item",), _RSS_FIELDS),
+    # RSS 2.0 <item> and RSS 1.0 <item rdf:about>; <dc:date> is "date" once the prefix is gone. A feed item
+    # may carry a Google News <news:news>.
+    SitemapKind.RSS: _Grammar(("item",), _RSS_FIELDS + _NEWS_FIELDS, subs={"news": _NEWS}),
     SitemapKind.ATOM: _Grammar(
         ("entry",),
-        _ATOM_FIELDS,
-        subs={"source": _SKIP},
+        _ATOM_FIELDS + _NEWS_FIELDS,
+        subs={"source": _SKIP, "news": _NEWS},
         link=True,
     ),
 }
@@ -645,9 +661,14 @@ def _handlers(
                     record[ABOUT] = about
         elif code == _ROOT:
             depth += 1
-        elif code and record is not None:  # a nested image, video, news or skipped element
+        elif code and record is not None:  # a nested element: an image, a video, news, ...
             stack.append(target)
-            target = None if code == _SKIP or target is None else {}
+            if code < _SKIP and target is not None:
+                target = {}
+            elif code == _SKIP or target is None:
+                target = None
+            else:
+                target = rare_elements.start(code, target, record, attrs, len(chars))
 
     def end(name: str) -> None:
         nonlocal field, record, target, images, videos, alternates, news, depth, wrapped
@@ -666,6 +687,9 @@ def _handlers(
             if text and target is not None:
                 key = keys[code]
                 if key in target:
+                    if code == _LOC and target is record and LOC_MORE not in record:
+                        # (rare: a second <loc>; what the entry has now is all the first one may keep)
+                        record[RARE] = builders.at_second_loc(record, images, videos, news, alternates)
                     target.setdefault(key + MORE, []).append(text)
                 else:
                     target[key] = text
@@ -686,10 +710,11 @@ def _handlers(
                     tuple(alternates) if alternates else (),
                     report,
                 )
+            elif LOC_MORE in record and kind is SitemapKind.INDEX:  # (rare: several <loc> in a <sitemap>)
+                children = builders.children(record, chars, report)
+                entry, extra = (children[0], children[1:]) if children else (None, None)
             else:
                 entry = build(record, chars, report)
-                if isinstance(entry, ChildSitemap) and LOC_MORE in record:
-                    extra = builders.more_children(record, entry)
             record = target = news = None
             field = _NO_FIELD
             images = videos = alternates = None
@@ -732,6 +757,10 @@ def _handlers(
                     videos.append(builders.video(nested))
             elif code == _NEWS and news is None:
                 news = builders.news(nested)
+                if not urlset and target is record:  # a feed item's: placed among its fields (builders.split)
+                    record[NEWS] = news
+            elif code > _NEWS and target is not None:
+                rare_elements.end(code, nested, target, chars)
 
     def idle() -> bool:
         """No entry is open: a plain block read now means what it would mean to these handlers."""
