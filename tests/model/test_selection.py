@@ -33,6 +33,7 @@ def test_the_section_is_checked_where_it_enters_and_left_out_of_the_fingerprint_
         JobRequest.model_validate({"site": "https://example.com/", "select": {"since": "soon"}})
     with pytest.raises(ValidationError, match="is not after since"):
         EntrySelection.model_validate({"since": "2026-02-01", "before": "2026-01-01"})
+    assert EntrySelection.model_validate({"since": "400w", "before": "2026-01-01"}).since == "400w"  # (moves on)
     with pytest.raises(ValidationError, match="changefreq"):
         EntrySelection.model_validate({"changefreq": ["sometimes"]})
     assert EntrySelection.model_validate({"lang": "DE"}).lang == "de"

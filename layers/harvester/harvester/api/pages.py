@@ -26,7 +26,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -144,13 +144,13 @@ class Discovery:
         concurrency: int = 8,
         rate_limit_delay: float = 0.05,
         keep_pages: bool = False,
-        since: str | datetime | timedelta | None = None,
-        before: str | datetime | timedelta | None = None,
+        since: str | date | timedelta | None = None,
+        before: str | date | timedelta | None = None,
         require_lastmod: bool = False,
         min_priority: float | None = None,
         changefreq: Sequence[str] = (),
         extensions: Sequence[str] = (),
-        sitemap_since: str | datetime | timedelta | None = None,
+        sitemap_since: str | date | timedelta | None = None,
         alternates: bool = False,
         lang: str | None = None,
         entry_filter: EntryFilter | None = None,
@@ -160,7 +160,7 @@ class Discovery:
         allow_doctype: bool = False,
         warn_size: int | None = None,
     ) -> None:
-        select = selection(
+        select = _selection(
             since=since,
             before=before,
             require_lastmod=require_lastmod,
@@ -287,7 +287,7 @@ class Discovery:
         return self.tree
 
 
-def selection(**given: Any) -> dict[str, Any]:
+def _selection(**given: Any) -> dict[str, Any]:
     """The ``select`` section of the keyword arguments given (empty when none is): a moment given as a
     datetime or date is written as ISO 8601, a timedelta as a duration in seconds."""
     section: dict[str, Any] = {}

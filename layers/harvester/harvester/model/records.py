@@ -536,9 +536,10 @@ class SitemapIngestionResult(Model, kw_only=True):
     errors_omitted: NonNegative = 0
     #: Why the excluded URLs were not fetched, with how many each reason kept out.
     exclusions: dict[str, int] = {}
-    #: Entries the sitemaps listed that URL hygiene refused (``malformed``, ``not_http``, ``out_of_scope``...),
-    #: and the values it set aside while keeping the entry (``bad_lastmod``, ``bad_priority``...), summed
-    #: over the job's sitemaps (``harvest sitemaps`` shows them sitemap by sitemap).
+    #: Entries the sitemaps listed that URL hygiene refused (``malformed``, ``not_http``, ``out_of_scope``...)
+    #: or the job's selection left out (``lastmod_before_since``...: model/selection.py); and the values
+    #: hygiene set aside while keeping the entry (``bad_lastmod``, ``bad_priority``...); each summed over
+    #: the job's sitemaps (``harvest sitemaps`` shows them sitemap by sitemap).
     entries_dropped: dict[str, int] = {}
     entry_warnings: dict[str, int] = {}
     sitemaps_total: NonNegative = 0

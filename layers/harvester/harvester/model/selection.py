@@ -108,7 +108,9 @@ class EntrySelection(Model, kw_only=True, frozen=True):
                     moments[name] = moment(text, now)
                 except ValueError as exc:
                     raise invalid(name, str(exc)) from None
-        if "since" in moments and "before" in moments and moments["since"] >= moments["before"]:
+        # (dates only: a duration moves with the job's start, and a stored request must stay valid)
+        dated = not any(_DURATION.match(str(getattr(self, n)).strip().lower()) for n in ("since", "before"))
+        if "since" in moments and "before" in moments and dated and moments["since"] >= moments["before"]:
             raise invalid("before", f"{self.before!r} is not after since ({self.since!r}): no lastmod is both")
         if self.lang is not None:
             lang = self.lang.strip().lower()
