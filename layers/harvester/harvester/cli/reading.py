@@ -17,9 +17,7 @@ _SIZE = re.compile(r"\s*(\d+)\s*(|b|bytes?|k|kb|kib|m|mb|mib)\s*", re.IGNORECASE
 def reading_arguments(parser: argparse.ArgumentParser, *, parse: bool = False) -> None:
     """The reading rules' flags, in a group of their own; ``parse``: those of ``harvest parse`` (the two the
     parser applies: the URL rules are the job's screening)."""
-    group = parser.add_argument_group(
-        "reading rules", "how sitemaps are read beyond the defaults (crawler-commons' and Scrapy's options)"
-    )
+    group = parser.add_argument_group("reading rules (how sitemaps are read beyond the defaults)")
     if not parse:
         group.add_argument(
             "--repair-urls",
