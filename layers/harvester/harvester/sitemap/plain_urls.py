@@ -6,7 +6,7 @@ changefreq, a priority, an image and an hreflang link is eight elements, so a 50
 Shopify, most CMS plugins) write every ``<url>`` the same canonical way, so one match per block does the
 work of those callbacks.
 
-Why it cannot disagree with the exact reader (:mod:`harvester.sitemap.xml_parser`'s handlers): the pattern
+Why it cannot disagree with the exact reader (:mod:`harvester.sitemap.xml_handlers`): the pattern
 accepts only a small subset of well-formed XML whose meaning to that reader is fixed. Lower-case local
 names (the exact reader ignores prefixes, so ``<img:image>`` or ``<sm:loc>`` are read here too), each end
 tag the same name as its start tag, no attributes but a ``rel/hreflang/href`` link, text holding no markup

@@ -2,7 +2,7 @@ r"""The rarer elements nested in a urlset's ``<url>``: a video's ``<video:tvshow
 ``<video:content_segment_loc duration="...">``, ``<mobile:mobile/>``, and a ``<PageMap>`` of ``<DataObject>``\ s
 holding ``<Attribute>``\ s, as crawler-commons reads them.
 
-:mod:`harvester.sitemap.xml_parser` classifies each qualified name once, as a small int; these elements
+:mod:`harvester.sitemap.xml_handlers` classifies each qualified name once, as a small int; these elements
 have the codes from :data:`TV_SHOW` to below :data:`FIRST_FIELD`, so that its handlers reach this module only
 for them, never for the elements every sitemap is made of. A TV show collects its fields as an image does (a
 dict); the others are set up by :func:`start` and taken in by :func:`end`.
@@ -14,13 +14,13 @@ from harvester.sitemap import builders
 from harvester.sitemap.builders import ATTRIBUTES, MOBILE, OBJECTS, PAGEMAP, RARE, SEGMENTS, TVSHOW, Fields
 
 TV_SHOW = 7  # (below SKIP: a plain nested dict, as an image's)
-SKIP = 8  # xml_parser's: a nested element whose fields belong to something else (Atom <source>)
+SKIP = 8  # xml_handlers': a nested element whose fields belong to something else (Atom <source>)
 SEGMENT = 9
 MOBILE_CODE = 10
 PAGEMAP_CODE = 11
 DATA_OBJECT = 12
 ATTRIBUTE = 13
-#: xml_parser's first field code.
+#: xml_handlers' first field code.
 FIRST_FIELD = 16
 
 #: The elements, by lower-cased local name.
@@ -40,7 +40,7 @@ MARK, DURATION, TYPE, ID, NAME, VALUE = "@mark", "@duration", "@type", "@id", "@
 
 def start(code: int, target: Fields, record: Fields, attrs: dict[str, str], at: int) -> Fields | None:
     """Where the fields of a rarer nested element (above SKIP) go (None: nowhere), ``at`` being where its
-    text starts in the entry's character data (``chars`` in xml_parser). ``<mobile:mobile/>`` and a PageMap
+    text starts in the entry's character data (``chars`` in xml_handlers). ``<mobile:mobile/>`` and a PageMap
     count only as a ``<url>``'s own children; a PageMap's DataObjects and their Attributes only inside it."""
     if code == SEGMENT:
         return {MARK: at, DURATION: attrs.get("duration")}
