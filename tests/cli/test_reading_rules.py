@@ -84,7 +84,7 @@ def test_a_crawl_summary_and_result_count_the_repairs_the_drops_and_the_large_si
     assert text.returncode == 0, text.stderr
     job_id = text.stdout.split()[1].rstrip(":")
     result = json.loads(harvest("report", job_id, "--state-dir", state).stdout)["result"]
-    assert "  dropped       1 entries (URL hygiene): outside_sitemap_directory 1\n" in text.stdout
+    assert "  dropped       1 entry (URL hygiene): outside_sitemap_directory 1\n" in text.stdout
     assert "  repaired      5 URLs written without a scheme (given their sitemap's)\n" in text.stdout
     assert "  large         1 sitemap past the warning size (reading.warn_size)\n" in text.stdout
     assert "set aside" not in text.stdout

@@ -48,7 +48,7 @@ def test_a_job_that_leaves_entries_out_makes_none_of_them_orphan(base, tmp_path)
 
     run = harvest("crawl", f"{base}/", "--state-dir", state, *ALLOW, "--no-pages", "--quiet", "--since", "2025-01-01")
     assert run.returncode == 0, run.stderr
-    assert "  left out      1 entries (the job's selection): lastmod_before_since 1" in run.stdout.splitlines()
+    assert "  left out      1 entry (the job's selection): lastmod_before_since 1" in run.stdout.splitlines()
     assert "dropped" not in run.stdout  # (no URL hygiene refused anything)
     records = crawl_database(Path(state), base)
     assert {url.removeprefix(base): r["state"] for url, r in records.items()} == {

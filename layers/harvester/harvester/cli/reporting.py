@@ -19,6 +19,7 @@ from harvester.ports import CrawlDatabase
 from harvester.sitemap import PageEntry
 from harvester.sitemap.entries import OVER_WARN_SIZE, URL_REPAIRED, values_set_aside
 from harvester.urls import host_of
+from harvester.words import count
 
 #: The crawl record a job record carries is the engine's working copy; ``harvest report --url`` shows it.
 _ENGINE_ONLY = {"known"}
@@ -183,26 +184,24 @@ def summary_text(result: SitemapIngestionResult, *, resumed: bool = False, max_e
         lines.append(f"  change feed   {result.changes_location}")
     hygiene = {k: n for k, n in result.entries_dropped.items() if k not in SELECTION_REASONS}
     if dropped := sum(hygiene.values()):
-        lines.append(_reasons("dropped", dropped, hygiene, what=" entries (URL hygiene)"))
+        lines.append(_reasons("dropped", dropped, hygiene, noun="entry", what=" (URL hygiene)"))
     chosen = {k: n for k, n in result.entries_dropped.items() if k in SELECTION_REASONS}
     if left_out := sum(chosen.values()):
-        lines.append(_reasons("left out", left_out, chosen, what=" entries (the job's selection)"))
+        lines.append(_reasons("left out", left_out, chosen, noun="entry", what=" (the job's selection)"))
     outside = result.entries_dropped.get("out_of_scope", 0)
     if outside and outside >= result.total_urls:
         lines.append(
-            f"  note          {outside:,} entries name pages on other hosts than {urlsplit(result.site).netloc},"
+            f"  note          {count(outside, 'entry')} name pages on other hosts than {urlsplit(result.site).netloc},"
             " which the job's --scope leaves out (same-host by default): crawl the site under the host its"
             " sitemaps use, or give --scope same-domain or --scope any"
         )
     values = values_set_aside(result.entry_warnings)
     if warned := sum(values.values()):
-        lines.append(_reasons("set aside", warned, values, what=" values (entries kept)"))
+        lines.append(_reasons("set aside", warned, values, noun="value", what=" (entries kept)"))
     if repaired := result.entry_warnings.get(URL_REPAIRED):
-        lines.append(f"  repaired      {repaired:,} URLs written without a scheme (given their sitemap's)")
+        lines.append(f"  repaired      {count(repaired, 'URL')} written without a scheme (given their sitemap's)")
     if large := result.entry_warnings.get(OVER_WARN_SIZE):
-        lines.append(
-            f"  large         {large:,} sitemap{'s' if large != 1 else ''} past the warning size (reading.warn_size)"
-        )
+        lines.append(f"  large         {count(large, 'sitemap')} past the warning size (reading.warn_size)")
     for host, trust in result.lastmod_trust.items():
         lines.append(
             f"  lastmod       {host}: trust {trust.went.replace('_', ' ')}"
@@ -228,10 +227,10 @@ def _known(result: SitemapIngestionResult) -> str:
     return f" ({known:,} of them known gone or failing from earlier crawls; not due, not fetched again)"
 
 
-def _reasons(label: str, count: int, reasons: dict[str, int], *, what: str = "") -> str:
-    """``label  count`` and its reasons, most frequent first."""
+def _reasons(label: str, total: int, reasons: dict[str, int], *, noun: str | None = None, what: str = "") -> str:
+    """``label  total`` (with its ``noun`` in the number it takes) and its reasons, most frequent first."""
     shown = ", ".join(f"{reason} {n:,}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"  {label:<13} {count:,}{what}" + (f": {shown}" if shown else "")
+    return f"  {label:<13} {count(total, noun) if noun else f'{total:,}'}{what}" + (f": {shown}" if shown else "")
 
 
 def dump_json(data: Any, out: TextIO) -> None:
