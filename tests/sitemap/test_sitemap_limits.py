@@ -249,6 +249,7 @@ def test_doctype_without_internal_subset_is_refused_too():
     assert report.error is not None
     assert report.error.startswith("not a sitemap: it names an external DTD (http://evil.example/x.dtd)")
     assert "http://evil.example/x.dtd" in report.error
+    assert "--allow-doctype" in report.error  # (the way to read it, named)
 
 
 def test_hostile_xml_fed_byte_by_byte_is_refused_the_same_way():

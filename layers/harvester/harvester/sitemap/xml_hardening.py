@@ -57,7 +57,10 @@ def in_words(exc: DefusedXmlException) -> str:
             " bombs (billion laughs) and external-file reads work"
         )
     if isinstance(exc, DTDForbidden):
-        return f"it names an external DTD ({exc.sysid or exc.pubid}), which is never fetched"
+        return (
+            f"it names an external DTD ({exc.sysid or exc.pubid}), which is never fetched; the allow_doctype"
+            " reading rule (harvest: --allow-doctype) reads such a document without it"
+        )
     return f"a forbidden XML construct ({type(exc).__name__})"
 
 
