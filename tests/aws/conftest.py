@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import boto3
@@ -59,7 +60,7 @@ FAKE_ENVIRONMENT = {
 }
 
 
-def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in FAKE_ENVIRONMENT.items():
@@ -69,7 +70,7 @@ def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and region; nothing from the developer's AWS configuration is used."""
-    _fake_credentials(monkeypatch)
+    fake_credentials(monkeypatch)
 
 
 @pytest.fixture
@@ -128,31 +129,53 @@ def _emptied(deployed: _Deployed) -> DeployedStack:
     return stack
 
 
-@pytest.fixture
-def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deployed]) -> Iterator[Deployment]:
-    """template.yaml created in moto (with the SQS and DynamoDB speedups), and a poller for its real handlers."""
+def stack_as_deployed(stacks: dict[Any, _Deployed], parameters: dict[str, str]) -> DeployedStack:
+    """The stack of these parameters as a new deployment has it: the one ``stacks`` holds, emptied, or deployed
+    anew (moto reset first) when it holds none or moto lost it. Call inside a ``mock_aws()`` started with
+    ``reset=False`` and stopped with ``remove_data=False`` (moto keeps the stack for the next caller)."""
+    key = tuple(sorted(parameters.items()))
+    deployed = stacks.get(key)
+    if deployed is not None and _alive(deployed.stack):
+        return _emptied(deployed)
+    stacks.clear()
+    mock_aws().reset()  # (whatever an earlier test left in moto)
+    stack = deploy_stack(TEMPLATE_PATH, parameters)
+    clients = {
+        "dynamodb": boto3.client("dynamodb", region_name=stack.region),
+        "sqs": boto3.client("sqs", region_name=stack.region),
+        "s3": boto3.resource("s3", region_name=stack.region),
+    }
+    stacks[key] = _Deployed(stack, copy.deepcopy(stack), clients)
+    return stack
+
+
+@contextmanager
+def moto_kept() -> Iterator[None]:
+    """moto on, its data kept when the block ends (for ``stack_as_deployed``)."""
     mock = mock_aws()
     mock.start(reset=False)
     try:
-        key = tuple(sorted(stack_parameters.items()))
-        deployed = _stacks.get(key)
-        if deployed is not None and _alive(deployed.stack):
-            stack = _emptied(deployed)
-        else:
-            _stacks.clear()
-            mock.reset()  # (whatever an earlier test left in moto)
-            stack = deploy_stack(TEMPLATE_PATH, stack_parameters)
-            clients = {
-                "dynamodb": boto3.client("dynamodb", region_name=stack.region),
-                "sqs": boto3.client("sqs", region_name=stack.region),
-                "s3": boto3.resource("s3", region_name=stack.region),
-            }
-            _stacks[key] = _Deployed(stack, copy.deepcopy(stack), clients)
+        yield
+    finally:
+        mock.stop(remove_data=False)
+
+
+@pytest.fixture
+def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deployed]) -> Iterator[Deployment]:
+    """template.yaml created in moto (with the SQS and DynamoDB speedups), and a poller for its real handlers."""
+    with moto_kept():
+        stack = stack_as_deployed(_stacks, stack_parameters)
         with moto_sqs_speedups(), moto_dynamodb_speedups():
             poller = LambdaPoller(stack)
             try:
                 yield Deployment(stack, poller)
             finally:
                 poller.close()
-    finally:
-        mock.stop(remove_data=False)
+
+
+@pytest.fixture
+def stacks_as_deployed(_stacks: dict[Any, _Deployed]) -> Iterator[Callable[[], DeployedStack]]:
+    """For a test that runs a job on each of many stacks as deployed (a container killed at each write in
+    turn): a function giving the stack of TEST_PARAMETERS as a new deployment has it (``stack_as_deployed``)."""
+    with moto_kept():
+        yield lambda: stack_as_deployed(_stacks, TEST_PARAMETERS)
