@@ -28,6 +28,7 @@ import pytest
 from moto import mock_aws
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.dynamodb.models import dynamodb_backends
+from moto.sqs.models import sqs_backends
 
 from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
@@ -118,6 +119,8 @@ def _emptied(deployed: _Deployed) -> DeployedStack:
         monkeypatch.setenv("MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR", "false")
         for url in stack.queue_urls().values():
             sqs.purge_queue(QueueUrl=url)
+    for queue in sqs_backends[stack.account_id][stack.region].queues.values():
+        queue.last_purged_at = None  # (a new queue was never purged: a test may purge it at once)
     for logical_id, kind in stack.resource_types.items():
         if kind == "AWS::S3::Bucket":
             s3.Bucket(stack.physical_ids[logical_id]).object_versions.delete()
@@ -174,8 +177,9 @@ def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deploye
 
 
 @pytest.fixture
-def stacks_as_deployed(_stacks: dict[Any, _Deployed]) -> Iterator[Callable[[], DeployedStack]]:
-    """For a test that runs a job on each of many stacks as deployed (a container killed at each write in
-    turn): a function giving the stack of TEST_PARAMETERS as a new deployment has it (``stack_as_deployed``)."""
+def stacks_as_deployed(_stacks: dict[Any, _Deployed]) -> Iterator[Callable[..., DeployedStack]]:
+    """For a test that deploys when it is ready (or once for each of many runs: a container killed at each
+    write in turn): a function giving the stack of TEST_PARAMETERS and the parameters it is called with, as a
+    new deployment has it (``stack_as_deployed``)."""
     with moto_kept():
-        yield lambda: stack_as_deployed(_stacks, TEST_PARAMETERS)
+        yield lambda **parameters: stack_as_deployed(_stacks, {**TEST_PARAMETERS, **parameters})
