@@ -7,9 +7,9 @@ template defines it, with nothing to set up by hand.
 Use: ``def test_x(deployed_stack): stack, poller = deployed_stack``. Override ``stack_parameters`` in a
 module (or parametrize it indirectly) to deploy with other parameter values.
 
-A module's tests share a stack while they ask for the same parameters: it is created at the first test that
-asks for it (translating and creating the template is most of a small test's time) and emptied before each
-next one:
+The tests of a process (a worker's) share a stack while they ask for the same parameters: it is created at
+the first test that asks for it (translating and creating the template is most of a small test's time) and
+emptied before each next one:
 its table's items, its queues' messages, its buckets' objects, the metric data moto kept, and the
 stack's description as deployed (its functions and their environments, which a test may change). A test
 that starts a ``mock_aws()`` of its own resets moto, and the next test deploys again.
@@ -89,10 +89,10 @@ class _Deployed(NamedTuple):
     clients: dict[str, Any]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _stacks() -> Iterator[dict[tuple[tuple[str, str], ...], _Deployed]]:
-    """The module's stack by its parameters: moto keeps it between the module's tests (``deployed_stack``
-    stops its mock without removing the data); at the module's end what moto holds is removed."""
+    """The stack by its parameters: moto keeps it between tests, of any module (``deployed_stack`` stops its
+    mock without removing the data); at the session's end what moto holds is removed."""
     yield {}
     with mock_aws():  # (started first, it resets moto; stopped last, it removes the data)
         pass
