@@ -7,9 +7,9 @@ template defines it, with nothing to set up by hand.
 Use: ``def test_x(deployed_stack): stack, poller = deployed_stack``. Override ``stack_parameters`` in a
 module (or parametrize it indirectly) to deploy with other parameter values.
 
-A module's tests share a stack while they ask for the same parameters: it is created at the first test that
-asks for it (translating and creating the template is most of a small test's time) and emptied before each
-next one:
+The tests of a process (a worker's) share a stack while they ask for the same parameters: it is created at
+the first test that asks for it (translating and creating the template is most of a small test's time) and
+emptied before each next one:
 its table's items, its queues' messages, its buckets' objects, the metric data moto kept, and the
 stack's description as deployed (its functions and their environments, which a test may change). A test
 that starts a ``mock_aws()`` of its own resets moto, and the next test deploys again.
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import boto3
@@ -27,6 +28,7 @@ import pytest
 from moto import mock_aws
 from moto.cloudwatch.models import cloudwatch_backends
 from moto.dynamodb.models import dynamodb_backends
+from moto.sqs.models import sqs_backends
 
 from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
@@ -59,7 +61,7 @@ FAKE_ENVIRONMENT = {
 }
 
 
-def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in FAKE_ENVIRONMENT.items():
@@ -69,7 +71,7 @@ def _fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials and region; nothing from the developer's AWS configuration is used."""
-    _fake_credentials(monkeypatch)
+    fake_credentials(monkeypatch)
 
 
 @pytest.fixture
@@ -87,10 +89,10 @@ class _Deployed(NamedTuple):
     clients: dict[str, Any]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _stacks() -> Iterator[dict[tuple[tuple[str, str], ...], _Deployed]]:
-    """The module's stack by its parameters: moto keeps it between the module's tests (``deployed_stack``
-    stops its mock without removing the data); at the module's end what moto holds is removed."""
+    """The stack by its parameters: moto keeps it between tests, of any module (``deployed_stack`` stops its
+    mock without removing the data); at the session's end what moto holds is removed."""
     yield {}
     with mock_aws():  # (started first, it resets moto; stopped last, it removes the data)
         pass
@@ -117,6 +119,8 @@ def _emptied(deployed: _Deployed) -> DeployedStack:
         monkeypatch.setenv("MOTO_SQS_ENFORCE_STRICT_QUEUE_PURGE_BEHAVIOUR", "false")
         for url in stack.queue_urls().values():
             sqs.purge_queue(QueueUrl=url)
+    for queue in sqs_backends[stack.account_id][stack.region].queues.values():
+        queue.last_purged_at = None  # (a new queue was never purged: a test may purge it at once)
     for logical_id, kind in stack.resource_types.items():
         if kind == "AWS::S3::Bucket":
             s3.Bucket(stack.physical_ids[logical_id]).object_versions.delete()
@@ -128,31 +132,54 @@ def _emptied(deployed: _Deployed) -> DeployedStack:
     return stack
 
 
-@pytest.fixture
-def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deployed]) -> Iterator[Deployment]:
-    """template.yaml created in moto (with the SQS and DynamoDB speedups), and a poller for its real handlers."""
+def stack_as_deployed(stacks: dict[Any, _Deployed], parameters: dict[str, str]) -> DeployedStack:
+    """The stack of these parameters as a new deployment has it: the one ``stacks`` holds, emptied, or deployed
+    anew (moto reset first) when it holds none or moto lost it. Call inside a ``mock_aws()`` started with
+    ``reset=False`` and stopped with ``remove_data=False`` (moto keeps the stack for the next caller)."""
+    key = tuple(sorted(parameters.items()))
+    deployed = stacks.get(key)
+    if deployed is not None and _alive(deployed.stack):
+        return _emptied(deployed)
+    stacks.clear()
+    mock_aws().reset()  # (whatever an earlier test left in moto)
+    stack = deploy_stack(TEMPLATE_PATH, parameters)
+    clients = {
+        "dynamodb": boto3.client("dynamodb", region_name=stack.region),
+        "sqs": boto3.client("sqs", region_name=stack.region),
+        "s3": boto3.resource("s3", region_name=stack.region),
+    }
+    stacks[key] = _Deployed(stack, copy.deepcopy(stack), clients)
+    return stack
+
+
+@contextmanager
+def moto_kept() -> Iterator[None]:
+    """moto on, its data kept when the block ends (for ``stack_as_deployed``)."""
     mock = mock_aws()
     mock.start(reset=False)
     try:
-        key = tuple(sorted(stack_parameters.items()))
-        deployed = _stacks.get(key)
-        if deployed is not None and _alive(deployed.stack):
-            stack = _emptied(deployed)
-        else:
-            _stacks.clear()
-            mock.reset()  # (whatever an earlier test left in moto)
-            stack = deploy_stack(TEMPLATE_PATH, stack_parameters)
-            clients = {
-                "dynamodb": boto3.client("dynamodb", region_name=stack.region),
-                "sqs": boto3.client("sqs", region_name=stack.region),
-                "s3": boto3.resource("s3", region_name=stack.region),
-            }
-            _stacks[key] = _Deployed(stack, copy.deepcopy(stack), clients)
+        yield
+    finally:
+        mock.stop(remove_data=False)
+
+
+@pytest.fixture
+def deployed_stack(stack_parameters: dict[str, str], _stacks: dict[Any, _Deployed]) -> Iterator[Deployment]:
+    """template.yaml created in moto (with the SQS and DynamoDB speedups), and a poller for its real handlers."""
+    with moto_kept():
+        stack = stack_as_deployed(_stacks, stack_parameters)
         with moto_sqs_speedups(), moto_dynamodb_speedups():
             poller = LambdaPoller(stack)
             try:
                 yield Deployment(stack, poller)
             finally:
                 poller.close()
-    finally:
-        mock.stop(remove_data=False)
+
+
+@pytest.fixture
+def stacks_as_deployed(_stacks: dict[Any, _Deployed]) -> Iterator[Callable[..., DeployedStack]]:
+    """For a test that deploys when it is ready (or once for each of many runs: a container killed at each
+    write in turn): a function giving the stack of TEST_PARAMETERS and the parameters it is called with, as a
+    new deployment has it (``stack_as_deployed``)."""
+    with moto_kept():
+        yield lambda **parameters: stack_as_deployed(_stacks, {**TEST_PARAMETERS, **parameters})

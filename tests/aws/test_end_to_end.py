@@ -8,13 +8,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.crawl import DynamoCrawlDatabase
@@ -28,20 +27,20 @@ from tests.aws.deployed import DeployedStack
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
-from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 from tests.support import page_tasks_in, stored_content, stored_versions
 
 LOOPBACK = "127.0.0.0/8"
 
 
 @pytest.fixture
-def aws() -> Iterator[Any]:
-    """moto, with the stack deployed on demand (some tests need a site URL in its parameters)."""
-    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups():
+def aws(stacks_as_deployed: Callable[..., DeployedStack]) -> Iterator[Any]:
+    """The stack, as deployed, on demand (some tests need a site URL in its parameters), and its poller; the
+    module's tests share one deployment, emptied between them (conftest.stack_as_deployed)."""
+    with moto_sqs_speedups(), moto_dynamodb_speedups():
         pollers: list[LambdaPoller] = []
 
         def deploy(**parameters: str) -> tuple[DeployedStack, LambdaPoller]:
-            stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": LOOPBACK, **parameters})
+            stack = stacks_as_deployed(AllowedNetworks=LOOPBACK, **parameters)
             poller = LambdaPoller(stack)
             pollers.append(poller)
             return stack, poller

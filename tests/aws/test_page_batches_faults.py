@@ -9,23 +9,23 @@ tests/engine/test_faults.py does this for the local backend only."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 from unittest import mock
 
+import pytest
 from botocore.client import BaseClient
-from moto import mock_aws
 
 from harvester.adapters.aws import AwsAdapters
 from harvester.adapters.aws.stack import submit_job
 from harvester.demo.live import LiveSite
 from harvester.model.messages import JobRequest
 from harvester.model.records import JobStatus
+from tests.aws.conftest import TEST_PARAMETERS, fake_credentials, moto_kept, stack_as_deployed
 from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups
 from tests.aws.moto_speedups import moto_sqs_speedups
 from tests.aws.poller import LambdaPoller
-from tests.aws.stack import TEMPLATE_PATH, deploy_stack
 
 PAGES = 4
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
@@ -83,11 +83,14 @@ def adapters_of(stack: Any) -> AwsAdapters:
     return AwsAdapters.from_env(stack.function("PageFunction").environment)
 
 
-def run(n: int | None, dying: Any = dies_after) -> tuple[dict[str, Any], list[str], bool]:
-    """A crawl of a 4-page site whose container dies after the ``n``-th write (``dying``: of which kind): the
-    job's result, the writes made, and whether a container died."""
-    with mock_aws(), moto_sqs_speedups(), moto_dynamodb_speedups(), LiveSite(pages=PAGES, sitemaps=1).serving() as site:
-        stack = deploy_stack(TEMPLATE_PATH, {"AllowedNetworks": "127.0.0.0/8"})
+def run(
+    stack_anew: Callable[[], Any], n: int | None, dying: Any = dies_after
+) -> tuple[dict[str, Any], list[str], bool]:
+    """A crawl of a 4-page site, on the stack as a new deployment has it (``stack_anew``), whose container dies
+    after the ``n``-th write (``dying``: of which kind): the job's result, the writes made, and whether a
+    container died."""
+    with moto_sqs_speedups(), moto_dynamodb_speedups(), LiveSite(pages=PAGES, sitemaps=1).serving() as site:
+        stack = stack_anew()
         poller = LambdaPoller(stack)
         died = False
         try:
@@ -132,8 +135,33 @@ def run(n: int | None, dying: Any = dies_after) -> tuple[dict[str, Any], list[st
     return outcome, landed, died
 
 
-def test_an_uninterrupted_crawl_is_the_baseline() -> None:
-    outcome, landed, died = run(None)
+@contextmanager
+def watched(_: None) -> Iterator[tuple[list[str], list[str]]]:
+    """Both the writes of the pages' items and the WARC indexes asked for, with no container dying."""
+    with dies_after(None) as landed, dies_before_warc_index(None) as asked:
+        yield landed, asked
+
+
+class Uninterrupted(NamedTuple):
+    outcome: dict[str, Any]
+    #: The writes of the pages' items, in order (``dies_after``).
+    writes: list[str]
+    #: The WARC objects' indexes, in the order they were put (``dies_before_warc_index``).
+    indexes: list[str]
+    died: bool
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(_stacks: Any) -> Uninterrupted:
+    """The crawl no container dies in: what each test kills after each write of in turn."""
+    with pytest.MonkeyPatch.context() as monkeypatch, moto_kept():
+        fake_credentials(monkeypatch)  # (a module's fixture is made before the tests' own ``aws_credentials``)
+        outcome, (writes, indexes), died = run(lambda: stack_as_deployed(_stacks, TEST_PARAMETERS), None, watched)
+    return Uninterrupted(outcome, writes, indexes, died)
+
+
+def test_an_uninterrupted_crawl_is_the_baseline(uninterrupted: Uninterrupted) -> None:
+    outcome, landed, _, died = uninterrupted
     assert not died
     assert outcome["status"] is JobStatus.COMPLETED
     assert (outcome["counts"].urls_total, outcome["counts"].urls_succeeded) == (PAGES, PAGES)
@@ -144,10 +172,12 @@ def test_an_uninterrupted_crawl_is_the_baseline() -> None:
     assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200)
 
 
-def test_a_container_killed_after_any_write_leaves_the_job_exact() -> None:
-    _, writes, _ = run(None)
+def test_a_container_killed_after_any_write_leaves_the_job_exact(
+    uninterrupted: Uninterrupted, stacks_as_deployed: Callable[[], Any]
+) -> None:
+    writes = uninterrupted.writes
     for n in range(1, len(writes) + 1):
-        outcome, _, died = run(n)
+        outcome, _, died = run(stacks_as_deployed, n)
         assert died, n
         counts = outcome["counts"]
         assert outcome["status"] is JobStatus.COMPLETED, (n, writes[n - 1])
@@ -157,15 +187,17 @@ def test_a_container_killed_after_any_write_leaves_the_job_exact() -> None:
         assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200), (n, writes[n - 1])
 
 
-def test_a_container_killed_between_any_warc_object_and_its_index_leaves_no_object_unindexed() -> None:
+def test_a_container_killed_between_any_warc_object_and_its_index_leaves_no_object_unindexed(
+    uninterrupted: Uninterrupted, stacks_as_deployed: Callable[[], Any]
+) -> None:
     """Killed before each index's PUT in turn (the WARC objects of the sitemaps and of the page batch): the
     job ends exact, and its end deletes the object the dead writer left without its index (no URL record
     names it: its pages were fetched again into an object of their own), so every object is findable by its
     index and every page's record names an indexed one."""
-    _, indexes, _ = run(None, dying=dies_before_warc_index)
+    indexes = uninterrupted.indexes
     assert len(indexes) >= 2  # (a sitemap's object, the page batch's)
     for n in range(1, len(indexes) + 1):
-        outcome, asked, died = run(n, dying=dies_before_warc_index)
+        outcome, asked, died = run(stacks_as_deployed, n, dying=dies_before_warc_index)
         assert died and len(asked) >= n, n
         assert outcome["status"] is JobStatus.COMPLETED and outcome["recount"] == outcome["counts"], n
         assert outcome["crawled"] == dict.fromkeys(outcome["pages"], 200), n

@@ -26,7 +26,7 @@ from harvester.model.records import SitemapStatus
 from harvester.pipeline.sitemap_step import step_document
 from tests.aws.deployed import DeployedStack
 
-PAGES = 700
+PAGES = 560
 STEP = 200
 BATCH = 49  # (a listed batch on AWS: page_listing.PageListing.record_batch; a window of one here)
 

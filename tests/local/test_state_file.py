@@ -404,3 +404,15 @@ def test_a_version_9_file_gets_the_excluded_counter_and_keeps_its_counts(tmp_pat
     counts = SqliteStateStore(conn).counts("j")
     assert counts == before and counts.sitemaps_total == 1 and counts.urls_excluded == 0
     conn.close()
+
+
+def test_opening_a_current_file_writes_nothing(tmp_path):
+    """A file of this version is opened without a write (no commit to sync, no WAL to checkpoint at close:
+    every `harvest` command opens the state file); a new file gets its version."""
+    path = tmp_path / "state.db"
+    first = connect(path)
+    assert first.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    first.close()
+    again = connect(path)
+    assert again.total_changes == 0
+    again.close()

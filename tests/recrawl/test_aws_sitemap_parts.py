@@ -34,6 +34,10 @@ _ORDERED = ("warc", "fetch_ms")
 #: clock starts at live.EPOCH and moves a minute a change.
 _CLOCK = re.compile(rf"(?!{EPOCH.date().isoformat()})\d{{4}}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]00:00)?")
 
+#: The site of the cases about a few URLs: urlsets of 50, each a listed batch a lane (the cycles' site, of 200
+#: pages, lists each urlset in several batches).
+SCENARIO_PAGES = 100
+
 
 @pytest.fixture(autouse=True)
 def sets_stored_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,9 +100,9 @@ def summary(result: dict[str, Any], site: LiveSite, jobs: dict[str, str]) -> dic
 class Copies:
     """Two copies of one site, one crawled with the stack's sitemap parts and one with them off."""
 
-    def __init__(self, stack: Any, poller: Any, live_site: Any) -> None:
+    def __init__(self, stack: Any, poller: Any, live_site: Any, *, pages: int = 200) -> None:
         self.stack, self.poller = stack, poller
-        self.sites = {True: live_site(pages=200, sitemaps=2), False: live_site(pages=200, sitemaps=2)}
+        self.sites = {True: live_site(pages=pages, sitemaps=2), False: live_site(pages=pages, sitemaps=2)}
         self.jobs: dict[bool, dict[str, str]] = {True: {}, False: {}}
 
     def cycle(self, n: int, label: str, change: Callable[[bool, LiveSite], None]) -> dict[bool, dict[str, Any]]:
@@ -139,7 +143,7 @@ def test_a_url_left_out_of_a_part_that_replaced_an_adopted_one_reads_on_aws_as_t
 ):
     """test_sitemap_parts.py's case of the same name, on the stack: the record of a URL the replacing job
     neither listed nor orphaned still names the job that adopted the part, and so does its orphaning."""
-    copies = Copies(*deployed_stack, live_site)
+    copies = Copies(*deployed_stack, live_site, pages=SCENARIO_PAGES)
     gone = {parts: site.page_paths()[0] for parts, site in copies.sites.items()}
     for n, cycle in enumerate(REPLACED):
         ours = copies.cycle(n, cycle, lambda parts, site, cycle=cycle: replace(site, cycle, gone[parts]))[True]
@@ -151,7 +155,7 @@ def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urls
 ):
     """The URL a job left out of a part it adopted in part is not the job's through that part: the urlset it
     moved to lists it in the same job (whichever of the two is read first), as a listing one by one does."""
-    copies = Copies(*deployed_stack, live_site)
+    copies = Copies(*deployed_stack, live_site, pages=SCENARIO_PAGES)
     pages = {}
     for parts, site in copies.sites.items():
         zero = [path for path in site.page_paths() if site.site[path].sitemap == 0]
@@ -160,4 +164,4 @@ def test_a_page_moved_out_of_a_part_adopted_in_part_is_listed_on_aws_by_the_urls
         ours = copies.cycle(n, cycle, lambda parts, site, cycle=cycle: move(site, cycle, pages[parts]))[True]
         if cycle.startswith("a page moved"):
             assert ours["partly"] >= 1, cycle
-        assert ours["result"]["total_urls"] == 200, cycle
+        assert ours["result"]["total_urls"] == SCENARIO_PAGES, cycle

@@ -229,11 +229,6 @@ def build_index(
         if records is not None:
             _unsorted_rows(con, _json_source(records, gzipped), unsorted, job_id=job_id)
             files.append((unsorted, ()))
-            # (a database of its own for the sort: the JSON reader's buffers are let go with the one that held
-            # them rather than kept beside the sort's)
-            con.close()
-            con = _connect(out.parent)
-            con.execute(SURT_SQL)
         files += [(made.path, made.excluded) for made in rows]
         if rows:  # (one reader of every file, its rows made final as they stream into the sort)
             own = ", ".join(

@@ -357,7 +357,8 @@ def _prepare(conn: sqlite3.Connection, path: Path, durable: bool) -> None:
             _script(conn, _COPY_URLS)
         if rebuild_crawl:
             _script(conn, _COPY_CRAWL_URLS)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if row is None or version != SCHEMA_VERSION:  # (a file already current stays unwritten: no commit to sync)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
