@@ -62,7 +62,7 @@ def _harvester_imports(path: Path) -> set[str]:
 #: The package's parts from the bottom up: a part imports only from its own tier and those below (the
 #: records know no step, a step knows no engine, no concern knows the ports it is reached through).
 TIERS = [
-    {"limits", "urls", "inflate", "patience", "keyset", "words"},
+    {"limits", "urls", "url_rules", "languages", "inflate", "patience", "keyset", "words"},
     {"sitemap", "fetch"},
     {"model"},
     {"crawldb", "politeness", "archive"},
