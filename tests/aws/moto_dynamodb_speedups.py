@@ -47,6 +47,13 @@ Update expressions
     twice at every node (the tables are literals of the walk's own methods) and answer its type checks
     once per node type (moto's ``nodes_to_be_processed`` is then asked once per node type).
 
+    Of the ten walks, the first three only check the tree (at most one ADD, REMOVE and SET clause; no path
+    updated twice or overlapping another; no key attribute updated) and change nothing in it: what they
+    find depends on the expression, its attribute names and the table's key attributes alone. The patch
+    runs them once for each such triple that passes them (every request whose triple has not passed, so
+    every refused one, runs them as moto does), and copies the validator's tree node by node, as
+    ``deepcopy`` would (the same classes, attributes and parents; a tree of any other make is deep-copied).
+
 Like tests/aws/moto_speedups.py, the patches apply only to the exact moto code they were checked against.
 """
 
@@ -85,6 +92,19 @@ CHECKED_SOURCES = {
     "DepthFirstTraverser.process": (ast_nodes.DepthFirstTraverser, "58328ec7c2f9b1f9"),
     "DepthFirstTraverser.traverse_node_recursively": (ast_nodes.DepthFirstTraverser, "d7f01d9b45cf9f64"),
     "Validator.__init__": (validators.Validator, "9489b532dd0fb359"),
+    "Validator.validate": (validators.Validator, "5a99f0d36c7b7b8e"),
+    "UpdateExpressionValidator.get_ast_processors": (validators.UpdateExpressionValidator, "918400bbecd67e83"),
+    "ActionCountValidator.verify_action_counts": (validators.ActionCountValidator, "8cd8c9a3ae3a414a"),
+    "OverlappingPathsValidator.__init__": (validators.OverlappingPathsValidator, "575ea267a6dd07fb"),
+    "OverlappingPathsValidator.check_for_overlapping_paths": (validators.OverlappingPathsValidator, "2488117d3c3a1f22"),
+    "UpdateHashRangeKeyValidator.__init__": (validators.UpdateHashRangeKeyValidator, "ccfd8dde85fcc9bd"),
+    "UpdateHashRangeKeyValidator.check_for_hash_or_range_key": (
+        validators.UpdateHashRangeKeyValidator,
+        "a453e5e1e3fe9d37",
+    ),
+    "DepthFirstTraverser.pre_processing_of_child": (ast_nodes.DepthFirstTraverser, "7081127933bb856d"),
+    "DepthFirstTraverser.traverse": (ast_nodes.DepthFirstTraverser, "c78f8583f1961be7"),
+    "Node.find_clauses": (ast_nodes.Node, "b77be7ac447d7617"),
     "DynamoDBBackend.update_item": (dynamodb_models.DynamoDBBackend, "218984588dd689a5"),
     "DynamoHandler.update_item": (dynamodb_responses.DynamoHandler, "638893af1afd43d2"),
     "DynamoHandler.transact_write_items": (dynamodb_responses.DynamoHandler, "61c163fff213f33a"),
@@ -313,6 +333,116 @@ def _process(self: Any, node: Any) -> Any:
     return None
 
 
+#: The node classes whose instances ``deepcopy`` copies attribute by attribute (no copy hooks of their own).
+_PLAIN: dict[type, bool] = {}
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(kind: type) -> bool:
+    plain = _PLAIN.get(kind)
+    if plain is None:
+        plain = _PLAIN[kind] = (
+            issubclass(kind, ast_nodes.Node)
+            and not hasattr(kind, "__deepcopy__")
+            and not hasattr(kind, "__setstate__")
+            and kind.__reduce_ex__ is object.__reduce_ex__
+            and kind.__reduce__ is object.__reduce__
+            and kind.__getstate__ is object.__getstate__
+            and all("__slots__" not in vars(k) for k in kind.__mro__)
+        )
+    return plain
+
+
+def _tree_copy(tree: Any) -> Any:
+    """``deepcopy(tree)`` for a parsed expression: a tree whose nodes hold atoms (text, numbers) and their
+    children, each child's parent its node, none twice; anything else goes to ``deepcopy``."""
+    copied = _copy_node(tree, None, set()) if _plain(type(tree)) and tree.parent is None else None
+    return copy.deepcopy(tree) if copied is None else copied
+
+
+def _copy_node(node: Any, parent: Any, seen: set[int]) -> Any:
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    new = object.__new__(type(node))
+    state = {}
+    for name, value in node.__dict__.items():
+        if name == "parent":
+            state[name] = parent
+        elif name == "children" and type(value) is list:
+            children = []
+            for child in value:
+                if type(child) in _ATOMS:
+                    children.append(child)
+                    continue
+                if not _plain(type(child)) or child.parent is not node:
+                    return None
+                copied = _copy_node(child, new, seen)
+                if copied is None:
+                    return None
+                children.append(copied)
+            state[name] = children
+        elif type(value) in _ATOMS:
+            state[name] = value
+        else:
+            return None
+    new.__dict__.update(state)
+    return new
+
+
+def _validator_init(
+    self: Any, expression: Any, expression_attribute_names: Any, expression_attribute_values: Any, item: Any, table: Any
+) -> None:
+    """moto's ``Validator.__init__``, its tree copied by ``_tree_copy`` and the tree it copied kept."""
+    self.expression_attribute_names = expression_attribute_names
+    self.expression_attribute_values = expression_attribute_values
+    self.item = item
+    self.table = table
+    self.processors = self.get_ast_processors()
+    self.node_to_validate = _tree_copy(expression)
+    self._parsed = expression
+
+
+#: (parsed tree, its attribute names, the table's key attributes) that passed the first three walks.
+_WELL_FORMED: set[tuple[Any, ...]] = set()
+_CHECKS = (
+    validators.ActionCountValidator,
+    validators.OverlappingPathsValidator,
+    validators.UpdateHashRangeKeyValidator,
+)
+
+
+def _checked_key(validator: Any) -> tuple[Any, ...] | None:
+    names = validator.expression_attribute_names
+    try:
+        key = (
+            validator._parsed,
+            None if names is None else frozenset(names.items()),
+            tuple(validator.table.table_key_attrs),
+        )
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _validate(self: Any) -> Any:
+    """moto's walks in moto's order, the checks that only read the tree once per expression, names and keys."""
+    checks = len(_CHECKS)
+    key = _checked_key(self) if tuple(map(type, self.processors[:checks])) == _CHECKS else None
+    passed = key is not None and key in _WELL_FORMED
+    n = self.node_to_validate
+    for i, processor in enumerate(self.processors):
+        if i < checks and passed:
+            continue
+        n = processor.traverse(n)
+        if i == checks - 1 and key is not None:
+            if len(_WELL_FORMED) >= _PARSED_MAX:
+                _WELL_FORMED.clear()
+            _WELL_FORMED.add(key)
+    return n
+
+
 def _one_at_a_time(original: Any) -> Any:
     def call_action(self: Any) -> Any:
         with _ONE_REQUEST:
@@ -347,5 +477,7 @@ def moto_dynamodb_speedups() -> Iterator[None]:
         mock.patch.object(expressions.UpdateExpressionParser, "make", parse),
         mock.patch.object(ast_nodes.DepthFirstTraverser, "process", _process),
         mock.patch.object(ast_nodes.DepthFirstTraverser, "traverse_node_recursively", _traverse_node_recursively),
+        mock.patch.object(validators.Validator, "__init__", _validator_init),
+        mock.patch.object(validators.UpdateExpressionValidator, "validate", _validate),
     ):
         yield

@@ -8,8 +8,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
-from tests.aws.moto_dynamodb_speedups import moto_dynamodb_speedups, speedup_applies
+from tests.aws.moto_dynamodb_speedups import _WELL_FORMED, _copy_node, moto_dynamodb_speedups, speedup_applies
 
 TABLE = "t"
 
@@ -239,7 +240,16 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, str] | None, str | None]] = [
     ("SET a = :missing", {":v": {"S": "k"}}, None, None),  # a value not given
     ("SET a = a + :s", {":s": {"S": "k"}}, None, None),  # a string added to a number
     ("SET a = :v, a = :v", {":v": {"N": "1"}}, None, None),  # a path twice
+    # Checks whose outcome depends on the attribute names as well as the text: accepted, then refused.
+    ("SET #a = :v, #b = :v", {":v": {"N": "1"}}, {"#a": "x", "#b": "y"}, None),
+    ("SET #a = :v, #b = :v", {":v": {"N": "1"}}, {"#a": "x", "#b": "x"}, None),  # a path twice, by its names
+    ("SET #a = :v", {":v": {"N": "1"}}, {"#a": "x"}, None),
+    ("SET #a = :v", {":v": {"N": "1"}}, {"#a": "pk"}, None),  # a key attribute, by its name
+    ("ADD a :v ADD b :v", {":v": {"N": "1"}}, None, None),  # a clause twice
 ]
+#: How unpatched moto answers UPDATES: the error's code, None for an update applied.
+REFUSED = [None] * 4 + ["ConditionalCheckFailedException"] + ["ValidationException"] * 5
+REFUSED += [None, "ValidationException", None, "ValidationException", "ValidationException"]
 
 
 def update_operations(client: Any) -> list[Any]:
@@ -265,6 +275,24 @@ def update_operations(client: Any) -> list[Any]:
         update["ExpressionAttributeValues"] = UPDATES[0][1]
         client.transact_write_items(TransactItems=[{"Update": update}])
         observed.append(client.get_item(TableName=TABLE, Key=update["Key"])["Item"])
+    # An update the table above accepts, on a table whose key it names.
+    client.create_table(
+        TableName="keyed-x",
+        KeySchema=[{"AttributeName": "x", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "x", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    try:
+        client.update_item(
+            TableName="keyed-x",
+            Key={"x": {"S": "k"}},
+            UpdateExpression="SET #a = :v",
+            ExpressionAttributeNames={"#a": "x"},
+            ExpressionAttributeValues={":v": {"N": "1"}},
+        )
+        observed.append("updated")
+    except ClientError as exc:
+        observed.append(exc.response["Error"])
     return observed
 
 
@@ -276,8 +304,8 @@ def test_patched_moto_answers_exactly_as_moto():
         [len(page[0]) for page in query] for query in unpatched[len(SCENARIO) * 2 : len(SCENARIO) * 2 + len(QUERIES)]
     ]
     assert sizes == [[3], [11], [23], [0, 0, 7, 6, 6, 0], [0], [42]]
-    updates = unpatched[-2 * (len(UPDATES) + 1) :]
-    operations = unpatched[len(SCENARIO) * 2 + len(QUERIES) : -len(updates)]
+    updates = unpatched[-2 * (len(UPDATES) + 1) - 1 : -1]
+    operations = unpatched[len(SCENARIO) * 2 + len(QUERIES) : -len(updates) - 1]
     assert operations[2]["Item"]["body"] == {"B": b"\x00\xffzstd"} and "ConsumedCapacity" in operations[2]
     assert set(operations[3]["Item"]) == {"body", "n"} and operations[4]["Item"] == {
         "m": {"M": {"x": {"N": "1.50"}}},
@@ -287,8 +315,14 @@ def test_patched_moto_answers_exactly_as_moto():
     assert unpatched[2][0] == "TransactionCanceledException"
     assert updates[1]["Attributes"]["c"] == {"N": "3"} and len(updates[1]["Attributes"]["l"]["L"]) == 2
     assert updates[3]["Attributes"]["a"] == {"N": "2"} and updates[3]["Attributes"]["tag"] == {"S": "u"}
-    refusals = [u.get("Code") for u in updates[4 : len(UPDATES)]]
-    assert refusals == ["ConditionalCheckFailedException"] + ["ValidationException"] * 5, updates[4 : len(UPDATES)]
+    for sk in range(2):  # (two items, each new at its first update)
+        refusals = [u.get("Code") for u in updates[sk * (len(UPDATES) + 1) :][: len(UPDATES)]]
+        assert refusals == REFUSED, updates
+    assert "part of the key" in unpatched[-1]["Message"]
+    _WELL_FORMED.clear()
     assert run(patched=True) == unpatched
+    assert _WELL_FORMED  # (the checks were skipped where they had passed)
+    for expression, *_ in UPDATES[:5]:  # (the parsed trees are copied node by node, not by deepcopy)
+        assert _copy_node(UpdateExpressionParser.make(expression), None, set()) is not None
     # (With a moto whose code differs from the checked one the patch is inert and this still holds.)
     assert speedup_applies(), "moto changed: the speedup no longer applies, the AWS tests will be slow"
