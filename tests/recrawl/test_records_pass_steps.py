@@ -141,6 +141,21 @@ def outputs(state: Path, site: LiveSite, result: SitemapIngestionResult) -> dict
     }
 
 
+def differing_rows(got: dict[str, Any], expected: dict[str, Any]) -> str:
+    """The index rows and records only one of two outputs has, and the other items that differ: what tells a
+    difference in the crawls (which URLs each fetched) from one in the ends."""
+    lines = [
+        f"{key}: {got[key]!r} != {expected[key]!r}"
+        for key in got
+        if key not in ("index", "records") and got[key] != expected[key]
+    ]
+    for key in ("index", "records"):
+        mine, theirs = set(got[key]), set(expected[key])
+        lines += [f"{key} stepped only: {row}" for row in sorted(mine - theirs, key=str)]
+        lines += [f"{key} one-step only: {row}" for row in sorted(theirs - mine, key=str)]
+    return "\n".join(lines)
+
+
 def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(live_site, tmp_path, monkeypatch):
     site = live_site(pages=240, sitemaps=2)
     for n in (3, 50, 130, 201, 222, 239):  # (more failures than the summary lists: the rest are counted)
@@ -150,7 +165,8 @@ def test_an_end_whose_records_pass_runs_in_steps_writes_what_one_step_writes(liv
     def cycle() -> tuple[int, list[int]]:
         alone = crawl(one, site)
         result, pieces, parts_at = crawl_in_steps(stepped, site, monkeypatch)
-        assert outputs(stepped, site, result) == outputs(one, site, alone)
+        got, expected = outputs(stepped, site, result), outputs(one, site, alone)
+        assert got == expected, differing_rows(got, expected)
         # (the records pass over, the parts one a step: each step goes on from where the last left off; the
         # step that finds the records pass over begins the parts at 0, or makes the first one; the outputs
         # are written in a step after the last part's)
