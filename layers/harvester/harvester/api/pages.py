@@ -37,7 +37,7 @@ from harvester.api.tree import SitemapTree
 from harvester.fetch import policy_for
 from harvester.model.base import ValidationError
 from harvester.model.messages import JobRequest
-from harvester.model.reading import DEFAULT_WARN_SIZE
+from harvester.model.reading import reading_section
 from harvester.model.records import SitemapURL, utcnow
 from harvester.model.selection import EntrySelection
 from harvester.pipeline.listed_rows import listed_page
@@ -192,13 +192,11 @@ class Discovery:
         fields["discovery"] = discovery  # (a section of defaults is none: JobRequest drops it)
         if select:
             fields["select"] = select
-        if repair_urls or strict_location or allow_doctype or warn_size is not None:
-            fields["reading"] = {
-                "repair_urls": repair_urls,
-                "strict_location": strict_location,
-                "allow_doctype": allow_doctype,
-                "warn_size": DEFAULT_WARN_SIZE if warn_size is None else warn_size,
-            }
+        reading = reading_section(
+            repair_urls=repair_urls, strict_location=strict_location, allow_doctype=allow_doctype, warn_size=warn_size
+        )
+        if reading is not None:
+            fields["reading"] = reading
         try:
             if select:  # (alone first: a refusal names its field, not the section's)
                 EntrySelection.model_validate(select)

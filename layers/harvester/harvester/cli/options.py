@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from msgspec import to_builtins
-
 from harvester.cli.discovery import discovery_options
 from harvester.cli.errors import UsageError
 from harvester.cli.reading import reading_rules
@@ -85,7 +83,7 @@ def job_request(args: argparse.Namespace, *, fetch_pages: bool | None = None, si
     if select is not None:
         fields["select"] = select
     if (reading := reading_rules(args)) is not None:
-        fields["reading"] = to_builtins(reading)
+        fields["reading"] = reading
     try:
         return JobRequest.model_validate(fields)
     except ValidationError as exc:

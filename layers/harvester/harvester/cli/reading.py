@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 from harvester.cli.errors import UsageError
 from harvester.limits import SITEMAP_MAX_BYTES
-from harvester.model.reading import DEFAULT_WARN_SIZE, ReadingRules
+from harvester.model.reading import DEFAULT_WARN_SIZE, ReadingRules, reading_section
 from harvester.words import size
 
 _SIZE = re.compile(r"\s*(\d+)\s*(|b|bytes?|k|kb|kib|m|mb|mib)\s*", re.IGNORECASE)
@@ -61,17 +62,16 @@ def warn_size(given: str) -> int:
     return bytes_
 
 
-def reading_rules(args: argparse.Namespace) -> ReadingRules | None:
+def reading_rules(args: argparse.Namespace) -> dict[str, Any] | None:
     """The ``reading`` section of the flags given; None when none was (the job reads with the defaults, and
-    its request is the one it was before the rules existed)."""
-    repair = getattr(args, "repair_urls", False)
-    strict = getattr(args, "strict_location", False)
-    doctype = getattr(args, "allow_doctype", False)
+    its request has no ``reading`` section: its fingerprint is that of a request without the flags)."""
     given = getattr(args, "warn_size", None)
-    if not (repair or strict or doctype or given is not None):
-        return None
-    warn = DEFAULT_WARN_SIZE if given is None else warn_size(given)
-    return ReadingRules(repair_urls=repair, strict_location=strict, allow_doctype=doctype, warn_size=warn)
+    return reading_section(
+        repair_urls=getattr(args, "repair_urls", False),
+        strict_location=getattr(args, "strict_location", False),
+        allow_doctype=getattr(args, "allow_doctype", False),
+        warn_size=None if given is None else warn_size(given),
+    )
 
 
 def reading_flags(reading: ReadingRules | None) -> str:

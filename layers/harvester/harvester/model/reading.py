@@ -8,7 +8,7 @@ sitemap that inflates past it is reported with a warning before ``SITEMAP_MAX_BY
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from msgspec import Meta
 
@@ -58,3 +58,16 @@ DEFAULTS = ReadingRules()
 
 def rules_of(reading: ReadingRules | None) -> ReadingRules:
     return DEFAULTS if reading is None else reading
+
+
+def reading_section(
+    *, repair_urls: bool, strict_location: bool, allow_doctype: bool, warn_size: int | None
+) -> dict[str, Any] | None:
+    """The ``reading`` section of a job request for these choices (the command line's flags, the Python API's
+    keywords), to be validated with the request; None when every choice is the default's (``warn_size``
+    None), so that such a request has no section and keeps its fingerprint."""
+    rules = {"repair_urls": repair_urls, "strict_location": strict_location, "allow_doctype": allow_doctype}
+    section: dict[str, Any] = {name: True for name, on in rules.items() if on}
+    if warn_size is not None:
+        section["warn_size"] = warn_size
+    return section or None

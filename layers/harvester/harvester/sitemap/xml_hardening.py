@@ -21,8 +21,7 @@ def forbid_doctype(name: str, sysid: str | None, pubid: str | None, has_internal
     """A DOCTYPE alone is harmless (``<!DOCTYPE urlset>``, element declarations): it is read past. What could
     hurt is refused: an external DTD (a URL or file the document would have read), and any entity
     declaration in the internal subset (``forbid_entity``, before anything expands)."""
-    if name and name.rpartition(":")[2].lower() == "html":
-        raise NotASitemap("not a sitemap: root element <html> (an HTML page)")
+    allow_doctype(name, sysid, pubid, has_internal_subset)  # (an HTML page is refused either way)
     if sysid is not None or pubid is not None:
         raise DTDForbidden(name, sysid, pubid)
 
